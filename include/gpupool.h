@@ -1,0 +1,252 @@
+/*
+ * gpupool.h: a preforking process pool with one long-lived worker per GPU.
+ *
+ * The master forks one worker per GPU (or k per GPU), pins each to its GPU
+ * (CUDA_VISIBLE_DEVICES=<UUID>) and to the GPU's NUMA node (CPUs, then
+ * memory, with hwloc), and hands items to idle workers over a socketpair.
+ * The master never calls CUDA: GPUs are enumerated by a short-lived probe
+ * child. See gpupool(3) for the full manual and docs/design.md for the
+ * process model.
+ *
+ * Conventions: functions returning int give 0 (or a documented count) on
+ * success and a negative code on failure: a negated errno value or one of
+ * the GP_E* codes below. gp_strerror() names every code. The library never
+ * prints, never exits the caller, installs no signal handler and reaps only
+ * its own children, by pid. Create pools from a single-threaded process,
+ * before anything in it initialises CUDA.
+ */
+#ifndef GPUPOOL_H
+#define GPUPOOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(GP_BUILDING) && defined(__GNUC__)
+#define GP_API __attribute__((visibility("default")))
+#else
+#define GP_API
+#endif
+
+#define GP_VERSION "0.1.0"
+
+/* Library error codes beside negated errno values. */
+enum gp_error {
+	GP_ENOGPU = -10001,	/* no GPU found and none given (see errbuf) */
+	GP_EINIT = -10002,	/* a worker's initialiser or binding failed */
+	GP_ENOWORKER = -10003,	/* every worker is gone (respawn budget spent) */
+	GP_EPLAN = -10004,	/* the pool was created with GP_POOL_PLAN_ONLY */
+};
+
+/* What became of one item (struct gp_item.status). */
+enum gp_status {
+	GP_OK = 0,		/* fn returned 0 */
+	GP_FAILED,		/* fn returned nonzero: code is that value */
+	GP_CRASHED,		/* the worker died: code is its exit status,
+				   or 128 + signal number */
+	GP_TIMEDOUT,		/* ran past timeout_ms: code is fn's return if
+				   it returned in the grace period, else -1 */
+	GP_CANCELED,		/* cancel_fd became readable first */
+	GP_ERROR,		/* code is a negative errno: -EMSGSIZE (item or
+				   result over max_msg), -EPROTO (bad message) */
+	GP_NOTRUN,		/* never ran: the pool lost all its workers */
+};
+
+/* One unit of work: caller's input bytes in, result bytes out. */
+struct gp_item {
+	const void	*in;		/* input bytes (may be NULL if inlen 0) */
+	size_t		 inlen;
+	void		*out;		/* result bytes, malloc'd, or NULL */
+	size_t		 outlen;
+	int		 status;	/* enum gp_status */
+	int		 code;		/* see enum gp_status */
+	int		 worker;	/* worker that ran it last, -1 if none */
+	int		 attempts;	/* times it was started */
+};
+
+/* Running in a worker: the handle fn and init receive. */
+struct gp_ctx;
+
+/*
+ * The task. Runs in a worker process, once per item. Return 0 for success;
+ * any other value marks the item GP_FAILED with that code. Call gp_reply()
+ * to return bytes. fn may keep state across items in its process (a loaded
+ * model): the worker lives until the pool is destroyed or recycled.
+ */
+typedef int gp_fn(struct gp_ctx *ctx, const void *in, size_t inlen,
+    void *arg);
+
+/*
+ * Per-worker initialiser, run once in each worker after it is pinned and
+ * its CUDA_VISIBLE_DEVICES is set, before its first item (load a model,
+ * create a CUDA context here). Nonzero return: the worker exits, is not
+ * respawned, and gp_pool_create() fails with GP_EINIT.
+ */
+typedef int gp_init_fn(struct gp_ctx *ctx, void *arg);
+
+/* Worker teardown, run once when a worker leaves cleanly. */
+typedef void gp_fini_fn(struct gp_ctx *ctx, void *arg);
+
+enum gp_pool_flags {
+	GP_POOL_CANCEL_FD = (1 << 0),	/* cancel_fd is valid */
+	GP_POOL_NO_BIND = (1 << 1),	/* place, but do not bind */
+	GP_POOL_STRICT_BIND = (1 << 2),	/* a failed bind fails the worker */
+	GP_POOL_CUDA_INIT = (1 << 3),	/* worker creates its CUDA context
+					   before init (needs -Dcuda) */
+	GP_POOL_PLAN_ONLY = (1 << 4),	/* resolve GPUs and placement, fork
+					   nothing: for gp_pool_info() */
+	GP_POOL_NO_PDEATHSIG = (1 << 5),/* workers are not SIGKILLed when the
+					   master dies: they see EOF instead */
+};
+
+/* Pool options. { 0 } gives the defaults named on each field. */
+struct gp_pool_opts {
+	const char	*gpus;		/* "0,2", "GPU-8932f937,...", bus ids;
+					   NULL or "all": every GPU found */
+	int		 per_gpu;	/* workers per GPU; 0: 1 */
+	int		 fake_gpus;	/* N fake GPUs, no probe; 0: the value of
+					   GPUPOOL_FAKE_GPUS, if set */
+	const char	*fake_busids;	/* "0000:34:00.0,..." for fake GPUs */
+	const char	*topology_xml;	/* hwloc XML instead of this machine;
+					   NULL: GPUPOOL_TOPOLOGY, if set */
+	gp_init_fn	*init;		/* NULL: none */
+	gp_fini_fn	*fini;		/* NULL: none */
+	void		*init_arg;	/* passed to init and fini */
+	unsigned	 timeout_ms;	/* per item; 0: none */
+	unsigned	 grace_ms;	/* after a timeout or cancel, time fn gets
+					   to return before SIGKILL; 0: 1000 */
+	int		 cancel_fd;	/* with GP_POOL_CANCEL_FD: readable ⇒
+					   cancel the map in progress */
+	unsigned	 max_tasks;	/* recycle a worker after N items; 0: never */
+	int		 respawn_max;	/* worker deaths replaced over the pool's
+					   life; 0: 64 per worker; < 0: no limit */
+	int		 retries;	/* re-run a crashed or timed-out item up
+					   to N more times; 0: none */
+	size_t		 max_msg;	/* largest item or result; 0: 64 MiB */
+	unsigned	 flags;		/* enum gp_pool_flags */
+	char		*errbuf;	/* if set, create writes a one-line reason
+					   for a failure here */
+	size_t		 errlen;
+};
+
+/* Where a worker runs (gp_pool_info(), gp_ctx_info()). */
+struct gp_worker_info {
+	int		 worker;	/* 0 .. gp_pool_size() - 1 */
+	int		 gpu;		/* index into the pool's GPU list */
+	int		 slot;		/* 0 .. per_gpu - 1 */
+	pid_t		 pid;		/* 0 if not running (or in a worker) */
+	int		 fake;		/* 1 for a fake GPU */
+	char		 visible[96];	/* its CUDA_VISIBLE_DEVICES value */
+	char		 uuid[48];	/* "GPU-..." or "" when unknown */
+	char		 busid[32];	/* "0000:b7:00.0" or "" when unknown */
+	char		 name[96];	/* device name or "" */
+	uint64_t	 mem_bytes;	/* device memory, 0 when unknown */
+	int		 numa;		/* first NUMA node, -1 if unknown */
+	char		 nodeset[64];	/* NUMA nodes, as a list "0-1" */
+	char		 cpuset[256];	/* CPUs, as a list "0-3,8" */
+	char		 where[64];	/* how the place was chosen, e.g.
+					   "gpu-local", "machine: no bus id" */
+	int		 cpubind_rc;	/* 0 or -errno, once the worker started */
+	int		 membind_rc;	/* 0 or -errno (0 if not bound) */
+};
+
+/* A stream of items for gp_run(). */
+struct gp_feed {
+	/*
+	 * Called when a worker is idle. Point *item at the next item (owned by
+	 * the caller, valid until done() is called for it) and return 1;
+	 * return 0 when nothing is ready yet (the pool then waits until
+	 * in_fd is readable or a worker finishes); return -1 at the end.
+	 */
+	int		(*next)(void *arg, struct gp_item **item);
+	/* Called once per item as it ends, in completion order. Return 0 to
+	 * go on, nonzero to cancel the rest (as cancel_fd does). */
+	int		(*done)(void *arg, struct gp_item *item);
+	int		 in_fd;		/* -1: none */
+	void		*arg;
+};
+
+struct gp_pool;
+
+/*
+ * Create a pool: find GPUs, load the topology, place and fork the workers,
+ * wait until each has bound itself and run init. *out is set on success.
+ * Returns 0, GP_ENOGPU (no GPU: errbuf says why), GP_EINIT (a worker
+ * failed to start; errbuf names it), -EINVAL (bad option, e.g. a --gpus
+ * entry that names no GPU), -ENOMEM, or the negated errno of a failed
+ * fork/socketpair/topology load.
+ */
+GP_API int	gp_pool_create(struct gp_pool **out,
+		    const struct gp_pool_opts *opts);
+
+/*
+ * Run fn on items[0..n-1] and return when all have ended. fn must be a
+ * function of the program or of a library loaded before the pool was
+ * created (workers are forked copies); arglen bytes at arg are copied to
+ * each worker, and fn gets a pointer to its copy (NULL when arglen is 0).
+ * Each item's out,
+ * outlen, status, code, worker and attempts are set (free out with
+ * gp_items_release()). Items are dispatched dynamically in batches sized to
+ * what remains and to the measured item time. Returns 0 when every item has
+ * a final status (whatever it is), GP_ENOWORKER when the pool lost every
+ * worker (the rest are GP_NOTRUN), GP_EPLAN, -EINVAL, -ENOMEM, -EBUSY
+ * while another call runs, -ECHILD from a process that did not create p.
+ */
+GP_API int	gp_map(struct gp_pool *p, gp_fn *fn, const void *arg,
+		    size_t arglen, struct gp_item *items, size_t n);
+
+/*
+ * Stream items: take them from feed->next as workers become idle, one item
+ * per dispatch, and report each through feed->done. Returns as gp_map(),
+ * or -EDEADLK when next() says "not yet" with no in_fd and nothing running.
+ */
+GP_API int	gp_run(struct gp_pool *p, gp_fn *fn, const void *arg,
+		    size_t arglen, const struct gp_feed *feed);
+
+/* Ask workers to leave, then TERM, then KILL; reap each by pid; free. */
+GP_API void	gp_pool_destroy(struct gp_pool *p);
+
+/* Number of workers; placement of one (0 or -EINVAL). */
+GP_API int	gp_pool_size(const struct gp_pool *p);
+GP_API int	gp_pool_info(const struct gp_pool *p, int worker,
+		    struct gp_worker_info *out);
+
+/* Free the out buffers of n items and set them to NULL. */
+GP_API void	gp_items_release(struct gp_item *items, size_t n);
+
+/* In a worker: set the current item's result bytes (copied; the last call
+ * wins). Returns 0 or -EMSGSIZE (over max_msg), -ENOMEM. */
+GP_API int	gp_reply(struct gp_ctx *ctx, const void *buf, size_t len);
+/* In a worker: where it runs. */
+GP_API const struct gp_worker_info *gp_ctx_info(const struct gp_ctx *ctx);
+/* In a worker: an fd that becomes readable when the current item should
+ * stop (timeout, cancel) or the master is gone. Poll it; do not read. */
+GP_API int	gp_ctx_stop_fd(const struct gp_ctx *ctx);
+
+/* Text for any code returned above or any item code < 0. */
+GP_API const char *gp_strerror(int code);
+/* Text for an item's outcome: "ok", "failed (fn returned 3)", "crashed
+ * (killed by signal 11: Segmentation fault)", "timed out after 500 ms". */
+GP_API const char *gp_item_strerror(const struct gp_item *item, char *buf,
+		    size_t len);
+
+/*
+ * Python's Pool(processes).map, in C: run fn(ctx, item, NULL) on each of
+ * n items on the default pool (created on first use with { 0 } options:
+ * one worker per GPU found, or GPUPOOL_FAKE_GPUS fake ones), and return
+ * when all are done. Results and statuses are in items, in item order.
+ * Returns as gp_map(), or as gp_pool_create() on first use.
+ */
+GP_API int	pool_map(gp_fn *fn, struct gp_item *items, size_t n);
+/* Destroy the default pool (a later pool_map() creates a new one). */
+GP_API void	gp_shutdown(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPUPOOL_H */

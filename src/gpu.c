@@ -1,0 +1,339 @@
+/*
+ * gpu.c: decide which GPUs a pool uses, without touching CUDA in the
+ * master. Real GPUs are enumerated by a short-lived probe child (it is the
+ * only process here that calls cudart before a worker does); fake GPUs and
+ * explicit ids need no probe result. Runs only in the master.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define GP_PROBE_MAX		64
+#define GP_PROBE_TIMEOUT_MS	60000
+
+struct probe_reply {
+	int		 count;		/* >= 0, or -1: see err */
+	char		 err[200];
+	struct gp_gpu	 dev[GP_PROBE_MAX];
+};
+
+/* Probe child: enumerate in PCI order, as nvidia-smi numbers them. */
+static void
+probe_child(int fd)
+{
+	static struct probe_reply	 r;
+	struct iovec			 iov = { &r, sizeof(r) };
+
+	(void)setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
+	r.count = gp_cuda_probe(r.dev, GP_PROBE_MAX, r.err, sizeof(r.err));
+	(void)gp_writev_full(fd, &iov, 1);
+	_exit(0);
+}
+
+static int
+probe(struct probe_reply *r)
+{
+	struct pollfd	 pfd;
+	int		 fds[2], status, rc = 0;
+	size_t		 got = 0;
+	ssize_t		 n;
+	pid_t		 pid;
+	int64_t		 dl = gp_now_ns() + (int64_t)GP_PROBE_TIMEOUT_MS * 1000000;
+
+	if (pipe2(fds, O_CLOEXEC) == -1)
+		return -errno;
+	fflush(NULL);
+	if ((pid = fork()) == -1) {
+		rc = -errno;
+		close(fds[0]);
+		close(fds[1]);
+		return rc;
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		probe_child(fds[1]);
+	}
+	close(fds[1]);
+	pfd.fd = fds[0];
+	pfd.events = POLLIN;
+	while (got < sizeof(*r)) {
+		int64_t	 left = (dl - gp_now_ns()) / 1000000;
+
+		if (left <= 0) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		if (poll(&pfd, 1, (int)left) == -1) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+			break;
+		}
+		n = read(fds[0], (char *)r + got, sizeof(*r) - got);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n == 0 ? -EPIPE : -errno;
+			break;
+		}
+		got += (size_t)n;
+	}
+	close(fds[0]);
+	if (rc < 0)
+		kill(pid, SIGKILL);
+	(void)gp_waitpid(pid, &status, 0);
+	if (rc == -EPIPE)
+		snprintf(r->err, sizeof(r->err),
+		    "GPU probe died (status %d)", gp_wstatus_code(status));
+	else if (rc == -ETIMEDOUT)
+		snprintf(r->err, sizeof(r->err),
+		    "GPU probe did not answer in %d s", GP_PROBE_TIMEOUT_MS / 1000);
+	if (rc < 0)
+		r->count = -1;
+	return 0;
+}
+
+/* The n-th element of a comma list, copied to buf; -1 if absent. */
+static int
+list_nth(const char *list, int n, char *buf, size_t len)
+{
+	const char	*e;
+	size_t		 l;
+
+	for (; n > 0 && list != NULL; n--)
+		if ((list = strchr(list, ',')) != NULL)
+			list++;
+	if (list == NULL)
+		return -1;
+	e = strchr(list, ',');
+	l = e ? (size_t)(e - list) : strlen(list);
+	if (l >= len)
+		return -1;
+	memcpy(buf, list, l);
+	buf[l] = '\0';
+	return 0;
+}
+
+static int
+list_count(const char *list)
+{
+	int	 n = 1;
+
+	for (; *list; list++)
+		n += *list == ',';
+	return n;
+}
+
+/* A non-negative decimal index, or -1. */
+static int
+index_of(const char *s)
+{
+	long	 v = 0;
+
+	if (*s == '\0')
+		return -1;
+	for (; *s; s++) {
+		if (!isdigit((unsigned char)*s) || v > 100000)
+			return -1;
+		v = v * 10 + (*s - '0');
+	}
+	return (int)v;
+}
+
+/* Does id name g: its index, its UUID (with or without "GPU-", or a
+ * unique prefix), or its bus id (any case, 4- or 8-digit domain)? */
+static int
+names(const char *id, int idx, const struct gp_gpu *g)
+{
+	const char	*u = g->uuid;
+	size_t		 l = strlen(id);
+
+	if (index_of(id) >= 0)
+		return index_of(id) == idx;
+	if (strncmp(u, "GPU-", 4) == 0 && strncmp(id, "GPU-", 4) != 0)
+		u += 4;
+	if (*u && l >= 4 && strncasecmp(id, u, l) == 0)
+		return 1;
+	if (*g->busid) {
+		size_t	 bl = strlen(g->busid);
+
+		if (strcasecmp(id, g->busid) == 0 ||
+		    (l == bl + 4 && strncmp(id, "0000", 4) == 0 &&
+		    strcasecmp(id + 4, g->busid) == 0))
+			return 1;
+	}
+	return 0;
+}
+
+/* Select opts->gpus among the n candidates in all[]. */
+static int
+select_gpus(const char *spec, const struct gp_gpu *all, int n,
+    struct gp_gpu **out, char *err, size_t errlen)
+{
+	struct gp_gpu	*sel;
+	char		 id[128];
+	int		 k = list_count(spec), i, j, hit, m;
+
+	if ((sel = calloc((size_t)k, sizeof(*sel))) == NULL)
+		return -ENOMEM;
+	for (i = 0; i < k; i++) {
+		if (list_nth(spec, i, id, sizeof(id)) < 0 || id[0] == '\0') {
+			free(sel);
+			return gp_errf(err, errlen, -EINVAL,
+			    "bad GPU list '%s': empty or over-long entry", spec);
+		}
+		for (j = 0, hit = -1, m = 0; j < n; j++)
+			if (names(id, j, &all[j])) {
+				hit = j;
+				m++;
+			}
+		if (m != 1) {
+			free(sel);
+			return gp_errf(err, errlen, -EINVAL,
+			    m ? "GPU '%s' is ambiguous (%d GPUs match)" :
+			    "no GPU '%s' among the %d found", id, m ? m : n);
+		}
+		for (j = 0; j < i; j++)
+			if (strcmp(sel[j].visible, all[hit].visible) == 0) {
+				free(sel);
+				return gp_errf(err, errlen, -EINVAL,
+				    "GPU '%s' is listed twice", id);
+			}
+		sel[i] = all[hit];
+	}
+	*out = sel;
+	return k;
+}
+
+/*
+ * No probe result: take the ids as given. An index is narrowed through an
+ * inherited CUDA_VISIBLE_DEVICES (Slurm's "2,3" makes index 1 mean "3"),
+ * so a worker never sees a GPU outside what its master was given.
+ */
+static int
+given_gpus(const char *spec, struct gp_gpu **out, char *err, size_t errlen)
+{
+	struct gp_gpu	*g;
+	const char	*inh = getenv("CUDA_VISIBLE_DEVICES");
+	char		 id[96];
+	int		 k = list_count(spec), i, j, ix;
+
+	if ((g = calloc((size_t)k, sizeof(*g))) == NULL)
+		return -ENOMEM;
+	for (i = 0; i < k; i++) {
+		if (list_nth(spec, i, id, sizeof(id)) < 0 || id[0] == '\0') {
+			free(g);
+			return gp_errf(err, errlen, -EINVAL,
+			    "bad GPU list '%s': empty or over-long entry", spec);
+		}
+		ix = index_of(id);
+		if (ix >= 0 && inh != NULL && *inh != '\0') {
+			if (list_nth(inh, ix, g[i].visible,
+			    sizeof(g[i].visible)) < 0) {
+				free(g);
+				return gp_errf(err, errlen, -EINVAL,
+				    "GPU %d is not among CUDA_VISIBLE_DEVICES=%s",
+				    ix, inh);
+			}
+		} else
+			snprintf(g[i].visible, sizeof(g[i].visible), "%s", id);
+		if (strncmp(g[i].visible, "GPU-", 4) == 0)
+			snprintf(g[i].uuid, sizeof(g[i].uuid), "%s",
+			    g[i].visible);
+		for (j = 0; j < i; j++)
+			if (strcmp(g[j].visible, g[i].visible) == 0) {
+				free(g);
+				return gp_errf(err, errlen, -EINVAL,
+				    "GPU '%s' is listed twice", id);
+			}
+	}
+	*out = g;
+	return k;
+}
+
+static int
+fake_gpus(const struct gp_pool_opts *o, struct gp_gpu **out, char *err,
+    size_t errlen)
+{
+	struct gp_gpu	*g;
+	int		 i, rc;
+
+	if (o->fake_busids != NULL && list_count(o->fake_busids) != o->fake_gpus)
+		return gp_errf(err, errlen, -EINVAL,
+		    "%d fake GPUs but %d bus ids in '%s'", o->fake_gpus,
+		    list_count(o->fake_busids), o->fake_busids);
+	if ((g = calloc((size_t)o->fake_gpus, sizeof(*g))) == NULL)
+		return -ENOMEM;
+	for (i = 0; i < o->fake_gpus; i++) {
+		g[i].fake = 1;
+		/* Not a CUDA id: a task that tries CUDA sees no device
+		 * rather than a real GPU of this machine. */
+		snprintf(g[i].visible, sizeof(g[i].visible), "fake%d", i);
+		snprintf(g[i].name, sizeof(g[i].name), "fake GPU %d", i);
+		if (o->fake_busids != NULL)
+			(void)list_nth(o->fake_busids, i, g[i].busid,
+			    sizeof(g[i].busid));
+	}
+	if (o->gpus == NULL || strcmp(o->gpus, "all") == 0) {
+		*out = g;
+		return o->fake_gpus;
+	}
+	rc = select_gpus(o->gpus, g, o->fake_gpus, out, err, errlen);
+	free(g);
+	return rc;
+}
+
+int
+gp_gpu_resolve(const struct gp_pool_opts *o, struct gp_gpu **out, char *err,
+    size_t errlen)
+{
+	struct probe_reply	*r;
+	struct gp_gpu		*g;
+	int			 rc, i, all;
+
+	if (o->fake_gpus > 0)
+		return fake_gpus(o, out, err, errlen);
+	all = o->gpus == NULL || strcmp(o->gpus, "all") == 0;
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return -ENOMEM;
+	if ((rc = probe(r)) < 0) {
+		free(r);
+		return gp_errf(err, errlen, rc, "cannot start the GPU probe");
+	}
+	if (r->count > 0 && all) {
+		if ((g = calloc((size_t)r->count, sizeof(*g))) == NULL) {
+			free(r);
+			return -ENOMEM;
+		}
+		for (i = 0; i < r->count; i++) {
+			g[i] = r->dev[i];
+			snprintf(g[i].visible, sizeof(g[i].visible), "%s",
+			    g[i].uuid[0] ? g[i].uuid : g[i].busid);
+		}
+		*out = g;
+		rc = r->count;
+	} else if (r->count > 0) {
+		for (i = 0; i < r->count; i++)
+			snprintf(r->dev[i].visible, sizeof(r->dev[i].visible),
+			    "%s", r->dev[i].uuid[0] ? r->dev[i].uuid :
+			    r->dev[i].busid);
+		rc = select_gpus(o->gpus, r->dev, r->count, out, err, errlen);
+	} else if (!all)
+		rc = given_gpus(o->gpus, out, err, errlen);
+	else
+		rc = gp_errf(err, errlen, GP_ENOGPU,
+		    "no GPU found: %s; give GPU ids, or fake GPUs "
+		    "(GPUPOOL_FAKE_GPUS=N) to run without one",
+		    r->count == 0 ? "the CUDA driver sees none" : r->err);
+	free(r);
+	return rc;
+}

@@ -1,0 +1,140 @@
+/*
+ * internal.h: the pool's private structures, shared by pool.c (public
+ * API), loop.c (the master's event loop) and worker.c (the child side).
+ * Never installed.
+ */
+#ifndef GP_INTERNAL_H
+#define GP_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gpupool.h"
+#include "gpu.h"
+#include "io.h"
+#include "msg.h"
+#include "topo.h"
+
+#define GP_MAX_WORKERS		1024
+#define GP_DEFAULT_MAX_MSG	(64u << 20)
+#define GP_DEFAULT_GRACE_MS	1000
+#define GP_DEFAULT_RESPAWN	64	/* per worker */
+#define GP_BATCH_BYTES		(256u << 10)
+#define GP_BATCH_MAX		65536
+#define GP_BATCH_TARGET_NS	2000000	/* aim for 2 ms of work per batch */
+#define GP_FLUSH_NS		1000000	/* worker holds results at most 1 ms */
+
+/* Worker exit codes for failures of its own (beside user code's). */
+#define GP_EXIT_PROTO		70	/* the master sent a bad message */
+#define GP_EXIT_NOMEM		71	/* out of memory in the library */
+
+/* Broken invariant: abort with a location (git's BUG()). */
+#define GP_BUG(msg)	gp_bug(__FILE__, __LINE__, (msg))
+void	gp_bug(const char *file, int line, const char *msg)
+	    __attribute__((noreturn));
+
+/*
+ * Shared with the worker through an anonymous MAP_SHARED page made before
+ * any fork: the worker publishes what it is running, so the master can
+ * apply deadlines and blame the right item when it dies, with no message.
+ */
+struct gp_shm {
+	_Atomic uint64_t	 cur;		/* item id running; 0: between items */
+	_Atomic int64_t		 started;	/* gp_now_ns() when cur began */
+	_Atomic int		 stop;		/* master: skip rest of the batch */
+	char			 pad[64 - 20];
+};
+
+enum gp_wstate {
+	GP_W_DEAD = 0,		/* no process (not started, or reaped) */
+	GP_W_STARTING,		/* forked, READY not yet received */
+	GP_W_IDLE,		/* ready for a batch */
+	GP_W_BUSY,		/* a batch is in flight */
+	GP_W_QUITTING,		/* QUIT sent (recycle or destroy) */
+};
+
+/* One item in a worker's batch. */
+struct gp_flight {
+	struct gp_item	*item;
+	uint64_t	 id;
+};
+
+struct gp_worker {
+	int			 idx;
+	enum gp_wstate		 state;
+	pid_t			 pid;
+	int			 fd;		/* master's end of the socketpair */
+	struct gp_buf		 rbuf;
+	struct gp_buf		 wbuf;
+	struct gp_shm		*shm;
+	struct gp_flight	*fl;		/* the batch in flight */
+	size_t			 nfl, capfl;
+	size_t			 nres;		/* records received for it */
+	uint64_t		 job;		/* job generation it holds */
+	unsigned		 ntasks;	/* items since it started */
+	uint64_t		 stop_id;	/* item a STOP was sent for, or 0 */
+	int			 stop_timeout;	/* that STOP was a timeout */
+	int64_t			 kill_at;	/* SIGKILL deadline, 0: none */
+	int			 retired;	/* never respawn (init failed) */
+	int			 proto_err;	/* it broke the protocol */
+	int			 status;	/* wait status of the last death */
+	struct gp_msg_ready	 ready;		/* what its READY said */
+	struct gp_place		 place;
+	struct gp_worker_info	 info;
+};
+
+/* One gp_map() or gp_run() call. */
+struct gp_job {
+	uint64_t		 gen;
+	gp_fn			*fn;
+	const void		*arg;
+	size_t			 arglen;
+	struct gp_item		*items;		/* gp_map: the array */
+	size_t			 n, next;
+	const struct gp_feed	*feed;		/* gp_run: the stream */
+	int			 feed_wait;	/* next() said "not yet" */
+	int			 feed_end;
+	struct gp_item		*held;		/* taken from next(), not sent */
+	int			 cancel_req;	/* cancel_fd or done() asked */
+	struct gp_item		**requeue;	/* to run again first */
+	size_t			 nrq, caprq;
+	size_t			 running;	/* items in batches */
+	int			 canceled;
+	int64_t			 est_ns;	/* estimated item time, 0: none */
+};
+
+struct gp_pool {
+	pid_t			 master;	/* creator; workers check it */
+	struct gp_pool_opts	 o;		/* with defaults filled in */
+	char			*xml;		/* owned copy of topology_xml */
+	hwloc_topology_t	 topo;
+	struct gp_gpu		*gpus;
+	int			 ngpus;
+	struct gp_worker	*w;
+	int			 nw;
+	struct gp_shm		*shm;		/* nw slots, one mapping */
+	size_t			 shmlen;
+	uint64_t		 ticket;	/* last item id handed out */
+	uint64_t		 gen;		/* last job generation */
+	int			 respawns;	/* budget left; < 0: no limit */
+	int			 in_call;	/* inside gp_map/gp_run */
+	int			 closing;	/* destroy: no respawn */
+	struct gp_job		*job;		/* the call in progress */
+};
+
+/* loop.c */
+int	gp_loop_spawn(struct gp_pool *p, struct gp_worker *w);
+int	gp_loop_wait_ready(struct gp_pool *p);
+int	gp_loop_run(struct gp_pool *p, struct gp_job *job);
+void	gp_loop_shutdown(struct gp_pool *p);
+
+/* worker.c: the child after fork; never returns. */
+void	gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd)
+	    __attribute__((noreturn));
+
+/* pool.c */
+int	gp_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
+	    __attribute__((format(printf, 4, 5)));
+
+#endif /* GP_INTERNAL_H */

@@ -1,0 +1,196 @@
+/*
+ * io.c: the EINTR-safe wrappers and the byte buffer both ends use.
+ * Sends use MSG_NOSIGNAL so a dead peer is -EPIPE, never SIGPIPE: the
+ * library changes no signal disposition of its host.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io.h"
+
+int
+gp_buf_reserve(struct gp_buf *b, size_t more)
+{
+	size_t	 need, cap;
+	uint8_t	*p;
+
+	if (b->off > 0 && b->off == b->len)
+		b->off = b->len = 0;
+	if (more > SIZE_MAX - b->len)
+		return -ENOMEM;
+	need = b->len + more;
+	if (need <= b->cap)
+		return 0;
+	/* Reclaim consumed space before growing. */
+	if (b->off > 0) {
+		memmove(b->data, b->data + b->off, b->len - b->off);
+		b->len -= b->off;
+		b->off = 0;
+		need = b->len + more;
+		if (need <= b->cap)
+			return 0;
+	}
+	cap = b->cap ? b->cap : 4096;
+	while (cap < need)
+		cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+	if ((p = realloc(b->data, cap)) == NULL)
+		return -ENOMEM;
+	b->data = p;
+	b->cap = cap;
+	return 0;
+}
+
+int
+gp_buf_add(struct gp_buf *b, const void *p, size_t n)
+{
+	int	 rc;
+
+	if (n == 0)
+		return 0;
+	if ((rc = gp_buf_reserve(b, n)) < 0)
+		return rc;
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+	return 0;
+}
+
+void
+gp_buf_consume(struct gp_buf *b, size_t n)
+{
+	b->off += n;
+	if (b->off == b->len)
+		b->off = b->len = 0;
+}
+
+void
+gp_buf_release(struct gp_buf *b)
+{
+	free(b->data);
+	memset(b, 0, sizeof(*b));
+}
+
+int
+gp_read_full(int fd, void *p, size_t n)
+{
+	uint8_t	*q = p;
+	ssize_t	 r;
+
+	while (n > 0) {
+		r = read(fd, q, n);
+		if (r == -1) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EPIPE;
+		q += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+int
+gp_writev_full(int fd, struct iovec *iov, int iovcnt)
+{
+	struct msghdr	 mh;
+	ssize_t		 r;
+	size_t		 left;
+
+	while (iovcnt > 0) {
+		memset(&mh, 0, sizeof(mh));
+		mh.msg_iov = iov;
+		mh.msg_iovlen = (size_t)iovcnt;
+		r = sendmsg(fd, &mh, MSG_NOSIGNAL);
+		if (r == -1) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		left = (size_t)r;
+		while (iovcnt > 0 && left >= iov->iov_len) {
+			left -= iov->iov_len;
+			iov++;
+			iovcnt--;
+		}
+		if (iovcnt > 0) {
+			iov->iov_base = (uint8_t *)iov->iov_base + left;
+			iov->iov_len -= left;
+		}
+	}
+	return 0;
+}
+
+int
+gp_buf_send(int fd, struct gp_buf *b)
+{
+	ssize_t	 r;
+
+	while (b->len > b->off) {
+		r = send(fd, b->data + b->off, b->len - b->off,
+		    MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (r == -1) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			return -errno;
+		}
+		gp_buf_consume(b, (size_t)r);
+	}
+	return 0;
+}
+
+ssize_t
+gp_buf_recv(int fd, struct gp_buf *b, size_t want)
+{
+	ssize_t	 r;
+	int	 rc;
+
+	if ((rc = gp_buf_reserve(b, want)) < 0)
+		return rc;
+	do
+		r = recv(fd, b->data + b->len, b->cap - b->len, MSG_DONTWAIT);
+	while (r == -1 && errno == EINTR);
+	if (r == -1)
+		return (errno == EWOULDBLOCK) ? -EAGAIN : -errno;
+	b->len += (size_t)r;
+	return r;
+}
+
+pid_t
+gp_waitpid(pid_t pid, int *status, int flags)
+{
+	pid_t	 r;
+
+	do
+		r = waitpid(pid, status, flags);
+	while (r == -1 && errno == EINTR);
+	return r;
+}
+
+int
+gp_wstatus_code(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return -1;
+}
+
+int64_t
+gp_now_ns(void)
+{
+	struct timespec	 ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}

@@ -1,0 +1,44 @@
+/*
+ * io.h: EINTR-safe blocking I/O and a growable byte buffer (io.c).
+ * Never installed. The only EINTR loops outside the master's poll() live
+ * here; every function returns 0 (or a byte count) or a negative errno.
+ */
+#ifndef GP_IO_H
+#define GP_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+/* A byte buffer: data[off..len) is unconsumed. Starts zeroed. */
+struct gp_buf {
+	uint8_t		*data;
+	size_t		 off;
+	size_t		 len;
+	size_t		 cap;
+};
+
+int	gp_buf_reserve(struct gp_buf *b, size_t more);
+int	gp_buf_add(struct gp_buf *b, const void *p, size_t n);
+void	gp_buf_consume(struct gp_buf *b, size_t n);
+void	gp_buf_release(struct gp_buf *b);
+
+/* Read exactly n bytes; 0 on success, -EPIPE on EOF, -errno otherwise. */
+int	gp_read_full(int fd, void *p, size_t n);
+/* Write all of iov (modified); 0 or -errno. Never raises SIGPIPE. */
+int	gp_writev_full(int fd, struct iovec *iov, int iovcnt);
+/* One nonblocking send of b's pending bytes; consumes what went out.
+ * Returns 0 (maybe partial, maybe EAGAIN) or -errno. */
+int	gp_buf_send(int fd, struct gp_buf *b);
+/* One read of up to want bytes appended to b: bytes read, 0 on EOF,
+ * -EAGAIN, or -errno. */
+ssize_t	gp_buf_recv(int fd, struct gp_buf *b, size_t want);
+
+/* waitpid(pid) restarted on EINTR; returns as waitpid. */
+pid_t	gp_waitpid(pid_t pid, int *status, int flags);
+/* Shell-style code of a wait status: exit code, or 128 + signal. */
+int	gp_wstatus_code(int status);
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t	gp_now_ns(void);
+
+#endif /* GP_IO_H */

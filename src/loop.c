@@ -1,0 +1,758 @@
+/*
+ * loop.c: the master. gp_loop_run() is the only place the master blocks:
+ * one poll() over the workers' channels (and the cancel and feed fds),
+ * woken by I/O or by the earliest real deadline, never by a fixed tick.
+ * Children are reaped only by pid, after their channel reports EOF; there
+ * is no SIGCHLD handler and no waitpid(-1). Runs only in the master.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "msg.h"
+
+static int	lost(struct gp_pool *, struct gp_job *, struct gp_worker *);
+
+int
+gp_loop_spawn(struct gp_pool *p, struct gp_worker *w)
+{
+	int	 sv[2];
+	pid_t	 pid;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == -1)
+		return -errno;
+	atomic_store(&w->shm->cur, 0);
+	atomic_store(&w->shm->stop, 0);
+	/* Unflushed host output would be written twice otherwise. */
+	fflush(NULL);
+	if ((pid = fork()) == -1) {
+		close(sv[0]);
+		close(sv[1]);
+		return -errno;
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		gp_worker_main(p, w, sv[1]);
+		/* NOTREACHED */
+	}
+	close(sv[1]);
+	w->fd = sv[0];
+	w->pid = pid;
+	w->info.pid = pid;
+	w->state = GP_W_STARTING;
+	w->job = 0;
+	w->ntasks = 0;
+	w->nfl = w->nres = 0;
+	w->stop_id = 0;
+	w->kill_at = 0;
+	w->proto_err = 0;
+	w->rbuf.off = w->rbuf.len = 0;
+	w->wbuf.off = w->wbuf.len = 0;
+	return 0;
+}
+
+/* The item w is running and when it began, read consistently. */
+static uint64_t
+current(struct gp_worker *w, int64_t *started)
+{
+	uint64_t	 a, b;
+
+	do {
+		a = atomic_load(&w->shm->cur);
+		*started = atomic_load(&w->shm->started);
+		b = atomic_load(&w->shm->cur);
+	} while (a != b);
+	return a;
+}
+
+static int
+live_workers(const struct gp_pool *p)
+{
+	int	 i, n = 0;
+
+	for (i = 0; i < p->nw; i++)
+		if (!p->w[i].retired)
+			n++;
+	return n;
+}
+
+/* An item has its final status. */
+static void
+item_end(struct gp_job *job, struct gp_item *it)
+{
+	job->running--;
+	if (job->feed != NULL && job->feed->done(job->feed->arg, it) != 0)
+		job->cancel_req = 1;
+}
+
+static int
+requeue(struct gp_job *job, struct gp_item *it)
+{
+	struct gp_item	**q;
+	size_t		 cap;
+
+	if (job->nrq == job->caprq) {
+		cap = job->caprq ? job->caprq * 2 : 16;
+		if ((q = realloc(job->requeue, cap * sizeof(*q))) == NULL)
+			return -ENOMEM;
+		job->requeue = q;
+		job->caprq = cap;
+	}
+	job->requeue[job->nrq++] = it;
+	job->running--;
+	it->status = GP_NOTRUN;
+	return 0;
+}
+
+/* The next item to start, without taking it; NULL if none now. */
+static struct gp_item *
+peek(struct gp_job *job)
+{
+	struct gp_item	*it;
+	int		 r;
+
+	if (job->nrq > 0)
+		return job->requeue[job->nrq - 1];
+	if (job->canceled)
+		return NULL;
+	if (job->feed == NULL)
+		return job->next < job->n ? &job->items[job->next] : NULL;
+	if (job->held != NULL)
+		return job->held;
+	if (job->feed_end || job->feed_wait)
+		return NULL;
+	r = job->feed->next(job->feed->arg, &it);
+	if (r < 0)
+		job->feed_end = 1;
+	else if (r == 0)
+		job->feed_wait = 1;
+	else
+		job->held = it;
+	return job->held;
+}
+
+static void
+take(struct gp_job *job)
+{
+	if (job->nrq > 0)
+		job->nrq--;
+	else if (job->feed == NULL)
+		job->next++;
+	else
+		job->held = NULL;
+	job->running++;
+}
+
+/* Items per batch: enough measured work to amortise a round trip
+ * (GP_BATCH_TARGET_NS), never more than a 1/(2 x workers) share of what
+ * remains (factoring), so the tail stays balanced. */
+static size_t
+batch_size(const struct gp_pool *p, const struct gp_job *job,
+    const struct gp_worker *w)
+{
+	size_t	 b, rem, share;
+
+	if (job->feed != NULL || job->est_ns == 0)
+		return 1;
+	b = (size_t)(GP_BATCH_TARGET_NS / job->est_ns);
+	rem = job->n - job->next + job->nrq;
+	share = (rem + 2 * (size_t)live_workers(p) - 1) /
+	    (2 * (size_t)live_workers(p));
+	if (b > share)
+		b = share;
+	if (b > GP_BATCH_MAX)
+		b = GP_BATCH_MAX;
+	if (p->o.max_tasks > 0 && b > p->o.max_tasks - w->ntasks)
+		b = p->o.max_tasks - w->ntasks;
+	return b > 0 ? b : 1;
+}
+
+static int
+fl_push(struct gp_worker *w, struct gp_item *it, uint64_t id)
+{
+	struct gp_flight	*f;
+	size_t			 cap;
+
+	if (w->nfl == w->capfl) {
+		cap = w->capfl ? w->capfl * 2 : 16;
+		if ((f = realloc(w->fl, cap * sizeof(*f))) == NULL)
+			return -ENOMEM;
+		w->fl = f;
+		w->capfl = cap;
+	}
+	w->fl[w->nfl].item = it;
+	w->fl[w->nfl].id = id;
+	w->nfl++;
+	return 0;
+}
+
+static int
+send_job(struct gp_worker *w, const struct gp_job *job)
+{
+	uint64_t	 addr = (uint64_t)(uintptr_t)job->fn;
+	size_t		 at;
+	int		 rc;
+
+	if ((rc = gp_msg_begin(&w->wbuf, GP_MSG_JOB, &at)) < 0 ||
+	    (rc = gp_buf_add(&w->wbuf, &addr, sizeof(addr))) < 0 ||
+	    (rc = gp_buf_add(&w->wbuf, job->arg, job->arglen)) < 0)
+		return rc;
+	gp_msg_finish(&w->wbuf, at, 0);
+	w->job = job->gen;
+	return 0;
+}
+
+/* Give one idle worker its next batch. Returns 1 if it got one, 0 if no
+ * work is ready, or a negative errno. */
+static int
+dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
+{
+	struct gp_rec_task	 rec = { 0 };
+	struct gp_item		*it;
+	size_t			 want, bytes = 0, at;
+	int			 rc;
+
+	if ((it = peek(job)) == NULL)
+		return 0;
+	if (w->job != job->gen && (rc = send_job(w, job)) < 0)
+		return rc;
+	want = batch_size(p, job, w);
+	if ((rc = gp_msg_begin(&w->wbuf, GP_MSG_TASK, &at)) < 0)
+		return rc;
+	while (w->nfl < want && (it = peek(job)) != NULL) {
+		if (it->inlen > p->o.max_msg) {
+			take(job);
+			it->status = GP_ERROR;
+			it->code = -EMSGSIZE;
+			item_end(job, it);
+			continue;
+		}
+		if (w->nfl > 0 && bytes + it->inlen > GP_BATCH_BYTES)
+			break;
+		rec.id = ++p->ticket;
+		rec.len = (uint32_t)it->inlen;
+		if ((rc = fl_push(w, it, rec.id)) < 0 ||
+		    (rc = gp_buf_add(&w->wbuf, &rec, sizeof(rec))) < 0 ||
+		    (rc = gp_buf_add(&w->wbuf, it->in, it->inlen)) < 0)
+			return rc;
+		take(job);
+		it->attempts++;
+		it->worker = w->idx;
+		bytes += it->inlen;
+	}
+	if (w->nfl == 0) {
+		w->wbuf.len = w->wbuf.off + at;	/* drop the empty header */
+		return 0;
+	}
+	gp_msg_finish(&w->wbuf, at, w->nfl);
+	w->nres = 0;
+	w->ntasks += (unsigned)w->nfl;
+	atomic_store(&w->shm->stop, 0);
+	w->state = GP_W_BUSY;
+	/* Most batches fit the socket buffer: send now, skip a poll turn.
+	 * A failure means a dead peer, seen as EOF on the next read. */
+	(void)gp_buf_send(w->fd, &w->wbuf);
+	return 1;
+}
+
+static int
+dispatch(struct gp_pool *p, struct gp_job *job)
+{
+	int	 i, rc;
+
+	for (i = 0; i < p->nw; i++) {
+		if (p->w[i].state != GP_W_IDLE)
+			continue;
+		if ((rc = dispatch_one(p, job, &p->w[i])) <= 0)
+			return rc;
+	}
+	return 0;
+}
+
+static void
+queue_stop(struct gp_pool *p, struct gp_worker *w, uint64_t id, int timeout,
+    int64_t now)
+{
+	size_t	 at;
+
+	atomic_store(&w->shm->stop, 1);
+	if (gp_msg_begin(&w->wbuf, GP_MSG_STOP, &at) == 0)
+		gp_msg_finish(&w->wbuf, at, id);
+	(void)gp_buf_send(w->fd, &w->wbuf);
+	w->stop_id = id ? id : UINT64_MAX;
+	w->stop_timeout = timeout;
+	w->kill_at = now + (int64_t)p->o.grace_ms * 1000000;
+}
+
+/* Stop everything not yet ended: pending items are canceled, running
+ * ones are asked to stop and killed after the grace period. */
+static void
+cancel_item(struct gp_job *job, struct gp_item *it)
+{
+	job->running++;
+	it->status = GP_CANCELED;
+	item_end(job, it);
+}
+
+/* Stop everything not yet ended: pending items are canceled, running
+ * ones are asked to stop and killed after the grace period. */
+static void
+cancel(struct gp_pool *p, struct gp_job *job)
+{
+	int64_t		 now = gp_now_ns(), started;
+	int		 i;
+
+	job->canceled = 1;
+	while (job->nrq > 0)
+		cancel_item(job, job->requeue[--job->nrq]);
+	if (job->held != NULL) {
+		cancel_item(job, job->held);
+		job->held = NULL;
+	}
+	while (job->feed == NULL && job->next < job->n)
+		cancel_item(job, &job->items[job->next++]);
+	for (i = 0; i < p->nw; i++)
+		if (p->w[i].state == GP_W_BUSY && p->w[i].stop_id == 0)
+			queue_stop(p, &p->w[i], current(&p->w[i], &started),
+			    0, now);
+}
+
+static void
+est_update(struct gp_job *job, uint64_t ns)
+{
+	if (ns == 0)
+		ns = 1;
+	job->est_ns = job->est_ns ? (job->est_ns * 7 + (int64_t)ns) / 8 :
+	    (int64_t)ns;
+}
+
+static int
+on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
+    const uint8_t *pos, const uint8_t *end)
+{
+	struct gp_rec_result	 r;
+	struct gp_item		*it;
+	const uint8_t		*data;
+	int			 rc;
+
+	while ((rc = gp_msg_result_next(&pos, end, &r, &data)) == 1) {
+		if (job == NULL || w->nres >= w->nfl ||
+		    w->fl[w->nres].id != r.id)
+			return -EPROTO;
+		it = w->fl[w->nres++].item;
+		switch (r.kind) {
+		case GP_REC_DONE:
+			est_update(job, r.ns);
+			if (r.len > 0) {
+				if ((it->out = malloc(r.len)) == NULL)
+					return -ENOMEM;
+				memcpy(it->out, data, r.len);
+				it->outlen = r.len;
+			}
+			it->code = r.rc;
+			if (w->stop_id != r.id || !w->stop_timeout)
+				it->status = r.rc == 0 ? GP_OK : GP_FAILED;
+			else if (it->attempts <= p->o.retries && !job->canceled) {
+				free(it->out);
+				it->out = NULL;
+				it->outlen = 0;
+				if ((rc = requeue(job, it)) < 0)
+					return rc;
+				break;
+			} else
+				it->status = GP_TIMEDOUT;
+			item_end(job, it);
+			break;
+		case GP_REC_ERROR:
+			it->status = GP_ERROR;
+			it->code = r.rc;
+			item_end(job, it);
+			break;
+		case GP_REC_SKIPPED:
+			it->attempts--;
+			if (job->canceled) {
+				it->status = GP_CANCELED;
+				item_end(job, it);
+			} else if ((rc = requeue(job, it)) < 0)
+				return rc;
+			break;
+		}
+	}
+	if (rc < 0)
+		return -EPROTO;
+	if (w->nres == w->nfl) {
+		w->nfl = w->nres = 0;
+		w->stop_id = 0;
+		w->kill_at = 0;
+		w->state = GP_W_IDLE;
+		if (p->o.max_tasks > 0 && w->ntasks >= p->o.max_tasks) {
+			size_t	 at;
+
+			/* Recycle: it leaves; lost() replaces it. */
+			if ((rc = gp_msg_begin(&w->wbuf, GP_MSG_QUIT, &at)) < 0)
+				return rc;
+			gp_msg_finish(&w->wbuf, at, 0);
+			(void)gp_buf_send(w->fd, &w->wbuf);
+			w->state = GP_W_QUITTING;
+		}
+	}
+	return 0;
+}
+
+static int
+on_ready(struct gp_worker *w, const uint8_t *pl)
+{
+	if (w->state != GP_W_STARTING)
+		return -EPROTO;
+	memcpy(&w->ready, pl, sizeof(w->ready));
+	w->info.cpubind_rc = w->ready.cpubind_rc;
+	w->info.membind_rc = w->ready.membind_rc;
+	if (w->ready.fatal)
+		w->retired = 1;	/* it leaves; never respawned */
+	else
+		w->state = GP_W_IDLE;
+	return 0;
+}
+
+/* Read what w sent and act on each whole message. Returns 0, or a
+ * negative errno for a protocol violation (the caller kills w), or 1 on
+ * EOF. */
+static int
+on_readable(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
+{
+	struct gp_msg_hdr	 h;
+	const uint8_t		*pl;
+	size_t			 max = p->o.max_msg + GP_MSG_OVERHEAD;
+	size_t			 want = 65536;
+	ssize_t			 r;
+	long			 m;
+	int			 rc, full;
+
+	for (;;) {
+		r = gp_buf_recv(w->fd, &w->rbuf, want);
+		if (r == -EAGAIN)
+			return 0;
+		if (r <= 0)
+			return 1;
+		full = w->rbuf.len == w->rbuf.cap;
+		while ((m = gp_msg_parse(w->rbuf.data + w->rbuf.off,
+		    w->rbuf.len - w->rbuf.off, max, &h)) > 0) {
+			pl = w->rbuf.data + w->rbuf.off + sizeof(h);
+			if (h.type == GP_MSG_READY)
+				rc = on_ready(w, pl);
+			else if (h.type == GP_MSG_RESULT &&
+			    w->state == GP_W_BUSY)
+				rc = on_results(p, job, w, pl, pl + h.len);
+			else
+				rc = -EPROTO;
+			if (rc < 0)
+				return rc;
+			gp_buf_consume(&w->rbuf, (size_t)m);
+		}
+		if (m < 0)
+			return (int)m;
+		/* Room for the rest of a large message in one go. */
+		want = (w->rbuf.len - w->rbuf.off >= sizeof(h)) ?
+		    sizeof(h) + h.len : 65536;
+		if (!full)
+			return 0;	/* a short read drained the socket */
+	}
+}
+
+static void
+reap(struct gp_worker *w, int *status)
+{
+	if (gp_waitpid(w->pid, status, WNOHANG) == 0) {
+		/* EOF but still alive (fn closed its channel?): end it. */
+		kill(w->pid, SIGKILL);
+		(void)gp_waitpid(w->pid, status, 0);
+	}
+	close(w->fd);
+	w->fd = -1;
+	w->pid = 0;
+	w->info.pid = 0;
+	w->state = GP_W_DEAD;
+}
+
+/* w's channel closed: reap it, settle its batch, replace it. */
+static int
+lost(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
+{
+	struct gp_item	*it;
+	enum gp_wstate	 was = w->state;
+	int64_t		 started;
+	uint64_t	 cur = current(w, &started);
+	size_t		 i, at = w->nfl;
+	int		 status = 0, code, rc = 0;
+
+	reap(w, &status);
+	code = gp_wstatus_code(status);
+	w->status = status;
+	for (i = w->nres; i < w->nfl; i++)
+		if (w->fl[i].id == cur)
+			at = i;
+	for (i = w->nres; i < w->nfl && job != NULL; i++) {
+		it = w->fl[i].item;
+		if (i > at)
+			it->attempts--;	/* never started */
+		if (i != at) {
+			/* Not started, or done with its result unsent:
+			 * runs again (at-least-once, design.md). */
+			if (job->canceled) {
+				it->status = GP_CANCELED;
+				item_end(job, it);
+			} else if ((rc = requeue(job, it)) < 0)
+				break;
+			continue;
+		}
+		it->worker = w->idx;
+		if (w->proto_err) {
+			it->status = GP_ERROR;
+			it->code = -EPROTO;
+		} else if (w->stop_id == cur && w->stop_timeout) {
+			it->status = GP_TIMEDOUT;
+			it->code = -1;
+		} else if (job->canceled) {
+			it->status = GP_CANCELED;
+		} else {
+			it->status = GP_CRASHED;
+			it->code = code;
+		}
+		if ((it->status == GP_CRASHED || it->status == GP_TIMEDOUT) &&
+		    it->attempts <= p->o.retries) {
+			if ((rc = requeue(job, it)) < 0)
+				break;
+		} else
+			item_end(job, it);
+	}
+	w->nfl = w->nres = 0;
+	w->stop_id = 0;
+	w->kill_at = 0;
+	w->proto_err = 0;
+	if (was == GP_W_STARTING)
+		w->retired = 1;	/* died in start-up: never respawned */
+	if (w->retired || p->closing || rc < 0)
+		return rc;
+	if (was != GP_W_QUITTING) {	/* a recycled worker is free */
+		if (p->respawns == 0) {
+			w->retired = 1;
+			return 0;
+		}
+		if (p->respawns > 0)
+			p->respawns--;
+	}
+	if ((rc = gp_loop_spawn(p, w)) < 0)
+		w->retired = 1;
+	return 0;
+}
+
+/* Earliest deadline in ns, or -1 for none; starts due timeouts. */
+static int64_t
+expire(struct gp_pool *p, int64_t now)
+{
+	struct gp_worker	*w;
+	int64_t			 dl = -1, t, started;
+	uint64_t		 cur;
+	int			 i;
+
+	for (i = 0; i < p->nw; i++) {
+		w = &p->w[i];
+		if (w->state == GP_W_DEAD)
+			continue;
+		if (w->kill_at > 0) {
+			if (now >= w->kill_at) {
+				kill(w->pid, SIGKILL);	/* EOF follows */
+				w->kill_at = 0;
+				continue;
+			}
+			t = w->kill_at;
+		} else if (w->state == GP_W_BUSY && p->o.timeout_ms > 0 &&
+		    w->stop_id == 0 && (cur = current(w, &started)) != 0) {
+			t = started + (int64_t)p->o.timeout_ms * 1000000;
+			if (now >= t) {
+				queue_stop(p, w, cur, 1, now);
+				t = w->kill_at;
+			}
+		} else
+			continue;
+		if (dl < 0 || t < dl)
+			dl = t;
+	}
+	return dl;
+}
+
+static int
+job_done(const struct gp_pool *p, const struct gp_job *job)
+{
+	int	 i;
+
+	if (job == NULL) {
+		/* Start-up: every worker READY, or failed and reaped. */
+		for (i = 0; i < p->nw; i++)
+			if (p->w[i].state == GP_W_STARTING ||
+			    (p->w[i].retired && p->w[i].state != GP_W_DEAD))
+				return 0;
+		return 1;
+	}
+	if (job->running > 0 || job->nrq > 0 || job->held != NULL)
+		return 0;
+	if (job->canceled)
+		return 1;
+	return job->feed == NULL ? job->next == job->n : job->feed_end;
+}
+
+int
+gp_loop_run(struct gp_pool *p, struct gp_job *job)
+{
+	struct pollfd	 pfd[GP_MAX_WORKERS + 2];
+	struct gp_worker *map[GP_MAX_WORKERS];
+	int64_t		 dl, now;
+	int		 i, n, nw, cfd = -1, ffd = -1, tmo, rc;
+
+	for (;;) {
+		if (job != NULL && !job->canceled &&
+		    (rc = dispatch(p, job)) < 0)
+			return rc;
+		if (job_done(p, job))
+			return 0;
+		if (job != NULL && live_workers(p) == 0)
+			return GP_ENOWORKER;
+		n = nw = 0;
+		for (i = 0; i < p->nw; i++) {
+			if (p->w[i].state == GP_W_DEAD)
+				continue;
+			pfd[n].fd = p->w[i].fd;
+			pfd[n].events = POLLIN;
+			if (p->w[i].wbuf.len > p->w[i].wbuf.off)
+				pfd[n].events |= POLLOUT;
+			map[n++] = &p->w[i];
+		}
+		nw = n;
+		if (job != NULL && !job->canceled &&
+		    (p->o.flags & GP_POOL_CANCEL_FD)) {
+			cfd = n;
+			pfd[n].fd = p->o.cancel_fd;
+			pfd[n++].events = POLLIN;
+		}
+		if (job != NULL && job->feed_wait && job->feed->in_fd >= 0) {
+			ffd = n;
+			pfd[n].fd = job->feed->in_fd;
+			pfd[n++].events = POLLIN;
+		} else if (job != NULL && job->feed_wait && job->running == 0)
+			return -EDEADLK;	/* nothing can wake us */
+		now = gp_now_ns();
+		dl = expire(p, now);
+		tmo = dl < 0 ? -1 : (int)((dl - now) / 1000000 + 1);
+		if (poll(pfd, (nfds_t)n, tmo) == -1) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (job != NULL && cfd >= 0 && pfd[cfd].revents)
+			job->cancel_req = 1;
+		if (job != NULL && ffd >= 0 && pfd[ffd].revents)
+			job->feed_wait = 0;
+		cfd = ffd = -1;
+		for (i = 0; i < nw; i++) {
+			struct gp_worker *w = map[i];
+
+			/* A failed send means a dead peer: the read below
+			 * sees its EOF. */
+			if (pfd[i].revents & POLLOUT)
+				(void)gp_buf_send(w->fd, &w->wbuf);
+			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			rc = on_readable(p, job, w);
+			if (rc < 0 && rc != -ENOMEM) {
+				/* It broke the protocol: it cannot be trusted
+				 * with another item. */
+				w->proto_err = rc;
+				kill(w->pid, SIGKILL);
+				rc = 1;
+			}
+			if (rc < 0)
+				return rc;
+			if (rc == 1 && (rc = lost(p, job, w)) < 0)
+				return rc;
+			if (job != NULL)
+				job->feed_wait = 0;
+		}
+		if (job != NULL && job->cancel_req && !job->canceled)
+			cancel(p, job);
+	}
+}
+
+int
+gp_loop_wait_ready(struct gp_pool *p)
+{
+	int	 rc, i;
+
+	if ((rc = gp_loop_run(p, NULL)) < 0)
+		return rc;
+	for (i = 0; i < p->nw; i++)
+		if (p->w[i].retired)
+			return GP_EINIT;
+	return 0;
+}
+
+/* QUIT, then TERM, then KILL, each after grace_ms; every worker reaped. */
+void
+gp_loop_shutdown(struct gp_pool *p)
+{
+	struct pollfd	 pfd[GP_MAX_WORKERS];
+	struct gp_worker *map[GP_MAX_WORKERS];
+	int64_t		 step = (int64_t)p->o.grace_ms * 1000000;
+	int64_t		 dl = gp_now_ns() + step, now;
+	int		 i, n, phase = 0, status;
+	size_t		 at;
+	char		 drain[4096];
+
+	p->closing = 1;
+	for (i = 0; i < p->nw; i++) {
+		struct gp_worker *w = &p->w[i];
+
+		if (w->state == GP_W_DEAD)
+			continue;
+		if (gp_msg_begin(&w->wbuf, GP_MSG_QUIT, &at) == 0)
+			gp_msg_finish(&w->wbuf, at, 0);
+		(void)gp_buf_send(w->fd, &w->wbuf);
+		w->state = GP_W_QUITTING;
+	}
+	for (;;) {
+		for (i = n = 0; i < p->nw; i++) {
+			if (p->w[i].state == GP_W_DEAD)
+				continue;
+			pfd[n].fd = p->w[i].fd;
+			pfd[n].events = POLLIN;
+			map[n++] = &p->w[i];
+		}
+		if (n == 0)
+			return;
+		now = gp_now_ns();
+		if (now >= dl) {
+			for (i = 0; i < n; i++)
+				kill(map[i]->pid, phase == 0 ? SIGTERM : SIGKILL);
+			phase++;
+			dl = now + step;
+		}
+		if (poll(pfd, (nfds_t)n, (int)((dl - now) / 1000000 + 1)) == -1 &&
+		    errno != EINTR)
+			phase = 2;	/* cannot wait: kill and reap below */
+		for (i = 0; i < n; i++) {
+			if (phase >= 2)
+				kill(map[i]->pid, SIGKILL);
+			else if (!pfd[i].revents ||
+			    recv(pfd[i].fd, drain, sizeof(drain),
+			    MSG_DONTWAIT) > 0)
+				continue;
+			reap(map[i], &status);
+		}
+	}
+}

@@ -1,0 +1,99 @@
+/*
+ * msg.c: framing of master/worker messages. Pure functions over bytes;
+ * every length is checked against what is there and against the pool's
+ * max_msg before the caller allocates anything.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "msg.h"
+
+long
+gp_msg_parse(const void *buf, size_t avail, size_t max,
+    struct gp_msg_hdr *hdr)
+{
+	if (avail < sizeof(*hdr))
+		return 0;
+	memcpy(hdr, buf, sizeof(*hdr));
+	switch (hdr->type) {
+	case GP_MSG_READY:
+		if (hdr->len != sizeof(struct gp_msg_ready))
+			return -EBADMSG;
+		break;
+	case GP_MSG_STOP:
+	case GP_MSG_QUIT:
+		if (hdr->len != 0)
+			return -EBADMSG;
+		break;
+	case GP_MSG_JOB:
+		if (hdr->len < sizeof(uint64_t))
+			return -EBADMSG;
+		/* FALLTHROUGH */
+	case GP_MSG_TASK:
+	case GP_MSG_RESULT:
+		if (hdr->len > max)
+			return -EMSGSIZE;
+		break;
+	default:
+		return -EBADMSG;
+	}
+	if (avail - sizeof(*hdr) < hdr->len)
+		return 0;
+	return (long)(sizeof(*hdr) + hdr->len);
+}
+
+int
+gp_msg_task_next(const uint8_t **pos, const uint8_t *end,
+    struct gp_rec_task *rec, const uint8_t **data)
+{
+	if (*pos == end)
+		return 0;
+	if ((size_t)(end - *pos) < sizeof(*rec))
+		return -EBADMSG;
+	memcpy(rec, *pos, sizeof(*rec));
+	if ((size_t)(end - *pos) - sizeof(*rec) < rec->len)
+		return -EBADMSG;
+	*data = *pos + sizeof(*rec);
+	*pos = *data + rec->len;
+	return 1;
+}
+
+int
+gp_msg_result_next(const uint8_t **pos, const uint8_t *end,
+    struct gp_rec_result *rec, const uint8_t **data)
+{
+	if (*pos == end)
+		return 0;
+	if ((size_t)(end - *pos) < sizeof(*rec))
+		return -EBADMSG;
+	memcpy(rec, *pos, sizeof(*rec));
+	if ((size_t)(end - *pos) - sizeof(*rec) < rec->len ||
+	    rec->kind > GP_REC_SKIPPED)
+		return -EBADMSG;
+	*data = *pos + sizeof(*rec);
+	*pos = *data + rec->len;
+	return 1;
+}
+
+int
+gp_msg_begin(struct gp_buf *b, uint32_t type, size_t *at)
+{
+	struct gp_msg_hdr	 h = { .type = type };
+
+	/* Relative to off: gp_buf_reserve() may move the data. */
+	*at = b->len - b->off;
+	return gp_buf_add(b, &h, sizeof(h));
+}
+
+void
+gp_msg_finish(struct gp_buf *b, size_t at, uint64_t id)
+{
+	struct gp_msg_hdr	 h;
+
+	uint8_t			*p = b->data + b->off + at;
+
+	memcpy(&h, p, sizeof(h));
+	h.len = (uint32_t)(b->len - b->off - at - sizeof(h));
+	h.id = id;
+	memcpy(p, &h, sizeof(h));
+}

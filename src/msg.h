@@ -1,0 +1,89 @@
+/*
+ * msg.h: the wire format between master and workers (msg.c).
+ * Never installed. Pure encode/parse: no syscalls, no policy, so tests can
+ * feed it arbitrary bytes. Host byte order: both ends are the same image
+ * on one host (fork), as with OpenBSD's imsg.
+ */
+#ifndef GP_MSG_H
+#define GP_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io.h"
+
+enum gp_msg_type {
+	GP_MSG_READY = 1,	/* W→M  struct gp_msg_ready, exactly once, first */
+	GP_MSG_JOB,		/* M→W  u64 fn address + arg bytes */
+	GP_MSG_TASK,		/* M→W  id = count; count × (gp_rec_task + bytes) */
+	GP_MSG_RESULT,		/* W→M  id = count; count × (gp_rec_result + bytes) */
+	GP_MSG_STOP,		/* M→W  id = item; wake stop_fd pollers */
+	GP_MSG_QUIT,		/* M→W  run fini, leave with _exit(0) */
+};
+
+struct gp_msg_hdr {
+	uint32_t	 type;		/* enum gp_msg_type */
+	uint32_t	 len;		/* payload bytes after the header */
+	uint64_t	 id;		/* per type, see above */
+};
+_Static_assert(sizeof(struct gp_msg_hdr) == 16, "wire header is 16 bytes");
+
+struct gp_msg_ready {
+	int32_t		 cpubind_rc;
+	int32_t		 membind_rc;
+	int32_t		 cuda_rc;
+	int32_t		 init_rc;	/* init's return value */
+	int32_t		 fatal;		/* 1: the worker is leaving */
+};
+
+struct gp_rec_task {
+	uint64_t	 id;
+	uint32_t	 len;
+	uint32_t	 pad;
+};
+
+enum gp_rec_kind {
+	GP_REC_DONE = 0,	/* fn ran; rc is its return */
+	GP_REC_ERROR,		/* the library failed it; rc is -errno */
+	GP_REC_SKIPPED,		/* not started: the batch was stopped */
+};
+
+struct gp_rec_result {
+	uint64_t	 id;
+	uint64_t	 ns;		/* time fn took */
+	int32_t		 rc;
+	uint32_t	 kind;		/* enum gp_rec_kind */
+	uint32_t	 len;
+	uint32_t	 pad;
+};
+
+/* Overhead of a one-record message over its payload. */
+#define GP_MSG_OVERHEAD	(sizeof(struct gp_msg_hdr) + \
+			 sizeof(struct gp_rec_result))
+
+/*
+ * Look at avail bytes at buf. Returns 0 when a whole message is not there
+ * yet, its total size (header + payload) when it is, -EMSGSIZE when the
+ * header announces more than max payload bytes (checked before anything
+ * is allocated), -EBADMSG for an unknown type or a fixed-size payload of
+ * the wrong size.
+ */
+long	gp_msg_parse(const void *buf, size_t avail, size_t max,
+	    struct gp_msg_hdr *hdr);
+
+/*
+ * Take the next record of a TASK (or RESULT) payload: *pos advances past
+ * it. Returns 1 with *rec and *data set, 0 at the end, -EBADMSG if the
+ * record runs past end.
+ */
+int	gp_msg_task_next(const uint8_t **pos, const uint8_t *end,
+	    struct gp_rec_task *rec, const uint8_t **data);
+int	gp_msg_result_next(const uint8_t **pos, const uint8_t *end,
+	    struct gp_rec_result *rec, const uint8_t **data);
+
+/* Append a header to b; the payload follows with gp_buf_add(). The
+ * returned offset lets gp_msg_finish() patch len and id at the end. */
+int	gp_msg_begin(struct gp_buf *b, uint32_t type, size_t *at);
+void	gp_msg_finish(struct gp_buf *b, size_t at, uint64_t id);
+
+#endif /* GP_MSG_H */

@@ -1,0 +1,63 @@
+/*
+ * topo.h: hwloc topology, GPU locality and worker placement (topo.c).
+ * Never installed. The master loads the topology and computes placement;
+ * each worker binds itself with the inherited topology after fork.
+ * Nothing here touches CUDA, NVML or an hwloc GPU component.
+ */
+#ifndef GP_TOPO_H
+#define GP_TOPO_H
+
+#include <stddef.h>
+#include <hwloc.h>
+
+/* Flags describing how a worker's place was decided (struct gp_place). */
+enum gp_place_flags {
+	GP_PLACE_MACHINE  = (1 << 0),	/* locality is the whole machine */
+	GP_PLACE_NOBUSID  = (1 << 1),	/* GPU has no PCI bus id: whole machine */
+	GP_PLACE_NOTFOUND = (1 << 2),	/* bus id not in the topology: whole machine */
+	GP_PLACE_EMPTY    = (1 << 3),	/* GPU's locality has no CPU: whole machine */
+	GP_PLACE_SHARED   = (1 << 4),	/* more workers than cores: set shared */
+};
+
+struct gp_place {
+	hwloc_bitmap_t	 cpuset;	/* CPUs the worker binds to */
+	hwloc_bitmap_t	 nodeset;	/* NUMA nodes for memory */
+	int		 numa;		/* OS index of first NUMA node, -1 if none */
+	int		 membind;	/* 1: bind memory; 0: nodeset is the whole machine */
+	unsigned	 flags;		/* enum gp_place_flags */
+};
+
+/*
+ * Load the topology of this system, or of the XML file at xml (not NULL).
+ * PCI devices are kept (HWLOC_TYPE_FILTER_KEEP_IMPORTANT), OS devices are
+ * not (no cuda/nvml/opencl component runs). Returns 0, or a negative errno
+ * with a one-line reason written to err (errlen bytes).
+ */
+int	gp_topo_load(hwloc_topology_t *out, const char *xml, char *err,
+	    size_t errlen);
+
+/*
+ * Compute the place of n workers. busid[i] is worker i's GPU PCI bus id
+ * ("dddd:bb:dd.f"), or NULL/"" when unknown. Workers whose GPUs share a
+ * locality get disjoint core sets (hwloc_distrib at core depth) in index
+ * order; when a locality has fewer cores than workers, each of those
+ * workers gets the whole locality (GP_PLACE_SHARED). out[] must hold n
+ * entries; on success each must be released with gp_place_release().
+ * Returns 0 or -ENOMEM.
+ */
+int	gp_topo_place(hwloc_topology_t t, const char *const *busid, int n,
+	    struct gp_place *out);
+void	gp_place_release(struct gp_place *p);
+
+/*
+ * Bind the calling process (a worker, single-threaded) to p: CPUs first,
+ * then memory when p->membind. *cpu_rc and *mem_rc get 0 or a negative
+ * errno each; the return value is the first failure, or 0.
+ */
+int	gp_topo_bind(hwloc_topology_t t, const struct gp_place *p, int *cpu_rc,
+	    int *mem_rc);
+
+/* Format a bitmap as a list ("0-3,8"); returns snprintf-style length. */
+int	gp_topo_list(char *buf, size_t len, hwloc_const_bitmap_t set);
+
+#endif /* GP_TOPO_H */

@@ -1,0 +1,291 @@
+/*
+ * worker.c: the child side of the pool. Runs only in a forked worker and
+ * leaves only by _exit(), never exit(): the host's atexit handlers and
+ * inherited stdio buffers belong to the master. Start-up order is fixed
+ * (design.md, invariant 3): drop the pool's other fds, reset signals, bind
+ * CPU then memory, set CUDA_VISIBLE_DEVICES, init, READY; then serve
+ * batches with blocking I/O until QUIT or EOF (the master is gone).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "msg.h"
+
+struct gp_ctx {
+	struct gp_worker_info	*info;
+	int			 fd;
+	size_t			 max_msg;
+	struct gp_buf		 reply;		/* current item's result */
+};
+
+int
+gp_reply(struct gp_ctx *ctx, const void *buf, size_t len)
+{
+	if (len > ctx->max_msg)
+		return -EMSGSIZE;
+	ctx->reply.off = ctx->reply.len = 0;
+	return gp_buf_add(&ctx->reply, buf, len);
+}
+
+const struct gp_worker_info *
+gp_ctx_info(const struct gp_ctx *ctx)
+{
+	return ctx->info;
+}
+
+int
+gp_ctx_stop_fd(const struct gp_ctx *ctx)
+{
+	return ctx->fd;
+}
+
+static void
+reset_signals(void)
+{
+	struct sigaction	 sa;
+	sigset_t		 none;
+	int			 sig;
+
+	/* A handler of the host must never run in a worker (musl's
+	 * posix_spawn rule); ^C is the master's to handle. */
+	memset(&sa, 0, sizeof(sa));
+	sigemptyset(&sa.sa_mask);
+	for (sig = 1; sig < NSIG; sig++) {
+		if (sig == SIGKILL || sig == SIGSTOP)
+			continue;
+		sa.sa_handler = (sig == SIGINT) ? SIG_IGN : SIG_DFL;
+		(void)sigaction(sig, &sa, NULL);
+	}
+	sigemptyset(&none);
+	(void)sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+static void
+send_or_die(int fd, struct gp_buf *b)
+{
+	struct iovec	 iov = { b->data + b->off, b->len - b->off };
+
+	if (gp_writev_full(fd, &iov, 1) < 0)
+		_exit(0);	/* the master is gone */
+	b->off = b->len = 0;
+}
+
+/* Results of one batch go out in RESULT messages of count records. */
+struct outq {
+	struct gp_buf	 b;
+	size_t		 at;
+	uint64_t	 count;
+	int64_t		 since;		/* when the oldest record was added */
+};
+
+static void
+outq_flush(int fd, struct outq *q)
+{
+	if (q->count == 0)
+		return;
+	gp_msg_finish(&q->b, q->at, q->count);
+	send_or_die(fd, &q->b);
+	q->count = 0;
+}
+
+static void
+outq_add(struct outq *q, const struct gp_rec_result *rec, const void *data)
+{
+	if (q->count == 0) {
+		if (gp_msg_begin(&q->b, GP_MSG_RESULT, &q->at) < 0)
+			_exit(GP_EXIT_NOMEM);
+		q->since = gp_now_ns();
+	}
+	if (gp_buf_add(&q->b, rec, sizeof(*rec)) < 0 ||
+	    gp_buf_add(&q->b, data, rec->len) < 0)
+		_exit(GP_EXIT_NOMEM);
+	q->count++;
+}
+
+static void
+run_batch(struct gp_worker *w, struct gp_ctx *ctx, struct outq *q,
+    gp_fn *fn, const void *arg, const uint8_t *pos, const uint8_t *end)
+{
+	struct gp_rec_task	 t;
+	struct gp_rec_result	 r;
+	const uint8_t		*data;
+	int64_t			 t0, t1;
+	int			 rc;
+
+	while ((rc = gp_msg_task_next(&pos, end, &t, &data)) == 1) {
+		memset(&r, 0, sizeof(r));
+		r.id = t.id;
+		if (atomic_load(&w->shm->stop)) {
+			r.kind = GP_REC_SKIPPED;
+			outq_add(q, &r, NULL);
+			continue;
+		}
+		ctx->reply.off = ctx->reply.len = 0;
+		t0 = gp_now_ns();
+		/* cur last: the master reads cur, started, cur (design.md). */
+		atomic_store(&w->shm->started, t0);
+		atomic_store(&w->shm->cur, t.id);
+		r.rc = fn(ctx, t.len ? data : NULL, t.len, (void *)arg);
+		atomic_store(&w->shm->cur, 0);
+		t1 = gp_now_ns();
+		r.ns = (uint64_t)(t1 - t0);
+		r.len = (uint32_t)ctx->reply.len;
+		outq_add(q, &r, ctx->reply.data);
+		if (q->b.len >= GP_BATCH_BYTES || t1 - q->since >= GP_FLUSH_NS)
+			outq_flush(ctx->fd, q);
+	}
+	if (rc < 0)
+		_exit(GP_EXIT_PROTO);
+	outq_flush(ctx->fd, q);
+}
+
+/* Next whole message into in (buffered: one read usually brings the
+ * header and the payload together). EOF or a bad header ends the worker. */
+static void
+next_msg(int fd, struct gp_buf *in, size_t max, struct gp_msg_hdr *h,
+    const uint8_t **payload)
+{
+	size_t	 want;
+	long	 m;
+	ssize_t	 r;
+
+	for (;;) {
+		m = gp_msg_parse(in->data + in->off, in->len - in->off, max, h);
+		if (m < 0)
+			_exit(GP_EXIT_PROTO);
+		if (m > 0)
+			break;
+		/* Room for all of a large message (its header is checked
+		 * against max), else a plain 64 KiB read. */
+		want = 65536;
+		if (in->len - in->off >= sizeof(*h) &&
+		    h->len + sizeof(*h) > want)
+			want = h->len + sizeof(*h);
+		if (gp_buf_reserve(in, want) < 0)
+			_exit(GP_EXIT_NOMEM);
+		do
+			r = read(fd, in->data + in->len, in->cap - in->len);
+		while (r == -1 && errno == EINTR);
+		if (r <= 0)
+			_exit(0);	/* EOF: the master is gone */
+		in->len += (size_t)r;
+	}
+	*payload = in->data + in->off + sizeof(*h);
+	in->off += (size_t)m;	/* valid until the next reserve */
+}
+
+static void
+serve(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx)
+{
+	struct gp_msg_hdr	 h;
+	struct gp_buf		 in = { 0 };
+	struct outq		 q = { 0 };
+	const uint8_t		*pl;
+	gp_fn			*fn = NULL;
+	uint8_t			*arg = NULL;
+	uint64_t		 addr;
+	size_t			 max = p->o.max_msg + GP_MSG_OVERHEAD;
+
+	for (;;) {
+		next_msg(ctx->fd, &in, max, &h, &pl);
+		switch (h.type) {
+		case GP_MSG_JOB:
+			memcpy(&addr, pl, sizeof(addr));
+			fn = (gp_fn *)(uintptr_t)addr;
+			free(arg);
+			arg = NULL;
+			if (h.len > sizeof(addr)) {
+				if ((arg = malloc(h.len - sizeof(addr))) == NULL)
+					_exit(GP_EXIT_NOMEM);
+				memcpy(arg, pl + sizeof(addr),
+				    h.len - sizeof(addr));
+			}
+			break;
+		case GP_MSG_TASK:
+			if (fn == NULL)
+				_exit(GP_EXIT_PROTO);
+			run_batch(w, ctx, &q, fn, arg, pl, pl + h.len);
+			break;
+		case GP_MSG_STOP:
+			break;	/* the item it named is over */
+		case GP_MSG_QUIT:
+			if (p->o.fini != NULL)
+				p->o.fini(ctx, p->o.init_arg);
+			_exit(0);
+		default:
+			_exit(GP_EXIT_PROTO);
+		}
+	}
+}
+
+void
+gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd)
+{
+	struct gp_msg_ready	 rd;
+	struct gp_msg_hdr	 h = { GP_MSG_READY, sizeof(rd), 0 };
+	struct gp_ctx		 ctx;
+	struct iovec		 iov[2];
+	int			 i, cpu_rc = 0, mem_rc = 0;
+
+	/* (a) Only our own channel: a sibling's end held open here would
+	 * hide that sibling's death from the master, and the cancel fd is
+	 * the master's. */
+	for (i = 0; i < p->nw; i++)
+		if (p->w[i].fd >= 0)
+			close(p->w[i].fd);
+	if (p->o.flags & GP_POOL_CANCEL_FD)
+		close(p->o.cancel_fd);
+
+	/* (b) Signals, and death with the master. */
+	reset_signals();
+	if (!(p->o.flags & GP_POOL_NO_PDEATHSIG)) {
+		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != p->master)
+			_exit(0);	/* it died before prctl */
+	}
+
+	w->info.pid = getpid();
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.info = &w->info;
+	ctx.fd = fd;
+	ctx.max_msg = p->o.max_msg;
+
+	/* (c) CPU, then memory, before anything allocates much. */
+	memset(&rd, 0, sizeof(rd));
+	if (!(p->o.flags & GP_POOL_NO_BIND)) {
+		(void)gp_topo_bind(p->topo, &w->place, &cpu_rc, &mem_rc);
+		rd.cpubind_rc = cpu_rc;
+		rd.membind_rc = mem_rc;
+		w->info.cpubind_rc = cpu_rc;
+		w->info.membind_rc = mem_rc;
+		if ((p->o.flags & GP_POOL_STRICT_BIND) && (cpu_rc || mem_rc))
+			rd.fatal = 1;
+	}
+
+	/* (d) Exactly one GPU, named so no renumbering can move it. */
+	if (setenv("CUDA_VISIBLE_DEVICES", w->info.visible, 1) < 0 ||
+	    setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1) < 0)
+		rd.fatal = 1;
+	if (!rd.fatal && (p->o.flags & GP_POOL_CUDA_INIT) && !w->info.fake &&
+	    (rd.cuda_rc = gp_cuda_init()) != 0)
+		rd.fatal = 1;
+
+	/* (e) The user's initialiser, then READY. */
+	if (!rd.fatal && p->o.init != NULL &&
+	    (rd.init_rc = p->o.init(&ctx, p->o.init_arg)) != 0)
+		rd.fatal = 1;
+	iov[0].iov_base = &h;
+	iov[0].iov_len = sizeof(h);
+	iov[1].iov_base = &rd;
+	iov[1].iov_len = sizeof(rd);
+	if (gp_writev_full(fd, iov, 2) < 0 || rd.fatal)
+		_exit(0);
+	serve(p, w, &ctx);
+	/* NOTREACHED */
+	_exit(0);
+}

@@ -1,0 +1,193 @@
+/*
+ * check_msg.c: the wire format (src/msg.c) and the byte buffer (src/io.c),
+ * fed bytes directly: whole, one at a time, truncated, oversized, unknown.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "msg.h"
+
+/* A TASK message with three items of 0, 5 and 300 bytes. */
+static void
+make_task(struct gp_buf *b)
+{
+	struct gp_rec_task	 r = { 0 };
+	static uint8_t		 big[300];
+	size_t			 at, i;
+	const size_t		 lens[3] = { 0, 5, 300 };
+
+	for (i = 0; i < sizeof(big); i++)
+		big[i] = (uint8_t)i;
+	ck_assert_int_eq(gp_msg_begin(b, GP_MSG_TASK, &at), 0);
+	for (i = 0; i < 3; i++) {
+		r.id = 100 + i;
+		r.len = (uint32_t)lens[i];
+		ck_assert_int_eq(gp_buf_add(b, &r, sizeof(r)), 0);
+		ck_assert_int_eq(gp_buf_add(b, big, lens[i]), 0);
+	}
+	gp_msg_finish(b, at, 3);
+}
+
+START_TEST(task_roundtrip)
+{
+	struct gp_buf		 b = { 0 };
+	struct gp_msg_hdr	 h;
+	struct gp_rec_task	 r;
+	const uint8_t		*pos, *end, *data;
+	long			 m;
+	int			 n = 0;
+
+	make_task(&b);
+	m = gp_msg_parse(b.data, b.len, 1 << 20, &h);
+	ck_assert_int_eq(m, (long)b.len);
+	ck_assert_uint_eq(h.type, GP_MSG_TASK);
+	ck_assert_uint_eq(h.id, 3);
+	pos = b.data + sizeof(h);
+	end = b.data + m;
+	while (gp_msg_task_next(&pos, end, &r, &data) == 1) {
+		ck_assert_uint_eq(r.id, 100 + (uint64_t)n);
+		if (r.len == 300)
+			ck_assert_int_eq(data[299], (uint8_t)299);
+		n++;
+	}
+	ck_assert_int_eq(n, 3);
+	ck_assert_ptr_eq(pos, end);
+	gp_buf_release(&b);
+}
+END_TEST
+
+START_TEST(parse_byte_at_a_time)
+{
+	struct gp_buf		 b = { 0 };
+	struct gp_msg_hdr	 h;
+	size_t			 i;
+
+	make_task(&b);
+	/* Every proper prefix needs more; the whole message parses. */
+	for (i = 0; i < b.len; i++)
+		ck_assert_int_eq(gp_msg_parse(b.data, i, 1 << 20, &h), 0);
+	ck_assert_int_eq(gp_msg_parse(b.data, b.len, 1 << 20, &h),
+	    (long)b.len);
+	gp_buf_release(&b);
+}
+END_TEST
+
+START_TEST(oversized_rejected_before_payload)
+{
+	struct gp_msg_hdr	 h = { GP_MSG_RESULT, 1u << 30, 1 }, out;
+
+	/* Only the header is there: the length alone is refused. */
+	ck_assert_int_eq(gp_msg_parse(&h, sizeof(h), 1 << 20, &out),
+	    -EMSGSIZE);
+	h.len = 1 << 20;
+	ck_assert_int_eq(gp_msg_parse(&h, sizeof(h), 1 << 20, &out), 0);
+}
+END_TEST
+
+START_TEST(unknown_and_bad_fixed_sizes)
+{
+	struct gp_msg_hdr	 h = { 0, 0, 0 }, out;
+
+	ck_assert_int_eq(gp_msg_parse(&h, sizeof(h), 1024, &out), -EBADMSG);
+	h.type = 99;
+	ck_assert_int_eq(gp_msg_parse(&h, sizeof(h), 1024, &out), -EBADMSG);
+	h.type = GP_MSG_READY;
+	h.len = sizeof(struct gp_msg_ready) + 1;
+	ck_assert_int_eq(gp_msg_parse(&h, sizeof(h), 1024, &out), -EBADMSG);
+	h.type = GP_MSG_QUIT;
+	h.len = 1;
+	ck_assert_int_eq(gp_msg_parse(&h, sizeof(h), 1024, &out), -EBADMSG);
+	h.type = GP_MSG_JOB;
+	h.len = 4;	/* shorter than the fn address */
+	ck_assert_int_eq(gp_msg_parse(&h, sizeof(h), 1024, &out), -EBADMSG);
+	h.type = GP_MSG_STOP;
+	h.len = 0;
+	ck_assert_int_eq(gp_msg_parse(&h, sizeof(h), 1024, &out),
+	    (long)sizeof(h));
+}
+END_TEST
+
+START_TEST(truncated_records)
+{
+	struct gp_rec_result	 r = { .id = 1, .len = 10 }, out;
+	uint8_t			 buf[sizeof(r) + 10];
+	const uint8_t		*pos, *data;
+
+	memcpy(buf, &r, sizeof(r));
+	/* Record header cut short. */
+	pos = buf;
+	ck_assert_int_eq(gp_msg_result_next(&pos, buf + 8, &out, &data),
+	    -EBADMSG);
+	/* Payload cut short. */
+	pos = buf;
+	ck_assert_int_eq(gp_msg_result_next(&pos, buf + sizeof(r) + 9, &out,
+	    &data), -EBADMSG);
+	pos = buf;
+	ck_assert_int_eq(gp_msg_result_next(&pos, buf + sizeof(buf), &out,
+	    &data), 1);
+	ck_assert_int_eq(gp_msg_result_next(&pos, buf + sizeof(buf), &out,
+	    &data), 0);
+	/* A record kind the master does not know. */
+	r.kind = 7;
+	memcpy(buf, &r, sizeof(r));
+	pos = buf;
+	ck_assert_int_eq(gp_msg_result_next(&pos, buf + sizeof(buf), &out,
+	    &data), -EBADMSG);
+	/* A task record whose length runs past the end. */
+	{
+		struct gp_rec_task	 t = { .id = 1, .len = UINT32_MAX }, to;
+
+		pos = (const uint8_t *)&t;
+		ck_assert_int_eq(gp_msg_task_next(&pos, pos + sizeof(t), &to,
+		    &data), -EBADMSG);
+	}
+}
+END_TEST
+
+START_TEST(buf_keeps_offsets_across_growth)
+{
+	struct gp_buf		 b = { 0 };
+	struct gp_msg_hdr	 h;
+	uint8_t			 chunk[1000];
+	size_t			 at;
+	int			 i;
+
+	memset(chunk, 'x', sizeof(chunk));
+	/* Leave consumed bytes at the front so growth compacts them. */
+	ck_assert_int_eq(gp_buf_add(&b, chunk, 100), 0);
+	gp_buf_consume(&b, 60);
+	ck_assert_int_eq(gp_msg_begin(&b, GP_MSG_TASK, &at), 0);
+	for (i = 0; i < 50; i++)
+		ck_assert_int_eq(gp_buf_add(&b, chunk, sizeof(chunk)), 0);
+	gp_msg_finish(&b, at, 42);
+	memcpy(&h, b.data + b.off + at, sizeof(h));
+	ck_assert_uint_eq(h.len, 50 * sizeof(chunk));
+	ck_assert_uint_eq(h.id, 42);
+	ck_assert_uint_eq(b.len - b.off, 40 + sizeof(h) + 50 * sizeof(chunk));
+	gp_buf_release(&b);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite	*s = suite_create("msg");
+	TCase	*tc = tcase_create("framing");
+	SRunner	*sr;
+	int	 nf;
+
+	tcase_add_test(tc, task_roundtrip);
+	tcase_add_test(tc, parse_byte_at_a_time);
+	tcase_add_test(tc, oversized_rejected_before_payload);
+	tcase_add_test(tc, unknown_and_bad_fixed_sizes);
+	tcase_add_test(tc, truncated_records);
+	tcase_add_test(tc, buf_keeps_offsets_across_growth);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	nf = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nf ? 1 : 0;
+}

@@ -1,0 +1,660 @@
+/*
+ * check_pool.c: map semantics of the public API on fake GPUs: results in
+ * item order, any item size, workers that live across calls, GPU identity
+ * seen from inside a worker, real CPU binding, streaming, recycling.
+ * Assertions run in the test process, on what workers send back.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <hwloc.h>
+
+#include "gpupool.h"
+
+static struct gp_pool *
+make_pool(int fake, int per_gpu)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { 0 };
+	char			 err[256];
+
+	o.fake_gpus = fake;
+	o.per_gpu = per_gpu;
+	o.errbuf = err;
+	o.errlen = sizeof(err);
+	ck_assert_msg(gp_pool_create(&p, &o) == 0, "create: %s", err);
+	return p;
+}
+
+static int
+twice(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	int	 x;
+
+	if (len != sizeof(x))
+		return 99;
+	memcpy(&x, in, sizeof(x));
+	x = arg ? x * *(int *)arg : x * 2;
+	return gp_reply(ctx, &x, sizeof(x));
+}
+
+static struct gp_item *
+int_items(int *vals, size_t n)
+{
+	struct gp_item	*it = calloc(n, sizeof(*it));
+	size_t		 i;
+
+	for (i = 0; i < n; i++) {
+		vals[i] = (int)i;
+		it[i].in = &vals[i];
+		it[i].inlen = sizeof(int);
+	}
+	return it;
+}
+
+START_TEST(map_results_in_item_order)
+{
+	const size_t	 ns[] = { 0, 1, 3, 1000, 100000 };
+	struct gp_pool	*p = make_pool(4, 1);
+	size_t		 k, i;
+	int		 bad, r = 0;
+
+	for (k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
+		size_t		 n = ns[k];
+		int		*v = calloc(n + 1, sizeof(int));
+		struct gp_item	*it = int_items(v, n);
+
+		ck_assert_int_eq(gp_map(p, twice, NULL, 0, it, n), 0);
+		/* One assertion per map: Check writes a record per call. */
+		for (i = 0, bad = 0; i < n && !bad; i++) {
+			if (it[i].outlen == sizeof(int))
+				memcpy(&r, it[i].out, sizeof(r));
+			bad = it[i].status != GP_OK ||
+			    it[i].outlen != sizeof(int) || r != 2 * (int)i ||
+			    it[i].attempts != 1 || it[i].worker < 0 ||
+			    it[i].worker >= 4;
+		}
+		ck_assert_msg(!bad, "n=%zu: item %zu: status %d outlen %zu "
+		    "value %d attempts %d worker %d", n, i - 1,
+		    it[i - 1].status, it[i - 1].outlen, r, it[i - 1].attempts,
+		    it[i - 1].worker);
+		gp_items_release(it, n);
+		free(it);
+		free(v);
+	}
+	gp_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(arg_is_copied_per_map)
+{
+	struct gp_pool	*p = make_pool(2, 1);
+	int		 v[10], mul = 3, r;
+	struct gp_item	*it = int_items(v, 10);
+
+	ck_assert_int_eq(gp_map(p, twice, &mul, sizeof(mul), it, 10), 0);
+	memcpy(&r, it[7].out, sizeof(r));
+	ck_assert_int_eq(r, 21);
+	gp_items_release(it, 10);
+	mul = 5;	/* a new value after the workers were forked */
+	ck_assert_int_eq(gp_map(p, twice, &mul, sizeof(mul), it, 10), 0);
+	memcpy(&r, it[7].out, sizeof(r));
+	ck_assert_int_eq(r, 35);
+	gp_items_release(it, 10);
+	free(it);
+	gp_pool_destroy(p);
+}
+END_TEST
+
+/* Echo the input, reversed, so a copy that ignores the data fails. */
+static int
+echo_rev(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	uint8_t	*b = malloc(len ? len : 1);
+	size_t	 i;
+	int	 rc;
+
+	for (i = 0; i < len; i++)
+		b[i] = ((const uint8_t *)in)[len - 1 - i];
+	if (len == 0 && in != NULL)
+		rc = 98;	/* zero bytes must arrive as NULL */
+	else
+		rc = gp_reply(ctx, b, len);
+	free(b);
+	return rc;
+}
+
+START_TEST(any_item_size_zero_to_megabytes)
+{
+	const size_t	 sz[] = { 0, 1, 16, 4096, 65537, 1 << 20, 3 << 20 };
+	const size_t	 n = sizeof(sz) / sizeof(sz[0]);
+	struct gp_pool	*p = make_pool(2, 1);
+	struct gp_item	 it[sizeof(sz) / sizeof(sz[0])];
+	uint8_t		*buf[sizeof(sz) / sizeof(sz[0])];
+	size_t		 i, j, bad;
+
+	memset(it, 0, sizeof(it));
+	for (i = 0; i < n; i++) {
+		buf[i] = malloc(sz[i] + 1);
+		for (j = 0; j < sz[i]; j++)
+			buf[i][j] = (uint8_t)(j * 7 + i);
+		it[i].in = sz[i] ? buf[i] : NULL;
+		it[i].inlen = sz[i];
+	}
+	ck_assert_int_eq(gp_map(p, echo_rev, NULL, 0, it, n), 0);
+	for (i = 0; i < n; i++) {
+		ck_assert_int_eq(it[i].status, GP_OK);
+		ck_assert_uint_eq(it[i].outlen, sz[i]);
+		if (sz[i] == 0)
+			ck_assert_ptr_null(it[i].out);
+		for (j = 0, bad = 0; j < sz[i]; j++)
+			bad += ((uint8_t *)it[i].out)[j] != buf[i][sz[i] - 1 - j];
+		ck_assert_msg(bad == 0, "item %zu: %zu bytes differ", i, bad);
+		free(buf[i]);
+	}
+	gp_items_release(it, n);
+	gp_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(max_msg_enforced_both_ways)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 1, .max_msg = 1024 };
+	struct gp_item		 it[3];
+	static uint8_t		 big[2048];
+
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	memset(it, 0, sizeof(it));
+	it[0].in = big;			/* fits */
+	it[0].inlen = 1024;
+	it[1].in = big;			/* too big to send */
+	it[1].inlen = 1025;
+	it[2].in = big;
+	it[2].inlen = 10;
+	ck_assert_int_eq(gp_map(p, echo_rev, NULL, 0, it, 3), 0);
+	ck_assert_int_eq(it[0].status, GP_OK);
+	ck_assert_uint_eq(it[0].outlen, 1024);
+	ck_assert_int_eq(it[1].status, GP_ERROR);
+	ck_assert_int_eq(it[1].code, -EMSGSIZE);
+	ck_assert_int_eq(it[1].attempts, 0);
+	ck_assert_int_eq(it[2].status, GP_OK);
+	gp_items_release(it, 3);
+	gp_pool_destroy(p);
+}
+END_TEST
+
+static int
+fail_odd(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	int	 x;
+
+	memcpy(&x, in, sizeof(x));
+	return (x % 2) ? x : 0;
+}
+
+START_TEST(item_failure_is_the_items_status)
+{
+	struct gp_pool	*p = make_pool(3, 1);
+	int		 v[101];
+	struct gp_item	*it = int_items(v, 101);
+	char		 msg[128];
+	int		 i;
+
+	ck_assert_int_eq(gp_map(p, fail_odd, NULL, 0, it, 101), 0);
+	for (i = 0; i < 101; i++) {
+		ck_assert_int_eq(it[i].status, (i % 2) ? GP_FAILED : GP_OK);
+		ck_assert_int_eq(it[i].code, (i % 2) ? i : 0);
+	}
+	ck_assert_str_eq(gp_item_strerror(&it[3], msg, sizeof(msg)),
+	    "failed (fn returned 3)");
+	ck_assert_str_eq(gp_item_strerror(&it[2], msg, sizeof(msg)), "ok");
+	free(it);
+	gp_pool_destroy(p);
+}
+END_TEST
+
+struct seen {
+	int	 worker, gpu, slot;
+	pid_t	 pid;
+	char	 visible[96];
+	char	 env[96];
+	char	 order[32];
+	int	 init_ran;
+};
+
+static int	 init_count;	/* per worker process */
+
+static int
+count_init(struct gp_ctx *ctx, void *arg)
+{
+	const char	*v = getenv("CUDA_VISIBLE_DEVICES");
+
+	/* CUDA_VISIBLE_DEVICES is set before init runs. */
+	if (v == NULL || strcmp(v, gp_ctx_info(ctx)->visible) != 0)
+		return 1;
+	init_count++;
+	return 0;
+}
+
+static int
+where(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	const struct gp_worker_info	*i = gp_ctx_info(ctx);
+	struct seen			 s = { 0 };
+	const char			*e;
+
+	s.worker = i->worker;
+	s.gpu = i->gpu;
+	s.slot = i->slot;
+	s.pid = getpid();
+	s.init_ran = init_count;
+	snprintf(s.visible, sizeof(s.visible), "%s", i->visible);
+	if ((e = getenv("CUDA_VISIBLE_DEVICES")) != NULL)
+		snprintf(s.env, sizeof(s.env), "%s", e);
+	if ((e = getenv("CUDA_DEVICE_ORDER")) != NULL)
+		snprintf(s.order, sizeof(s.order), "%s", e);
+	usleep(2000);	/* keep items apart so every worker gets some */
+	return gp_reply(ctx, &s, sizeof(s));
+}
+
+START_TEST(workers_see_their_gpu_and_live_across_maps)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 3, .per_gpu = 2,
+				       .init = count_init };
+	struct gp_worker_info	 wi;
+	struct gp_item		 it[60];
+	struct seen		 s;
+	pid_t			 pids[6] = { 0 };
+	int			 i, round;
+
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	ck_assert_int_eq(gp_pool_size(p), 6);
+	for (round = 0; round < 2; round++) {
+		memset(it, 0, sizeof(it));
+		ck_assert_int_eq(gp_map(p, where, NULL, 0, it, 60), 0);
+		for (i = 0; i < 60; i++) {
+			ck_assert_int_eq(it[i].status, GP_OK);
+			memcpy(&s, it[i].out, sizeof(s));
+			ck_assert_int_eq(s.worker, it[i].worker);
+			ck_assert_int_eq(s.gpu, s.worker % 3);
+			ck_assert_int_eq(s.slot, s.worker / 3);
+			ck_assert_str_eq(s.env, s.visible);
+			ck_assert_str_eq(s.order, "PCI_BUS_ID");
+			ck_assert_int_eq(s.init_ran, 1);
+			ck_assert_int_eq(gp_pool_info(p, s.worker, &wi), 0);
+			ck_assert_str_eq(wi.visible, s.visible);
+			ck_assert_int_eq(wi.pid, s.pid);
+			if (round == 0 && pids[s.worker] == 0)
+				pids[s.worker] = s.pid;
+			/* Same processes in the second map. */
+			ck_assert_int_eq(pids[s.worker], s.pid);
+		}
+		gp_items_release(it, 60);
+	}
+	/* Fake GPU g is "fake<g>": never a CUDA id of a real device. */
+	ck_assert_int_eq(gp_pool_info(p, 4, &wi), 0);
+	ck_assert_str_eq(wi.visible, "fake1");
+	ck_assert_int_eq(wi.fake, 1);
+	ck_assert_int_eq(gp_pool_info(p, 6, &wi), -EINVAL);
+	gp_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(explicit_ids_and_inherited_visible_devices)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .gpus = "0,1,2,3" };
+	struct gp_worker_info	 wi;
+	char			 err[256];
+	int			 i;
+	char			 want[8];
+
+	/* No driver here: explicit ids are used as given. */
+	o.errbuf = err;
+	o.errlen = sizeof(err);
+	ck_assert_msg(gp_pool_create(&p, &o) == 0, "%s", err);
+	ck_assert_int_eq(gp_pool_size(p), 4);
+	for (i = 0; i < 4; i++) {
+		ck_assert_int_eq(gp_pool_info(p, i, &wi), 0);
+		snprintf(want, sizeof(want), "%d", i);
+		ck_assert_str_eq(wi.visible, want);
+		ck_assert_int_eq(wi.fake, 0);
+	}
+	gp_pool_destroy(p);
+
+	/* Slurm gave us 5 and 7: index 1 is GPU 7, index 2 does not exist. */
+	setenv("CUDA_VISIBLE_DEVICES", "5,7", 1);
+	o.gpus = "1";
+	o.flags = GP_POOL_PLAN_ONLY;
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	ck_assert_int_eq(gp_pool_info(p, 0, &wi), 0);
+	ck_assert_str_eq(wi.visible, "7");
+	gp_pool_destroy(p);
+	o.gpus = "2";
+	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "CUDA_VISIBLE_DEVICES=5,7"));
+	o.gpus = "1,1";
+	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "twice"));
+	unsetenv("CUDA_VISIBLE_DEVICES");
+	o.gpus = "0,,1";
+	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "empty"));
+}
+END_TEST
+
+START_TEST(no_gpu_is_a_clear_error)
+{
+	struct gp_pool		*p = NULL;
+	struct gp_pool_opts	 o = { 0 };
+	char			 err[256];
+	int			 rc;
+
+	o.errbuf = err;
+	o.errlen = sizeof(err);
+	rc = gp_pool_create(&p, &o);
+	if (rc == 0) {
+		/* A machine with a GPU: the probe must have named it. */
+		struct gp_worker_info	 wi;
+
+		ck_assert_int_eq(gp_pool_info(p, 0, &wi), 0);
+		ck_assert_int_eq(strncmp(wi.visible, "GPU-", 4), 0);
+		gp_pool_destroy(p);
+		return;
+	}
+	ck_assert_int_eq(rc, GP_ENOGPU);
+	ck_assert_ptr_null(p);
+	ck_assert_ptr_nonnull(strstr(err, "no GPU found"));
+	ck_assert_ptr_nonnull(strstr(err, "GPUPOOL_FAKE_GPUS"));
+	ck_assert_ptr_nonnull(strstr(gp_strerror(rc), "no GPU"));
+}
+END_TEST
+
+START_TEST(pool_map_default_pool_from_environment)
+{
+	int		 v[50], r, i;
+	struct gp_item	*it = int_items(v, 50);
+	struct gp_item	 one[1];
+
+	setenv("GPUPOOL_FAKE_GPUS", "3", 1);
+	ck_assert_int_eq(pool_map(twice, it, 50), 0);
+	for (i = 0; i < 50; i++) {
+		memcpy(&r, it[i].out, sizeof(r));
+		ck_assert_int_eq(r, 2 * i);
+		ck_assert(it[i].worker >= 0 && it[i].worker < 3);
+	}
+	gp_items_release(it, 50);
+	gp_shutdown();
+	setenv("GPUPOOL_FAKE_GPUS", "three", 1);
+	memset(one, 0, sizeof(one));
+	ck_assert_int_eq(pool_map(twice, one, 1), -EINVAL);
+	unsetenv("GPUPOOL_FAKE_GPUS");
+	free(it);
+}
+END_TEST
+
+START_TEST(plan_on_dgx2_fixture)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 16,
+		.fake_busids = "0000:34:00.0,0000:36:00.0,0000:39:00.0,"
+		    "0000:3b:00.0,0000:57:00.0,0000:59:00.0,0000:5c:00.0,"
+		    "0000:5e:00.0,0000:b7:00.0,0000:b9:00.0,0000:bc:00.0,"
+		    "0000:be:00.0,0000:e0:00.0,0000:e2:00.0,0000:e5:00.0,"
+		    "0000:e7:00.0",
+		.topology_xml = GP_FIXTURES "/nvidiaDGX2.xml",
+		.flags = GP_POOL_PLAN_ONLY };
+	struct gp_worker_info	 wi;
+	struct gp_item		 it[1];
+	int			 i, per[2] = { 0, 0 };
+
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	ck_assert_int_eq(gp_pool_size(p), 16);
+	for (i = 0; i < 16; i++) {
+		ck_assert_int_eq(gp_pool_info(p, i, &wi), 0);
+		ck_assert_int_eq(wi.pid, 0);
+		ck_assert(wi.numa == 0 || wi.numa == 1);
+		per[wi.numa]++;
+		ck_assert_str_eq(wi.cpuset, wi.numa == 0 ? "0-1" : "24-25");
+		ck_assert_int_eq(wi.numa, i < 8 ? 0 : 1);
+	}
+	ck_assert_int_eq(per[0], 8);
+	ck_assert_int_eq(per[1], 8);
+	memset(it, 0, sizeof(it));
+	ck_assert_int_eq(gp_map(p, twice, NULL, 0, it, 1), GP_EPLAN);
+	gp_pool_destroy(p);
+}
+END_TEST
+
+static int
+affinity(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	cpu_set_t	 set;
+	char		 buf[256];
+	size_t		 o = 0;
+	int		 c;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == -1)
+		return errno;
+	buf[0] = '\0';
+	for (c = 0; c < CPU_SETSIZE && o < sizeof(buf) - 8; c++)
+		if (CPU_ISSET(c, &set))
+			o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%s%d",
+			    o ? "," : "", c);
+	return gp_reply(ctx, buf, strlen(buf) + 1);
+}
+
+/* Expand a hwloc list ("0-2,5") to the comma form affinity() sends. */
+static void
+expand(const char *list, char *out, size_t len)
+{
+	hwloc_bitmap_t	 b = hwloc_bitmap_alloc();
+	unsigned	 c;
+	size_t		 o = 0;
+
+	hwloc_bitmap_list_sscanf(b, list);
+	out[0] = '\0';
+	hwloc_bitmap_foreach_begin(c, b)
+		o += (size_t)snprintf(out + o, len - o, "%s%u", o ? "," : "", c);
+	hwloc_bitmap_foreach_end();
+	hwloc_bitmap_free(b);
+}
+
+START_TEST(workers_are_really_bound)
+{
+	int			 ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	struct gp_pool		*p = make_pool(ncpu >= 2 ? 2 : 1, 1);
+	struct gp_worker_info	 wi[2];
+	struct gp_item		 it[40];
+	char			 want[256];
+	int			 i;
+
+	memset(it, 0, sizeof(it));
+	for (i = 0; i < gp_pool_size(p); i++) {
+		ck_assert_int_eq(gp_pool_info(p, i, &wi[i]), 0);
+		ck_assert_int_eq(wi[i].cpubind_rc, 0);
+	}
+	ck_assert_int_eq(gp_map(p, affinity, NULL, 0, it, 40), 0);
+	for (i = 0; i < 40; i++) {
+		ck_assert_int_eq(it[i].status, GP_OK);
+		expand(wi[it[i].worker].cpuset, want, sizeof(want));
+		ck_assert_str_eq((char *)it[i].out, want);
+	}
+	if (gp_pool_size(p) == 2)	/* disjoint cores on one locality */
+		ck_assert_str_ne(wi[0].cpuset, wi[1].cpuset);
+	gp_items_release(it, 40);
+	gp_pool_destroy(p);
+}
+END_TEST
+
+/* gp_run: items arrive through a pipe from another process, slowly. */
+struct stream {
+	int		 fd;
+	char		 line[64];
+	size_t		 len;
+	struct gp_item	 items[30];
+	int		 nitems, ndone, order[30];
+	int		 eof;
+};
+
+static int
+stream_next(void *arg, struct gp_item **item)
+{
+	struct stream	*s = arg;
+	ssize_t		 r;
+	char		 c;
+
+	for (;;) {
+		r = read(s->fd, &c, 1);
+		if (r == 0)
+			return -1;
+		if (r < 0)
+			return errno == EAGAIN ? 0 : -1;
+		if (c != '\n') {
+			s->line[s->len++] = c;
+			continue;
+		}
+		s->line[s->len] = '\0';
+		struct gp_item *it = &s->items[s->nitems++];
+		it->in = strdup(s->line);
+		it->inlen = s->len + 1;
+		s->len = 0;
+		*item = it;
+		return 1;
+	}
+}
+
+static int
+stream_done(void *arg, struct gp_item *item)
+{
+	struct stream	*s = arg;
+
+	s->order[s->ndone++] = (int)(item - s->items);
+	return 0;
+}
+
+START_TEST(run_streams_from_a_pipe)
+{
+	struct gp_pool	*p = make_pool(2, 1);
+	struct stream	 s = { 0 };
+	struct gp_feed	 f = { stream_next, stream_done, -1, &s };
+	int		 fds[2], i, st;
+	pid_t		 pid;
+	char		 buf[32];
+
+	ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
+	if ((pid = fork()) == 0) {
+		for (i = 0; i < 30; i++) {
+			snprintf(buf, sizeof(buf), "item %d\n", i);
+			if (write(fds[1], buf, strlen(buf)) < 0)
+				_exit(1);
+			if (i % 10 == 9)
+				usleep(50000);
+		}
+		_exit(0);
+	}
+	close(fds[1]);
+	fcntl(fds[0], F_SETFL, O_NONBLOCK);
+	s.fd = f.in_fd = fds[0];
+	ck_assert_int_eq(gp_run(p, echo_rev, NULL, 0, &f), 0);
+	ck_assert_int_eq(s.nitems, 30);
+	ck_assert_int_eq(s.ndone, 30);
+	for (i = 0; i < 30; i++) {
+		ck_assert_int_eq(s.items[i].status, GP_OK);
+		ck_assert_uint_eq(s.items[i].outlen, s.items[i].inlen);
+		free((void *)s.items[i].in);
+		free(s.items[i].out);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	close(fds[0]);
+	gp_pool_destroy(p);
+}
+END_TEST
+
+static int
+whoami(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	pid_t	 pid = getpid();
+
+	return gp_reply(ctx, &pid, sizeof(pid));
+}
+
+START_TEST(recycle_after_max_tasks)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 2, .max_tasks = 10,
+				       .respawn_max = -1 };
+	struct gp_item		 it[200];
+	pid_t			 pid[200];
+	int			 i, j, same;
+
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	memset(it, 0, sizeof(it));
+	ck_assert_int_eq(gp_map(p, whoami, NULL, 0, it, 200), 0);
+	for (i = 0; i < 200; i++) {
+		ck_assert_int_eq(it[i].status, GP_OK);
+		memcpy(&pid[i], it[i].out, sizeof(pid_t));
+	}
+	/* No process ran more than 10 items. */
+	for (i = 0; i < 200; i++) {
+		for (j = 0, same = 0; j < 200; j++)
+			same += pid[j] == pid[i];
+		ck_assert_int_le(same, 10);
+	}
+	gp_items_release(it, 200);
+	gp_pool_destroy(p);
+}
+END_TEST
+
+START_TEST(strerror_names_every_code)
+{
+	const int	 codes[] = { GP_ENOGPU, GP_EINIT, GP_ENOWORKER,
+			    GP_EPLAN, -EINVAL, -ECHILD, -EMSGSIZE, -EPROTO };
+	size_t		 i;
+
+	for (i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		ck_assert_str_ne(gp_strerror(codes[i]),
+		    "unknown gpupool error");
+	ck_assert_str_eq(gp_strerror(12345), "unknown gpupool error");
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite	*s = suite_create("pool");
+	TCase	*tc = tcase_create("map");
+	SRunner	*sr;
+	int	 nf;
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, map_results_in_item_order);
+	tcase_add_test(tc, arg_is_copied_per_map);
+	tcase_add_test(tc, any_item_size_zero_to_megabytes);
+	tcase_add_test(tc, max_msg_enforced_both_ways);
+	tcase_add_test(tc, item_failure_is_the_items_status);
+	tcase_add_test(tc, workers_see_their_gpu_and_live_across_maps);
+	tcase_add_test(tc, explicit_ids_and_inherited_visible_devices);
+	tcase_add_test(tc, no_gpu_is_a_clear_error);
+	tcase_add_test(tc, pool_map_default_pool_from_environment);
+	tcase_add_test(tc, plan_on_dgx2_fixture);
+	tcase_add_test(tc, workers_are_really_bound);
+	tcase_add_test(tc, run_streams_from_a_pipe);
+	tcase_add_test(tc, recycle_after_max_tasks);
+	tcase_add_test(tc, strerror_names_every_code);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	nf = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nf ? 1 : 0;
+}
