@@ -168,6 +168,18 @@ struct gp_feed {
 	int		(*done)(void *arg, struct gp_item *item);
 	int		 in_fd;		/* -1: none */
 	void		*arg;
+	/* Optional control channel (a signalfd, say): when ctl_fd is
+	 * readable, ctl() is called and returns 0 (go on), GP_CTL_CANCEL
+	 * (as cancel_fd) or GP_CTL_KILL (cancel, and SIGKILL busy workers
+	 * and their declared process groups now). ctl_fd -1: none. */
+	int		 ctl_fd;
+	int		(*ctl)(void *arg);
+};
+
+enum gp_ctl {
+	GP_CTL_GO_ON = 0,
+	GP_CTL_CANCEL = 1,
+	GP_CTL_KILL = 2,
 };
 
 struct gp_pool;
@@ -226,6 +238,12 @@ GP_API const struct gp_worker_info *gp_ctx_info(const struct gp_ctx *ctx);
 /* In a worker: an fd that becomes readable when the current item should
  * stop (timeout, cancel) or the master is gone. Poll it; do not read. */
 GP_API int	gp_ctx_stop_fd(const struct gp_ctx *ctx);
+
+/* In a worker: declare the process group of a task the current item
+ * started (0 when it is gone). Whenever the master must SIGKILL this worker
+ * (grace over, GP_CTL_KILL, destroy) or finds it dead, it SIGKILLs that
+ * group too, so no task outlives its worker. */
+GP_API void	gp_ctx_set_pgid(struct gp_ctx *ctx, pid_t pgid);
 
 /* Text for any code returned above or any item code < 0. */
 GP_API const char *gp_strerror(int code);

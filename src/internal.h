@@ -43,7 +43,8 @@ struct gp_shm {
 	_Atomic uint64_t	 cur;		/* item id running; 0: between items */
 	_Atomic int64_t		 started;	/* gp_now_ns() when cur began */
 	_Atomic int		 stop;		/* master: skip rest of the batch */
-	char			 pad[64 - 20];
+	_Atomic int		 pgid;		/* item's process group, or 0 */
+	char			 pad[64 - 24];
 };
 
 enum gp_wstate {

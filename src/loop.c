@@ -20,6 +20,18 @@
 
 static int	lost(struct gp_pool *, struct gp_job *, struct gp_worker *);
 
+/* SIGKILL a worker and the process group its item declared (a task the
+ * worker started): nothing it began may outlive it. */
+static void
+hard_kill(struct gp_worker *w)
+{
+	int	 pg = atomic_exchange(&w->shm->pgid, 0);
+
+	if (pg > 0)
+		kill(-pg, SIGKILL);
+	kill(w->pid, SIGKILL);
+}
+
 int
 gp_loop_spawn(struct gp_pool *p, struct gp_worker *w)
 {
@@ -30,6 +42,7 @@ gp_loop_spawn(struct gp_pool *p, struct gp_worker *w)
 		return -errno;
 	atomic_store(&w->shm->cur, 0);
 	atomic_store(&w->shm->stop, 0);
+	atomic_store(&w->shm->pgid, 0);
 	/* Unflushed host output would be written twice otherwise. */
 	fflush(NULL);
 	if ((pid = fork()) == -1) {
@@ -324,6 +337,23 @@ cancel(struct gp_pool *p, struct gp_job *job)
 			    0, now);
 }
 
+/* What feed->ctl() asked for. */
+static void
+control(struct gp_pool *p, struct gp_job *job, int what)
+{
+	int	 i;
+
+	if (what == GP_CTL_CANCEL || what == GP_CTL_KILL)
+		job->cancel_req = 1;
+	if (what != GP_CTL_KILL)
+		return;
+	if (!job->canceled)
+		cancel(p, job);
+	for (i = 0; i < p->nw; i++)
+		if (p->w[i].state == GP_W_BUSY)
+			hard_kill(&p->w[i]);
+}
+
 static void
 est_update(struct gp_job *job, uint64_t ns)
 {
@@ -469,11 +499,16 @@ on_readable(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 static void
 reap(struct gp_worker *w, int *status)
 {
+	int	 pg;
+
 	if (gp_waitpid(w->pid, status, WNOHANG) == 0) {
 		/* EOF but still alive (fn closed its channel?): end it. */
-		kill(w->pid, SIGKILL);
+		hard_kill(w);
 		(void)gp_waitpid(w->pid, status, 0);
 	}
+	/* It died with a task group of its item still declared. */
+	if ((pg = atomic_exchange(&w->shm->pgid, 0)) > 0)
+		kill(-pg, SIGKILL);
 	close(w->fd);
 	w->fd = -1;
 	w->pid = 0;
@@ -568,7 +603,7 @@ expire(struct gp_pool *p, int64_t now)
 			continue;
 		if (w->kill_at > 0) {
 			if (now >= w->kill_at) {
-				kill(w->pid, SIGKILL);	/* EOF follows */
+				hard_kill(w);	/* EOF follows */
 				w->kill_at = 0;
 				continue;
 			}
@@ -614,7 +649,7 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 	struct pollfd	 pfd[GP_MAX_WORKERS + 2];
 	struct gp_worker *map[GP_MAX_WORKERS];
 	int64_t		 dl, now;
-	int		 i, n, nw, cfd = -1, ffd = -1, tmo, rc;
+	int		 i, n, nw, cfd = -1, ffd = -1, kfd = -1, tmo, rc;
 
 	for (;;) {
 		if (job != NULL && !job->canceled &&
@@ -641,6 +676,12 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 			pfd[n].fd = p->o.cancel_fd;
 			pfd[n++].events = POLLIN;
 		}
+		if (job != NULL && job->feed != NULL && job->feed->ctl != NULL &&
+		    job->feed->ctl_fd >= 0) {
+			kfd = n;
+			pfd[n].fd = job->feed->ctl_fd;
+			pfd[n++].events = POLLIN;
+		}
 		if (job != NULL && job->feed_wait && job->feed->in_fd >= 0) {
 			ffd = n;
 			pfd[n].fd = job->feed->in_fd;
@@ -659,7 +700,9 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 			job->cancel_req = 1;
 		if (job != NULL && ffd >= 0 && pfd[ffd].revents)
 			job->feed_wait = 0;
-		cfd = ffd = -1;
+		if (job != NULL && kfd >= 0 && pfd[kfd].revents)
+			control(p, job, job->feed->ctl(job->feed->arg));
+		cfd = ffd = kfd = -1;
 		for (i = 0; i < nw; i++) {
 			struct gp_worker *w = map[i];
 
@@ -674,7 +717,7 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 				/* It broke the protocol: it cannot be trusted
 				 * with another item. */
 				w->proto_err = rc;
-				kill(w->pid, SIGKILL);
+				hard_kill(w);
 				rc = 1;
 			}
 			if (rc < 0)
@@ -738,7 +781,10 @@ gp_loop_shutdown(struct gp_pool *p)
 		now = gp_now_ns();
 		if (now >= dl) {
 			for (i = 0; i < n; i++)
-				kill(map[i]->pid, phase == 0 ? SIGTERM : SIGKILL);
+				if (phase == 0)
+					kill(map[i]->pid, SIGTERM);
+				else
+					hard_kill(map[i]);
 			phase++;
 			dl = now + step;
 		}
@@ -747,7 +793,7 @@ gp_loop_shutdown(struct gp_pool *p)
 			phase = 2;	/* cannot wait: kill and reap below */
 		for (i = 0; i < n; i++) {
 			if (phase >= 2)
-				kill(map[i]->pid, SIGKILL);
+				hard_kill(map[i]);
 			else if (!pfd[i].revents ||
 			    recv(pfd[i].fd, drain, sizeof(drain),
 			    MSG_DONTWAIT) > 0)

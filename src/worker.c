@@ -17,6 +17,7 @@
 #include "msg.h"
 
 struct gp_ctx {
+	struct gp_worker	*w;
 	struct gp_worker_info	*info;
 	int			 fd;
 	size_t			 max_msg;
@@ -42,6 +43,12 @@ int
 gp_ctx_stop_fd(const struct gp_ctx *ctx)
 {
 	return ctx->fd;
+}
+
+void
+gp_ctx_set_pgid(struct gp_ctx *ctx, pid_t pgid)
+{
+	atomic_store(&ctx->w->shm->pgid, pgid > 0 ? pgid : 0);
 }
 
 static void
@@ -251,6 +258,7 @@ gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd)
 
 	w->info.pid = getpid();
 	memset(&ctx, 0, sizeof(ctx));
+	ctx.w = w;
 	ctx.info = &w->info;
 	ctx.fd = fd;
 	ctx.max_msg = p->o.max_msg;

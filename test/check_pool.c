@@ -546,7 +546,8 @@ START_TEST(run_streams_from_a_pipe)
 {
 	struct gp_pool	*p = make_pool(2, 1);
 	struct stream	 s = { 0 };
-	struct gp_feed	 f = { stream_next, stream_done, -1, &s };
+	struct gp_feed	 f = { .next = stream_next, .done = stream_done,
+			       .in_fd = -1, .arg = &s, .ctl_fd = -1 };
 	int		 fds[2], i, st;
 	pid_t		 pid;
 	char		 buf[32];
