@@ -66,6 +66,7 @@ struct gp_worker {
 	enum gp_wstate		 state;
 	pid_t			 pid;
 	int			 fd;		/* master's end of the socketpair */
+	int			 pidfd;		/* readable when it exits, or -1 */
 	struct gp_buf		 rbuf;
 	struct gp_buf		 wbuf;
 	struct gp_shm		*shm;
@@ -77,6 +78,7 @@ struct gp_worker {
 	uint64_t		 stop_id;	/* item a STOP was sent for, or 0 */
 	int			 stop_timeout;	/* that STOP was a timeout */
 	int64_t			 kill_at;	/* SIGKILL deadline, 0: none */
+	int64_t			 heard;		/* batch sent or results read */
 	int			 retired;	/* never respawn (init failed) */
 	int			 proto_err;	/* it broke the protocol */
 	int			 status;	/* wait status of the last death */

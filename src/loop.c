@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -57,6 +58,9 @@ gp_loop_spawn(struct gp_pool *p, struct gp_worker *w)
 	}
 	close(sv[1]);
 	w->fd = sv[0];
+	/* Death is seen on the pidfd even when a process the worker forked
+	 * still holds its end of the channel open. */
+	w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	w->pid = pid;
 	w->info.pid = pid;
 	w->state = GP_W_STARTING;
@@ -269,6 +273,7 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	w->ntasks += (unsigned)w->nfl;
 	atomic_store(&w->shm->stop, 0);
 	w->state = GP_W_BUSY;
+	w->heard = gp_now_ns();
 	/* Most batches fit the socket buffer: send now, skip a poll turn.
 	 * A failure means a dead peer, seen as EOF on the next read. */
 	(void)gp_buf_send(w->fd, &w->wbuf);
@@ -372,6 +377,7 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 	const uint8_t		*data;
 	int			 rc;
 
+	w->heard = gp_now_ns();
 	while ((rc = gp_msg_result_next(&pos, end, &r, &data)) == 1) {
 		if (job == NULL || w->nres >= w->nfl ||
 		    w->fl[w->nres].id != r.id)
@@ -510,7 +516,9 @@ reap(struct gp_worker *w, int *status)
 	if ((pg = atomic_exchange(&w->shm->pgid, 0)) > 0)
 		kill(-pg, SIGKILL);
 	close(w->fd);
-	w->fd = -1;
+	if (w->pidfd >= 0)
+		close(w->pidfd);
+	w->fd = w->pidfd = -1;
 	w->pid = 0;
 	w->info.pid = 0;
 	w->state = GP_W_DEAD;
@@ -609,12 +617,19 @@ expire(struct gp_pool *p, int64_t now)
 			}
 			t = w->kill_at;
 		} else if (w->state == GP_W_BUSY && p->o.timeout_ms > 0 &&
-		    w->stop_id == 0 && (cur = current(w, &started)) != 0) {
+		    w->stop_id == 0) {
+			/* Between items the next one starts after the last
+			 * message from w at the earliest: wake then, look
+			 * again. */
+			cur = current(w, &started);
+			if (cur == 0)
+				started = w->heard;
 			t = started + (int64_t)p->o.timeout_ms * 1000000;
-			if (now >= t) {
+			if (cur != 0 && now >= t) {
 				queue_stop(p, w, cur, 1, now);
 				t = w->kill_at;
-			}
+			} else if (t <= now)
+				t = now + (int64_t)p->o.timeout_ms * 1000000;
 		} else
 			continue;
 		if (dl < 0 || t < dl)
@@ -646,8 +661,9 @@ job_done(const struct gp_pool *p, const struct gp_job *job)
 int
 gp_loop_run(struct gp_pool *p, struct gp_job *job)
 {
-	struct pollfd	 pfd[GP_MAX_WORKERS + 2];
-	struct gp_worker *map[GP_MAX_WORKERS];
+	struct pollfd	 pfd[2 * GP_MAX_WORKERS + 3];
+	struct gp_worker *map[2 * GP_MAX_WORKERS];
+	pid_t		 mpid[2 * GP_MAX_WORKERS];
 	int64_t		 dl, now;
 	int		 i, n, nw, cfd = -1, ffd = -1, kfd = -1, tmo, rc;
 
@@ -667,7 +683,14 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 			pfd[n].events = POLLIN;
 			if (p->w[i].wbuf.len > p->w[i].wbuf.off)
 				pfd[n].events |= POLLOUT;
+			mpid[n] = p->w[i].pid;
 			map[n++] = &p->w[i];
+			if (p->w[i].pidfd >= 0) {
+				pfd[n].fd = p->w[i].pidfd;
+				pfd[n].events = POLLIN;
+				mpid[n] = p->w[i].pid;
+				map[n++] = &p->w[i];
+			}
 		}
 		nw = n;
 		if (job != NULL && !job->canceled &&
@@ -708,11 +731,15 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 
 			/* A failed send means a dead peer: the read below
 			 * sees its EOF. */
+			if (w->pid != mpid[i])
+				continue;	/* reaped (and replaced) already */
 			if (pfd[i].revents & POLLOUT)
 				(void)gp_buf_send(w->fd, &w->wbuf);
 			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
 				continue;
 			rc = on_readable(p, job, w);
+			if (rc == 0 && pfd[i].fd == w->pidfd)
+				rc = 1;	/* exited; its last words are read */
 			if (rc < 0 && rc != -ENOMEM) {
 				/* It broke the protocol: it cannot be trusted
 				 * with another item. */

@@ -242,9 +242,12 @@ gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd)
 	/* (a) Only our own channel: a sibling's end held open here would
 	 * hide that sibling's death from the master, and the cancel fd is
 	 * the master's. */
-	for (i = 0; i < p->nw; i++)
+	for (i = 0; i < p->nw; i++) {
 		if (p->w[i].fd >= 0)
 			close(p->w[i].fd);
+		if (p->w[i].pidfd >= 0)
+			close(p->w[i].pidfd);
+	}
 	if (p->o.flags & GP_POOL_CANCEL_FD)
 		close(p->o.cancel_fd);
 

@@ -1,0 +1,599 @@
+/*
+ * check_faults.c: what the pool does when things go wrong. A worker that
+ * crashes or hangs, an initialiser that fails, a master that is SIGKILLed,
+ * a cancel, a spent respawn budget, signals interrupting the master; and
+ * what it leaves behind: no fd, no zombie, no orphan.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpupool.h"
+
+static int64_t
+now_ms(void)
+{
+	struct timespec	 ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct gp_item *
+int_items(int *v, int n)
+{
+	struct gp_item	*it = calloc((size_t)n, sizeof(*it));
+	int		 i;
+
+	for (i = 0; i < n; i++) {
+		v[i] = i;
+		it[i].in = &v[i];
+		it[i].inlen = sizeof(int);
+	}
+	return it;
+}
+
+static int
+item_int(const void *in)
+{
+	int	 x;
+
+	memcpy(&x, in, sizeof(x));
+	return x;
+}
+
+/* No child of ours is left, running or zombie. */
+static void
+assert_no_children(void)
+{
+	errno = 0;
+	ck_assert_int_eq(waitpid(-1, NULL, WNOHANG), -1);
+	ck_assert_int_eq(errno, ECHILD);
+}
+
+static int
+crash_on_5(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	int	 x = item_int(in);
+
+	if (x == 5)
+		raise(SIGSEGV);
+	if (x == 6)
+		_exit(3);
+	return gp_reply(ctx, &x, sizeof(x));
+}
+
+START_TEST(crash_fails_only_that_item_and_respawns)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 2 };
+	int			 v[50], i;
+	struct gp_item		*it = int_items(v, 50);
+	char			 msg[128];
+
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	ck_assert_int_eq(gp_map(p, crash_on_5, NULL, 0, it, 50), 0);
+	for (i = 0; i < 50; i++) {
+		if (i == 5) {
+			ck_assert_int_eq(it[i].status, GP_CRASHED);
+			ck_assert_int_eq(it[i].code, 128 + SIGSEGV);
+			ck_assert_ptr_nonnull(strstr(gp_item_strerror(&it[i],
+			    msg, sizeof(msg)), "signal 11"));
+		} else if (i == 6) {
+			ck_assert_int_eq(it[i].status, GP_CRASHED);
+			ck_assert_int_eq(it[i].code, 3);
+		} else {
+			ck_assert_int_eq(it[i].status, GP_OK);
+			ck_assert_int_eq(item_int(it[i].out), i);
+		}
+		/* The crashed ones ran once; a batch-mate whose result died
+		 * unsent with the worker may run again (at-least-once). */
+		ck_assert_int_eq(it[i].attempts, (i == 5 || i == 6) ? 1 :
+		    it[i].attempts > 1 ? 2 : 1);
+	}
+	gp_items_release(it, 50);
+	/* Both slots were replaced: the pool still has two workers. */
+	ck_assert_int_eq(gp_map(p, crash_on_5, NULL, 0, it, 5), 0);
+	for (i = 0; i < 5; i++)
+		ck_assert_int_eq(it[i].status, GP_OK);
+	gp_items_release(it, 5);
+	gp_pool_destroy(p);
+	free(it);
+	assert_no_children();
+}
+END_TEST
+
+/* Crashes on its first attempt only: the marker is a file per item. */
+static int
+flaky(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	char	 path[128];
+	int	 fd;
+
+	snprintf(path, sizeof(path), "%s.%d", (const char *)arg, item_int(in));
+	if ((fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600)) >= 0) {
+		close(fd);
+		abort();
+	}
+	return 0;
+}
+
+static int
+always_crash(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	abort();
+}
+
+START_TEST(retries_rerun_crashed_items)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 2, .retries = 2 };
+	char			 base[64] = "/tmp/gp-flaky-XXXXXX", path[128];
+	int			 v[8], i;
+	struct gp_item		*it = int_items(v, 8);
+
+	ck_assert_ptr_nonnull(mkdtemp(base));
+	strcat(base, "/m");
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	ck_assert_int_eq(gp_map(p, flaky, base, strlen(base) + 1, it, 8), 0);
+	for (i = 0; i < 8; i++) {
+		ck_assert_int_eq(it[i].status, GP_OK);
+		ck_assert_int_ge(it[i].attempts, 2);
+		snprintf(path, sizeof(path), "%s.%d", base, i);
+		unlink(path);
+	}
+	*strrchr(base, '/') = '\0';
+	rmdir(base);
+	ck_assert_int_eq(gp_map(p, always_crash, NULL, 0, it, 2), 0);
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(it[i].status, GP_CRASHED);
+		ck_assert_int_eq(it[i].code, 128 + SIGABRT);
+		ck_assert_int_eq(it[i].attempts, 3);
+	}
+	gp_pool_destroy(p);
+	free(it);
+}
+END_TEST
+
+START_TEST(respawn_budget_spent_is_a_pool_failure)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 1, .respawn_max = 2 };
+	int			 v[10], i, crashed = 0, notrun = 0;
+	struct gp_item		*it = int_items(v, 10);
+
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	ck_assert_int_eq(gp_map(p, always_crash, NULL, 0, it, 10),
+	    GP_ENOWORKER);
+	for (i = 0; i < 10; i++) {
+		crashed += it[i].status == GP_CRASHED;
+		notrun += it[i].status == GP_NOTRUN;
+	}
+	/* The first worker and its two replacements each took one item. */
+	ck_assert_int_eq(crashed, 3);
+	ck_assert_int_eq(notrun, 7);
+	ck_assert_int_eq(gp_map(p, always_crash, NULL, 0, it, 1), GP_ENOWORKER);
+	gp_pool_destroy(p);
+	free(it);
+	assert_no_children();
+}
+END_TEST
+
+static int
+sleepy(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	int	 x = item_int(in);
+
+	if (x == 3)
+		sleep(30);	/* ignores the stop request */
+	return 0;
+}
+
+START_TEST(hung_item_times_out_and_worker_is_replaced)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 2, .timeout_ms = 300,
+				       .grace_ms = 200 };
+	int			 v[20], i;
+	struct gp_item		*it = int_items(v, 20);
+	int64_t			 t0;
+	char			 msg[64];
+
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	t0 = now_ms();
+	ck_assert_int_eq(gp_map(p, sleepy, NULL, 0, it, 20), 0);
+	ck_assert_int_lt(now_ms() - t0, 5000);
+	for (i = 0; i < 20; i++)
+		ck_assert_int_eq(it[i].status, i == 3 ? GP_TIMEDOUT : GP_OK);
+	ck_assert_str_eq(gp_item_strerror(&it[3], msg, sizeof(msg)),
+	    "timed out");
+	ck_assert_int_eq(gp_map(p, sleepy, NULL, 0, it, 3), 0);
+	gp_pool_destroy(p);
+	free(it);
+	assert_no_children();
+}
+END_TEST
+
+/* Returns 7 as soon as its stop fd becomes readable. */
+static int
+cooperative(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	struct pollfd	 pfd = { gp_ctx_stop_fd(ctx), POLLIN, 0 };
+	pid_t		 pid = getpid();
+
+	gp_reply(ctx, &pid, sizeof(pid));
+	if (item_int(in) != 1)
+		return 0;
+	if (poll(&pfd, 1, 20000) != 1)
+		return 8;
+	return 7;
+}
+
+START_TEST(cooperative_item_stops_without_losing_its_worker)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 1, .timeout_ms = 200,
+				       .grace_ms = 5000 };
+	int			 v[4];
+	struct gp_item		*it = int_items(v, 4);
+	pid_t			 a, b;
+
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	ck_assert_int_eq(gp_map(p, cooperative, NULL, 0, it, 4), 0);
+	ck_assert_int_eq(it[1].status, GP_TIMEDOUT);
+	ck_assert_int_eq(it[1].code, 7);
+	ck_assert_int_eq(it[0].status, GP_OK);
+	ck_assert_int_eq(it[2].status, GP_OK);
+	memcpy(&a, it[0].out, sizeof(a));
+	memcpy(&b, it[3].out, sizeof(b));
+	ck_assert_int_eq(a, b);		/* not killed, not replaced */
+	gp_items_release(it, 4);
+	gp_pool_destroy(p);
+	free(it);
+}
+END_TEST
+
+static int
+init_fails_on_1(struct gp_ctx *ctx, void *arg)
+{
+	int	 w = gp_ctx_info(ctx)->worker;
+
+	if (arg != NULL && w == 1)
+		abort();
+	return w == 1 ? 5 : 0;
+}
+
+START_TEST(failed_initialiser_is_reported_not_respawned)
+{
+	struct gp_pool		*p = NULL;
+	struct gp_pool_opts	 o = { .fake_gpus = 3, .init = init_fails_on_1 };
+	char			 err[256];
+
+	o.errbuf = err;
+	o.errlen = sizeof(err);
+	ck_assert_int_eq(gp_pool_create(&p, &o), GP_EINIT);
+	ck_assert_ptr_null(p);
+	ck_assert_str_eq(err, "worker 1 (GPU fake1): initialiser returned 5");
+	assert_no_children();
+	o.init_arg = &o;	/* now it aborts instead */
+	ck_assert_int_eq(gp_pool_create(&p, &o), GP_EINIT);
+	ck_assert_ptr_nonnull(strstr(err, "worker 1"));
+	ck_assert_ptr_nonnull(strstr(err, "signal 6"));
+	assert_no_children();
+}
+END_TEST
+
+static int
+nap(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	usleep(50000);
+	return 0;
+}
+
+START_TEST(cancel_fd_cancels_pending_items)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 2,
+				       .flags = GP_POOL_CANCEL_FD };
+	int			 fds[2], v[100], i, ok = 0, canceled = 0;
+	struct gp_item		*it = int_items(v, 100);
+	pid_t			 pid;
+	int64_t			 t0;
+
+	ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
+	o.cancel_fd = fds[0];
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	if ((pid = fork()) == 0) {
+		usleep(300000);
+		_exit(write(fds[1], "x", 1) == 1 ? 0 : 1);
+	}
+	t0 = now_ms();
+	ck_assert_int_eq(gp_map(p, nap, NULL, 0, it, 100), 0);
+	/* 100 x 50 ms on 2 workers is 2.5 s; the cancel came at 0.3 s. */
+	ck_assert_int_lt(now_ms() - t0, 1500);
+	for (i = 0; i < 100; i++) {
+		ok += it[i].status == GP_OK;
+		canceled += it[i].status == GP_CANCELED;
+	}
+	ck_assert_int_eq(ok + canceled, 100);
+	ck_assert_int_gt(ok, 0);
+	ck_assert_int_gt(canceled, 50);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+	gp_pool_destroy(p);
+	close(fds[0]);
+	close(fds[1]);
+	free(it);
+}
+END_TEST
+
+/* Is pid gone (no process, or a zombie nobody of ours will reap)? */
+static int
+gone(pid_t pid)
+{
+	char	 path[64], buf[512], *s;
+	FILE	*f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((f = fopen(path, "re")) == NULL)
+		return 1;
+	s = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	return s == NULL || ((s = strrchr(buf, ')')) != NULL && s[2] == 'Z');
+}
+
+static int
+forever(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	for (;;)
+		pause();
+	/* NOTREACHED */
+	return 0;
+}
+
+/*
+ * An intermediate master creates a pool, reports its workers' pids, and
+ * blocks in a map (busy) or between calls (idle); the test SIGKILLs it and
+ * watches the workers go, before Check's process-group kill could hide a
+ * survivor.
+ */
+static void
+master_dies(unsigned flags, int busy)
+{
+	struct gp_pool_opts	 o = { .fake_gpus = 3, .flags = flags };
+	struct gp_worker_info	 wi;
+	pid_t			 m, pids[3];
+	int			 fds[2], i, n = 0;
+	int64_t			 t0;
+
+	ck_assert_int_eq(pipe(fds), 0);
+	if ((m = fork()) == 0) {
+		struct gp_pool	*p;
+		struct gp_item	 it[3];
+
+		close(fds[0]);
+		if (gp_pool_create(&p, &o) < 0)
+			_exit(1);
+		for (i = 0; i < 3; i++) {
+			gp_pool_info(p, i, &wi);
+			if (write(fds[1], &wi.pid, sizeof(pid_t)) < 0)
+				_exit(1);
+		}
+		memset(it, 0, sizeof(it));
+		if (busy)
+			gp_map(p, forever, NULL, 0, it, 3);
+		for (;;)
+			pause();
+	}
+	close(fds[1]);
+	for (i = 0; i < 3; i++)
+		n += read(fds[0], &pids[i], sizeof(pid_t)) == sizeof(pid_t);
+	close(fds[0]);
+	ck_assert_int_eq(n, 3);
+	usleep(200000);		/* let the map start */
+	for (i = 0; i < 3; i++)
+		ck_assert(!gone(pids[i]));
+	kill(m, SIGKILL);
+	ck_assert_int_eq(waitpid(m, NULL, 0), m);
+	t0 = now_ms();
+	for (i = 0; i < 3; i++) {
+		while (!gone(pids[i]) && now_ms() - t0 < 3000)
+			usleep(10000);
+		ck_assert_msg(gone(pids[i]), "worker %d outlived its master",
+		    (int)pids[i]);
+	}
+}
+
+START_TEST(busy_workers_die_with_their_master)
+{
+	master_dies(0, 1);
+}
+END_TEST
+
+START_TEST(idle_workers_leave_on_eof_without_pdeathsig)
+{
+	master_dies(GP_POOL_NO_PDEATHSIG, 0);
+}
+END_TEST
+
+static int
+count_fds(void)
+{
+	DIR		*d = opendir("/proc/self/fd");
+	struct dirent	*e;
+	int		 n = 0;
+
+	while ((e = readdir(d)) != NULL)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1;	/* the DIR's own fd */
+}
+
+static int
+report_fds(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	int	 n = count_fds();
+
+	return gp_reply(ctx, &n, sizeof(n));
+}
+
+START_TEST(no_fd_leaks_in_master_or_workers)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 4 };
+	struct gp_item		 it[16];
+	int			 before = count_fds(), i, n;
+
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	/* The master holds a channel and a pidfd per worker, no more. */
+	ck_assert_int_eq(count_fds(), before + 8);
+	memset(it, 0, sizeof(it));
+	ck_assert_int_eq(gp_map(p, report_fds, NULL, 0, it, 16), 0);
+	for (i = 0; i < 16; i++) {
+		memcpy(&n, it[i].out, sizeof(n));
+		/* A worker: what the host had, plus its own channel. */
+		ck_assert_int_eq(n, before + 1);
+	}
+	gp_items_release(it, 16);
+	gp_pool_destroy(p);
+	ck_assert_int_eq(count_fds(), before);
+	assert_no_children();
+}
+END_TEST
+
+static volatile sig_atomic_t	 alarms;
+
+static void
+on_alarm(int sig)
+{
+	alarms++;
+}
+
+static int
+short_nap(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	int	 x = item_int(in);
+
+	usleep(1000);
+	return gp_reply(ctx, &x, sizeof(x));
+}
+
+START_TEST(signals_without_sa_restart_do_not_break_a_map)
+{
+	struct sigaction	 sa;
+	struct itimerval	 tv = { { 0, 500 }, { 0, 500 } };
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 2 };
+	int			 v[2000], i, bad = 0;
+	struct gp_item		*it = int_items(v, 2000);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm;	/* no SA_RESTART: EINTR everywhere */
+	sigemptyset(&sa.sa_mask);
+	ck_assert_int_eq(sigaction(SIGALRM, &sa, NULL), 0);
+	ck_assert_int_eq(setitimer(ITIMER_REAL, &tv, NULL), 0);
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	ck_assert_int_eq(gp_map(p, short_nap, NULL, 0, it, 2000), 0);
+	memset(&tv, 0, sizeof(tv));
+	setitimer(ITIMER_REAL, &tv, NULL);
+	for (i = 0; i < 2000; i++)
+		bad += it[i].status != GP_OK || item_int(it[i].out) != i;
+	ck_assert_int_eq(bad, 0);
+	ck_assert_int_gt(alarms, 10);
+	gp_items_release(it, 2000);
+	gp_pool_destroy(p);
+	free(it);
+	assert_no_children();
+}
+END_TEST
+
+/* Starts a process group, declares it, tells the test its pid through
+ * the pipe fd in arg, then dies (item 0) or hangs past its timeout. */
+static int
+spawn_group(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	int	 fd = *(const int *)arg;
+	pid_t	 c;
+
+	if ((c = fork()) == 0) {
+		for (;;)
+			pause();
+	}
+	setpgid(c, c);
+	gp_ctx_set_pgid(ctx, c);
+	if (write(fd, &c, sizeof(c)) != sizeof(c))
+		return 1;
+	if (item_int(in) == 0)
+		raise(SIGKILL);
+	for (;;)
+		pause();
+}
+
+START_TEST(declared_task_group_dies_with_its_worker)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 2, .timeout_ms = 200,
+				       .grace_ms = 100 };
+	int			 v[2], fds[2], i;
+	struct gp_item		*it = int_items(v, 2);
+	pid_t			 c;
+	int64_t			 t0;
+
+	ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	ck_assert_int_eq(gp_map(p, spawn_group, &fds[1], sizeof(int), it, 2),
+	    0);
+	ck_assert_int_eq(it[0].status, GP_CRASHED);
+	ck_assert_int_eq(it[1].status, GP_TIMEDOUT);
+	gp_pool_destroy(p);
+	close(fds[1]);
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(read(fds[0], &c, sizeof(c)), sizeof(c));
+		t0 = now_ms();
+		while (!gone(c) && now_ms() - t0 < 3000)
+			usleep(10000);
+		ck_assert_msg(gone(c), "task group %d outlived its worker",
+		    (int)c);
+	}
+	close(fds[0]);
+	free(it);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite	*s = suite_create("faults");
+	TCase	*tc = tcase_create("faults");
+	SRunner	*sr;
+	int	 nf;
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, crash_fails_only_that_item_and_respawns);
+	tcase_add_test(tc, retries_rerun_crashed_items);
+	tcase_add_test(tc, respawn_budget_spent_is_a_pool_failure);
+	tcase_add_test(tc, hung_item_times_out_and_worker_is_replaced);
+	tcase_add_test(tc, cooperative_item_stops_without_losing_its_worker);
+	tcase_add_test(tc, failed_initialiser_is_reported_not_respawned);
+	tcase_add_test(tc, cancel_fd_cancels_pending_items);
+	tcase_add_test(tc, busy_workers_die_with_their_master);
+	tcase_add_test(tc, idle_workers_leave_on_eof_without_pdeathsig);
+	tcase_add_test(tc, no_fd_leaks_in_master_or_workers);
+	tcase_add_test(tc, signals_without_sa_restart_do_not_break_a_map);
+	tcase_add_test(tc, declared_task_group_dies_with_its_worker);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	nf = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nf ? 1 : 0;
+}
