@@ -55,7 +55,7 @@ env_int(const char *name, int *out, char *err, size_t errlen)
 }
 
 static void
-describe(struct gp_pool *p, struct gp_worker *w, const struct gp_gpu *g)
+describe(struct gp_worker *w, const struct gp_gpu *g)
 {
 	struct gp_worker_info	*i = &w->info;
 	unsigned		 f = w->place.flags;
@@ -75,7 +75,6 @@ describe(struct gp_pool *p, struct gp_worker *w, const struct gp_gpu *g)
 	    (f & GP_PLACE_EMPTY) ? "machine: GPU locality has no CPU" :
 	    (f & GP_PLACE_MACHINE) ? "machine: GPU is local to all" :
 	    "gpu-local", (f & GP_PLACE_SHARED) ? ", shared cores" : "");
-	(void)p;
 }
 
 /* Workers are numbered GPU-first (worker i runs on GPU i % ngpus), so a
@@ -110,7 +109,7 @@ place(struct gp_pool *p)
 			w->info.gpu = g;
 			w->info.slot = s;
 			w->place = pl[g * k + s];
-			describe(p, w, &p->gpus[g]);
+			describe(w, &p->gpus[g]);
 		}
 	}
 	free(bus);
@@ -308,10 +307,16 @@ gp_pool_info(const struct gp_pool *p, int worker, struct gp_worker_info *out)
 }
 
 static int
-run_job(struct gp_pool *p, struct gp_job *job)
+run_job(struct gp_pool *p, struct gp_job *job, gp_fn *fn, const void *arg,
+    size_t arglen)
 {
 	int	 rc;
 
+	if (fn == NULL || (arglen && arg == NULL) || arglen > p->o.max_msg)
+		return -EINVAL;
+	job->fn = fn;
+	job->arg = arg;
+	job->arglen = arglen;
 	if (p->o.flags & GP_POOL_PLAN_ONLY)
 		return GP_EPLAN;
 	if (getpid() != p->master)
@@ -335,8 +340,7 @@ gp_map(struct gp_pool *p, gp_fn *fn, const void *arg, size_t arglen,
 	struct gp_job	 job = { 0 };
 	size_t		 i;
 
-	if (fn == NULL || (n > 0 && items == NULL) || (arglen && arg == NULL) ||
-	    arglen > p->o.max_msg)
+	if (n > 0 && items == NULL)
 		return -EINVAL;
 	for (i = 0; i < n; i++) {
 		items[i].out = NULL;
@@ -346,12 +350,9 @@ gp_map(struct gp_pool *p, gp_fn *fn, const void *arg, size_t arglen,
 		items[i].worker = -1;
 		items[i].attempts = 0;
 	}
-	job.fn = fn;
-	job.arg = arg;
-	job.arglen = arglen;
 	job.items = items;
 	job.n = n;
-	return run_job(p, &job);
+	return run_job(p, &job, fn, arg, arglen);
 }
 
 int
@@ -360,15 +361,10 @@ gp_run(struct gp_pool *p, gp_fn *fn, const void *arg, size_t arglen,
 {
 	struct gp_job	 job = { 0 };
 
-	if (fn == NULL || feed == NULL || feed->next == NULL ||
-	    feed->done == NULL || (arglen && arg == NULL) ||
-	    arglen > p->o.max_msg)
+	if (feed == NULL || feed->next == NULL || feed->done == NULL)
 		return -EINVAL;
-	job.fn = fn;
-	job.arg = arg;
-	job.arglen = arglen;
 	job.feed = feed;
-	return run_job(p, &job);
+	return run_job(p, &job, fn, arg, arglen);
 }
 
 void

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "gpupool.h"
+#include "check_main.h"
 
 static char	 logpath[] = "/tmp/gp-cudalog-XXXXXX";
 
@@ -79,15 +80,9 @@ main(void)
 {
 	Suite	*s = suite_create("cudafork");
 	TCase	*tc = tcase_create("cudafork");
-	SRunner	*sr;
-	int	 nf;
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, probe_and_workers_touch_cuda_master_never);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf ? 1 : 0;
+	return gp_check_run(s);
 }

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "gpupool.h"
+#include "check_main.h"
 
 static int64_t
 now_ms(void)
@@ -731,8 +732,6 @@ main(void)
 {
 	Suite	*s = suite_create("faults");
 	TCase	*tc = tcase_create("faults");
-	SRunner	*sr;
-	int	 nf;
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, crash_fails_only_that_item_and_respawns);
@@ -751,9 +750,5 @@ main(void)
 	    library_leaves_master_signals_alone_and_resets_workers);
 	tcase_add_test(tc, workers_never_flush_host_stdio_or_run_atexit);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf ? 1 : 0;
+	return gp_check_run(s);
 }

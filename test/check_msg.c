@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "msg.h"
+#include "check_main.h"
 
 /* A TASK message with three items of 0, 5 and 300 bytes. */
 static void
@@ -175,8 +176,6 @@ main(void)
 {
 	Suite	*s = suite_create("msg");
 	TCase	*tc = tcase_create("framing");
-	SRunner	*sr;
-	int	 nf;
 
 	tcase_add_test(tc, task_roundtrip);
 	tcase_add_test(tc, parse_byte_at_a_time);
@@ -185,9 +184,5 @@ main(void)
 	tcase_add_test(tc, truncated_records);
 	tcase_add_test(tc, buf_keeps_offsets_across_growth);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf ? 1 : 0;
+	return gp_check_run(s);
 }

@@ -17,6 +17,7 @@
 #include <hwloc.h>
 
 #include "gpupool.h"
+#include "check_main.h"
 
 static struct gp_pool *
 make_pool(int fake, int per_gpu)
@@ -634,8 +635,6 @@ main(void)
 {
 	Suite	*s = suite_create("pool");
 	TCase	*tc = tcase_create("map");
-	SRunner	*sr;
-	int	 nf;
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, map_results_in_item_order);
@@ -653,9 +652,5 @@ main(void)
 	tcase_add_test(tc, recycle_after_max_tasks);
 	tcase_add_test(tc, strerror_names_every_code);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf ? 1 : 0;
+	return gp_check_run(s);
 }

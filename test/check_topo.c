@@ -21,6 +21,7 @@
 #include <hwloc/glibc-sched.h>
 
 #include "topo.h"
+#include "check_main.h"
 
 #ifndef GP_FIXTURES
 #error "GP_FIXTURES must be the fixture directory, as a string"
@@ -982,12 +983,5 @@ topo_suite(void)
 int
 main(void)
 {
-	SRunner	*sr;
-	int	 nfail;
-
-	sr = srunner_create(topo_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	nfail = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nfail == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return gp_check_run(topo_suite());
 }
