@@ -131,6 +131,7 @@ int	gp_loop_spawn(struct gp_pool *p, struct gp_worker *w);
 int	gp_loop_wait_ready(struct gp_pool *p);
 int	gp_loop_run(struct gp_pool *p, struct gp_job *job);
 void	gp_loop_shutdown(struct gp_pool *p);
+void	gp_loop_item_init(struct gp_item *it);	/* NOTRUN, no output */
 
 /* worker.c: the child after fork; never returns. */
 void	gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd)

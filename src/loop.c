@@ -128,6 +128,17 @@ requeue(struct gp_job *job, struct gp_item *it)
 	return 0;
 }
 
+void
+gp_loop_item_init(struct gp_item *it)
+{
+	it->out = NULL;
+	it->outlen = 0;
+	it->status = GP_NOTRUN;
+	it->code = 0;
+	it->worker = -1;
+	it->attempts = 0;
+}
+
 /* The next item to start, without taking it; NULL if none now. */
 static struct gp_item *
 peek(struct gp_job *job)
@@ -150,8 +161,10 @@ peek(struct gp_job *job)
 		job->feed_end = 1;
 	else if (r == 0)
 		job->feed_wait = 1;
-	else
+	else {
+		gp_loop_item_init(it);
 		job->held = it;
+	}
 	return job->held;
 }
 

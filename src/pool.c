@@ -342,14 +342,8 @@ gp_map(struct gp_pool *p, gp_fn *fn, const void *arg, size_t arglen,
 
 	if (n > 0 && items == NULL)
 		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		items[i].out = NULL;
-		items[i].outlen = 0;
-		items[i].status = GP_NOTRUN;
-		items[i].code = 0;
-		items[i].worker = -1;
-		items[i].attempts = 0;
-	}
+	for (i = 0; i < n; i++)
+		gp_loop_item_init(&items[i]);
 	job.items = items;
 	job.n = n;
 	return run_job(p, &job, fn, arg, arglen);
