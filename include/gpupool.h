@@ -158,9 +158,11 @@ struct gp_worker_info {
 struct gp_feed {
 	/*
 	 * Called when a worker is idle. Point *item at the next item (owned by
-	 * the caller, valid until done() is called for it) and return 1;
-	 * return 0 when nothing is ready yet (the pool then waits until
-	 * in_fd is readable or a worker finishes); return -1 at the end.
+	 * the caller, valid until done() is called for it) and return
+	 * GP_FEED_ITEM; GP_FEED_AGAIN when nothing is ready yet (the pool
+	 * waits until in_fd is readable or an item ends); GP_FEED_WAIT when
+	 * only an item's end can bring more (a retry: in_fd is not polled,
+	 * e.g. it is at EOF); GP_FEED_END at the end.
 	 */
 	int		(*next)(void *arg, struct gp_item **item);
 	/* Called once per item as it ends, in completion order. Return 0 to
@@ -174,6 +176,13 @@ struct gp_feed {
 	 * and their declared process groups now). ctl_fd -1: none. */
 	int		 ctl_fd;
 	int		(*ctl)(void *arg);
+};
+
+enum gp_feed_next {
+	GP_FEED_END = -1,
+	GP_FEED_AGAIN = 0,
+	GP_FEED_ITEM = 1,
+	GP_FEED_WAIT = 2,
 };
 
 enum gp_ctl {
@@ -236,7 +245,8 @@ GP_API int	gp_reply(struct gp_ctx *ctx, const void *buf, size_t len);
 /* In a worker: where it runs. */
 GP_API const struct gp_worker_info *gp_ctx_info(const struct gp_ctx *ctx);
 /* In a worker: an fd that becomes readable when the current item should
- * stop (timeout, cancel) or the master is gone. Poll it; do not read. */
+ * stop (timeout, cancel) or the master is gone. Poll it; do not read.
+ * While an item runs the master sends its worker nothing else. */
 GP_API int	gp_ctx_stop_fd(const struct gp_ctx *ctx);
 
 /* In a worker: declare the process group of a task the current item

@@ -97,6 +97,7 @@ struct gp_job {
 	size_t			 n, next;
 	const struct gp_feed	*feed;		/* gp_run: the stream */
 	int			 feed_wait;	/* next() said "not yet" */
+	int			 feed_nofd;	/* ... and not to poll in_fd */
 	int			 feed_end;
 	struct gp_item		*held;		/* taken from next(), not sent */
 	int			 cancel_req;	/* cancel_fd or done() asked */
@@ -120,9 +121,9 @@ struct gp_pool {
 	size_t			 shmlen;
 	uint64_t		 ticket;	/* last item id handed out */
 	uint64_t		 gen;		/* last job generation */
+	int			 rr;		/* dispatch starts at this worker */
 	int			 respawns;	/* budget left; < 0: no limit */
 	int			 in_call;	/* inside gp_map/gp_run */
-	int			 closing;	/* destroy: no respawn */
 	struct gp_job		*job;		/* the call in progress */
 };
 

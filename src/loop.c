@@ -159,9 +159,10 @@ peek(struct gp_job *job)
 	r = job->feed->next(job->feed->arg, &it);
 	if (r < 0)
 		job->feed_end = 1;
-	else if (r == 0)
+	else if (r == GP_FEED_AGAIN || r == GP_FEED_WAIT) {
 		job->feed_wait = 1;
-	else {
+		job->feed_nofd = r == GP_FEED_WAIT;
+	} else {
 		gp_loop_item_init(it);
 		job->held = it;
 	}
@@ -293,18 +294,35 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	return 1;
 }
 
+/* Idle workers in turn from where the last dispatch stopped, so the
+ * stragglers and retries of a run do not all land on GPU 0. */
 static int
 dispatch(struct gp_pool *p, struct gp_job *job)
 {
-	int	 i, rc;
+	int	 k, i, rc, start = p->rr;
 
-	for (i = 0; i < p->nw; i++) {
+	for (k = 0; k < p->nw; k++) {
+		i = (start + k) % p->nw;
 		if (p->w[i].state != GP_W_IDLE)
 			continue;
 		if ((rc = dispatch_one(p, job, &p->w[i])) <= 0)
 			return rc;
+		p->rr = i + 1;
 	}
 	return 0;
+}
+
+/* Replace workers that died, now that there is work for them: a
+ * canceled call does not fork what it will not use. */
+static void
+respawn(struct gp_pool *p)
+{
+	int	 i;
+
+	for (i = 0; i < p->nw; i++)
+		if (p->w[i].state == GP_W_DEAD && !p->w[i].retired &&
+		    gp_loop_spawn(p, &p->w[i]) < 0)
+			p->w[i].retired = 1;
 }
 
 static void
@@ -594,18 +612,16 @@ lost(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	w->proto_err = 0;
 	if (was == GP_W_STARTING)
 		w->retired = 1;	/* died in start-up: never respawned */
-	if (w->retired || p->closing || rc < 0)
+	if (w->retired || rc < 0)
 		return rc;
-	if (was != GP_W_QUITTING) {	/* a recycled worker is free */
-		if (p->respawns == 0) {
+	/* respawn() forks its replacement when there is work. A recycled
+	 * worker's replacement is free. */
+	if (was != GP_W_QUITTING) {
+		if (p->respawns == 0)
 			w->retired = 1;
-			return 0;
-		}
-		if (p->respawns > 0)
+		else if (p->respawns > 0)
 			p->respawns--;
 	}
-	if ((rc = gp_loop_spawn(p, w)) < 0)
-		w->retired = 1;
 	return 0;
 }
 
@@ -681,9 +697,11 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 	int		 i, n, nw, cfd = -1, ffd = -1, kfd = -1, tmo, rc;
 
 	for (;;) {
-		if (job != NULL && !job->canceled &&
-		    (rc = dispatch(p, job)) < 0)
-			return rc;
+		if (job != NULL && !job->canceled) {
+			respawn(p);
+			if ((rc = dispatch(p, job)) < 0)
+				return rc;
+		}
 		if (job_done(p, job))
 			return 0;
 		if (job != NULL && live_workers(p) == 0)
@@ -718,7 +736,8 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 			pfd[n].fd = job->feed->ctl_fd;
 			pfd[n++].events = POLLIN;
 		}
-		if (job != NULL && job->feed_wait && job->feed->in_fd >= 0) {
+		if (job != NULL && job->feed_wait && !job->feed_nofd &&
+		    job->feed->in_fd >= 0) {
 			ffd = n;
 			pfd[n].fd = job->feed->in_fd;
 			pfd[n++].events = POLLIN;
@@ -797,7 +816,6 @@ gp_loop_shutdown(struct gp_pool *p)
 	size_t		 at;
 	char		 drain[4096];
 
-	p->closing = 1;
 	for (i = 0; i < p->nw; i++) {
 		struct gp_worker *w = &p->w[i];
 
