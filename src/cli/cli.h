@@ -1,0 +1,215 @@
+/*
+ * cli.h: gpupool-run, the command-line tool on top of libgpupool. One
+ * header for the files of src/cli/, grouped by the file that holds each
+ * declaration (as OpenBSD's imsg.h does). Functions return 0 (or a
+ * documented count) on success and a negative errno value on failure;
+ * they never print, except where a comment says so. Never installed.
+ */
+#ifndef GP_CLI_H
+#define GP_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gpupool.h"
+
+#define CLI_NAME	"gpupool-run"
+#define LINE_MAX_BYTES	(1u << 20)	/* longest task line (joined) */
+#define OUTPUT_MAX	(16u << 20)	/* captured bytes per stream */
+
+/* tasks.c: the tasks file, read incrementally. */
+enum tasks_rc {
+	TASKS_AGAIN = 0,	/* no whole task yet; poll the fd */
+	TASKS_LINE = 1,		/* a task: line, llen, seq, first */
+	TASKS_EOF = 2,		/* no more tasks */
+};
+
+struct tasks {
+	const char	*name;		/* for messages: path or "<stdin>" */
+	int		 fd;
+	int		 pollable;	/* a pipe or tty: read only if ready */
+	int		 regular;	/* a regular file: can be scanned */
+	int		 eof;
+	char		*buf;		/* raw bytes read, buf[off..len) unseen */
+	size_t		 off, len, cap;
+	char		*line;		/* the task being joined */
+	size_t		 llen, lcap;
+	int		 joining;	/* last line ended in '\' */
+	unsigned long	 lineno;	/* physical lines consumed */
+	unsigned long	 first;		/* first line of the current task */
+	unsigned long	 seq;		/* tasks returned so far */
+	char		 err[256];	/* "file:line: what" after an error */
+};
+
+int	tasks_open(struct tasks *t, const char *path, char *err, size_t errlen);
+/* Next task: TASKS_LINE (t->line, t->llen NUL-terminated, t->seq,
+ * t->first), TASKS_AGAIN (pollable input has no whole line now),
+ * TASKS_EOF, or -EINVAL (bad input; t->err names file:line) or -errno
+ * (read error; t->err says so). */
+int	tasks_next(struct tasks *t);
+void	tasks_close(struct tasks *t);
+/* A pass over a regular file with a second descriptor: count its tasks
+ * (calling skip(seq) for each; a nonzero return does not count it) and
+ * find input errors before anything runs. Returns the count, or as
+ * tasks_next() for an error. */
+long	tasks_scan(const char *path, int (*skip)(void *, unsigned long,
+	    const char *), void *arg, char *err, size_t errlen);
+
+/* joblog.c: GNU parallel's joblog, plus a trailing GPU column. */
+struct joblog {
+	int		 fd;		/* -1: no joblog */
+	const char	*path;
+	uint8_t		*seen;		/* per Seq: JL_SEEN | JL_OK */
+	uint32_t	*hash;		/* per Seq: command hash, 0 unknown */
+	size_t		 nseen;		/* entries in seen[] and hash[] */
+	char		*line;		/* reused for each append */
+	size_t		 lcap;
+};
+
+#define JL_SEEN		0x1
+#define JL_OK		0x2
+
+struct jl_rec {
+	unsigned long	 seq;
+	double		 start;		/* epoch seconds */
+	double		 runtime;	/* seconds */
+	int		 exitval;	/* exit code, or -1: see gpupool-run.1 */
+	int		 signal;
+	const char	*cmd;
+	const char	*gpu;
+};
+
+void	joblog_init(struct joblog *j);
+/* Read an existing joblog for --resume; a missing file is empty. */
+int	joblog_load(struct joblog *j, const char *path, char *err,
+	    size_t errlen);
+/* Open for appending (truncate unless keep), header if empty, and end a
+ * torn last line so the next record starts on a line of its own. */
+int	joblog_open(struct joblog *j, const char *path, int keep, char *err,
+	    size_t errlen);
+/* Whether Seq should be skipped: recorded at all (failed_too), or
+ * recorded with success as its last outcome. */
+int	joblog_done(const struct joblog *j, unsigned long seq, int failed_too);
+/* 1 if the joblog has a different command for seq, else 0. */
+int	joblog_changed(const struct joblog *j, unsigned long seq,
+	    const char *cmd);
+/* Append one line and make it durable (write + fdatasync). */
+int	joblog_append(struct joblog *j, const struct jl_rec *r);
+void	joblog_release(struct joblog *j);
+uint32_t joblog_hash(const char *s);
+
+/* spawn.c: the worker side. The master encodes a task, a worker runs it
+ * in a process group of its own and replies with a struct task_reply
+ * followed by the captured stdout, stderr and a message. */
+struct run_conf {
+	uint64_t	 timeout_ms;	/* 0: none */
+	uint64_t	 grace_ms;	/* TERM to KILL */
+	int32_t		 results_fd;	/* inherited dir fd, or -1 */
+	int32_t		 pad;
+};
+
+struct task_hdr {
+	uint64_t	 seq;
+	uint32_t	 attempt;	/* 1-based */
+	uint32_t	 cmdlen;	/* bytes after the header, plus a NUL */
+};
+
+enum reply_flags {
+	R_TIMEDOUT = (1 << 0),		/* our deadline fired */
+	R_STOPPED = (1 << 1),		/* the master asked to stop it */
+	R_NOSTART = (1 << 2),		/* could not be started (see msg) */
+	R_OUTCUT = (1 << 3),		/* stdout over OUTPUT_MAX: cut */
+	R_ERRCUT = (1 << 4),		/* stderr over OUTPUT_MAX: cut */
+};
+
+struct task_reply {
+	int32_t		 exitval;	/* exit code, -1 if signaled */
+	int32_t		 signal;	/* 0, or the signal that ended it */
+	int32_t		 flags;		/* enum reply_flags */
+	int32_t		 pad;
+	int64_t		 start_ns;	/* CLOCK_REALTIME at spawn */
+	int64_t		 run_ns;	/* CLOCK_MONOTONIC, spawn to exit */
+	uint64_t	 outlen, errlen, msglen;
+	uint64_t	 outcut, errcut;	/* bytes dropped */
+};
+
+/* The gp_fn every worker runs; arg is a struct run_conf. */
+int	task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg);
+/* Whether cmd needs /bin/sh -c (shell syntax or a builtin first). */
+int	needs_shell(const char *cmd);
+
+/* main.c: the options, as parsed and checked. */
+#define EXIT_FATAL		255
+#define DEFAULT_GRACE_MS	5000
+
+enum halt { HALT_NEVER, HALT_SOON, HALT_NOW };
+
+struct opts {
+	const char	*file;
+	const char	*gpus;
+	const char	*joblog;
+	const char	*results;
+	const char	*topology;
+	const char	*fake_busids;
+	int		 fake_gpus;
+	int		 per_gpu;
+	int		 retries;
+	uint64_t	 timeout_ms;
+	uint64_t	 grace_ms;
+	enum halt	 halt;
+	int		 halt_fail;
+	int		 resume;
+	int		 resume_failed;
+	int		 bar;
+	int		 dry_run;
+	int		 show_gpus;
+	int		 quiet;
+};
+
+/* run.c: one run, in the master. */
+struct task;
+
+struct run {
+	const struct opts *o;
+	struct tasks	 in;
+	struct joblog	 jl;
+	struct task	*free;
+	struct task	*rq, *rq_tail;	/* failed, to run again first */
+	size_t		 inflight;	/* handed out, not done */
+	int		 sfd;		/* signalfd */
+	int		 sig;		/* first signal received */
+	int		 nsig;
+	int		 input_done;
+	int		 halting;	/* start nothing new */
+	int		 fatal;		/* exit 255 */
+	int		 warned_change;
+	int		 jl_broken;	/* a joblog write failed */
+	unsigned long	 ok, failed, stopped, skipped, changed, handed;
+	long		 total;		/* tasks to run; -1: unknown */
+	int		 nw, ngpu;
+	int		*w_gpu;		/* worker -> GPU index */
+	char		**gpu_id;	/* GPU index -> CUDA_VISIBLE_DEVICES */
+	int64_t		*busy_ns;	/* per GPU */
+	int64_t		 t0;
+	int		 bar, tty;
+	int		 bar_shown;
+	size_t		 bar_len;
+	int64_t		 bar_last;
+};
+
+void	run_init(struct run *r, const struct opts *o);
+void	run_release(struct run *r);
+/* Create the pool the options describe (GP_POOL_PLAN_ONLY and the like
+ * in flags); prints why it failed. */
+int	run_pool_create(const struct opts *o, unsigned flags,
+	    struct gp_pool **pool);
+/* Skip callback for tasks_scan(): recorded in the joblog for --resume. */
+int	run_skip(void *run, unsigned long seq, const char *cmd);
+/* Run every task; returns the exit status. */
+int	run_tasks(struct run *r);
+/* Messages, git style ("gpupool-run: ..."); they clear the bar first. */
+void	cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void	cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif /* GP_CLI_H */

@@ -1,0 +1,599 @@
+/*
+ * spawn.c: the worker side of gpupool-run. task_run() is the gp_fn that
+ * the pool's long-lived, pinned workers call once per task. It starts the
+ * command in a process group of its own (so it inherits the worker's CPU,
+ * memory and GPU binding but can be killed as a whole), waits on a pidfd,
+ * the output pipes, its own deadline and the pool's stop fd, and replies
+ * with the outcome and the captured output. Runs only in a worker, never
+ * prints, and leaves nothing behind: once the leader has exited, what is
+ * left of its group is SIGKILLed before the leader is reaped (so the
+ * group's id cannot have been reused).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define CAP_CHUNK	65536
+#define KEEP_BUF	(1u << 20)	/* buffers above this are freed */
+#define NOPIDFD_TICK_MS	20	/* no pidfd_open (< Linux 5.3) */
+
+extern char **environ;
+
+/* One captured stream: its pipe and the bytes kept so far. */
+struct cap {
+	int		 fd;		/* read end; -1 once closed */
+	char		*data;
+	size_t		 len, cap;
+	uint64_t	 cut;		/* bytes dropped past OUTPUT_MAX */
+};
+
+/* Where a task's output goes with --results: DIR/<seq>/. */
+struct files {
+	int		 dir;
+	char		 name[24];	/* "<seq>" */
+};
+
+/* Built once per worker: the environment with our four variables. */
+static char	**envp;
+static char	  ev_gpu[32], ev_slot[32], ev_task[48], ev_att[48];
+
+static struct cap	 out = { -1, NULL, 0, 0, 0 };
+static struct cap	 err = { -1, NULL, 0, 0, 0 };
+static char		*reply;
+static size_t		 reply_cap;
+
+/* Words that only mean what they say when the shell reads them. */
+static const char *const shell_words[] = {
+	"!", ".", ":", "{", "}", "alias", "bg", "break", "case", "cd",
+	"command", "continue", "do", "done", "echo", "elif", "else", "esac",
+	"eval", "exec", "exit", "export", "fc", "fg", "fi", "for", "getopts",
+	"hash", "if", "in", "jobs", "local", "printf", "read", "readonly",
+	"return", "set", "shift", "source", "test", "then", "times", "trap",
+	"type", "ulimit", "umask", "unalias", "unset", "until", "wait",
+	"while", NULL
+};
+
+/*
+ * Shell syntax anywhere, or where a word starts ('#' comment, '~' home),
+ * an assignment in the first word, or a first word that is a keyword or
+ * builtin. Anything else means the same to sh as to execvp() on the
+ * blank-separated words, so it is run without a shell.
+ */
+int
+needs_shell(const char *cmd)
+{
+	const char	*p, *w;
+	size_t		 n;
+	int		 i, first = 1;
+
+	if (strpbrk(cmd, "|&;<>()$`\\\"'*?[]{}!\n\r") != NULL)
+		return 1;
+	for (p = cmd; *p != '\0'; first = 0) {
+		p += strspn(p, " \t");
+		if (*p == '\0')
+			break;
+		w = p;
+		n = strcspn(p, " \t");
+		p += n;
+		if (*w == '#' || *w == '~')
+			return 1;
+		if (!first)
+			continue;
+		if (memchr(w, '=', n) != NULL)
+			return 1;
+		for (i = 0; shell_words[i] != NULL; i++)
+			if (strlen(shell_words[i]) == n &&
+			    memcmp(shell_words[i], w, n) == 0)
+				return 1;
+	}
+	return 0;
+}
+
+static int64_t
+clock_ns(clockid_t id)
+{
+	struct timespec	 ts;
+
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int
+env_setup(const struct gp_worker_info *wi)
+{
+	static const char *const ours[] = { "GPUPOOL_GPU=", "GPUPOOL_SLOT=",
+	    "GPUPOOL_TASK=", "GPUPOOL_ATTEMPT=", NULL };
+	size_t		 n, i, k = 0;
+	int		 j, mine;
+
+	for (n = 0; environ[n] != NULL; n++)
+		;
+	if ((envp = calloc(n + 5, sizeof(*envp))) == NULL)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		for (j = 0, mine = 0; ours[j] != NULL && !mine; j++)
+			mine = strncmp(environ[i], ours[j],
+			    strlen(ours[j])) == 0;
+		if (!mine)
+			envp[k++] = environ[i];
+	}
+	snprintf(ev_gpu, sizeof(ev_gpu), "GPUPOOL_GPU=%d", wi->gpu);
+	snprintf(ev_slot, sizeof(ev_slot), "GPUPOOL_SLOT=%d", wi->worker);
+	envp[k++] = ev_gpu;
+	envp[k++] = ev_slot;
+	envp[k++] = ev_task;
+	envp[k++] = ev_att;
+	envp[k] = NULL;
+	return 0;
+}
+
+/* The blank-separated words of cmd, in a buffer kept across tasks. */
+static char **
+split(const char *cmd)
+{
+	static char	*buf;
+	static size_t	 cap;
+	size_t		 n = strlen(cmd), words = 0, i, need;
+	char		**av, *s, *p, *save = NULL;
+
+	for (i = 0; i < n; i++)
+		words += (cmd[i] != ' ' && cmd[i] != '\t') &&
+		    (i == 0 || cmd[i - 1] == ' ' || cmd[i - 1] == '\t');
+	need = (words + 1) * sizeof(*av) + n + 1;
+	if (need > cap) {
+		free(buf);
+		cap = need < 4096 ? 4096 : need;
+		if ((buf = malloc(cap)) == NULL) {
+			cap = 0;
+			return NULL;
+		}
+	}
+	av = (char **)(void *)buf;
+	s = buf + (words + 1) * sizeof(*av);
+	memcpy(s, cmd, n + 1);
+	for (i = 0, p = strtok_r(s, " \t", &save); p != NULL;
+	    p = strtok_r(NULL, " \t", &save))
+		av[i++] = p;
+	av[i] = NULL;
+	return av;
+}
+
+static int
+spawn(pid_t *pid, const char *path, char *const argv[], int ofd, int efd)
+{
+	posix_spawn_file_actions_t	 fa;
+	posix_spawnattr_t		 sa;
+	sigset_t			 all, none;
+	int				 rc;
+
+	sigfillset(&all);
+	sigemptyset(&none);
+	if ((rc = posix_spawn_file_actions_init(&fa)) != 0)
+		return -rc;
+	if ((rc = posix_spawnattr_init(&sa)) != 0) {
+		posix_spawn_file_actions_destroy(&fa);
+		return -rc;
+	}
+	/* The worker ignores SIGINT; exec would keep that. dup2 clears the
+	 * close-on-exec flag that every fd of ours carries. */
+	if ((rc = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO,
+	    "/dev/null", O_RDONLY, 0)) == 0 &&
+	    (rc = posix_spawn_file_actions_adddup2(&fa, ofd, 1)) == 0 &&
+	    (rc = posix_spawn_file_actions_adddup2(&fa, efd, 2)) == 0 &&
+	    (rc = posix_spawnattr_setsigdefault(&sa, &all)) == 0 &&
+	    (rc = posix_spawnattr_setsigmask(&sa, &none)) == 0 &&
+	    (rc = posix_spawnattr_setpgroup(&sa, 0)) == 0 &&
+	    (rc = posix_spawnattr_setflags(&sa, POSIX_SPAWN_SETPGROUP |
+	    POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK)) == 0)
+		rc = posix_spawnp(pid, path, &fa, &sa, argv, envp);
+	posix_spawnattr_destroy(&sa);
+	posix_spawn_file_actions_destroy(&fa);
+	return -rc;
+}
+
+/* Read what the pipe holds. Returns 1 once it is closed, else 0. */
+static int
+drain(struct cap *c)
+{
+	static char	 junk[CAP_CHUNK];
+	size_t		 want, ncap;
+	ssize_t		 r;
+	char		*d;
+	int		 i;
+
+	for (i = 0; i < 64; i++) {	/* then let the other pipe in */
+		if (c->len < OUTPUT_MAX && c->cap - c->len < CAP_CHUNK &&
+		    c->cap < OUTPUT_MAX) {
+			ncap = c->cap ? c->cap * 2 : CAP_CHUNK;
+			if (ncap > OUTPUT_MAX)
+				ncap = OUTPUT_MAX;
+			if ((d = realloc(c->data, ncap)) != NULL) {
+				c->data = d;
+				c->cap = ncap;
+			}
+		}
+		want = c->cap - c->len;
+		if (c->len < OUTPUT_MAX && want > 0)
+			r = read(c->fd, c->data + c->len, want);
+		else if ((r = read(c->fd, junk, sizeof(junk))) > 0)
+			c->cut += (uint64_t)r;
+		if (r > 0) {
+			if (c->len < OUTPUT_MAX && want > 0)
+				c->len += (size_t)r;
+			continue;
+		}
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r == -1 && errno == EAGAIN)
+			return 0;
+		close(c->fd);
+		c->fd = -1;
+		return 1;
+	}
+	return 0;
+}
+
+static int
+pipe_open(struct cap *c, int *wfd)
+{
+	int	 p[2];
+
+	c->len = 0;
+	c->cut = 0;
+	if (pipe2(p, O_CLOEXEC) == -1)
+		return -errno;
+	if (fcntl(p[0], F_SETFL, O_NONBLOCK) == -1) {
+		close(p[0]);
+		close(p[1]);
+		return -errno;
+	}
+	c->fd = p[0];
+	*wfd = p[1];
+	return 0;
+}
+
+static void
+cap_close(struct cap *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
+static int
+results_open(int rfd, uint64_t seq, struct files *f, int *ofd, int *efd,
+    char *msg, size_t mlen)
+{
+	const char	*what = "";
+
+	snprintf(f->name, sizeof(f->name), "%llu", (unsigned long long)seq);
+	if (mkdirat(rfd, f->name, 0777) == -1 && errno != EEXIST)
+		goto fail;
+	if ((f->dir = openat(rfd, f->name, O_RDONLY | O_DIRECTORY |
+	    O_NOFOLLOW | O_CLOEXEC)) == -1)
+		goto fail;
+	what = ".stdout.tmp";
+	if ((*ofd = openat(f->dir, what, O_WRONLY | O_CREAT | O_TRUNC |
+	    O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0666)) == -1)
+		goto fail;
+	what = ".stderr.tmp";
+	if ((*efd = openat(f->dir, what, O_WRONLY | O_CREAT | O_TRUNC |
+	    O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0666)) == -1)
+		goto fail;
+	return 0;
+fail:
+	snprintf(msg, mlen, "cannot create '%s%s%s' in the results directory: "
+	    "%s", f->name, *what ? "/" : "", what, strerror(errno));
+	return -1;
+}
+
+/* Publish the attempt's files under their final names, exitval last:
+ * a reader that sees exitval sees the output of the same attempt. A
+ * failure is explained in msg unless it is NULL. */
+static int
+results_close(struct files *f, int code, char *msg, size_t mlen)
+{
+	static const char *const from[] = { ".stdout.tmp", ".stderr.tmp" };
+	static const char *const to[] = { "stdout", "stderr" };
+	char		 buf[16];
+	int		 fd, i, n;
+
+	for (i = 0; i < 2; i++)
+		if (renameat(f->dir, from[i], f->dir, to[i]) == -1)
+			goto fail;
+	n = snprintf(buf, sizeof(buf), "%d\n", code);
+	if ((fd = openat(f->dir, ".exitval.tmp", O_WRONLY | O_CREAT | O_TRUNC |
+	    O_NOFOLLOW | O_CLOEXEC, 0666)) == -1)
+		goto fail;
+	if (write(fd, buf, (size_t)n) != n) {
+		close(fd);
+		goto fail;
+	}
+	close(fd);
+	if (renameat(f->dir, ".exitval.tmp", f->dir, "exitval") == -1)
+		goto fail;
+	close(f->dir);
+	return 0;
+fail:
+	if (msg != NULL)
+		snprintf(msg, mlen, "cannot write '%s' in the results "
+		    "directory: %s", f->name, strerror(errno));
+	close(f->dir);
+	return -1;
+}
+
+/*
+ * Wait for the leader to exit, reading its output, enforcing the
+ * deadline (TERM, then KILL after the grace period) and obeying the stop
+ * fd the same way. Leaves the leader unreaped (a zombie holds the group's
+ * id). Returns the flags R_TIMEDOUT and R_STOPPED that apply.
+ */
+static int
+wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
+    int64_t t0, int *sent)
+{
+	struct pollfd	 pfd[4];
+	siginfo_t	 si;
+	int64_t		 now, deadline, kill_at = 0, next;
+	int		 n, i, tmo, flags = 0, stopping = 0;
+	int		 ipid, iout, ierr, istop;
+
+	deadline = rc->timeout_ms ? t0 + (int64_t)rc->timeout_ms * 1000000 : 0;
+	for (;;) {
+		now = clock_ns(CLOCK_MONOTONIC);
+		if (!stopping && deadline && now >= deadline) {
+			flags |= R_TIMEDOUT;
+			stopping = 1;
+		}
+		if (stopping && !*sent) {
+			kill(-pid, SIGTERM);
+			*sent = SIGTERM;
+			kill_at = now + (int64_t)rc->grace_ms * 1000000;
+		}
+		if (kill_at && now >= kill_at) {
+			kill(-pid, SIGKILL);
+			*sent = SIGKILL;
+			kill_at = 0;
+		}
+		next = kill_at ? kill_at : stopping ? 0 : deadline;
+		tmo = next ? (int)((next - now) / 1000000 + 1) : -1;
+		if (pidfd < 0 && (tmo < 0 || tmo > NOPIDFD_TICK_MS))
+			tmo = NOPIDFD_TICK_MS;
+		n = 0;
+		ipid = iout = ierr = istop = -1;
+		if (pidfd >= 0) {
+			pfd[n].fd = pidfd;
+			pfd[n].events = POLLIN;
+			ipid = n++;
+		}
+		if (out.fd >= 0) {
+			pfd[n].fd = out.fd;
+			pfd[n].events = POLLIN;
+			iout = n++;
+		}
+		if (err.fd >= 0) {
+			pfd[n].fd = err.fd;
+			pfd[n].events = POLLIN;
+			ierr = n++;
+		}
+		if (!stopping) {
+			pfd[n].fd = gp_ctx_stop_fd(ctx);
+			pfd[n].events = POLLIN;
+			istop = n++;
+		}
+		for (i = 0; i < n; i++)
+			pfd[i].revents = 0;
+		if (poll(pfd, (nfds_t)n, tmo) == -1 && errno != EINTR)
+			tmo = 0;	/* cannot happen; keep going */
+		if (iout >= 0 && pfd[iout].revents)
+			drain(&out);
+		if (ierr >= 0 && pfd[ierr].revents)
+			drain(&err);
+		if (istop >= 0 && pfd[istop].revents) {
+			/* A STOP for this task, or EOF: the master is gone. */
+			flags |= R_STOPPED;
+			stopping = 1;
+		}
+		if (ipid >= 0 && !pfd[ipid].revents)
+			continue;
+		memset(&si, 0, sizeof(si));
+		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG |
+		    WNOWAIT) == 0 && si.si_pid == pid)
+			return flags;
+	}
+}
+
+static void
+reply_build(struct gp_ctx *ctx, struct task_reply *rp, const char *msg)
+{
+	size_t	 need;
+	char	*p;
+
+	rp->outlen = out.len;
+	rp->errlen = err.len;
+	rp->outcut = out.cut;
+	rp->errcut = err.cut;
+	rp->msglen = strlen(msg);
+	if (rp->outcut)
+		rp->flags |= R_OUTCUT;
+	if (rp->errcut)
+		rp->flags |= R_ERRCUT;
+	need = sizeof(*rp) + out.len + err.len + rp->msglen;
+	if (need > reply_cap) {
+		if ((p = realloc(reply, need)) == NULL) {
+			/* Keep the outcome, drop the output. */
+			rp->outcut += rp->outlen;
+			rp->errcut += rp->errlen;
+			rp->outlen = rp->errlen = rp->msglen = 0;
+			(void)gp_reply(ctx, rp, sizeof(*rp));
+			return;
+		}
+		reply = p;
+		reply_cap = need;
+	}
+	p = reply;
+	memcpy(p, rp, sizeof(*rp));
+	p += sizeof(*rp);
+	if (out.len > 0)	/* data is NULL when nothing was captured */
+		memcpy(p, out.data, out.len);
+	p += out.len;
+	if (err.len > 0)
+		memcpy(p, err.data, err.len);
+	p += err.len;
+	memcpy(p, msg, rp->msglen);
+	(void)gp_reply(ctx, reply, need);
+	/* One chatty task must not pin tens of MiB in every worker. */
+	if (reply_cap > KEEP_BUF) {
+		free(reply);
+		reply = NULL;
+		reply_cap = 0;
+	}
+	if (out.cap > KEEP_BUF) {
+		free(out.data);
+		out.data = NULL;
+		out.cap = 0;
+	}
+	if (err.cap > KEEP_BUF) {
+		free(err.data);
+		err.data = NULL;
+		err.cap = 0;
+	}
+}
+
+int
+task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
+{
+	const struct run_conf	*rc = arg;
+	struct task_reply	 rp;
+	struct task_hdr		 h;
+	struct files		 f = { -1, "" };
+	struct pollfd		 sp;
+	siginfo_t		 si;
+	const char		*cmd;
+	char			*sh[] = { "/bin/sh", "-c", NULL, NULL };
+	char			**av, msg[512] = "";
+	int64_t			 t0;
+	int			 ofd = -1, efd = -1, pidfd = -1, e, sent = 0;
+	pid_t			 pid;
+
+	memset(&rp, 0, sizeof(rp));
+	rp.exitval = -1;
+	out.len = err.len = 0;
+	out.cut = err.cut = 0;
+	if (inlen < sizeof(h))
+		return 1;
+	memcpy(&h, in, sizeof(h));
+	if (h.cmdlen == 0 || inlen != sizeof(h) + h.cmdlen ||
+	    ((const char *)in)[inlen - 1] != '\0')
+		return 1;
+	cmd = (const char *)in + sizeof(h);
+	if (envp == NULL && env_setup(gp_ctx_info(ctx)) < 0)
+		return 1;
+	snprintf(ev_task, sizeof(ev_task), "GPUPOOL_TASK=%llu",
+	    (unsigned long long)h.seq);
+	snprintf(ev_att, sizeof(ev_att), "GPUPOOL_ATTEMPT=%u", h.attempt);
+
+	/* Canceled while the task was on its way: do not start it. */
+	sp.fd = gp_ctx_stop_fd(ctx);
+	sp.events = POLLIN;
+	if (poll(&sp, 1, 0) == 1) {
+		rp.flags = R_STOPPED | R_NOSTART;
+		reply_build(ctx, &rp, "");
+		return 0;
+	}
+	if (rc->results_fd >= 0) {
+		if (results_open(rc->results_fd, h.seq, &f, &ofd, &efd, msg,
+		    sizeof(msg)) < 0)
+			goto nostart;
+	} else if ((e = pipe_open(&out, &ofd)) < 0 ||
+	    (e = pipe_open(&err, &efd)) < 0) {
+		snprintf(msg, sizeof(msg), "cannot create a pipe: %s",
+		    strerror(-e));
+		goto nostart;
+	}
+
+	rp.start_ns = clock_ns(CLOCK_REALTIME);
+	t0 = clock_ns(CLOCK_MONOTONIC);
+	e = -ENOENT;
+	if (!needs_shell(cmd) && (av = split(cmd)) != NULL && av[0] != NULL)
+		e = spawn(&pid, av[0], av, ofd, efd);
+	if (e < 0) {
+		/* Not found, not executable, no #! line: let sh say so
+		 * (127, 126) or run it as a script, as a shell would. */
+		sh[2] = (char *)cmd;
+		e = spawn(&pid, sh[0], sh, ofd, efd);
+	}
+	close(ofd);
+	close(efd);
+	ofd = efd = -1;
+	if (e < 0) {
+		snprintf(msg, sizeof(msg), "cannot run '/bin/sh': %s",
+		    strerror(-e));
+		rp.exitval = 127;
+		goto nostart;
+	}
+	/* From here the master kills the group if it must kill us. */
+	gp_ctx_set_pgid(ctx, pid);
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	rp.flags |= wait_task(ctx, rc, pid, pidfd, t0, &sent);
+	rp.run_ns = clock_ns(CLOCK_MONOTONIC) - t0;
+	kill(-pid, SIGKILL);	/* grandchildren; the zombie holds the id */
+	memset(&si, 0, sizeof(si));
+	while (waitid(P_PID, (id_t)pid, &si, WEXITED) == -1 && errno == EINTR)
+		;
+	gp_ctx_set_pgid(ctx, 0);
+	if (pidfd >= 0)
+		close(pidfd);
+	/* What the task wrote before it ended is in the pipes; a process
+	 * that left the group may hold them open, so do not wait for EOF. */
+	if (out.fd >= 0)
+		drain(&out);
+	if (err.fd >= 0)
+		drain(&err);
+	cap_close(&out);
+	cap_close(&err);
+	if (si.si_code == CLD_EXITED) {
+		rp.exitval = si.si_status;
+	} else {
+		rp.exitval = -1;
+		rp.signal = si.si_status;
+	}
+	/* Stopped by us, it failed even if it then exited 0 by itself. */
+	if ((rp.flags & (R_TIMEDOUT | R_STOPPED)) && rp.signal == 0 && sent) {
+		rp.exitval = -1;
+		rp.signal = sent;
+	}
+	if (f.dir >= 0)
+		(void)results_close(&f, rp.exitval >= 0 ? rp.exitval :
+		    128 + rp.signal, msg, sizeof(msg));
+	reply_build(ctx, &rp, msg);
+	return 0;
+
+nostart:
+	rp.flags |= R_NOSTART;
+	if (ofd >= 0)
+		close(ofd);
+	if (efd >= 0)
+		close(efd);
+	cap_close(&out);
+	cap_close(&err);
+	if (f.dir >= 0)	/* keep the first message: why it did not start */
+		(void)results_close(&f, rp.exitval >= 0 ? rp.exitval : 255,
+		    NULL, 0);
+	rp.run_ns = 0;
+	rp.start_ns = clock_ns(CLOCK_REALTIME);
+	reply_build(ctx, &rp, msg);
+	return 0;
+}

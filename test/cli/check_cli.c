@@ -1,0 +1,1562 @@
+/*
+ * check_cli.c: gpupool-run end to end. Each test runs the built binary
+ * (GPUPOOL_RUN) on fake GPUs or explicit ids, with tasks that are the
+ * probe helper (PROBE): the tasks write what they saw (their GPU, slot,
+ * start and end) to a log, and the assertions are made here, on that log,
+ * on the joblog, on the output and on the exit status. Timings only bound
+ * how long something may take, generously, for a loaded 2-core box.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef GPUPOOL_RUN
+#error "build with -DGPUPOOL_RUN=path"
+#endif
+#ifndef PROBE
+#error "build with -DPROBE=path"
+#endif
+#ifndef MANPAGE
+#error "build with -DMANPAGE=path of docs/gpupool-run.1"
+#endif
+
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN	1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN	1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN	0
+#endif
+
+#define MAXREC	4096
+
+#if UNDER_ASAN
+/* The tests keep small path strings until their process ends, on
+ * purpose; gpupool-run itself runs with leak checking on (a leak there
+ * changes its exit status, which every test checks). */
+const char	*__asan_default_options(void);
+
+const char *
+__asan_default_options(void)
+{
+	return "detect_leaks=0";
+}
+#endif
+
+/* One finished gpupool-run. */
+struct res {
+	int		 code;		/* exit code, or 128 + signal */
+	char		*out, *err;
+	size_t		 outlen, errlen;
+	long		 maxrss_kb;	/* it and its reaped descendants */
+	double		 secs;
+};
+
+/* An "E" line of the probe's log: one task's view of its run. */
+struct rec {
+	long		 seq;
+	char		 cvd[64];
+	int		 slot, gpu, att;
+	long long	 start, end;
+};
+
+/* A "B" line: a task that started. */
+struct beg {
+	long		 seq;
+	long		 pid, pgid;
+};
+
+/* A joblog line. */
+struct jrec {
+	long		 seq;
+	int		 exitval, sig;
+	char		 gpu[64];
+	char		 cmd[256];
+};
+
+static char	 tmp[256];
+
+static double
+now_s(void)
+{
+	struct timespec	 ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void
+nap(long ms)
+{
+	struct timespec	 ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) == -1)
+		;
+}
+
+static char *
+pathf(const char *fmt, ...)
+{
+	va_list	 ap;
+	char	*p, *s;
+
+	va_start(ap, fmt);
+	ck_assert_int_ge(vasprintf(&s, fmt, ap), 0);
+	va_end(ap);
+	ck_assert_int_ge(asprintf(&p, "%s/%s", tmp, s), 0);
+	free(s);
+	return p;
+}
+
+static void
+tmp_make(void)
+{
+	const char	*base = getenv("TMPDIR");
+
+	snprintf(tmp, sizeof(tmp), "%s/gpupool-cli-XXXXXX",
+	    base != NULL && *base ? base : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(tmp));
+}
+
+static int
+rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st;
+	(void)flag;
+	(void)f;
+	return remove(p);
+}
+
+static void
+tmp_remove(void)
+{
+	(void)nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void
+put(const char *path, const void *data, size_t len)
+{
+	int	 fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+	close(fd);
+}
+
+static void
+puts_file(const char *path, const char *s)
+{
+	put(path, s, strlen(s));
+}
+
+/* A whole file, NUL-terminated (read to EOF: /proc files say size 0). */
+static char *
+slurp(const char *path, size_t *len)
+{
+	size_t	 n = 0, cap = 4096;
+	ssize_t	 r;
+	char	*b, *nb;
+	int	 fd;
+
+	if (len)
+		*len = 0;
+	if ((fd = open(path, O_RDONLY)) < 0)
+		return NULL;
+	b = malloc(cap);
+	ck_assert_ptr_nonnull(b);
+	for (;;) {
+		if (cap - n < 2) {
+			nb = realloc(b, cap *= 2);
+			ck_assert_ptr_nonnull(nb);
+			b = nb;
+		}
+		if ((r = read(fd, b + n, cap - n - 1)) <= 0)
+			break;
+		n += (size_t)r;
+	}
+	b[n] = '\0';
+	close(fd);
+	if (len)
+		*len = n;
+	return b;
+}
+
+/* Start gpupool-run with args (NULL-terminated), stdin from in_fd (or
+ * /dev/null), stdout and stderr to files. The child also holds a stray fd
+ * open without close-on-exec, as a careless parent would. */
+static pid_t
+start(int in_fd, const char *outp, const char *errp, const char *const *args)
+{
+	const char	*argv[64];
+	pid_t		 pid;
+	int		 i, fd;
+
+	argv[0] = GPUPOOL_RUN;
+	for (i = 0; args[i] != NULL && i < 62; i++)
+		argv[i + 1] = args[i];
+	argv[i + 1] = NULL;
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid > 0)
+		return pid;
+	fd = in_fd >= 0 ? in_fd : open("/dev/null", O_RDONLY);
+	dup2(fd, 0);
+	fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	dup2(fd, 1);
+	fd = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	dup2(fd, 2);
+	fd = open("/dev/null", O_RDONLY);
+	dup2(fd, 9);
+	/* No real GPU may leak into a test, even on a machine with some:
+	 * the probe then sees none and explicit ids are taken as given. */
+	setenv("CUDA_VISIBLE_DEVICES", "", 1);
+	/* Under -fsanitize=undefined, undefined behaviour is an exit
+	 * status the tests see, not a line nobody reads. */
+	setenv("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1", 0);
+	unsetenv("GPUPOOL_FAKE_GPUS");
+	unsetenv("GPUPOOL_TOPOLOGY");
+	execv(GPUPOOL_RUN, (char *const *)argv);
+	_exit(126);
+}
+
+/* Wait at most limit seconds (then SIGKILL it and fail). */
+static void
+finish(pid_t pid, double t0, double limit, const char *outp,
+    const char *errp, struct res *r)
+{
+	struct rusage	 ru;
+	int		 st;
+	pid_t		 w;
+
+	memset(r, 0, sizeof(*r));
+	for (;;) {
+		w = wait4(pid, &st, WNOHANG, &ru);
+		ck_assert_int_ge(w, 0);
+		if (w == pid)
+			break;
+		if (now_s() - t0 > limit) {
+			kill(pid, SIGKILL);
+			(void)waitpid(pid, &st, 0);
+			ck_abort_msg("gpupool-run still running after %.0f s",
+			    limit);
+		}
+		nap(10);
+	}
+	r->secs = now_s() - t0;
+	r->code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	r->maxrss_kb = ru.ru_maxrss;
+	r->out = slurp(outp, &r->outlen);
+	r->err = slurp(errp, &r->errlen);
+	if (r->out == NULL)
+		r->out = strdup("");
+	if (r->err == NULL)
+		r->err = strdup("");
+}
+
+static void
+run_in(int in_fd, double limit, struct res *r, const char *const *args)
+{
+	char	*o = pathf("cli.out"), *e = pathf("cli.err");
+	double	 t0 = now_s();
+
+	finish(start(in_fd, o, e, args), t0, limit, o, e, r);
+	free(o);
+	free(e);
+}
+
+#define RUN(r, ...)	run_in(-1, 60, (r), (const char *const []){ __VA_ARGS__, NULL })
+
+static int
+count_lines(const char *s)
+{
+	int	 n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* The probe's log: E records into recs, B records into begs. */
+static int
+read_log(const char *path, struct rec *recs, struct beg *begs, int *nbeg)
+{
+	char		*b = slurp(path, NULL), *l, *save = NULL;
+	int		 n = 0, nb = 0;
+
+	if (b == NULL) {
+		if (nbeg)
+			*nbeg = 0;
+		return 0;
+	}
+	for (l = strtok_r(b, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		if (l[0] == 'E' && n < MAXREC) {
+			ck_assert_int_eq(sscanf(l, "E %ld %63s %d %d %d %lld %lld",
+			    &recs[n].seq, recs[n].cvd, &recs[n].slot,
+			    &recs[n].gpu, &recs[n].att, &recs[n].start,
+			    &recs[n].end), 7);
+			n++;
+		} else if (l[0] == 'B' && begs != NULL && nb < MAXREC) {
+			ck_assert_int_eq(sscanf(l, "B %ld %ld %ld", &begs[nb].seq,
+			    &begs[nb].pid, &begs[nb].pgid), 3);
+			nb++;
+		}
+	}
+	free(b);
+	if (nbeg)
+		*nbeg = nb;
+	return n;
+}
+
+/* Joblog records (the header and lines with fewer than 10 fields are
+ * not returned; *bad counts the latter). */
+static int
+read_joblog(const char *path, struct jrec *j, int max, int *bad)
+{
+	char	*b = slurp(path, NULL), *l, *save = NULL, *f[16], *p;
+	int	 n = 0, k, nbad = 0, first = 1;
+
+	ck_assert_msg(b != NULL, "no joblog at %s", path);
+	for (l = strtok_r(b, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		if (first) {
+			ck_assert_str_eq(l, "Seq\tHost\tStarttime\tJobRuntime\t"
+			    "Send\tReceive\tExitval\tSignal\tCommand\tGPU");
+			first = 0;
+			continue;
+		}
+		for (k = 0, p = l; k < 16; k++) {
+			f[k] = p;
+			if ((p = strchr(p, '\t')) == NULL)
+				break;
+			*p++ = '\0';
+		}
+		if (k + 1 < 10) {
+			nbad++;
+			continue;
+		}
+		ck_assert_int_lt(n, max);
+		j[n].seq = atol(f[0]);
+		ck_assert_str_eq(f[1], ":");
+		j[n].exitval = atoi(f[6]);
+		j[n].sig = atoi(f[7]);
+		snprintf(j[n].cmd, sizeof(j[n].cmd), "%s", f[8]);
+		snprintf(j[n].gpu, sizeof(j[n].gpu), "%s", f[k]);
+		n++;
+	}
+	free(b);
+	if (bad)
+		*bad = nbad;
+	return n;
+}
+
+/* Tasks "PROBE record LOG ms" n times. */
+static char *
+record_tasks(const char *name, const char *log, int n, long ms)
+{
+	char	*p = pathf("%s", name);
+	FILE	*f = fopen(p, "w");
+	int	 i;
+
+	ck_assert_ptr_nonnull(f);
+	for (i = 0; i < n; i++)
+		fprintf(f, "%s record %s %ld\n", PROBE, log, ms);
+	fclose(f);
+	return p;
+}
+
+/* Each Seq 1..n exactly once among the records. */
+static void
+check_once(const struct rec *r, int nrec, int n)
+{
+	int	*seen = calloc((size_t)n + 1, sizeof(int)), i;
+
+	ck_assert_int_eq(nrec, n);
+	for (i = 0; i < nrec; i++) {
+		ck_assert_int_ge(r[i].seq, 1);
+		ck_assert_int_le(r[i].seq, n);
+		ck_assert_msg(seen[r[i].seq]++ == 0, "task %ld ran twice",
+		    r[i].seq);
+	}
+	free(seen);
+}
+
+/* Most intervals [start, end) alive at once among those matching. */
+static int
+max_overlap(const struct rec *r, int n, const char *cvd, int slot)
+{
+	int	 i, j, best = 0, c;
+
+	for (i = 0; i < n; i++) {
+		if ((cvd && strcmp(r[i].cvd, cvd)) || (slot >= 0 &&
+		    r[i].slot != slot))
+			continue;
+		for (j = 0, c = 0; j < n; j++) {
+			if ((cvd && strcmp(r[j].cvd, cvd)) || (slot >= 0 &&
+			    r[j].slot != slot))
+				continue;
+			c += r[j].start <= r[i].start && r[i].start < r[j].end;
+		}
+		if (c > best)
+			best = c;
+	}
+	return best;
+}
+
+/* No two tasks on one slot at once, at most per_gpu on a GPU, at most
+ * gpus x per_gpu in all; CUDA_VISIBLE_DEVICES is ids[GPUPOOL_GPU]. */
+static void
+check_schedule(const struct rec *r, int n, const char *const *ids, int gpus,
+    int per_gpu)
+{
+	int	 i, s, g;
+
+	for (i = 0; i < n; i++) {
+		ck_assert_int_ge(r[i].gpu, 0);
+		ck_assert_int_lt(r[i].gpu, gpus);
+		ck_assert_str_eq(r[i].cvd, ids[r[i].gpu]);
+		ck_assert_int_ge(r[i].slot, 0);
+		ck_assert_int_lt(r[i].slot, gpus * per_gpu);
+		/* Slots are numbered GPU first (worker i on GPU i % gpus). */
+		ck_assert_int_eq(r[i].slot % gpus, r[i].gpu);
+		ck_assert_int_le(r[i].start, r[i].end);
+	}
+	for (s = 0; s < gpus * per_gpu; s++)
+		ck_assert_int_le(max_overlap(r, n, NULL, s), 1);
+	for (g = 0; g < gpus; g++)
+		ck_assert_int_le(max_overlap(r, n, ids[g], -1), per_gpu);
+	ck_assert_int_le(max_overlap(r, n, NULL, -1), gpus * per_gpu);
+}
+
+/* /proc says the process is gone or a zombie. */
+static int
+dead(long pid)
+{
+	char	 p[64], *b, *c;
+	int	 z;
+
+	snprintf(p, sizeof(p), "/proc/%ld/stat", pid);
+	if ((b = slurp(p, NULL)) == NULL)
+		return 1;
+	c = strrchr(b, ')');
+	z = c == NULL || c[2] == 'Z' || c[2] == 'X';
+	free(b);
+	return z;
+}
+
+/* Every pid dead within limit seconds. */
+static void
+check_dead(const long *pids, int n, double limit)
+{
+	double	 t0 = now_s();
+	int	 i;
+
+	for (i = 0; i < n; i++)
+		while (!dead(pids[i])) {
+			ck_assert_msg(now_s() - t0 < limit, "task process %ld "
+			    "outlived gpupool-run", pids[i]);
+			nap(20);
+		}
+}
+
+static void
+wait_for(const char *what, double limit, int (*cond)(void *), void *arg)
+{
+	double	 t0 = now_s();
+
+	while (!cond(arg)) {
+		ck_assert_msg(now_s() - t0 < limit, "timed out waiting for %s",
+		    what);
+		nap(20);
+	}
+}
+
+struct want_lines {
+	const char	*path;
+	int		 n;
+	char		 c;	/* count lines starting with c; 0: any */
+};
+
+static int
+have_lines(void *arg)
+{
+	struct want_lines	*w = arg;
+	char			*b = slurp(w->path, NULL), *p;
+	int			 n = 0, bol = 1;
+
+	if (b == NULL)
+		return 0;
+	for (p = b; *p; p++) {
+		if (bol && (w->c == 0 || *p == w->c))
+			n++;
+		bol = *p == '\n';
+	}
+	free(b);
+	return n >= w->n;
+}
+
+START_TEST(every_task_once_fake_gpus)
+{
+	static const char *const ids[] = { "fake0", "fake1", "fake2", "fake3" };
+	struct rec	 r[64];
+	struct jrec	 j[64];
+	struct res	 res;
+	char		*log, *tasks, *jl;
+	int		 n, nj, i, k;
+
+	tmp_make();
+	log = pathf("log");
+	jl = pathf("joblog");
+	tasks = record_tasks("tasks", log, 40, 30);
+	RUN(&res, "--fake-gpus", "4", "--joblog", jl, "--quiet", tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	n = read_log(log, r, NULL, NULL);
+	check_once(r, n, 40);
+	check_schedule(r, n, ids, 4, 1);
+	/* The joblog: one line per task, and its GPU column says where
+	 * the task itself found it ran. */
+	nj = read_joblog(jl, j, 64, NULL);
+	ck_assert_int_eq(nj, 40);
+	for (i = 0; i < nj; i++) {
+		ck_assert_int_eq(j[i].exitval, 0);
+		ck_assert_int_eq(j[i].sig, 0);
+		for (k = 0; k < n && r[k].seq != j[i].seq; k++)
+			;
+		ck_assert_int_lt(k, n);
+		ck_assert_str_eq(j[i].gpu, r[k].cvd);
+		ck_assert_ptr_nonnull(strstr(j[i].cmd, "record"));
+	}
+	tmp_remove();
+}
+END_TEST
+
+START_TEST(every_task_once_gpu_ids)
+{
+	static const char *const ids[] = { "0", "1", "2", "3" };
+	struct rec	 r[64];
+	struct res	 res;
+	char		*log, *tasks;
+	int		 n;
+
+	tmp_make();
+	log = pathf("log");
+	tasks = record_tasks("tasks", log, 24, 30);
+	RUN(&res, "--gpus", "0,1,2,3", "--quiet", tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	n = read_log(log, r, NULL, NULL);
+	check_once(r, n, 24);
+	check_schedule(r, n, ids, 4, 1);
+	tmp_remove();
+}
+END_TEST
+
+START_TEST(per_gpu_two)
+{
+	static const char *const ids[] = { "fake0", "fake1" };
+	struct rec	 r[64];
+	struct res	 res;
+	char		*log, *tasks;
+	int		 n;
+
+	tmp_make();
+	log = pathf("log");
+	tasks = record_tasks("tasks", log, 16, 300);
+	RUN(&res, "--fake-gpus", "2", "--per-gpu", "2", "--quiet", tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	n = read_log(log, r, NULL, NULL);
+	check_once(r, n, 16);
+	check_schedule(r, n, ids, 2, 2);
+	/* Two slots on a GPU are really used together. */
+	ck_assert_int_eq(max_overlap(r, n, "fake0", -1) == 2 ||
+	    max_overlap(r, n, "fake1", -1) == 2, 1);
+	tmp_remove();
+}
+END_TEST
+
+START_TEST(resume_after_sigkill)
+{
+	struct rec	 r[64];
+	struct beg	 b[64];
+	struct jrec	 j[64];
+	struct res	 res;
+	struct want_lines w;
+	char		*log, *log2, *tasks, *jl, *o, *e, torn[128];
+	int		 n, nb, nj, i, k, bad, in1[16] = { 0 }, torn_seq = 0;
+	long		 pids[64];
+	pid_t		 pid;
+	double		 t0;
+
+	tmp_make();
+	log = pathf("log");
+	log2 = pathf("log2");
+	jl = pathf("joblog");
+	o = pathf("out");
+	e = pathf("err");
+	/* Four short tasks, then long ones: it is killed with the first
+	 * four recorded and two long ones running. */
+	tasks = pathf("tasks");
+	{
+		FILE	*f = fopen(tasks, "w");
+
+		for (i = 0; i < 10; i++)
+			fprintf(f, "%s record %s %d\n", PROBE, log,
+			    i < 4 ? 50 : 20000);
+		fclose(f);
+	}
+	t0 = now_s();
+	pid = start(-1, o, e, (const char *const []){ "--fake-gpus", "2",
+	    "--joblog", jl, "--quiet", tasks, NULL });
+	w.path = jl;
+	w.n = 1 + 4;	/* the header and four tasks */
+	w.c = 0;
+	wait_for("4 joblog lines", 30, have_lines, &w);
+	w.path = log;
+	w.n = 6;	/* four, and two long ones started */
+	w.c = 'B';
+	wait_for("the long tasks to start", 30, have_lines, &w);
+	kill(pid, SIGKILL);
+	finish(pid, t0, 10, o, e, &res);
+	ck_assert_int_eq(res.code, 128 + SIGKILL);
+
+	/* Nothing it started outlives it. */
+	(void)read_log(log, r, b, &nb);
+	for (i = 0; i < nb; i++)
+		pids[i] = b[i].pid;
+	check_dead(pids, nb, 15);
+
+	nj = read_joblog(jl, j, 64, NULL);
+	ck_assert_int_eq(nj, 4);
+	for (i = 0; i < nj; i++)
+		in1[j[i].seq] = 1;
+	/* A crash that tore the last line: that task must still run, and
+	 * what follows must start on a line of its own. */
+	for (i = 10; i >= 1 && in1[i]; i--)
+		;
+	torn_seq = i;
+	ck_assert_int_ge(torn_seq, 1);
+	n = snprintf(torn, sizeof(torn), "%d\t:\t1700000000.000\t0.4\t0\t0\t0",
+	    torn_seq);
+	{
+		int	 fd = open(jl, O_WRONLY | O_APPEND);
+
+		ck_assert_int_eq(write(fd, torn, (size_t)n), n);
+		close(fd);
+	}
+
+	/* The rerun: the tasks (same file) now log to log2. */
+	{
+		FILE	*f = fopen(tasks, "w");
+
+		for (i = 0; i < 10; i++)
+			fprintf(f, "%s record %s %d\n", PROBE, log2, 50);
+		fclose(f);
+	}
+	RUN(&res, "--fake-gpus", "2", "--joblog", jl, "--resume", "--quiet",
+	    tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	/* The rerun changed the commands (another log): one warning. */
+	ck_assert_ptr_nonnull(strstr(res.err, "another command"));
+	n = read_log(log2, r, NULL, NULL);
+	for (i = 0; i < n; i++)
+		ck_assert_msg(!in1[r[i].seq], "task %ld ran again", r[i].seq);
+	ck_assert_int_eq(n + nj, 10);
+	for (k = 1; k <= 10; k++)
+		if (!in1[k]) {
+			for (i = 0; i < n && r[i].seq != k; i++)
+				;
+			ck_assert_msg(i < n, "task %d was not rerun", k);
+		}
+	nj = read_joblog(jl, j, 64, &bad);
+	ck_assert_int_eq(nj, 10);
+	ck_assert_int_eq(bad, 1);	/* the torn line, on its own */
+	tmp_remove();
+}
+END_TEST
+
+START_TEST(retries_keep_every_attempt)
+{
+	struct jrec	 j[16];
+	struct res	 res;
+	char		*tasks, *jl, *dir, line[4200];
+	int		 nj;
+
+	tmp_make();
+	jl = pathf("joblog");
+	dir = pathf("state");
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	tasks = pathf("tasks");
+	snprintf(line, sizeof(line), "%s flaky %s 2\n", PROBE, dir);
+	puts_file(tasks, line);
+	RUN(&res, "--fake-gpus", "2", "--retries", "2", "--joblog", jl,
+	    "--quiet", tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	/* Only the last attempt's output is printed. */
+	ck_assert_str_eq(res.out, "attempt 3 count 3\n");
+	nj = read_joblog(jl, j, 16, NULL);
+	ck_assert_int_eq(nj, 3);
+	ck_assert_int_eq(j[0].seq, 1);
+	ck_assert_int_eq(j[1].seq, 1);
+	ck_assert_int_eq(j[2].seq, 1);
+	ck_assert_int_eq(j[0].exitval, 1);
+	ck_assert_int_eq(j[1].exitval, 1);
+	ck_assert_int_eq(j[2].exitval, 0);
+
+	/* One retry is not enough: the task fails, both attempts logged. */
+	tmp_remove();
+	tmp_make();
+	jl = pathf("joblog");
+	dir = pathf("state");
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	tasks = pathf("tasks");
+	snprintf(line, sizeof(line), "%s flaky %s 2\n", PROBE, dir);
+	puts_file(tasks, line);
+	RUN(&res, "--fake-gpus", "2", "--retries", "1", "--joblog", jl, tasks);
+	ck_assert_int_eq(res.code, 1);
+	ck_assert_ptr_nonnull(strstr(res.err, "retrying, attempt 2 of 2"));
+	ck_assert_int_eq(read_joblog(jl, j, 16, NULL), 2);
+	ck_assert_int_eq(j[1].exitval, 1);
+	tmp_remove();
+}
+END_TEST
+
+START_TEST(timeout_kills_the_group)
+{
+	struct jrec	 j[8];
+	struct res	 res;
+	char		*tasks, *jl, *pids, *b, buf[8192];
+	long		 p[8];
+	int		 nj, i, np = 0;
+
+	tmp_make();
+	jl = pathf("joblog");
+	pids = pathf("pids");
+	tasks = pathf("tasks");
+	/* A grandchild in the background, one that ignores SIGTERM, and
+	 * one left behind by a task that ends well at once. */
+	snprintf(buf, sizeof(buf),
+	    "sh -c 'sleep 100 & echo $! >> %s; wait'\n"
+	    "trap '' TERM; echo $$ >> %s; exec sleep 100\n"
+	    "sleep 100 & echo $! >> %s\n", pids, pids, pids);
+	puts_file(tasks, buf);
+	RUN(&res, "--fake-gpus", "2", "--timeout", "1s", "--grace", "500ms",
+	    "--joblog", jl, tasks);
+	ck_assert_int_eq(res.code, 2);
+	ck_assert_double_lt(res.secs, 20);
+	ck_assert_ptr_nonnull(strstr(res.err, "timed out after 1s"));
+	nj = read_joblog(jl, j, 8, NULL);
+	ck_assert_int_eq(nj, 3);
+	for (i = 0; i < nj; i++) {
+		if (j[i].seq == 1) {
+			ck_assert_int_eq(j[i].exitval, -1);
+			ck_assert_int_eq(j[i].sig, SIGTERM);
+		} else if (j[i].seq == 2) {
+			ck_assert_int_eq(j[i].exitval, -1);
+			ck_assert_int_eq(j[i].sig, SIGKILL);
+		} else
+			ck_assert_int_eq(j[i].exitval + j[i].sig, 0);
+	}
+	b = slurp(pids, NULL);
+	ck_assert_ptr_nonnull(b);
+	for (char *s = strtok(b, "\n"); s != NULL && np < 8; s = strtok(NULL,
+	    "\n"))
+		p[np++] = atol(s);
+	ck_assert_int_eq(np, 3);
+	check_dead(p, np, 10);
+	tmp_remove();
+}
+END_TEST
+
+START_TEST(exit_codes)
+{
+	struct jrec	 j[8];
+	struct res	 res;
+	char		*tasks, *jl;
+	FILE		*f;
+	int		 i, nj;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	jl = pathf("joblog");
+	puts_file(tasks, "true\nfalse\nexit 7\nno-such-command-gpupool\ntrue\n");
+	RUN(&res, "--fake-gpus", "2", "--joblog", jl, tasks);
+	ck_assert_int_eq(res.code, 3);
+	ck_assert_ptr_nonnull(strstr(res.err, "2 ok, 3 failed"));
+	nj = read_joblog(jl, j, 8, NULL);
+	ck_assert_int_eq(nj, 5);
+	for (i = 0; i < nj; i++)
+		switch (j[i].seq) {
+		case 2:
+			ck_assert_int_eq(j[i].exitval, 1);
+			break;
+		case 3:		/* a builtin: through the shell */
+			ck_assert_int_eq(j[i].exitval, 7);
+			break;
+		case 4:		/* not found, as a shell says it */
+			ck_assert_int_eq(j[i].exitval, 127);
+			break;
+		default:
+			ck_assert_int_eq(j[i].exitval, 0);
+		}
+
+	f = fopen(tasks, "w");
+	for (i = 0; i < 102; i++)
+		fprintf(f, "false\n");
+	fclose(f);
+	RUN(&res, "--fake-gpus", "2", "--quiet", tasks);
+	ck_assert_int_eq(res.code, 101);
+
+	puts_file(tasks, "true\n# only a comment\n\n");
+	RUN(&res, "--fake-gpus", "1", "--quiet", tasks);
+	ck_assert_int_eq(res.code, 0);
+	ck_assert_str_eq(res.err, "");
+	tmp_remove();
+}
+END_TEST
+
+/* Exit 255, one line on stderr that contains want, and no task ran. */
+static void
+bad(const char *want, const char *log, const char *const *args)
+{
+	struct res	 res;
+
+	run_in(-1, 60, &res, args);
+	ck_assert_msg(res.code == 255, "exit %d for '%s': %s", res.code, want,
+	    res.err);
+	ck_assert_msg(count_lines(res.err) == 1 &&
+	    strncmp(res.err, "gpupool-run: ", 13) == 0, "not one line: '%s'",
+	    res.err);
+	ck_assert_msg(strstr(res.err, want) != NULL, "'%s' lacks '%s'",
+	    res.err, want);
+	if (log != NULL)
+		ck_assert_msg(access(log, F_OK) == -1, "a task ran (%s)", want);
+	free(res.out);
+	free(res.err);
+}
+
+#define BAD(want, log, ...) \
+	bad((want), (log), (const char *const []){ __VA_ARGS__, NULL })
+
+START_TEST(bad_input)
+{
+	char	*tasks, *log, *dir, *file, *big, *missing, *want, line[4200];
+	size_t	 n;
+
+	tmp_make();
+	log = pathf("log");
+	tasks = pathf("tasks.txt");
+	dir = pathf("adir");
+	file = pathf("afile");
+	missing = pathf("missing.txt");
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	puts_file(file, "x\n");
+	snprintf(line, sizeof(line), "%s record %s 0\n", PROBE, log);
+	puts_file(tasks, line);
+
+	ck_assert_int_ge(asprintf(&want, "cannot open '%s': No such file or "
+	    "directory", missing), 0);
+	BAD(want, NULL, "--fake-gpus", "1", missing);
+	ck_assert_int_ge(asprintf(&want, "cannot read '%s': Is a directory",
+	    dir), 0);
+	BAD(want, NULL, "--fake-gpus", "1", dir);
+	if (geteuid() != 0) {	/* root reads it anyway */
+		char	*locked = pathf("locked.txt");
+
+		puts_file(locked, line);
+		chmod(locked, 0);
+		BAD("Permission denied", log, "--fake-gpus", "1", locked);
+	}
+	BAD("unknown option '--frobnicate'", log, "--frobnicate", tasks);
+	BAD("needs a value", log, tasks, "--timeout");
+	BAD("bad duration '15x'", log, "--fake-gpus", "1", "--timeout", "15x",
+	    tasks);
+	BAD("bad duration '-3'", log, "--fake-gpus", "1", "--grace", "-3",
+	    tasks);
+	BAD("bad policy", log, "--fake-gpus", "1", "--halt", "sometimes",
+	    tasks);
+	BAD("no GPU '5' among the 2 found", log, "--fake-gpus", "2", "--gpus",
+	    "1,5", tasks);
+	BAD("--resume needs --joblog", log, "--fake-gpus", "1", "--resume",
+	    tasks);
+	BAD("no tasks file given", NULL, "--fake-gpus", "1");
+	ck_assert_int_ge(asprintf(&want, "cannot open joblog '%s/no/log'", tmp),
+	    0);
+	BAD(want, log, "--fake-gpus", "1", "--joblog", pathf("no/log"), tasks);
+	BAD("Is a directory", log, "--fake-gpus", "1", "--joblog", dir, tasks);
+	BAD("Not a directory", log, "--fake-gpus", "1", "--results",
+	    pathf("afile/res"), tasks);
+
+	/* Input errors name file:line, and nothing runs first. */
+	snprintf(line, sizeof(line), "%s record %s 0\n# fine\n", PROBE, log);
+	n = strlen(line);
+	memcpy(line + n, "echo a\0b\n", 9);
+	put(tasks, line, n + 9);
+	ck_assert_int_ge(asprintf(&want, "%s:3: NUL byte", tasks), 0);
+	BAD(want, log, "--fake-gpus", "1", tasks);
+
+	big = malloc((1u << 20) + 8192);
+	snprintf(line, sizeof(line), "%s record %s 0\necho ", PROBE, log);
+	n = strlen(line);
+	memcpy(big, line, n);
+	memset(big + n, 'x', (1u << 20) + 2);
+	big[n + (1u << 20) + 2] = '\n';
+	put(tasks, big, n + (1u << 20) + 3);
+	ck_assert_int_ge(asprintf(&want, "%s:2: task longer than 1 MiB",
+	    tasks), 0);
+	BAD(want, log, "--fake-gpus", "1", tasks);
+	/* Joined lines count as one. */
+	snprintf(line, sizeof(line), "%s record %s 0\necho \\\n", PROBE, log);
+	n = strlen(line);
+	memcpy(big, line, n);
+	memset(big + n, 'x', (1u << 19) + 8);
+	big[n + (1u << 19) + 8] = '\\';
+	big[n + (1u << 19) + 9] = '\n';
+	memset(big + n + (1u << 19) + 10, 'y', (1u << 19));
+	big[n + (1u << 19) + 10 + (1u << 19)] = '\n';
+	put(tasks, big, n + (1u << 20) + 11);
+	BAD(want, log, "--fake-gpus", "1", tasks);
+	free(big);
+
+	snprintf(line, sizeof(line), "%s record %s 0\necho a \\", PROBE, log);
+	puts_file(tasks, line);
+	ck_assert_int_ge(asprintf(&want, "%s:2: unterminated '\\' "
+	    "continuation", tasks), 0);
+	BAD(want, log, "--fake-gpus", "1", tasks);
+	tmp_remove();
+}
+END_TEST
+
+/* A pipe is checked as it streams: the tasks before the bad line run,
+ * then gpupool-run stops and exits 255. */
+START_TEST(bad_input_streamed)
+{
+	struct res	 res;
+	char		*log, line[4200];
+	struct rec	 r[8];
+	int		 p[2];
+	size_t		 n;
+	pid_t		 pid;
+	double		 t0 = now_s();
+	char		*o, *e;
+
+	tmp_make();
+	log = pathf("log");
+	o = pathf("out");
+	e = pathf("err");
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	pid = start(p[0], o, e, (const char *const []){ "--fake-gpus", "1",
+	    "-", NULL });
+	close(p[0]);
+	snprintf(line, sizeof(line), "%s record %s 0\n", PROBE, log);
+	n = strlen(line);
+	memcpy(line + n, "x\0y\n", 4);
+	ck_assert_int_eq(write(p[1], line, n + 4), (ssize_t)(n + 4));
+	close(p[1]);
+	finish(pid, t0, 60, o, e, &res);
+	ck_assert_int_eq(res.code, 255);
+	ck_assert_ptr_nonnull(strstr(res.err, "<stdin>:2: NUL byte"));
+	ck_assert_int_eq(read_log(log, r, NULL, NULL), 1);
+	tmp_remove();
+}
+END_TEST
+
+START_TEST(output_blocks_not_interleaved)
+{
+	struct res	 res;
+	char		*tasks, buf[8192], tag[16], *l, *save = NULL;
+	int		 seen[4] = { 0 }, next[4] = { 0 }, cur = -1, blocks = 0;
+	int		 t, i;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	buf[0] = '\0';
+	for (t = 0; t < 4; t++)
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf),
+		    "%s lines 3000 T%d\n", PROBE, t);
+	puts_file(tasks, buf);
+	RUN(&res, "--fake-gpus", "2", "--quiet", tasks);
+	ck_assert_int_eq(res.code, 0);
+	ck_assert_int_eq(count_lines(res.out), 4 * 3000);
+	for (l = strtok_r(res.out, "\n", &save); l;
+	    l = strtok_r(NULL, "\n", &save)) {
+		ck_assert_int_eq(sscanf(l, "%15s %d", tag, &i), 2);
+		t = tag[1] - '0';
+		ck_assert_int_ge(t, 0);
+		ck_assert_int_lt(t, 4);
+		if (t != cur) {
+			ck_assert_msg(!seen[t], "task T%d's output is split", t);
+			seen[t] = 1;
+			cur = t;
+			blocks++;
+		}
+		ck_assert_int_eq(i, next[t]++);
+	}
+	ck_assert_int_eq(blocks, 4);
+	tmp_remove();
+}
+END_TEST
+
+static void
+joblog_upto(const char *path, long n)
+{
+	FILE	*f = fopen(path, "w");
+	long	 i;
+
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "Seq\tHost\tStarttime\tJobRuntime\tSend\tReceive\tExitval\t"
+	    "Signal\tCommand\tGPU\n");
+	for (i = 1; i <= n; i++)
+		fprintf(f, "%ld\t:\t1700000000.000\t0.001\t0\t0\t0\t0\ttrue\t"
+		    "fake0\n", i);
+	fclose(f);
+}
+
+static void
+true_tasks(const char *path, long n)
+{
+	FILE	*f = fopen(path, "w");
+	long	 i;
+
+	ck_assert_ptr_nonnull(f);
+	for (i = 0; i < n; i++)
+		fputs("true\n", f);
+	fclose(f);
+}
+
+/* Memory does not grow with the tasks run or read: compare the largest
+ * RSS (gpupool-run and its workers) of a small and a larger run, and
+ * stream a 100,000-line file. Running 100,000 real tasks takes over a
+ * minute on 2 cores: set GPUPOOL_TEST_SLOW=1 for that. */
+START_TEST(bounded_memory)
+{
+	struct res	 small, large, res;
+	struct jrec	*j;
+	char		*tasks, *jl;
+	long		 slack = UNDER_ASAN ? 16384 : 2048;
+	long		 limit = UNDER_ASAN ? 200 * 1024 : 30 * 1024;
+	char		*seen;
+	int		 nj, i;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	jl = pathf("joblog");
+	true_tasks(tasks, 20);
+	RUN(&small, "--fake-gpus", "2", "--quiet", tasks);
+	ck_assert_int_eq(small.code, 0);
+	true_tasks(tasks, 2000);
+	RUN(&large, "--fake-gpus", "2", "--quiet", tasks);
+	ck_assert_int_eq(large.code, 0);
+	ck_assert_msg(large.maxrss_kb <= small.maxrss_kb + slack, "max RSS "
+	    "%ld KiB after 2000 tasks, %ld KiB after 20", large.maxrss_kb,
+	    small.maxrss_kb);
+	ck_assert_int_lt(large.maxrss_kb, limit);
+
+	/* 100,000 lines; the joblog says the first 99,000 are done. */
+	true_tasks(tasks, 100000);
+	joblog_upto(jl, 99000);
+	RUN(&res, "--fake-gpus", "2", "--joblog", jl, "--resume", "--quiet",
+	    tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_int_lt(res.maxrss_kb, limit);
+	j = calloc(100001, sizeof(*j));
+	seen = calloc(100001, 1);
+	nj = read_joblog(jl, j, 100001, NULL);
+	ck_assert_int_eq(nj, 100000);
+	for (i = 99000; i < nj; i++) {	/* the last 1,000, once each */
+		ck_assert_int_gt(j[i].seq, 99000);
+		ck_assert_int_le(j[i].seq, 100000);
+		ck_assert_int_eq(seen[j[i].seq]++, 0);
+	}
+	free(seen);
+	free(j);
+
+	if (getenv("GPUPOOL_TEST_SLOW") != NULL) {
+		run_in(-1, 380, &res, (const char *const []){ "--fake-gpus",
+		    "2", "--quiet", tasks, NULL });
+		ck_assert_int_eq(res.code, 0);
+		ck_assert_int_lt(res.maxrss_kb, limit);
+	}
+	tmp_remove();
+}
+END_TEST
+
+START_TEST(stdin_streams)
+{
+	struct res	 res;
+	struct rec	 r[8];
+	struct want_lines w;
+	char		*log, *o, *e, line[4200];
+	int		 p[2], n;
+	pid_t		 pid;
+	double		 t0 = now_s();
+
+	tmp_make();
+	log = pathf("log");
+	o = pathf("out");
+	e = pathf("err");
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	pid = start(p[0], o, e, (const char *const []){ "--fake-gpus", "2",
+	    "--quiet", "-", NULL });
+	close(p[0]);
+	snprintf(line, sizeof(line), "%s record %s 0\n", PROBE, log);
+	ck_assert_int_eq(write(p[1], line, strlen(line)),
+	    (ssize_t)strlen(line));
+	/* The first task runs while the pipe is still open. */
+	w.path = log;
+	w.n = 1;
+	w.c = 'E';
+	wait_for("the first task", 30, have_lines, &w);
+	ck_assert_int_eq(waitpid(pid, NULL, WNOHANG), 0);
+	ck_assert_int_eq(write(p[1], line, strlen(line)),
+	    (ssize_t)strlen(line));
+	close(p[1]);
+	finish(pid, t0, 60, o, e, &res);
+	ck_assert_int_eq(res.code, 0);
+	n = read_log(log, r, NULL, NULL);
+	check_once(r, n, 2);
+	tmp_remove();
+}
+END_TEST
+
+struct sigcase {
+	int	 sig;
+	int	 twice;
+};
+
+static void
+interrupt(const struct sigcase *sc)
+{
+	struct res	 res;
+	struct beg	 b[16];
+	struct rec	 r[16];
+	struct jrec	 j[16];
+	struct want_lines w;
+	char		*log, *jl, *tasks, *o, *e, buf[8192];
+	long		 pids[16];
+	int		 nb, nj, i;
+	pid_t		 pid;
+	double		 t0;
+
+	tmp_make();
+	log = pathf("log");
+	jl = pathf("joblog");
+	o = pathf("out");
+	e = pathf("err");
+	tasks = pathf("tasks");
+	if (sc->twice) {
+		/* Tasks that ignore SIGTERM: only the second signal ends
+		 * them, long before the grace period. */
+		for (i = 0, buf[0] = '\0'; i < 3; i++)
+			snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf),
+			    "trap '' TERM; exec %s record %s 60000\n",
+			    PROBE, log);
+		puts_file(tasks, buf);
+	} else
+		tasks = record_tasks("tasks", log, 3, 60000);
+	t0 = now_s();
+	pid = start(-1, o, e, (const char *const []){ "--fake-gpus", "2",
+	    "--grace", "60", "--joblog", jl, tasks, NULL });
+	w.path = log;
+	w.n = 2;
+	w.c = 'B';
+	wait_for("two tasks to start", 30, have_lines, &w);
+	kill(pid, sc->sig);
+	if (sc->twice) {
+		nap(300);
+		kill(pid, sc->sig);
+	}
+	finish(pid, t0, 30, o, e, &res);
+	ck_assert_msg(res.code == 128 + sc->sig, "exit %d: %s", res.code,
+	    res.err);
+	ck_assert_double_lt(res.secs, 30);
+	(void)read_log(log, r, b, &nb);
+	ck_assert_int_eq(nb, 2);	/* the third never started */
+	for (i = 0; i < nb; i++) {
+		ck_assert_int_ne(b[i].seq, 3);
+		ck_assert_int_eq(b[i].pid, b[i].pgid);	/* its own group */
+		pids[i] = b[i].pid;
+	}
+	check_dead(pids, nb, 10);
+	nj = read_joblog(jl, j, 16, NULL);
+	ck_assert_int_eq(nj, 2);
+	for (i = 0; i < nj; i++) {
+		ck_assert_int_eq(j[i].exitval, -1);
+		ck_assert_int_eq(j[i].sig, sc->twice ? SIGKILL : SIGTERM);
+	}
+	tmp_remove();
+}
+
+START_TEST(sigint_stops_tasks)
+{
+	static const struct sigcase	 c = { SIGINT, 0 };
+
+	interrupt(&c);
+}
+END_TEST
+
+START_TEST(sigterm_stops_tasks)
+{
+	static const struct sigcase	 c = { SIGTERM, 0 };
+
+	interrupt(&c);
+}
+END_TEST
+
+START_TEST(second_sigint_kills)
+{
+	static const struct sigcase	 c = { SIGINT, 1 };
+
+	interrupt(&c);
+}
+END_TEST
+
+START_TEST(dry_run_and_show_gpus_run_nothing)
+{
+	struct res	 res;
+	char		*tasks, *log, *jl;
+
+	tmp_make();
+	log = pathf("log");
+	jl = pathf("joblog");
+	tasks = record_tasks("tasks", log, 3, 0);
+	RUN(&res, "--fake-gpus", "2", "--dry-run", "--joblog", jl, tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_int_eq(access(log, F_OK), -1);
+	ck_assert_int_eq(access(jl, F_OK), -1);
+	ck_assert_int_eq(count_lines(res.out), 4);
+	ck_assert_ptr_nonnull(strstr(res.out, "\n1\t0\t0\tfake0\t"));
+	ck_assert_ptr_nonnull(strstr(res.out, "\n2\t1\t1\tfake1\t"));
+	ck_assert_ptr_nonnull(strstr(res.out, "\n3\t0\t0\tfake0\t"));
+	ck_assert_ptr_nonnull(strstr(res.out, " record "));
+
+	/* With --resume it shows only what would still run. */
+	joblog_upto(jl, 2);
+	RUN(&res, "--fake-gpus", "2", "--dry-run", "--joblog", jl, "--resume",
+	    tasks);
+	ck_assert_int_eq(res.code, 0);
+	ck_assert_int_eq(count_lines(res.out), 2);
+	ck_assert_ptr_nonnull(strstr(res.out, "\n3\t0\t0\tfake0\t"));
+	ck_assert_int_eq(access(log, F_OK), -1);
+
+	RUN(&res, "--fake-gpus", "2", "--per-gpu", "2", "--show-gpus");
+	ck_assert_int_eq(res.code, 0);
+	ck_assert_int_eq(count_lines(res.out), 3);
+	ck_assert_ptr_nonnull(strstr(res.out, "\n0\tfake0\tfake GPU 0\t"));
+	ck_assert_ptr_nonnull(strstr(res.out, "\n1\tfake1\tfake GPU 1\t"));
+	ck_assert_ptr_nonnull(strstr(res.out, " | "));	/* two slots' cores */
+	tmp_remove();
+}
+END_TEST
+
+START_TEST(tasks_see_only_stdio)
+{
+	struct res	 res;
+	char		*tasks, line[4200];
+
+	tmp_make();
+	tasks = pathf("tasks");
+	snprintf(line, sizeof(line), "%s fds\n", PROBE);
+	puts_file(tasks, line);
+	RUN(&res, "--fake-gpus", "1", "--quiet", tasks);
+	ck_assert_int_eq(res.code, 0);
+	ck_assert_str_eq(res.out, "0 1 2\n");
+	RUN(&res, "--fake-gpus", "1", "--quiet", "--results", pathf("res"),
+	    tasks);
+	ck_assert_int_eq(res.code, 0);
+	ck_assert_str_eq(slurp(pathf("res/1/stdout"), NULL), "0 1 2\n");
+	tmp_remove();
+}
+END_TEST
+
+START_TEST(results_layout)
+{
+	struct res	 res;
+	char		*tasks, *dir, buf[8192];
+
+	tmp_make();
+	tasks = pathf("tasks");
+	dir = pathf("out/results");
+	snprintf(buf, sizeof(buf), "%s say out1 err1 0\n%s say out2 err2 3\n",
+	    PROBE, PROBE);
+	puts_file(tasks, buf);
+	RUN(&res, "--fake-gpus", "2", "--quiet", "--results", dir, tasks);
+	ck_assert_int_eq(res.code, 1);
+	ck_assert_str_eq(res.out, "");
+	ck_assert_str_eq(slurp(pathf("out/results/1/stdout"), NULL), "out1\n");
+	ck_assert_str_eq(slurp(pathf("out/results/1/stderr"), NULL), "err1\n");
+	ck_assert_str_eq(slurp(pathf("out/results/1/exitval"), NULL), "0\n");
+	ck_assert_str_eq(slurp(pathf("out/results/2/stdout"), NULL), "out2\n");
+	ck_assert_str_eq(slurp(pathf("out/results/2/exitval"), NULL), "3\n");
+	/* No temporary file is left behind. */
+	ck_assert_int_eq(access(pathf("out/results/1/.stdout.tmp"), F_OK), -1);
+	ck_assert_int_eq(access(pathf("out/results/2/.exitval.tmp"), F_OK), -1);
+	tmp_remove();
+}
+END_TEST
+
+/* Output past 16 MiB a stream is dropped, and said so; the task is not
+ * held up by it and its exit status stands. */
+START_TEST(huge_output_is_cut)
+{
+	struct res	 res;
+	char		*tasks;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	puts_file(tasks, "head -c 17000000 /dev/zero | tr '\\0' a; exit 4\n");
+	RUN(&res, "--fake-gpus", "1", tasks);
+	ck_assert_int_eq(res.code, 1);
+	ck_assert_int_eq(res.outlen, (16u << 20) + 1);
+	ck_assert_int_eq(res.out[0], 'a');
+	ck_assert_int_eq(res.out[res.outlen - 1], '\n');
+	ck_assert_ptr_nonnull(strstr(res.err, "task 1: 222784 bytes of its "
+	    "stdout and 0 of its stderr were dropped"));
+	ck_assert_ptr_nonnull(strstr(res.err, "exit status 4"));
+	tmp_remove();
+}
+END_TEST
+
+START_TEST(tasks_file_syntax)
+{
+	struct res	 res;
+	char		*tasks, buf[8192];
+
+	tmp_make();
+	tasks = pathf("tasks");
+	snprintf(buf, sizeof(buf),
+	    "# a sweep\r\n"
+	    "%s argv one\r\n"
+	    "\n"
+	    "   # indented comment\n"
+	    "%s argv two \\\n"
+	    "  three \\\r\n"
+	    "four\n"
+	    "\t\n"
+	    "%s argv caf\xe9 \xff\n"
+	    "%s argv last", PROBE, PROBE, PROBE, PROBE);
+	puts_file(tasks, buf);
+	RUN(&res, "--fake-gpus", "1", "--quiet", tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	/* One slot: in file order. Tasks are numbered 1, 2, ... */
+	ck_assert_str_eq(res.out, "1|one\n2|two|three|four\n3|caf\xe9|\xff\n"
+	    "4|last\n");
+	tmp_remove();
+}
+END_TEST
+
+START_TEST(dead_worker_is_replaced)
+{
+	struct jrec	 j[8];
+	struct res	 res;
+	char		*tasks, *jl;
+	int		 nj, i;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	jl = pathf("joblog");
+	/* The task's parent is its worker. */
+	puts_file(tasks, "true\nkill -9 $PPID; sleep 5\ntrue\ntrue\n");
+	RUN(&res, "--fake-gpus", "1", "--joblog", jl, tasks);
+	ck_assert_msg(res.code == 1, "exit %d: %s", res.code, res.err);
+	ck_assert_double_lt(res.secs, 20);
+	ck_assert_ptr_nonnull(strstr(res.err, "its worker was killed by "
+	    "signal 9"));
+	nj = read_joblog(jl, j, 8, NULL);
+	ck_assert_int_eq(nj, 4);
+	for (i = 0; i < nj; i++)
+		ck_assert_int_eq(j[i].exitval != 0 || j[i].sig != 0,
+		    j[i].seq == 2);
+	tmp_remove();
+}
+END_TEST
+
+START_TEST(halt_now_and_soon)
+{
+	struct res	 res;
+	struct beg	 b[8];
+	struct rec	 r[8];
+	char		*tasks, *log, buf[8192];
+	int		 nb, i;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	log = pathf("log");
+	snprintf(buf, sizeof(buf), "%s record %s 60000\n"
+	    "sh -c 'sleep 0.3; exit 1'\n%s record %s 0\n", PROBE, log, PROBE,
+	    log);
+	puts_file(tasks, buf);
+	RUN(&res, "--fake-gpus", "2", "--grace", "1", "--halt", "now,fail=1",
+	    tasks);
+	ck_assert_msg(res.code == 1, "exit %d: %s", res.code, res.err);
+	ck_assert_double_lt(res.secs, 30);
+	ck_assert_ptr_nonnull(strstr(res.err, "1 stopped"));
+	(void)read_log(log, r, b, &nb);
+	for (i = 0; i < nb; i++)
+		ck_assert_int_ne(b[i].seq, 3);
+
+	/* soon: the running task finishes, nothing new starts. */
+	unlink(log);
+	snprintf(buf, sizeof(buf), "%s record %s 1500\n"
+	    "sh -c 'sleep 0.3; exit 1'\n%s record %s 0\n", PROBE, log, PROBE,
+	    log);
+	puts_file(tasks, buf);
+	RUN(&res, "--fake-gpus", "2", "--halt", "soon,fail=1", tasks);
+	ck_assert_msg(res.code == 1, "exit %d: %s", res.code, res.err);
+	ck_assert_int_eq(read_log(log, r, b, &nb), 1);
+	ck_assert_int_eq(r[0].seq, 1);
+	tmp_remove();
+}
+END_TEST
+
+/* The long options named in text (roff's "\\-\\-name" or "--name"),
+ * as " --a --b ... ". */
+static char *
+long_opts(const char *text, int roff)
+{
+	const char	*dash = roff ? "\\-\\-" : "--", *p = text, *e;
+	size_t		 dl = strlen(dash), cap = 4096, len = 0, n;
+	char		*set = calloc(1, cap), name[64], item[72];
+
+	ck_assert_ptr_nonnull(set);
+	while ((p = strstr(p, dash)) != NULL) {
+		p += dl;
+		for (e = p, n = 0; n < sizeof(name) - 1 && ((*e >= 'a' &&
+		    *e <= 'z') || *e == '-' || (roff && *e == '\\' &&
+		    e[1] == '-')); e++) {
+			if (*e == '\\')
+				e++;
+			name[n++] = *e;
+		}
+		name[n] = '\0';
+		p = e;
+		snprintf(item, sizeof(item), " --%s ", name);
+		if (n < 3 || strstr(set, item) != NULL)
+			continue;
+		ck_assert_int_lt(len + strlen(item), cap);
+		len += (size_t)snprintf(set + len, cap - len, "%s", item);
+	}
+	return set;
+}
+
+/* --help answers the questions in the issue, and it and the man page
+ * name the same options; the page has no groff warning. */
+START_TEST(help_and_man_page_agree)
+{
+	struct res	 res;
+	char		*man, *hs, *ms, *p, *q, opt[64];
+	int		 st;
+	pid_t		 pid;
+
+	tmp_make();
+	RUN(&res, "--help");
+	ck_assert_int_eq(res.code, 0);
+	ck_assert_str_eq(res.err, "");
+	ck_assert_ptr_nonnull(strstr(res.out, "usage: gpupool-run"));
+	ck_assert_ptr_nonnull(strstr(res.out, "sweep"));
+	ck_assert_ptr_nonnull(strstr(res.out, "tail -n +1 -f queue.txt | "
+	    "gpupool-run"));
+	ck_assert_ptr_nonnull(strstr(res.out, "--resume sweep.txt"));
+	ck_assert_ptr_nonnull(strstr(res.out, "--per-gpu 3"));
+	man = slurp(MANPAGE, NULL);
+	ck_assert_ptr_nonnull(man);
+	/* The option lists: --help's up to its notes, the page's OPTIONS
+	 * section (their examples use options of other programs). */
+	ck_assert_ptr_nonnull(p = strstr(res.out, "\nEach task runs"));
+	*p = '\0';
+	ck_assert_ptr_nonnull(p = strstr(man, "\n.SH OPTIONS\n"));
+	ck_assert_ptr_nonnull(q = strstr(p + 1, "\n.SH "));
+	*q = '\0';
+	hs = long_opts(res.out, 0);
+	ms = long_opts(p, 1);
+	for (p = hs; (p = strstr(p, " --")) != NULL; p = q) {
+		q = strchr(p + 1, ' ');
+		snprintf(opt, sizeof(opt), "%.*s", (int)(q - p + 1), p);
+		ck_assert_msg(strstr(ms, opt) != NULL, "man page lacks%s", opt);
+	}
+	for (p = ms; (p = strstr(p, " --")) != NULL; p = q) {
+		q = strchr(p + 1, ' ');
+		snprintf(opt, sizeof(opt), "%.*s", (int)(q - p + 1), p);
+		ck_assert_msg(strstr(hs, opt) != NULL, "--help lacks%s", opt);
+	}
+	RUN(&res, "--version");
+	ck_assert_int_eq(res.code, 0);
+	ck_assert_ptr_nonnull(strstr(res.out, "gpupool-run 0."));
+
+	if (access("/usr/bin/groff", X_OK) == 0) {
+		char	*e = pathf("groff.err");
+
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			int	 fd = open(e, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+			dup2(fd, 2);
+			execl("/usr/bin/groff", "groff", "-man", "-ww", "-z",
+			    MANPAGE, (char *)NULL);
+			_exit(127);
+		}
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		ck_assert_int_eq(st, 0);
+		ck_assert_str_eq(slurp(e, NULL), "");
+	}
+	tmp_remove();
+}
+END_TEST
+
+static Suite *
+cli_suite(void)
+{
+	Suite	*s = suite_create("cli");
+	TCase	*tc = tcase_create("run");
+
+	/* GPUPOOL_TEST_SLOW adds 100,000 real tasks (over a minute). */
+	tcase_set_timeout(tc, getenv("GPUPOOL_TEST_SLOW") ? 400 : 90);
+	tcase_add_test(tc, every_task_once_fake_gpus);
+	tcase_add_test(tc, every_task_once_gpu_ids);
+	tcase_add_test(tc, per_gpu_two);
+	tcase_add_test(tc, resume_after_sigkill);
+	tcase_add_test(tc, retries_keep_every_attempt);
+	tcase_add_test(tc, timeout_kills_the_group);
+	tcase_add_test(tc, exit_codes);
+	tcase_add_test(tc, bad_input);
+	tcase_add_test(tc, bad_input_streamed);
+	tcase_add_test(tc, output_blocks_not_interleaved);
+	tcase_add_test(tc, bounded_memory);
+	tcase_add_test(tc, stdin_streams);
+	tcase_add_test(tc, sigint_stops_tasks);
+	tcase_add_test(tc, sigterm_stops_tasks);
+	tcase_add_test(tc, second_sigint_kills);
+	tcase_add_test(tc, dry_run_and_show_gpus_run_nothing);
+	tcase_add_test(tc, tasks_see_only_stdio);
+	tcase_add_test(tc, results_layout);
+	tcase_add_test(tc, huge_output_is_cut);
+	tcase_add_test(tc, tasks_file_syntax);
+	tcase_add_test(tc, dead_worker_is_replaced);
+	tcase_add_test(tc, halt_now_and_soon);
+	tcase_add_test(tc, help_and_man_page_agree);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner	*sr = srunner_create(cli_suite());
+	int	 nf;
+
+	srunner_run_all(sr, CK_NORMAL);
+	nf = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
