@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #include <sys/types.h>
 
 #include "gpupool.h"
@@ -138,6 +139,7 @@ struct task_reply {
 int	task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg);
 /* Whether cmd needs /bin/sh -c (shell syntax or a builtin first). */
 int	needs_shell(const char *cmd);
+int64_t	clock_ns(clockid_t id);	/* clock_gettime(id) in ns */
 
 /* main.c: the options, as parsed and checked. */
 #define EXIT_FATAL		255

@@ -61,15 +61,6 @@ struct outcome {
 
 static struct run	*cur;	/* for the bar, in messages */
 
-static int64_t
-now_ns(clockid_t id)
-{
-	struct timespec	 ts;
-
-	clock_gettime(id, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static int
 write_all(int fd, const void *buf, size_t n)
 {
@@ -132,7 +123,7 @@ static void
 bar_draw(struct run *r, int force)
 {
 	char		 line[200], tot[32], eta[48] = "";
-	int64_t		 now = now_ns(CLOCK_MONOTONIC);
+	int64_t		 now = clock_ns(CLOCK_MONOTONIC);
 	double		 el, rate;
 	unsigned long	 done = r->ok + r->failed + r->stopped;
 	int		 n;
@@ -388,8 +379,8 @@ hand(struct run *r, struct task *t, struct gp_item **item)
 	t->item.code = 0;
 	t->item.worker = -1;
 	t->item.attempts = 0;
-	t->real_ns = now_ns(CLOCK_REALTIME);
-	t->mono_ns = now_ns(CLOCK_MONOTONIC);
+	t->real_ns = clock_ns(CLOCK_REALTIME);
+	t->mono_ns = clock_ns(CLOCK_MONOTONIC);
 	r->inflight++;
 	*item = &t->item;
 	bar_draw(r, 0);
@@ -478,7 +469,7 @@ outcome(const struct task *t, struct outcome *oc)
 	oc->worker = it->worker;
 	oc->exitval = -1;
 	oc->start = (double)t->real_ns / 1e9;
-	oc->runtime = (double)(now_ns(CLOCK_MONOTONIC) - t->mono_ns) / 1e9;
+	oc->runtime = (double)(clock_ns(CLOCK_MONOTONIC) - t->mono_ns) / 1e9;
 	if (it->out != NULL && it->outlen >= sizeof(rp)) {
 		memcpy(&rp, it->out, sizeof(rp));
 		if (sizeof(rp) + rp.outlen + rp.errlen + rp.msglen !=
@@ -757,7 +748,7 @@ summary(struct run *r)
 	size_t		 n;
 	int		 g;
 
-	el = (double)(now_ns(CLOCK_MONOTONIC) - r->t0) / 1e9;
+	el = (double)(clock_ns(CLOCK_MONOTONIC) - r->t0) / 1e9;
 	bar_clear(r);
 	if (r->o->quiet)
 		return;
@@ -848,7 +839,7 @@ run_tasks(struct run *r)
 	/* A regular file or /dev/null never makes a read wait. */
 	feed.in_fd = r->in.pollable ? r->in.fd : -1;
 	feed.arg = r;
-	r->t0 = now_ns(CLOCK_MONOTONIC);
+	r->t0 = clock_ns(CLOCK_MONOTONIC);
 	bar_draw(r, 1);
 	rc = gp_run(pool, task_run, &conf, sizeof(conf), &feed);
 	if (rc < 0) {

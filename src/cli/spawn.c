@@ -101,7 +101,7 @@ needs_shell(const char *cmd)
 	return 0;
 }
 
-static int64_t
+int64_t
 clock_ns(clockid_t id)
 {
 	struct timespec	 ts;
