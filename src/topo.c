@@ -35,6 +35,29 @@ static const char *const skipcomp[] = {
 #endif
 };
 
+/*
+ * Plugin files not to load at all. hwloc opens every plugin on its first
+ * topology init; these pull in X11 (gl), an OpenCL loader, libxml2 with
+ * ICU (the built-in XML reader serves our fixtures) and libpciaccess: tens
+ * of milliseconds and megabytes of RSS in the master, for nothing we use.
+ * hwloc reads HWLOC_PLUGINS_BLACKLIST then; a caller's own value wins.
+ */
+#define GP_PLUGINS_BLACKLIST \
+	"hwloc_gl,hwloc_opencl,hwloc_xml_libxml,hwloc_pci,hwloc_cuda,hwloc_nvml"
+
+static int
+topo_init(hwloc_topology_t *t)
+{
+	int	 set = getenv("HWLOC_PLUGINS_BLACKLIST") == NULL, rc;
+
+	if (set)
+		(void)setenv("HWLOC_PLUGINS_BLACKLIST", GP_PLUGINS_BLACKLIST, 0);
+	rc = hwloc_topology_init(t);
+	if (set)
+		(void)unsetenv("HWLOC_PLUGINS_BLACKLIST");
+	return rc;
+}
+
 /* A locality: the object whose cpuset and nodeset the workers share. */
 struct loc {
 	hwloc_obj_t	 obj;		/* root if GP_PLACE_MACHINE */
@@ -93,7 +116,7 @@ gp_topo_load(hwloc_topology_t *out, const char *xml, char *err, size_t errlen)
 		return rc;
 	}
 	errno = 0;
-	if (hwloc_topology_init(&t) == -1) {
+	if (topo_init(&t) == -1) {
 		rc = syserr();
 		seterr(err, errlen, xml, rc);
 		return rc;
@@ -106,6 +129,11 @@ gp_topo_load(hwloc_topology_t *out, const char *xml, char *err, size_t errlen)
 	if (hwloc_topology_set_io_types_filter(t,
 	    HWLOC_TYPE_FILTER_KEEP_IMPORTANT) == -1 ||
 	    hwloc_topology_set_type_filter(t, HWLOC_OBJ_OS_DEVICE,
+	    HWLOC_TYPE_FILTER_KEEP_NONE) == -1 ||
+	    /* Placement needs packages, NUMA nodes, cores and PUs. */
+	    hwloc_topology_set_cache_types_filter(t,
+	    HWLOC_TYPE_FILTER_KEEP_NONE) == -1 ||
+	    hwloc_topology_set_icache_types_filter(t,
 	    HWLOC_TYPE_FILTER_KEEP_NONE) == -1 ||
 	    (xml != NULL && hwloc_topology_set_xml(t, xml) == -1) ||
 	    hwloc_topology_load(t) == -1) {
