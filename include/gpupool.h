@@ -3,7 +3,7 @@
  *
  * The master forks one worker per GPU (or k per GPU), pins each to its GPU
  * (CUDA_VISIBLE_DEVICES=<UUID>) and to the GPU's NUMA node (CPUs, then
- * memory, with hwloc), and hands items to idle workers over a socketpair.
+ * memory, with hwloc), and hands items to idle workers over pipes.
  * The master never calls CUDA: GPUs are enumerated by a short-lived probe
  * child. See gpupool(3) for the full manual and docs/design.md for the
  * process model.
@@ -199,7 +199,7 @@ struct gp_pool;
  * Returns 0, GP_ENOGPU (no GPU: errbuf says why), GP_EINIT (a worker
  * failed to start; errbuf names it), -EINVAL (bad option, e.g. a --gpus
  * entry that names no GPU), -ENOMEM, or the negated errno of a failed
- * fork/socketpair/topology load.
+ * fork, pipe or topology load.
  */
 GP_API int	gp_pool_create(struct gp_pool **out,
 		    const struct gp_pool_opts *opts);

@@ -6,12 +6,12 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,8 +49,7 @@ probe(struct probe_reply *r)
 	pid_t		 pid;
 	int64_t		 dl = gp_now_ns() + (int64_t)GP_PROBE_TIMEOUT_MS * 1000000;
 
-	/* A socketpair, not a pipe: gp_writev_full() sends with MSG_NOSIGNAL. */
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == -1)
+	if (pipe2(fds, O_CLOEXEC) == -1)
 		return -errno;
 	fflush(NULL);
 	if ((pid = fork()) == -1) {

@@ -65,7 +65,9 @@ struct gp_worker {
 	int			 idx;
 	enum gp_wstate		 state;
 	pid_t			 pid;
-	int			 fd;		/* master's end of the socketpair */
+	int			 fd;		/* results in (read end, nonblocking) */
+	int			 wfd;		/* tasks out (write end, nonblocking) */
+	int			 tfd;		/* tasks' read end, held: no SIGPIPE */
 	int			 pidfd;		/* readable when it exits, or -1 */
 	struct gp_buf		 rbuf;
 	struct gp_buf		 wbuf;
@@ -132,10 +134,11 @@ int	gp_loop_spawn(struct gp_pool *p, struct gp_worker *w);
 int	gp_loop_wait_ready(struct gp_pool *p);
 int	gp_loop_run(struct gp_pool *p, struct gp_job *job);
 void	gp_loop_shutdown(struct gp_pool *p);
+void	gp_loop_close_fds(struct gp_worker *w);	/* all four, set to -1 */
 void	gp_loop_item_init(struct gp_item *it);	/* NOTRUN, no output */
 
 /* worker.c: the child after fork; never returns. */
-void	gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd)
+void	gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
 	    __attribute__((noreturn));
 
 /* pool.c */

@@ -1,13 +1,13 @@
 /*
- * io.c: the EINTR-safe wrappers and the byte buffer both ends use.
- * Sends use MSG_NOSIGNAL so a dead peer is -EPIPE, never SIGPIPE: the
- * library changes no signal disposition of its host.
+ * io.c: the EINTR-safe wrappers and the byte buffer both ends use. The
+ * master's writes cannot raise SIGPIPE: it holds a read end of every pipe
+ * it writes to (loop.c). A worker whose master is gone dies of SIGPIPE,
+ * as it should.
  */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -100,15 +100,11 @@ gp_read_full(int fd, void *p, size_t n)
 int
 gp_writev_full(int fd, struct iovec *iov, int iovcnt)
 {
-	struct msghdr	 mh;
 	ssize_t		 r;
 	size_t		 left;
 
 	while (iovcnt > 0) {
-		memset(&mh, 0, sizeof(mh));
-		mh.msg_iov = iov;
-		mh.msg_iovlen = (size_t)iovcnt;
-		r = sendmsg(fd, &mh, MSG_NOSIGNAL);
+		r = writev(fd, iov, iovcnt);
 		if (r == -1) {
 			if (errno == EINTR)
 				continue;
@@ -134,8 +130,7 @@ gp_buf_send(int fd, struct gp_buf *b)
 	ssize_t	 r;
 
 	while (b->len > b->off) {
-		r = send(fd, b->data + b->off, b->len - b->off,
-		    MSG_NOSIGNAL | MSG_DONTWAIT);
+		r = write(fd, b->data + b->off, b->len - b->off);
 		if (r == -1) {
 			if (errno == EINTR)
 				continue;
@@ -157,7 +152,7 @@ gp_buf_recv(int fd, struct gp_buf *b, size_t want)
 	if ((rc = gp_buf_reserve(b, want)) < 0)
 		return rc;
 	do
-		r = recv(fd, b->data + b->len, b->cap - b->len, MSG_DONTWAIT);
+		r = read(fd, b->data + b->len, b->cap - b->len);
 	while (r == -1 && errno == EINTR);
 	if (r == -1)
 		return (errno == EWOULDBLOCK) ? -EAGAIN : -errno;

@@ -25,13 +25,13 @@ void	gp_buf_release(struct gp_buf *b);
 
 /* Read exactly n bytes; 0 on success, -EPIPE on EOF, -errno otherwise. */
 int	gp_read_full(int fd, void *p, size_t n);
-/* Write all of iov (modified); 0 or -errno. Never raises SIGPIPE. */
+/* Write all of iov (modified); 0 or -errno. */
 int	gp_writev_full(int fd, struct iovec *iov, int iovcnt);
-/* One nonblocking send of b's pending bytes; consumes what went out.
+/* Write b's pending bytes to a nonblocking fd; consumes what went out.
  * Returns 0 (maybe partial, maybe EAGAIN) or -errno. */
 int	gp_buf_send(int fd, struct gp_buf *b);
-/* One read of up to want bytes appended to b: bytes read, 0 on EOF,
- * -EAGAIN, or -errno. */
+/* One read of a nonblocking fd, at least want bytes of room, appended to
+ * b: bytes read, 0 on EOF, -EAGAIN, or -errno. */
 ssize_t	gp_buf_recv(int fd, struct gp_buf *b, size_t want);
 
 /* waitpid(pid) restarted on EINTR; returns as waitpid. */

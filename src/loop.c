@@ -6,6 +6,7 @@
  * is no SIGCHLD handler and no waitpid(-1). Runs only in the master.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -33,31 +34,65 @@ hard_kill(struct gp_worker *w)
 	kill(w->pid, SIGKILL);
 }
 
+void
+gp_loop_close_fds(struct gp_worker *w)
+{
+	int	*fds[] = { &w->fd, &w->wfd, &w->tfd, &w->pidfd };
+	size_t	 i;
+
+	for (i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+		*fds[i] = -1;
+	}
+}
+
+/*
+ * Two pipes per worker: tasks down, results up. The master also keeps the
+ * read end of the task pipe, unused: a write to a worker that died then
+ * fills a buffer instead of raising SIGPIPE in a host whose signals are
+ * not ours, and the death is seen on the result pipe and the pidfd.
+ */
 int
 gp_loop_spawn(struct gp_pool *p, struct gp_worker *w)
 {
-	int	 sv[2];
+	int	 task[2], res[2], rc;
 	pid_t	 pid;
 
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == -1)
+	if (pipe2(task, O_CLOEXEC) == -1)
 		return -errno;
+	if (pipe2(res, O_CLOEXEC) == -1) {
+		rc = -errno;
+		close(task[0]);
+		close(task[1]);
+		return rc;
+	}
 	atomic_store(&w->shm->cur, 0);
 	atomic_store(&w->shm->stop, 0);
 	atomic_store(&w->shm->pgid, 0);
 	/* Unflushed host output would be written twice otherwise. */
 	fflush(NULL);
 	if ((pid = fork()) == -1) {
-		close(sv[0]);
-		close(sv[1]);
-		return -errno;
+		rc = -errno;
+		close(task[0]);
+		close(task[1]);
+		close(res[0]);
+		close(res[1]);
+		return rc;
 	}
 	if (pid == 0) {
-		close(sv[0]);
-		gp_worker_main(p, w, sv[1]);
+		close(task[1]);
+		close(res[0]);
+		gp_worker_main(p, w, task[0], res[1]);
 		/* NOTREACHED */
 	}
-	close(sv[1]);
-	w->fd = sv[0];
+	close(res[1]);
+	/* Only the master's own ends: the worker's are other descriptions. */
+	(void)fcntl(task[1], F_SETFL, O_NONBLOCK);
+	(void)fcntl(res[0], F_SETFL, O_NONBLOCK);
+	w->fd = res[0];
+	w->wfd = task[1];
+	w->tfd = task[0];
 	/* Death is seen on the pidfd even when a process the worker forked
 	 * still holds its end of the channel open. */
 	w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -290,7 +325,7 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	w->heard = gp_now_ns();
 	/* Most batches fit the socket buffer: send now, skip a poll turn.
 	 * A failure means a dead peer, seen as EOF on the next read. */
-	(void)gp_buf_send(w->fd, &w->wbuf);
+	(void)gp_buf_send(w->wfd, &w->wbuf);
 	return 1;
 }
 
@@ -334,7 +369,7 @@ queue_stop(struct gp_pool *p, struct gp_worker *w, uint64_t id, int timeout,
 	atomic_store(&w->shm->stop, 1);
 	if (gp_msg_begin(&w->wbuf, GP_MSG_STOP, &at) == 0)
 		gp_msg_finish(&w->wbuf, at, id);
-	(void)gp_buf_send(w->fd, &w->wbuf);
+	(void)gp_buf_send(w->wfd, &w->wbuf);
 	w->stop_id = id ? id : UINT64_MAX;
 	w->stop_timeout = timeout;
 	w->kill_at = now + (int64_t)p->o.grace_ms * 1000000;
@@ -466,7 +501,7 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 			if ((rc = gp_msg_begin(&w->wbuf, GP_MSG_QUIT, &at)) < 0)
 				return rc;
 			gp_msg_finish(&w->wbuf, at, 0);
-			(void)gp_buf_send(w->fd, &w->wbuf);
+			(void)gp_buf_send(w->wfd, &w->wbuf);
 			w->state = GP_W_QUITTING;
 		}
 	}
@@ -546,10 +581,7 @@ reap(struct gp_worker *w, int *status)
 	/* It died with a task group of its item still declared. */
 	if ((pg = atomic_exchange(&w->shm->pgid, 0)) > 0)
 		kill(-pg, SIGKILL);
-	close(w->fd);
-	if (w->pidfd >= 0)
-		close(w->pidfd);
-	w->fd = w->pidfd = -1;
+	gp_loop_close_fds(w);
 	w->pid = 0;
 	w->info.pid = 0;
 	w->state = GP_W_DEAD;
@@ -690,9 +722,9 @@ job_done(const struct gp_pool *p, const struct gp_job *job)
 int
 gp_loop_run(struct gp_pool *p, struct gp_job *job)
 {
-	struct pollfd	 pfd[2 * GP_MAX_WORKERS + 3];
-	struct gp_worker *map[2 * GP_MAX_WORKERS];
-	pid_t		 mpid[2 * GP_MAX_WORKERS];
+	struct pollfd	 pfd[3 * GP_MAX_WORKERS + 3];
+	struct gp_worker *map[3 * GP_MAX_WORKERS];
+	pid_t		 mpid[3 * GP_MAX_WORKERS];
 	int64_t		 dl, now;
 	int		 i, n, nw, cfd = -1, ffd = -1, kfd = -1, tmo, rc;
 
@@ -712,10 +744,14 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 				continue;
 			pfd[n].fd = p->w[i].fd;
 			pfd[n].events = POLLIN;
-			if (p->w[i].wbuf.len > p->w[i].wbuf.off)
-				pfd[n].events |= POLLOUT;
 			mpid[n] = p->w[i].pid;
 			map[n++] = &p->w[i];
+			if (p->w[i].wbuf.len > p->w[i].wbuf.off) {
+				pfd[n].fd = p->w[i].wfd;
+				pfd[n].events = POLLOUT;
+				mpid[n] = p->w[i].pid;
+				map[n++] = &p->w[i];
+			}
 			if (p->w[i].pidfd >= 0) {
 				pfd[n].fd = p->w[i].pidfd;
 				pfd[n].events = POLLIN;
@@ -761,14 +797,14 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 		for (i = 0; i < nw; i++) {
 			struct gp_worker *w = map[i];
 
-			/* A failed send means a dead peer: the read below
-			 * sees its EOF. */
-			if (w->pid != mpid[i])
+			if (w->pid != mpid[i] || !pfd[i].revents)
 				continue;	/* reaped (and replaced) already */
-			if (pfd[i].revents & POLLOUT)
-				(void)gp_buf_send(w->fd, &w->wbuf);
-			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+			/* A failed send means a dead peer: its result pipe
+			 * or pidfd says so. */
+			if (pfd[i].fd == w->wfd) {
+				(void)gp_buf_send(w->wfd, &w->wbuf);
 				continue;
+			}
 			rc = on_readable(p, job, w);
 			if (rc == 0 && pfd[i].fd == w->pidfd)
 				rc = 1;	/* exited; its last words are read */
@@ -823,7 +859,7 @@ gp_loop_shutdown(struct gp_pool *p)
 			continue;
 		if (gp_msg_begin(&w->wbuf, GP_MSG_QUIT, &at) == 0)
 			gp_msg_finish(&w->wbuf, at, 0);
-		(void)gp_buf_send(w->fd, &w->wbuf);
+		(void)gp_buf_send(w->wfd, &w->wbuf);
 		w->state = GP_W_QUITTING;
 	}
 	for (;;) {
@@ -853,8 +889,7 @@ gp_loop_shutdown(struct gp_pool *p)
 			if (phase >= 2)
 				hard_kill(map[i]);
 			else if (!pfd[i].revents ||
-			    recv(pfd[i].fd, drain, sizeof(drain),
-			    MSG_DONTWAIT) > 0)
+			    read(pfd[i].fd, drain, sizeof(drain)) > 0)
 				continue;
 			reap(map[i], &status);
 		}

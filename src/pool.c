@@ -104,7 +104,7 @@ place(struct gp_pool *p)
 			g = i % p->ngpus;
 			s = i / p->ngpus;
 			w->idx = i;
-			w->fd = w->pidfd = -1;
+			w->fd = w->wfd = w->tfd = w->pidfd = -1;
 			w->info.worker = i;
 			w->info.gpu = g;
 			w->info.slot = s;
@@ -282,12 +282,8 @@ gp_pool_destroy(struct gp_pool *p)
 	if (getpid() == p->master)
 		gp_loop_shutdown(p);
 	else	/* a forked copy: the workers are not ours to stop */
-		for (i = 0; i < p->nw; i++) {
-			if (p->w[i].fd >= 0)
-				close(p->w[i].fd);
-			if (p->w[i].pidfd >= 0)
-				close(p->w[i].pidfd);
-		}
+		for (i = 0; i < p->nw; i++)
+			gp_loop_close_fds(&p->w[i]);
 	pool_free(p);
 }
 

@@ -19,7 +19,8 @@
 struct gp_ctx {
 	struct gp_worker	*w;
 	struct gp_worker_info	*info;
-	int			 fd;
+	int			 fd;		/* tasks in (and the stop fd) */
+	int			 wfd;		/* results out */
 	size_t			 max_msg;
 	struct gp_buf		 reply;		/* current item's result */
 };
@@ -144,11 +145,11 @@ run_batch(struct gp_worker *w, struct gp_ctx *ctx, struct outq *q,
 		r.len = (uint32_t)ctx->reply.len;
 		outq_add(q, &r, ctx->reply.data);
 		if (q->b.len >= GP_BATCH_BYTES || t1 - q->since >= GP_FLUSH_NS)
-			outq_flush(ctx->fd, q);
+			outq_flush(ctx->wfd, q);
 	}
 	if (rc < 0)
 		_exit(GP_EXIT_PROTO);
-	outq_flush(ctx->fd, q);
+	outq_flush(ctx->wfd, q);
 }
 
 /* Next whole message into in (buffered: one read usually brings the
@@ -231,7 +232,7 @@ serve(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx)
 }
 
 void
-gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd)
+gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
 {
 	struct gp_msg_ready	 rd;
 	struct gp_msg_hdr	 h = { GP_MSG_READY, sizeof(rd), 0 };
@@ -242,12 +243,8 @@ gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd)
 	/* (a) Only our own channel: a sibling's end held open here would
 	 * hide that sibling's death from the master, and the cancel fd is
 	 * the master's. */
-	for (i = 0; i < p->nw; i++) {
-		if (p->w[i].fd >= 0)
-			close(p->w[i].fd);
-		if (p->w[i].pidfd >= 0)
-			close(p->w[i].pidfd);
-	}
+	for (i = 0; i < p->nw; i++)
+		gp_loop_close_fds(&p->w[i]);
 	if (p->o.flags & GP_POOL_CANCEL_FD)
 		close(p->o.cancel_fd);
 
@@ -264,6 +261,7 @@ gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd)
 	ctx.w = w;
 	ctx.info = &w->info;
 	ctx.fd = fd;
+	ctx.wfd = wfd;
 	ctx.max_msg = p->o.max_msg;
 
 	/* (c) CPU, then memory, before anything allocates much. */
@@ -294,7 +292,7 @@ gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd)
 	iov[0].iov_len = sizeof(h);
 	iov[1].iov_base = &rd;
 	iov[1].iov_len = sizeof(rd);
-	if (gp_writev_full(fd, iov, 2) < 0 || rd.fatal)
+	if (gp_writev_full(wfd, iov, 2) < 0 || rd.fatal)
 		_exit(0);
 	serve(p, w, &ctx);
 	/* NOTREACHED */

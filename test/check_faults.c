@@ -486,14 +486,15 @@ START_TEST(no_fd_leaks_in_master_or_workers)
 		ck_assert_msg(fcntl(i, F_GETFD) & FD_CLOEXEC,
 		    "fd %d (%s) is not close-on-exec", i, t);
 	}
-	/* The master holds a channel and a pidfd per worker, no more. */
-	ck_assert_int_eq(count_fds(), before + 4 * (1 + have_pidfd()));
+	/* The master holds two pipe ends, the read end of the task pipe
+	 * and a pidfd per worker, no more. */
+	ck_assert_int_eq(count_fds(), before + 4 * (3 + have_pidfd()));
 	memset(it, 0, sizeof(it));
 	ck_assert_int_eq(gp_map(p, report_fds, NULL, 0, it, 16), 0);
 	for (i = 0; i < 16; i++) {
 		memcpy(&n, it[i].out, sizeof(n));
-		/* A worker: what the host had, plus its own channel. */
-		ck_assert_int_eq(n, before + 1);
+		/* A worker: what the host had, plus its own two pipe ends. */
+		ck_assert_int_eq(n, before + 2);
 	}
 	gp_items_release(it, 16);
 	gp_pool_destroy(p);
