@@ -122,7 +122,7 @@ pool_free(struct gp_pool *p)
 {
 	int	 i;
 
-	for (i = 0; i < p->nw; i++) {
+	for (i = 0; i < p->nw && p->w != NULL; i++) {
 		gp_place_release(&p->w[i].place);
 		gp_buf_release(&p->w[i].rbuf);
 		gp_buf_release(&p->w[i].wbuf);
@@ -181,7 +181,7 @@ gp_pool_create(struct gp_pool **out, const struct gp_pool_opts *opts)
 	const char		*xml;
 	char			*err = opts ? opts->errbuf : NULL;
 	size_t			 errlen = opts ? opts->errlen : 0;
-	int			 i, rc;
+	int			 i, rc, pci;
 
 	*out = NULL;
 	if (err != NULL && errlen > 0)
@@ -228,7 +228,9 @@ gp_pool_create(struct gp_pool **out, const struct gp_pool_opts *opts)
 	p->nw = p->ngpus * p->o.per_gpu;
 	p->respawns = p->o.respawn_max < 0 ? -1 : p->o.respawn_max > 0 ?
 	    p->o.respawn_max : GP_DEFAULT_RESPAWN * p->nw;
-	if ((rc = gp_topo_load(&p->topo, p->xml, err, errlen)) < 0)
+	for (i = pci = 0; i < p->ngpus; i++)
+		pci |= p->gpus[i].busid[0] != '\0';
+	if ((rc = gp_topo_load(&p->topo, p->xml, pci, err, errlen)) < 0)
 		goto fail;
 	if ((p->w = calloc((size_t)p->nw, sizeof(*p->w))) == NULL) {
 		rc = -ENOMEM;

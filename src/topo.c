@@ -102,7 +102,8 @@ readable(const char *path)
 }
 
 int
-gp_topo_load(hwloc_topology_t *out, const char *xml, char *err, size_t errlen)
+gp_topo_load(hwloc_topology_t *out, const char *xml, int pci, char *err,
+    size_t errlen)
 {
 	hwloc_topology_t t;
 	size_t		 i;
@@ -126,8 +127,14 @@ gp_topo_load(hwloc_topology_t *out, const char *xml, char *err, size_t errlen)
 		(void)hwloc_topology_set_components(t,
 		    HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, skipcomp[i]);
 	errno = 0;
-	if (hwloc_topology_set_io_types_filter(t,
-	    HWLOC_TYPE_FILTER_KEEP_IMPORTANT) == -1 ||
+	/* This machine as the caller may use it: a taskset or Slurm
+	 * binding bounds every worker's place. */
+	if ((xml == NULL && hwloc_topology_set_flags(t,
+	    HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM |
+	    HWLOC_TOPOLOGY_FLAG_RESTRICT_TO_CPUBINDING |
+	    HWLOC_TOPOLOGY_FLAG_RESTRICT_TO_MEMBINDING) == -1) ||
+	    hwloc_topology_set_io_types_filter(t, pci ?
+	    HWLOC_TYPE_FILTER_KEEP_IMPORTANT : HWLOC_TYPE_FILTER_KEEP_NONE) == -1 ||
 	    hwloc_topology_set_type_filter(t, HWLOC_OBJ_OS_DEVICE,
 	    HWLOC_TYPE_FILTER_KEEP_NONE) == -1 ||
 	    /* Placement needs packages, NUMA nodes, cores and PUs. */

@@ -29,12 +29,14 @@ struct gp_place {
 
 /*
  * Load the topology of this system, or of the XML file at xml (not NULL).
- * PCI devices are kept (HWLOC_TYPE_FILTER_KEEP_IMPORTANT), OS devices are
- * not (no cuda/nvml/opencl component runs). Returns 0, or a negative errno
- * with a one-line reason written to err (errlen bytes).
+ * With pci, PCI devices are kept (HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+ * without, no I/O is discovered at all (reading PCI config space can cost
+ * milliseconds per device in a VM). OS devices never are (no
+ * cuda/nvml/opencl component runs). Returns 0, or a negative errno with a
+ * one-line reason written to err (errlen bytes).
  */
-int	gp_topo_load(hwloc_topology_t *out, const char *xml, char *err,
-	    size_t errlen);
+int	gp_topo_load(hwloc_topology_t *out, const char *xml, int pci,
+	    char *err, size_t errlen);
 
 /*
  * Compute the place of n workers. busid[i] is worker i's GPU PCI bus id

@@ -497,6 +497,34 @@ START_TEST(workers_are_really_bound)
 }
 END_TEST
 
+START_TEST(placement_stays_inside_inherited_affinity)
+{
+	cpu_set_t		 one;
+	struct gp_pool		*p;
+	struct gp_worker_info	 wi;
+	struct gp_item		 it[8];
+	int			 i;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		return;	/* nothing to narrow */
+	/* As taskset -c 1 or a Slurm binding would leave us. */
+	CPU_ZERO(&one);
+	CPU_SET(1, &one);
+	ck_assert_int_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+	p = make_pool(2, 1);
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(gp_pool_info(p, i, &wi), 0);
+		ck_assert_str_eq(wi.cpuset, "1");
+	}
+	memset(it, 0, sizeof(it));
+	ck_assert_int_eq(gp_map(p, affinity, NULL, 0, it, 8), 0);
+	for (i = 0; i < 8; i++)
+		ck_assert_str_eq((char *)it[i].out, "1");
+	gp_items_release(it, 8);
+	gp_pool_destroy(p);
+}
+END_TEST
+
 /* gp_run: items arrive through a pipe from another process, slowly. */
 struct stream {
 	int		 fd;
@@ -648,6 +676,7 @@ main(void)
 	tcase_add_test(tc, pool_map_default_pool_from_environment);
 	tcase_add_test(tc, plan_on_dgx2_fixture);
 	tcase_add_test(tc, workers_are_really_bound);
+	tcase_add_test(tc, placement_stays_inside_inherited_affinity);
 	tcase_add_test(tc, run_streams_from_a_pipe);
 	tcase_add_test(tc, recycle_after_max_tasks);
 	tcase_add_test(tc, strerror_names_every_code);

@@ -101,7 +101,7 @@ load(int f)
 	int		 rc;
 
 	snprintf(path, sizeof(path), "%s/%s", GP_FIXTURES, fixtures[f].file);
-	rc = gp_topo_load(&t, path, err, sizeof(err));
+	rc = gp_topo_load(&t, path, 1, err, sizeof(err));
 	ck_assert_msg(rc == 0, "gp_topo_load: %d %s", rc, err);
 	ck_assert_ptr_nonnull(t);
 	return t;
@@ -114,7 +114,7 @@ loadlocal(void)
 	char		 err[256];
 	int		 rc;
 
-	rc = gp_topo_load(&t, NULL, err, sizeof(err));
+	rc = gp_topo_load(&t, NULL, 1, err, sizeof(err));
 	ck_assert_msg(rc == 0, "gp_topo_load(NULL): %d %s", rc, err);
 	return t;
 }
@@ -297,7 +297,7 @@ START_TEST(load_missing)
 	char		 err[256];
 	int		 rc;
 
-	rc = gp_topo_load(&t, GP_FIXTURES "/no-such.xml", err, sizeof(err));
+	rc = gp_topo_load(&t, GP_FIXTURES "/no-such.xml", 1, err, sizeof(err));
 	ck_assert_int_eq(rc, -ENOENT);
 	ck_assert_ptr_null(t);
 	ck_assert_str_eq(err, "cannot load topology '" GP_FIXTURES
@@ -314,14 +314,14 @@ START_TEST(load_not_xml)
 	ck_assert_int_ne(fd = mkstemp(path), -1);
 	ck_assert_int_eq(write(fd, "not a topology\n", 15), 15);
 	close(fd);
-	rc = gp_topo_load(&t, path, err, sizeof(err));
+	rc = gp_topo_load(&t, path, 1, err, sizeof(err));
 	unlink(path);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_ptr_null(t);
 	ck_assert_msg(strstr(err, path) != NULL, "err '%s' lacks the file",
 	    err);
 
-	rc = gp_topo_load(&t, GP_FIXTURES, err, sizeof(err));
+	rc = gp_topo_load(&t, GP_FIXTURES, 1, err, sizeof(err));
 	ck_assert_int_eq(rc, -EISDIR);
 	ck_assert_ptr_null(t);
 	ck_assert_msg(strstr(err, GP_FIXTURES) != NULL, "err '%s'", err);
