@@ -240,7 +240,8 @@ GP_API int	gp_pool_info(const struct gp_pool *p, int worker,
 GP_API void	gp_items_release(struct gp_item *items, size_t n);
 
 /* In a worker: set the current item's result bytes (copied; the last call
- * wins). Returns 0 or -EMSGSIZE (over max_msg), -ENOMEM. */
+ * wins). Returns 0, -EMSGSIZE (over max_msg), -ENOMEM, or -EINVAL outside
+ * an item (in init or fini). */
 GP_API int	gp_reply(struct gp_ctx *ctx, const void *buf, size_t len);
 /* In a worker: where it runs. */
 GP_API const struct gp_worker_info *gp_ctx_info(const struct gp_ctx *ctx);

@@ -16,22 +16,36 @@
 #include "internal.h"
 #include "msg.h"
 
+/* Results of one batch go out in RESULT messages of count records. */
+struct outq {
+	struct gp_buf	 b;
+	size_t		 at;		/* the message's header */
+	uint64_t	 count;
+	int64_t		 since;		/* when the oldest record was added */
+};
+
 struct gp_ctx {
 	struct gp_worker	*w;
 	struct gp_worker_info	*info;
 	int			 fd;		/* tasks in (and the stop fd) */
 	int			 wfd;		/* results out */
 	size_t			 max_msg;
-	struct gp_buf		 reply;		/* current item's result */
+	struct outq		 q;
+	size_t			 data;		/* current item's reply bytes, or
+						   0 outside an item */
 };
 
+/* The reply goes straight into the outgoing message, after the record
+ * header that run_batch() fills in when fn returns. */
 int
 gp_reply(struct gp_ctx *ctx, const void *buf, size_t len)
 {
+	if (ctx->data == 0)
+		return -EINVAL;		/* in init or fini */
 	if (len > ctx->max_msg)
 		return -EMSGSIZE;
-	ctx->reply.off = ctx->reply.len = 0;
-	return gp_buf_add(&ctx->reply, buf, len);
+	ctx->q.b.len = ctx->q.b.off + ctx->data;
+	return gp_buf_add(&ctx->q.b, buf, len);
 }
 
 const struct gp_worker_info *
@@ -83,14 +97,6 @@ send_or_die(int fd, struct gp_buf *b)
 	b->off = b->len = 0;
 }
 
-/* Results of one batch go out in RESULT messages of count records. */
-struct outq {
-	struct gp_buf	 b;
-	size_t		 at;
-	uint64_t	 count;
-	int64_t		 since;		/* when the oldest record was added */
-};
-
 static void
 outq_flush(int fd, struct outq *q)
 {
@@ -101,40 +107,63 @@ outq_flush(int fd, struct outq *q)
 	q->count = 0;
 }
 
-static void
-outq_add(struct outq *q, const struct gp_rec_result *rec, const void *data)
+/* Open a record in the outgoing message; its reply bytes follow it.
+ * Returns the record's offset from q->b.off. */
+static size_t
+outq_open(struct gp_ctx *ctx, int64_t now)
 {
+	struct outq		*q = &ctx->q;
+	struct gp_rec_result	 r = { 0 };
+	size_t			 at;
+
 	if (q->count == 0) {
 		if (gp_msg_begin(&q->b, GP_MSG_RESULT, &q->at) < 0)
 			_exit(GP_EXIT_NOMEM);
-		q->since = gp_now_ns();
+		q->since = now;
 	}
-	if (gp_buf_add(&q->b, rec, sizeof(*rec)) < 0 ||
-	    gp_buf_add(&q->b, data, rec->len) < 0)
+	at = q->b.len - q->b.off;
+	if (gp_buf_add(&q->b, &r, sizeof(r)) < 0)
 		_exit(GP_EXIT_NOMEM);
+	ctx->data = q->b.len - q->b.off;
 	q->count++;
+	return at;
 }
 
 static void
-run_batch(struct gp_worker *w, struct gp_ctx *ctx, struct outq *q,
-    gp_fn *fn, const void *arg, const uint8_t *pos, const uint8_t *end)
+outq_close(struct gp_ctx *ctx, size_t at, struct gp_rec_result *r)
+{
+	struct gp_buf	*b = &ctx->q.b;
+
+	r->len = (uint32_t)(b->len - b->off - ctx->data);
+	memcpy(b->data + b->off + at, r, sizeof(*r));
+	ctx->data = 0;
+}
+
+/*
+ * One clock read per item: an item's end is the next one's start. The
+ * time between the two is the library's, and small; it keeps est_ns (in
+ * the master) honest about what an item costs end to end.
+ */
+static void
+run_batch(struct gp_worker *w, struct gp_ctx *ctx, gp_fn *fn,
+    const void *arg, const uint8_t *pos, const uint8_t *end)
 {
 	struct gp_rec_task	 t;
 	struct gp_rec_result	 r;
 	const uint8_t		*data;
-	int64_t			 t0, t1;
+	int64_t			 t0 = gp_now_ns(), t1;
+	size_t			 at;
 	int			 rc;
 
 	while ((rc = gp_msg_task_next(&pos, end, &t, &data)) == 1) {
 		memset(&r, 0, sizeof(r));
 		r.id = t.id;
+		at = outq_open(ctx, t0);
 		if (atomic_load(&w->shm->stop)) {
 			r.kind = GP_REC_SKIPPED;
-			outq_add(q, &r, NULL);
+			outq_close(ctx, at, &r);
 			continue;
 		}
-		ctx->reply.off = ctx->reply.len = 0;
-		t0 = gp_now_ns();
 		/* cur last: the master reads cur, started, cur (design.md). */
 		atomic_store(&w->shm->started, t0);
 		atomic_store(&w->shm->cur, t.id);
@@ -142,14 +171,15 @@ run_batch(struct gp_worker *w, struct gp_ctx *ctx, struct outq *q,
 		atomic_store(&w->shm->cur, 0);
 		t1 = gp_now_ns();
 		r.ns = (uint64_t)(t1 - t0);
-		r.len = (uint32_t)ctx->reply.len;
-		outq_add(q, &r, ctx->reply.data);
-		if (q->b.len >= GP_BATCH_BYTES || t1 - q->since >= GP_FLUSH_NS)
-			outq_flush(ctx->wfd, q);
+		outq_close(ctx, at, &r);
+		if (ctx->q.b.len - ctx->q.b.off >= GP_BATCH_BYTES ||
+		    t1 - ctx->q.since >= GP_FLUSH_NS)
+			outq_flush(ctx->wfd, &ctx->q);
+		t0 = t1;
 	}
 	if (rc < 0)
 		_exit(GP_EXIT_PROTO);
-	outq_flush(ctx->wfd, q);
+	outq_flush(ctx->wfd, &ctx->q);
 }
 
 /* Next whole message into in (buffered: one read usually brings the
@@ -192,7 +222,6 @@ serve(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx)
 {
 	struct gp_msg_hdr	 h;
 	struct gp_buf		 in = { 0 };
-	struct outq		 q = { 0 };
 	const uint8_t		*pl;
 	gp_fn			*fn = NULL;
 	uint8_t			*arg = NULL;
@@ -217,7 +246,7 @@ serve(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx)
 		case GP_MSG_TASK:
 			if (fn == NULL)
 				_exit(GP_EXIT_PROTO);
-			run_batch(w, ctx, &q, fn, arg, pl, pl + h.len);
+			run_batch(w, ctx, fn, arg, pl, pl + h.len);
 			break;
 		case GP_MSG_STOP:
 			break;	/* the item it named is over */

@@ -238,6 +238,10 @@ count_init(struct gp_ctx *ctx, void *arg)
 {
 	const char	*v = getenv("CUDA_VISIBLE_DEVICES");
 
+	/* No item to reply to: refused, and nothing is corrupted. */
+	if (gp_reply(ctx, "junk", 4) != -EINVAL)
+		return 2;
+
 	/* CUDA_VISIBLE_DEVICES is set before init runs. */
 	if (v == NULL || strcmp(v, gp_ctx_info(ctx)->visible) != 0)
 		return 1;
