@@ -117,9 +117,10 @@ current(struct gp_worker *w, int64_t *started)
 	uint64_t	 a, b;
 
 	do {
-		a = atomic_load(&w->shm->cur);
-		*started = atomic_load(&w->shm->started);
-		b = atomic_load(&w->shm->cur);
+		a = atomic_load_explicit(&w->shm->cur, memory_order_acquire);
+		*started = atomic_load_explicit(&w->shm->started,
+		    memory_order_acquire);
+		b = atomic_load_explicit(&w->shm->cur, memory_order_acquire);
 	} while (a != b);
 	return a;
 }
@@ -429,7 +430,7 @@ static void
 est_update(struct gp_job *job, uint64_t ns)
 {
 	if (ns == 0)
-		ns = 1;
+		return;		/* not measured (worker.c run_batch()) */
 	job->est_ns = job->est_ns ? (job->est_ns * 7 + (int64_t)ns) / 8 :
 	    (int64_t)ns;
 }

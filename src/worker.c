@@ -140,20 +140,27 @@ outq_close(struct gp_ctx *ctx, size_t at, struct gp_rec_result *r)
 }
 
 /*
- * One clock read per item: an item's end is the next one's start. The
- * time between the two is the library's, and small; it keeps est_ns (in
- * the master) honest about what an item costs end to end.
+ * Clock reads are the worker's largest cost on tiny items, so an item's
+ * end is the next one's start, and without a timeout (when nobody needs
+ * each item's start) only every GP_CLOCK_EVERY-th item reads the clock:
+ * its record carries the mean time of the items since the last read, the
+ * others carry 0 ("not measured"). The shared slot is written with
+ * release stores: the master reads cur, started, cur (loop.c current()).
  */
+#define GP_CLOCK_EVERY	8
+
 static void
-run_batch(struct gp_worker *w, struct gp_ctx *ctx, gp_fn *fn,
-    const void *arg, const uint8_t *pos, const uint8_t *end)
+run_batch(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx,
+    gp_fn *fn, const void *arg, const uint8_t *pos, const uint8_t *end)
 {
 	struct gp_rec_task	 t;
 	struct gp_rec_result	 r;
 	const uint8_t		*data;
 	int64_t			 t0 = gp_now_ns(), t1;
 	size_t			 at;
-	int			 rc;
+	int			 rc, k = 0, every;
+
+	every = p->o.timeout_ms > 0 ? 1 : GP_CLOCK_EVERY;
 
 	while ((rc = gp_msg_task_next(&pos, end, &t, &data)) == 1) {
 		memset(&r, 0, sizeof(r));
@@ -164,18 +171,25 @@ run_batch(struct gp_worker *w, struct gp_ctx *ctx, gp_fn *fn,
 			outq_close(ctx, at, &r);
 			continue;
 		}
-		/* cur last: the master reads cur, started, cur (design.md). */
-		atomic_store(&w->shm->started, t0);
-		atomic_store(&w->shm->cur, t.id);
+		atomic_store_explicit(&w->shm->started, t0,
+		    memory_order_release);
+		atomic_store_explicit(&w->shm->cur, t.id, memory_order_release);
 		r.rc = fn(ctx, t.len ? data : NULL, t.len, (void *)arg);
-		atomic_store(&w->shm->cur, 0);
+		atomic_store_explicit(&w->shm->cur, 0, memory_order_release);
+		if (++k < every && pos < end) {
+			outq_close(ctx, at, &r);
+			continue;
+		}
 		t1 = gp_now_ns();
-		r.ns = (uint64_t)(t1 - t0);
+		r.ns = (uint64_t)(t1 - t0) / (uint64_t)k;
+		if (r.ns == 0)
+			r.ns = 1;
 		outq_close(ctx, at, &r);
 		if (ctx->q.b.len - ctx->q.b.off >= GP_BATCH_BYTES ||
 		    t1 - ctx->q.since >= GP_FLUSH_NS)
 			outq_flush(ctx->wfd, &ctx->q);
 		t0 = t1;
+		k = 0;
 	}
 	if (rc < 0)
 		_exit(GP_EXIT_PROTO);
@@ -246,7 +260,7 @@ serve(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx)
 		case GP_MSG_TASK:
 			if (fn == NULL)
 				_exit(GP_EXIT_PROTO);
-			run_batch(w, ctx, fn, arg, pl, pl + h.len);
+			run_batch(p, w, ctx, fn, arg, pl, pl + h.len);
 			break;
 		case GP_MSG_STOP:
 			break;	/* the item it named is over */
