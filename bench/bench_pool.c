@@ -1,18 +1,36 @@
 /*
- * bench_pool.c: libgpupool's dispatch costs on fake GPUs, against a raw
- * socketpair ping-pong in the same run. One JSON line per figure.
+ * bench_pool.c: libgpupool's dispatch costs on fake GPUs, and the raw
+ * lower bounds they are measured against. One JSON line per figure. The
+ * harness (bench/run.py) runs one measurement per process and interleaves
+ * them with Python's pools; run without a verb it measures everything
+ * itself, interleaved, for `meson test --benchmark`.
  *
- *	bench_pool [rounds]
+ *	bench_pool [ROUNDS]		everything, ROUNDS rounds (default 5)
+ *	bench_pool roundtrip N [nobind]	one item in flight (gp_run, 1 worker)
+ *	bench_pool raw-pipe N		ping-pong with a child over two pipes
+ *	bench_pool raw-sock N		the same over a socketpair
+ *	bench_pool pingpong N BLOCKS [nobind]
+ *					the three above, interleaved in
+ *					blocks of N round trips: one JSON
+ *					line per block; nobind: the worker
+ *					keeps the caller's CPU affinity
+ *					(for taskset -c 0: all on one CPU)
+ *	bench_pool trivial N		pool_map of N ints (x * 2), 4 workers
+ *	bench_pool raw-batch N [B]	4 children over pipes, B ints a message
+ *	bench_pool skewed FILE		pool_map of sleeps (seconds, one a
+ *					line, in file order), 4 workers
+ *	bench_pool payload SIZE N	pool_map echoing SIZE bytes, 4 workers
  *
- * roundtrip: one item in flight at a time (gp_run), µs per item, and the
- *   raw lower bound: a forked echo child over a socketpair, same payload.
- * trivial: gp_map of N ints (x * 2) on 4 workers, items per second.
- * skewed: 100 sleeps from a fixed-seed heavy-tailed set, in given and in
- *   longest-first order, makespan over the greedy list-scheduling ideal.
- * Uses only the public header.
+ * pool_map runs on the default pool with GPUPOOL_FAKE_GPUS=4 (unless the
+ * environment sets it); a small warm-up map creates the pool first, so
+ * the timed map never includes the fork of the workers ("startup_s" says
+ * what that took). Uses only the public header.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +40,8 @@
 #include <unistd.h>
 
 #include "gpupool.h"
+
+#define WORKERS	4
 
 static double
 now_s(void)
@@ -40,6 +60,12 @@ cmp_dbl(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+static int
+cmp_desc(const void *a, const void *b)
+{
+	return -cmp_dbl(a, b);
+}
+
 static double
 median(double *v, int n)
 {
@@ -54,16 +80,38 @@ die(const char *what, int rc)
 	exit(1);
 }
 
-static struct gp_pool *
-pool(int workers)
+static void
+xread(int fd, void *buf, size_t len)
 {
-	struct gp_pool		*p;
-	struct gp_pool_opts	 o = { .fake_gpus = workers };
-	int			 rc;
+	char	*p = buf;
+	ssize_t	 n;
 
-	if ((rc = gp_pool_create(&p, &o)) < 0)
-		die("gp_pool_create", rc);
-	return p;
+	while (len > 0) {
+		if ((n = read(fd, p, len)) <= 0) {
+			if (n == -1 && errno == EINTR)
+				continue;
+			exit(1);
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+static void
+xwrite(int fd, const void *buf, size_t len)
+{
+	const char	*p = buf;
+	ssize_t		 n;
+
+	while (len > 0) {
+		if ((n = write(fd, p, len)) <= 0) {
+			if (n == -1 && errno == EINTR)
+				continue;
+			exit(1);
+		}
+		p += n;
+		len -= (size_t)n;
+	}
 }
 
 static int
@@ -76,35 +124,229 @@ twice(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 	return gp_reply(ctx, &x, sizeof(x));
 }
 
-/* Raw lower bound: n round trips of a 4-byte message to an echo child. */
-static double
-raw_pingpong(int n)
+static int
+echo(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 {
-	int	 sv[2], x = 0, i;
-	pid_t	 pid;
-	double	 t0, t;
+	return gp_reply(ctx, in, len);
+}
 
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == -1)
+static int
+nap(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	double		 s;
+	struct timespec	 ts;
+
+	memcpy(&s, in, sizeof(s));
+	ts.tv_sec = (time_t)s;
+	ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+	return 0;
+}
+
+/* Create the default pool with a tiny map; seconds it took. */
+static double
+pool_start(void)
+{
+	struct gp_item	 it[WORKERS * 4];
+	int		 v[WORKERS * 4], rc, i;
+	double		 t0 = now_s();
+
+	setenv("GPUPOOL_FAKE_GPUS", "4", 0);
+	memset(it, 0, sizeof(it));
+	for (i = 0; i < WORKERS * 4; i++) {
+		v[i] = i;
+		it[i].in = &v[i];
+		it[i].inlen = sizeof(v[i]);
+	}
+	if ((rc = pool_map(twice, it, WORKERS * 4)) < 0)
+		die("pool_map", rc);
+	gp_items_release(it, WORKERS * 4);
+	return now_s() - t0;
+}
+
+/*
+ * Raw lower bound: round trips of a 4-byte message to a long-lived echo
+ * child (long-lived like a pool worker, so both sides are measured in the
+ * same steady state), over two pipes or over a socketpair (what libgpupool
+ * uses).
+ */
+struct echo_child {
+	pid_t	 pid;
+	int	 to, from;
+};
+
+static void
+echo_start(struct echo_child *e, int use_pipes)
+{
+	int	 a[2], b[2], cin, cout, x;
+
+	if (use_pipes) {
+		if (pipe2(a, O_CLOEXEC) == -1 || pipe2(b, O_CLOEXEC) == -1)
+			exit(1);
+		e->to = a[1];
+		e->from = b[0];
+		cin = a[0];
+		cout = b[1];
+	} else {
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, a) ==
+		    -1)
+			exit(1);
+		e->to = e->from = a[0];
+		cin = cout = a[1];
+	}
+	if ((e->pid = fork()) == -1)
 		exit(1);
-	if ((pid = fork()) == 0) {
-		close(sv[0]);
-		while (read(sv[1], &x, sizeof(x)) == sizeof(x)) {
+	if (e->pid == 0) {
+		int	 fd;
+
+		/* Keep only its own ends: another child's write end or the
+		 * pool's sockets held here would hide EOF from their peers. */
+		for (fd = 3; fd < 1024; fd++)
+			if (fd != cin && fd != cout)
+				close(fd);
+		while (read(cin, &x, sizeof(x)) == sizeof(x)) {
 			x *= 2;
-			if (write(sv[1], &x, sizeof(x)) != sizeof(x))
+			if (write(cout, &x, sizeof(x)) != sizeof(x))
 				break;
 		}
 		_exit(0);
 	}
-	close(sv[1]);
-	t0 = now_s();
+	close(cin);
+	if (cout != cin)
+		close(cout);
+}
+
+static double
+echo_run(struct echo_child *e, int n)
+{
+	int	 i, x;
+	double	 t0 = now_s();
+
 	for (i = 0; i < n; i++)
-		if (write(sv[0], &i, sizeof(i)) != sizeof(i) ||
-		    read(sv[0], &x, sizeof(x)) != sizeof(x))
+		if (write(e->to, &i, sizeof(i)) != sizeof(i) ||
+		    read(e->from, &x, sizeof(x)) != sizeof(x) || x != 2 * i)
 			exit(1);
+	return (now_s() - t0) / n * 1e6;
+}
+
+static void
+echo_stop(struct echo_child *e)
+{
+	close(e->to);
+	if (e->from != e->to)
+		close(e->from);
+	waitpid(e->pid, NULL, 0);
+}
+
+/* n round trips on a fresh child, after a warm-up: microseconds each. */
+static double
+raw_pingpong(int n, int use_pipes)
+{
+	struct echo_child	 e;
+	double			 us;
+
+	echo_start(&e, use_pipes);
+	echo_run(&e, n / 10 + 1);
+	us = echo_run(&e, n);
+	echo_stop(&e);
+	return us;
+}
+
+/*
+ * Raw batched bound for trivial items: WORKERS echo children over pipes,
+ * each sent batches of b ints (a u32 count, then the ints), one batch in
+ * flight per child. No per-item allocation, no result bookkeeping.
+ */
+static double
+raw_batch(size_t n, uint32_t b)
+{
+	int		 to[WORKERS], from[WORKERS], w, busy = 0;
+	pid_t		 pid[WORKERS];
+	size_t		 next = 0, i, at[WORKERS];
+	uint32_t	 cnt[WORKERS];
+	int		*v = malloc(n * sizeof(int)), *out = malloc(n *
+			    sizeof(int)), *buf = malloc(b * sizeof(int));
+	struct pollfd	 pf[WORKERS];
+	double		 t0, t;
+
+	if (v == NULL || out == NULL || buf == NULL)
+		exit(1);
+	for (i = 0; i < n; i++)
+		v[i] = (int)i;
+	for (w = 0; w < WORKERS; w++) {
+		int	 a[2], c[2];
+
+		if (pipe2(a, O_CLOEXEC) == -1 || pipe2(c, O_CLOEXEC) == -1)
+			exit(1);
+		if ((pid[w] = fork()) == -1)
+			exit(1);
+		if (pid[w] == 0) {
+			uint32_t	 k, j;
+
+			close(a[1]);
+			close(c[0]);
+			while (w-- > 0) {	/* the other children's ends */
+				close(to[w]);
+				close(from[w]);
+			}
+			for (;;) {
+				ssize_t	 r = read(a[0], &k, sizeof(k));
+
+				if (r != sizeof(k))
+					_exit(0);
+				xread(a[0], buf, k * sizeof(int));
+				for (j = 0; j < k; j++)
+					buf[j] *= 2;
+				xwrite(c[1], buf, k * sizeof(int));
+			}
+		}
+		close(a[0]);
+		close(c[1]);
+		to[w] = a[1];
+		from[w] = c[0];
+		pf[w].fd = c[0];
+		pf[w].events = POLLIN;
+		cnt[w] = 0;
+	}
+	t0 = now_s();
+	for (;;) {
+		for (w = 0; w < WORKERS && next < n; w++) {
+			if (cnt[w] != 0)
+				continue;
+			cnt[w] = (uint32_t)(n - next < b ? n - next : b);
+			at[w] = next;
+			next += cnt[w];
+			xwrite(to[w], &cnt[w], sizeof(cnt[w]));
+			xwrite(to[w], &v[at[w]], cnt[w] * sizeof(int));
+			busy++;
+		}
+		if (busy == 0)
+			break;
+		if (poll(pf, WORKERS, -1) == -1 && errno != EINTR)
+			exit(1);
+		for (w = 0; w < WORKERS; w++)
+			if (cnt[w] != 0 && (pf[w].revents & (POLLIN |
+			    POLLHUP))) {
+				xread(from[w], &out[at[w]], cnt[w] *
+				    sizeof(int));
+				cnt[w] = 0;
+				busy--;
+			}
+	}
 	t = now_s() - t0;
-	close(sv[0]);
-	waitpid(pid, NULL, 0);
-	return t / n * 1e6;
+	for (i = 0; i < n; i++)
+		if (out[i] != 2 * (int)i)
+			die("raw-batch: wrong result", 0);
+	for (w = 0; w < WORKERS; w++) {
+		close(to[w]);
+		close(from[w]);
+		waitpid(pid[w], NULL, 0);
+	}
+	free(v);
+	free(out);
+	free(buf);
+	return (double)n / t;
 }
 
 /* One item in flight: next() offers an item only when none is out. */
@@ -138,6 +380,7 @@ one_done(void *arg, struct gp_item *item)
 
 	o->out = 0;
 	free(item->out);
+	item->out = NULL;
 	return 0;
 }
 
@@ -155,44 +398,50 @@ pool_pingpong(struct gp_pool *p, int n)
 	return (now_s() - t0) / n * 1e6;
 }
 
+/* One worker on a fake GPU; nobind: it keeps the caller's CPU affinity
+ * (the library would otherwise widen it to the GPU's locality, here the
+ * whole machine, even under taskset). */
+static struct gp_pool *
+pool1(int nobind)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 1,
+				       .flags = nobind ? GP_POOL_NO_BIND : 0 };
+	int			 rc;
+
+	if ((rc = gp_pool_create(&p, &o)) < 0)
+		die("gp_pool_create", rc);
+	return p;
+}
+
+/* pool_map of n ints, x * 2: items per second. */
 static double
-trivial(struct gp_pool *p, size_t n)
+trivial(size_t n)
 {
 	struct gp_item	*it = calloc(n, sizeof(*it));
 	int		*v = malloc(n * sizeof(int)), rc;
 	size_t		 i;
 	double		 t0, t;
 
+	if (it == NULL || v == NULL)
+		exit(1);
 	for (i = 0; i < n; i++) {
 		v[i] = (int)i;
 		it[i].in = &v[i];
 		it[i].inlen = sizeof(int);
 	}
 	t0 = now_s();
-	if ((rc = gp_map(p, twice, NULL, 0, it, n)) < 0)
-		die("gp_map", rc);
+	if ((rc = pool_map(twice, it, n)) < 0)
+		die("pool_map", rc);
 	t = now_s() - t0;
 	for (i = 0; i < n; i++)
-		if (it[i].status != GP_OK || *(int *)it[i].out != 2 * (int)i)
+		if (it[i].status != GP_OK || it[i].outlen != sizeof(int) ||
+		    *(int *)it[i].out != 2 * (int)i)
 			die("trivial: wrong result", 0);
 	gp_items_release(it, n);
 	free(it);
 	free(v);
 	return (double)n / t;
-}
-
-static int
-nap(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
-{
-	double		 s;
-	struct timespec	 ts;
-
-	memcpy(&s, in, sizeof(s));
-	ts.tv_sec = (time_t)s;
-	ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
-	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-		;
-	return 0;
 }
 
 /* Greedy list scheduling of d[0..n) on w machines, in the given order. */
@@ -214,24 +463,40 @@ greedy(const double *d, int n, int w)
 	return m;
 }
 
-static int
-cmp_desc(const void *a, const void *b)
-{
-	return -cmp_dbl(a, b);
-}
-
+/* pool_map of sleeps d[0..n): makespan in seconds. */
 static double
-skewed(struct gp_pool *p, int w, int sorted)
+skewed(const double *d, int n)
 {
-	enum { N = 100 };
-	double		 d[N];
-	struct gp_item	 it[N];
-	unsigned	 seed = 42;
+	struct gp_item	*it = calloc((size_t)n, sizeof(*it));
 	double		 t0, t;
 	int		 i, rc;
 
-	/* Pareto(alpha 1.5), 5 ms scale, capped at 0.5 s: fixed seed. */
-	for (i = 0; i < N; i++) {
+	if (it == NULL)
+		exit(1);
+	for (i = 0; i < n; i++) {
+		it[i].in = &d[i];
+		it[i].inlen = sizeof(d[i]);
+	}
+	t0 = now_s();
+	if ((rc = pool_map(nap, it, (size_t)n)) < 0)
+		die("pool_map", rc);
+	t = now_s() - t0;
+	for (i = 0; i < n; i++)
+		if (it[i].status != GP_OK)
+			die("skewed: an item failed", 0);
+	gp_items_release(it, (size_t)n);
+	free(it);
+	return t;
+}
+
+/* The built-in skewed set: Pareto(alpha 1.5), 5 ms scale, capped 0.5 s. */
+static void
+skewed_set(double *d, int n, int sorted)
+{
+	unsigned	 seed = 42;
+	int		 i;
+
+	for (i = 0; i < n; i++) {
 		double	 u = (rand_r(&seed) + 1.0) / ((double)RAND_MAX + 2.0);
 
 		d[i] = 0.005 / pow(u, 1 / 1.5);
@@ -239,39 +504,63 @@ skewed(struct gp_pool *p, int w, int sorted)
 			d[i] = 0.5;
 	}
 	if (sorted)
-		qsort(d, N, sizeof(d[0]), cmp_desc);
-	memset(it, 0, sizeof(it));
-	for (i = 0; i < N; i++) {
-		it[i].in = &d[i];
-		it[i].inlen = sizeof(d[i]);
-	}
-	t0 = now_s();
-	if ((rc = gp_map(p, nap, NULL, 0, it, N)) < 0)
-		die("gp_map", rc);
-	t = now_s() - t0;
-	return t / greedy(d, N, w);
+		qsort(d, (size_t)n, sizeof(d[0]), cmp_desc);
 }
 
-int
-main(int argc, char **argv)
+/* pool_map echoing size bytes, n items: items per second. */
+static double
+payload(size_t size, size_t n)
 {
-	int		 rounds = argc > 1 ? atoi(argv[1]) : 5, r;
-	double		 raw[32], pp[32], tr[32], sk[2][32];
-	struct gp_pool	*p1, *p4;
+	struct gp_item	*it = calloc(n, sizeof(*it));
+	unsigned char	*in = malloc(size);
+	size_t		 i;
+	double		 t0, t;
+	int		 rc;
+
+	if (it == NULL || in == NULL)
+		exit(1);
+	for (i = 0; i < size; i++)
+		in[i] = (unsigned char)(i * 7 + 1);
+	for (i = 0; i < n; i++) {
+		it[i].in = in;		/* every item reads the same bytes */
+		it[i].inlen = size;
+	}
+	t0 = now_s();
+	if ((rc = pool_map(echo, it, n)) < 0)
+		die("pool_map", rc);
+	t = now_s() - t0;
+	for (i = 0; i < n; i++)
+		if (it[i].status != GP_OK || it[i].outlen != size ||
+		    memcmp(it[i].out, in, size) != 0)
+			die("payload: wrong result", 0);
+	gp_items_release(it, n);
+	free(it);
+	free(in);
+	return (double)n / t;
+}
+
+static int
+legacy(int rounds)
+{
+	double		 raw[32], pp[32], tr[32], sk[2][32], d[2][100];
+	struct gp_pool	*p1;
 	const int	 n_rt = 20000;
 	const size_t	 n_tr = 1000000;
+	int		 r;
 
 	if (rounds < 1 || rounds > 32)
 		rounds = 5;
-	p1 = pool(1);
-	p4 = pool(4);
+	skewed_set(d[0], 100, 0);
+	skewed_set(d[1], 100, 1);
+	p1 = pool1(0);
+	pool_start();
 	/* Interleaved A B A B so drift hits both sides alike. */
 	for (r = 0; r < rounds; r++) {
-		raw[r] = raw_pingpong(n_rt);
+		raw[r] = raw_pingpong(n_rt, 0);
 		pp[r] = pool_pingpong(p1, n_rt);
-		tr[r] = trivial(p4, n_tr);
-		sk[0][r] = skewed(p4, 4, 0);
-		sk[1][r] = skewed(p4, 4, 1);
+		tr[r] = trivial(n_tr);
+		sk[0][r] = skewed(d[0], 100) / greedy(d[0], 100, WORKERS);
+		sk[1][r] = skewed(d[1], 100) / greedy(d[1], 100, WORKERS);
 	}
 	printf("{\"bench\":\"roundtrip_raw_us\",\"median\":%.2f}\n",
 	    median(raw, rounds));
@@ -279,13 +568,132 @@ main(int argc, char **argv)
 	    median(pp, rounds));
 	printf("{\"bench\":\"roundtrip_ratio\",\"median\":%.3f}\n",
 	    median(pp, rounds) / median(raw, rounds));
-	printf("{\"bench\":\"trivial_items_per_s\",\"n\":%zu,\"workers\":4,"
-	    "\"median\":%.0f}\n", n_tr, median(tr, rounds));
+	printf("{\"bench\":\"trivial_items_per_s\",\"n\":%zu,\"workers\":%d,"
+	    "\"median\":%.0f}\n", n_tr, WORKERS, median(tr, rounds));
 	printf("{\"bench\":\"skewed_given_over_ideal\",\"median\":%.3f}\n",
 	    median(sk[0], rounds));
 	printf("{\"bench\":\"skewed_lpt_over_ideal\",\"median\":%.3f}\n",
 	    median(sk[1], rounds));
 	gp_pool_destroy(p1);
-	gp_pool_destroy(p4);
+	gp_shutdown();
+	return 0;
+}
+
+static double *
+read_durations(const char *path, int *n)
+{
+	FILE	*f = fopen(path, "re");
+	double	*d = NULL, x;
+	int	 cap = 0;
+
+	if (f == NULL) {
+		perror(path);
+		exit(2);
+	}
+	*n = 0;
+	while (fscanf(f, "%lf", &x) == 1) {
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 128;
+			if ((d = realloc(d, (size_t)cap * sizeof(*d))) == NULL)
+				exit(1);
+		}
+		d[(*n)++] = x;
+	}
+	fclose(f);
+	return d;
+}
+
+int
+main(int argc, char **argv)
+{
+	const char	*verb = argc > 1 ? argv[1] : "5";
+	double		 startup;
+
+	if (strspn(verb, "0123456789") == strlen(verb))
+		return legacy(atoi(verb));
+	if (strcmp(verb, "raw-pipe") == 0 || strcmp(verb, "raw-sock") == 0) {
+		int	 n = argc > 2 ? atoi(argv[2]) : 20000;
+		int	 pipes = verb[4] == 'p';
+
+		printf("{\"bench\":\"%s\",\"n\":%d,\"us\":%.3f}\n", verb, n,
+		    raw_pingpong(n, pipes));
+	} else if (strcmp(verb, "pingpong") == 0 && (argc == 4 || (argc == 5 &&
+	    strcmp(argv[4], "nobind") == 0))) {
+		int			 n = atoi(argv[2]), b;
+		int			 blocks = atoi(argv[3]);
+		struct gp_pool		*p = pool1(argc == 5);
+		struct echo_child	 ep, es;
+
+		/* Blocks of n round trips, interleaved: pipe, socket, pool;
+		 * the echo children live as long as the pool's worker. */
+		echo_start(&ep, 1);
+		echo_start(&es, 0);
+		echo_run(&ep, n / 10 + 1);
+		echo_run(&es, n / 10 + 1);
+		pool_pingpong(p, n / 10 + 1);
+		for (b = 0; b < blocks; b++) {
+			double	 rp = echo_run(&ep, n);
+			double	 rs = echo_run(&es, n);
+			double	 pp = pool_pingpong(p, n);
+
+			printf("{\"bench\":\"pingpong\",\"n\":%d,"
+			    "\"raw_pipe_us\":%.3f,\"raw_sock_us\":%.3f,"
+			    "\"pool_us\":%.3f}\n", n, rp, rs, pp);
+		}
+		echo_stop(&ep);
+		echo_stop(&es);
+		gp_pool_destroy(p);
+	} else if (strcmp(verb, "roundtrip") == 0 && (argc < 4 || (argc == 4 &&
+	    strcmp(argv[3], "nobind") == 0))) {
+		int		 n = argc > 2 ? atoi(argv[2]) : 20000;
+		double		 t0 = now_s();
+		struct gp_pool	*p = pool1(argc == 4);
+
+		startup = now_s() - t0;
+		pool_pingpong(p, n / 10 + 1);		/* warm-up */
+		printf("{\"bench\":\"roundtrip\",\"n\":%d,\"us\":%.3f,"
+		    "\"startup_s\":%.6f}\n", n, pool_pingpong(p, n), startup);
+		gp_pool_destroy(p);
+	} else if (strcmp(verb, "trivial") == 0 && argc == 3) {
+		size_t	 n = strtoul(argv[2], NULL, 10);
+
+		startup = pool_start();
+		printf("{\"bench\":\"trivial\",\"n\":%zu,\"items_per_s\":%.1f,"
+		    "\"startup_s\":%.6f}\n", n, trivial(n), startup);
+	} else if (strcmp(verb, "raw-batch") == 0 && argc >= 3) {
+		size_t		 n = strtoul(argv[2], NULL, 10);
+		uint32_t	 b = argc > 3 ? (uint32_t)atoi(argv[3]) : 1024;
+
+		printf("{\"bench\":\"raw-batch\",\"n\":%zu,\"batch\":%u,"
+		    "\"items_per_s\":%.1f}\n", n, b, raw_batch(n, b));
+	} else if (strcmp(verb, "skewed") == 0 && argc == 3) {
+		int	 n;
+		double	*d = read_durations(argv[2], &n), t;
+
+		startup = pool_start();
+		t = skewed(d, n);
+		printf("{\"bench\":\"skewed\",\"n\":%d,\"makespan_s\":%.6f,"
+		    "\"ideal_s\":%.6f,\"startup_s\":%.6f}\n", n, t,
+		    greedy(d, n, WORKERS), startup);
+		free(d);
+	} else if (strcmp(verb, "payload") == 0 && argc == 4) {
+		size_t	 size = strtoul(argv[2], NULL, 10);
+		size_t	 n = strtoul(argv[3], NULL, 10);
+		double	 ips;
+
+		startup = pool_start();
+		ips = payload(size, n);
+		printf("{\"bench\":\"payload\",\"size\":%zu,\"n\":%zu,"
+		    "\"items_per_s\":%.1f,\"mb_per_s\":%.3f,"
+		    "\"startup_s\":%.6f}\n", size, n, ips,
+		    ips * (double)size / 1e6, startup);
+	} else {
+		fprintf(stderr, "usage: bench_pool [ROUNDS] | roundtrip N [nobind] | "
+		    "raw-pipe N | raw-sock N | pingpong N BLOCKS [nobind] | "
+		    "trivial N | "
+		    "raw-batch N [B] | skewed FILE | payload SIZE N\n");
+		return 2;
+	}
+	gp_shutdown();
 	return 0;
 }

@@ -1,0 +1,1572 @@
+#!/usr/bin/env python3
+"""gpupool's benchmark harness: gpupool-run and pool_map against what people
+use instead, on the same work, on this machine, in one run.
+
+    python3 bench/run.py [--quick] [--install-peers] [--out DIR]
+                         [--build DIR] [--no-build] [--publish]
+
+Writes DIR/results.json (machine, versions, git revision, every figure with
+median, min and max over repeats), DIR/results.md (tables, targets with
+PASS/MISS) and DIR/results.svg (the plot). DIR defaults to bench/results/
+(git-ignored). --publish also copies the table and the plot into
+docs/benchmarks.md and docs/benchmarks.svg. See bench/README.md for what
+each figure measures and how.
+
+Every comparison is a ratio of runs interleaved in the same pass (each
+round runs every contender once, in a rotated order), and the median of
+the per-round ratios is quoted. Peers that are not installed are skipped
+with a note; --install-peers installs the Debian ones first (GNU parallel,
+task-spooler) with apt-get.
+"""
+import argparse
+import ctypes
+import datetime
+import json
+import os
+import platform
+import random
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+SLOTS = 4
+MIB = 1024 * 1024
+
+# What a full run and a --quick run measure. A full run takes 5 to 7 minutes
+# on 2 cores, --quick under a minute.
+FULL = dict(
+    cmd_n=1000, true_rounds=5, sleep_rounds=3,
+    skew_xm=0.010, skew_cap=1.0, skew_rounds=3,
+    fp_ns=(100, 1000), val_n=24,
+    pp_procs=3, pp_blocks=10, pp_n=2000,
+    triv_ns=(10**4, 10**5, 10**6), triv_rounds=3, triv_budget_s=8.0,
+    pskew_rounds=5,
+    payloads=((16, 100000), (4096, 20000), (MIB, 256)), payload_rounds=3,
+)
+QUICK = dict(
+    cmd_n=200, true_rounds=2, sleep_rounds=1,
+    skew_xm=0.002, skew_cap=0.2, skew_rounds=1,
+    fp_ns=(100,), val_n=12,
+    pp_procs=1, pp_blocks=5, pp_n=2000,
+    triv_ns=(10**4, 10**5, 10**6), triv_rounds=2, triv_budget_s=1.0,
+    pskew_rounds=2,
+    payloads=((16, 20000), (4096, 5000), (MIB, 64)), payload_rounds=1,
+)
+
+# Pareto(alpha 1.5) item durations for pool_map's skewed set (5 ms scale,
+# capped at 0.5 s, as bench_pool's own set), 100 items, seed 42.
+PSKEW = dict(n=100, xm=0.005, cap=0.5, seed=42)
+
+T0 = time.monotonic()
+
+
+def log(msg):
+    print("[%6.1fs] %s" % (time.monotonic() - T0, msg), file=sys.stderr,
+          flush=True)
+
+
+def stats(values):
+    v = [x for x in values if x is not None]
+    if not v:
+        return None
+    return {"median": statistics.median(v), "min": min(v), "max": max(v),
+            "n": len(v), "values": v}
+
+
+def rotate(seq, k):
+    k %= len(seq) if seq else 1
+    return list(seq[k:]) + list(seq[:k])
+
+
+def sh(argv, **kw):
+    """Output of a short command, or None."""
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                           **kw)
+        return (r.stdout + r.stderr).strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def first_line(s):
+    return s.splitlines()[0].strip() if s else None
+
+
+def greedy(d, w=SLOTS):
+    """Greedy list scheduling of durations d, in order, on w machines."""
+    load = [0.0] * w
+    for x in d:
+        i = load.index(min(load))
+        load[i] += x
+    return max(load)
+
+
+def pareto(n, xm, cap, seed, ndigits=None):
+    r = random.Random(seed)
+    d = [min(cap, xm * r.paretovariate(1.5)) for _ in range(n)]
+    return [round(x, ndigits) for x in d] if ndigits else d
+
+
+# ---------------------------------------------------------------------------
+# Processes: every runner is a descendant of this process. We are a child
+# subreaper, so what runners leave behind (task-spooler's server, its
+# per-job clients) is re-parented to us, counted in the process tree while
+# it lives, reaped by us (its CPU time lands in RUSAGE_CHILDREN), and never
+# outlives a run unseen.
+
+def become_subreaper():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1, 0, 0, 0) == 0    # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def proc_table():
+    """{pid: (ppid, state, rss_pages, comm)} for every process."""
+    t = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d, "rb") as f:
+                s = f.read()
+        except OSError:
+            continue
+        r = s.rindex(b")")
+        f = s[r + 2:].split()
+        t[int(d)] = (int(f[1]), f[0], int(f[21]),
+                     s[s.index(b"(") + 1:r].decode(errors="replace"))
+    return t
+
+
+def descendants(table, root):
+    kids = {}
+    for pid, (ppid, _, _, _) in table.items():
+        kids.setdefault(ppid, []).append(pid)
+    out, stack = [], list(kids.get(root, ()))
+    while stack:
+        p = stack.pop()
+        out.append(p)
+        stack.extend(kids.get(p, ()))
+    return out
+
+
+def read_kb(path, key):
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(key):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def reap_all(deadline_s=10.0):
+    """Reap every child; SIGKILL (by pid) what is still alive after
+    deadline_s. Returns the pids that had to be killed."""
+    killed, t_end = [], time.monotonic() + deadline_s
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return killed
+        if pid != 0:
+            continue
+        if time.monotonic() > t_end:
+            for p in descendants(proc_table(), os.getpid()):
+                try:
+                    os.kill(p, signal.SIGKILL)
+                    killed.append(p)
+                except OSError:
+                    pass
+            t_end = time.monotonic() + 5
+        time.sleep(0.001)
+
+
+class Sampler(threading.Thread):
+    """Samples this process's descendants while a runner runs: live
+    processes, summed RSS and PSS, and the master's VmHWM."""
+
+    def __init__(self, master_pid, find_master=None, pss_every=3):
+        super().__init__(daemon=True)
+        self.master_pid = master_pid
+        self.find_master = find_master
+        self.pss_every = pss_every
+        self.stop = threading.Event()
+        self.peak_procs = self.peak_rss = self.peak_pss = 0
+        self.hwm_kb = None
+        self.samples = 0
+
+    def run(self):
+        me, page_kb = os.getpid(), os.sysconf("SC_PAGE_SIZE") // 1024
+        while not self.stop.is_set():
+            table = proc_table()
+            live = [p for p in descendants(table, me)
+                    if table[p][1] != b"Z"]
+            if self.find_master is not None and self.master_pid is None:
+                self.master_pid = self.find_master(live)
+            if self.master_pid is not None:
+                h = read_kb("/proc/%d/status" % self.master_pid, "VmHWM:")
+                if h is not None:
+                    self.hwm_kb = max(self.hwm_kb or 0, h)
+            self.peak_procs = max(self.peak_procs, len(live))
+            self.peak_rss = max(self.peak_rss,
+                                sum(table[p][2] for p in live) * page_kb)
+            if self.samples % self.pss_every == 0 or \
+                    len(live) >= self.peak_procs:
+                pss = sum(read_kb("/proc/%d/smaps_rollup" % p, "Pss:") or 0
+                          for p in live)
+                self.peak_pss = max(self.peak_pss, pss)
+            self.samples += 1
+            self.stop.wait(0.002)
+
+
+# ---------------------------------------------------------------------------
+# Command runners.
+
+class Runner:
+    def __init__(self, name, label, argv, env=None, gpu_aware=True,
+                 note=None, master=None, setup=None, cleanup=None):
+        self.name, self.label = name, label
+        self.argv = argv                  # tasks path -> argv
+        self.env = env or {}
+        self.gpu_aware = gpu_aware
+        self.note = note
+        self.master = master              # live pids -> master pid
+        self.setup, self.cleanup = setup, cleanup
+
+
+def base_env():
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("CUDA_", "GPUPOOL_", "TS_", "PARALLEL"))}
+    env["LC_ALL"] = "C"
+    return env
+
+
+def tsp_master(live):
+    """task-spooler's server: the process started by our `tsp -S N`."""
+    for p in live:
+        try:
+            with open("/proc/%d/cmdline" % p, "rb") as f:
+                if f.read().split(b"\0")[:2] == [b"tsp", b"-S"]:
+                    return p
+        except OSError:
+            pass
+    return None
+
+
+def make_runners(build, work, notes):
+    runners, skipped = [], []
+    spawn4 = os.path.join(build, "bench", "spawn4")
+    runners.append(Runner(
+        "spawn4", "raw posix_spawn bound",
+        lambda t: [spawn4, "-j", str(SLOTS), t],
+        note="bench/spawn4.c: posix_spawn /bin/sh -c LINE, 4 in flight, "
+             "waitpid; CUDA_VISIBLE_DEVICES=slot; nothing else"))
+    gpr = os.path.join(build, "src", "cli", "gpupool-run")
+    if os.access(gpr, os.X_OK):
+        runners.append(Runner(
+            "gpupool-run", "gpupool-run --fake-gpus 4",
+            lambda t: [gpr, "--fake-gpus", str(SLOTS), "--quiet", t]))
+    else:
+        skipped.append(("gpupool-run", "not built at %s" % gpr))
+    xargs = shutil.which("xargs")
+    if xargs and "process-slot-var" in (sh([xargs, "--help"]) or ""):
+        runners.append(Runner(
+            "xargs", "xargs -P4",
+            lambda t: [xargs, "-P", str(SLOTS),
+                       "--process-slot-var=CUDA_VISIBLE_DEVICES",
+                       "-d", "\\n", "-n", "1", "-a", t, "/bin/sh", "-c"],
+            note="GNU xargs -P4 -n1 sh -c, GPU from --process-slot-var"))
+    else:
+        skipped.append(("xargs", "GNU xargs with --process-slot-var not "
+                                 "found"))
+    par = shutil.which("parallel")
+    if par and "GNU parallel" in (sh([par, "--version"]) or ""):
+        runners.append(Runner(
+            "parallel", "GNU parallel -j4",
+            lambda t: [par, "-j", str(SLOTS),
+                       "CUDA_VISIBLE_DEVICES=$(({%}-1)) {=uq=}", "::::", t],
+            env={"PARALLEL_SHELL": "/bin/sh"},
+            note="parallel -j4 'CUDA_VISIBLE_DEVICES=$(({%}-1)) {=uq=}' "
+                 ":::: FILE, PARALLEL_SHELL=/bin/sh"))
+    else:
+        skipped.append(("parallel", "GNU parallel not installed "
+                                    "(--install-peers: apt-get install "
+                                    "parallel)"))
+    tsp = shutil.which("tsp")
+    if tsp:
+        tdir = os.path.join(work, "tsp")
+
+        def tsp_setup(r):
+            shutil.rmtree(tdir, ignore_errors=True)
+            os.makedirs(tdir)
+
+        runners.append(Runner(
+            "tsp", "task-spooler -S 4",
+            lambda t: ["/bin/sh", os.path.join(HERE, "tsp-run.sh"), t],
+            env={"TS_SOCKET": os.path.join(tdir, "sock"), "TMPDIR": tdir,
+                 "TS_SLOTS": str(SLOTS)},
+            gpu_aware=False, master=tsp_master, setup=tsp_setup,
+            cleanup=lambda r: shutil.rmtree(tdir, ignore_errors=True),
+            note="bench/tsp-run.sh: one `tsp sh -c LINE` per task, then "
+                 "tsp -w; private TS_SOCKET and TMPDIR, TS_SLOTS=4. "
+                 "Debian's task-spooler sets no GPU"))
+    else:
+        skipped.append(("tsp", "task-spooler not installed "
+                               "(--install-peers: apt-get install "
+                               "task-spooler)"))
+    py = sys.executable
+    pyr = os.path.join(HERE, "py_runners.py")
+    runners.append(Runner(
+        "py-semaphore", "Process per task + Semaphore(4)",
+        lambda t: [py, pyr, "semaphore", t],
+        note="bench/py_runners.py: a Process per task, all started, each "
+             "in Semaphore(4), GPU from a Manager().list()"))
+    runners.append(Runner(
+        "py-pool", "Pool(4).map",
+        lambda t: [py, pyr, "pool", t],
+        note="bench/py_runners.py: Pool(processes=4).map, default chunks, "
+             "GPU from the worker index"))
+    for name, why in skipped:
+        notes.append("skipped %s: %s" % (name, why))
+    return runners, dict(skipped)
+
+
+def run_runner(r, tasks, work, timeout_s, stamp_file=None, sample=False):
+    """Run one runner on a tasks file: wall, CPU, exit status, and, when
+    asked, launch-to-first-task latency and the sampled footprint."""
+    if r.setup:
+        r.setup(r)
+    if stamp_file and os.path.exists(stamp_file):
+        os.unlink(stamp_file)
+    reap_all()
+    env = base_env()
+    env.update(r.env)
+    argv = r.argv(tasks)
+    errpath = os.path.join(work, "%s.stderr" % r.name)
+    fa = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+          (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
+          (os.POSIX_SPAWN_OPEN, 2, errpath,
+           os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)]
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    launch_ns = time.time_ns()
+    t0 = time.perf_counter()
+    pid = os.posix_spawn(argv[0], argv, env, file_actions=fa, setpgroup=0)
+    sampler = None
+    if sample:
+        sampler = Sampler(None if r.master else pid, r.master)
+        sampler.start()
+    timer = threading.Timer(timeout_s, lambda: kill_tree(pid))
+    timer.start()
+    _, status, _ = os.wait4(pid, 0)
+    wall = time.perf_counter() - t0
+    timer.cancel()
+    killed = reap_all()
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if sampler:
+        sampler.stop.set()
+        sampler.join()
+    if r.cleanup:
+        r.cleanup(r)
+    res = {"wall_s": wall,
+           "cpu_s": (ru1.ru_utime - ru0.ru_utime) +
+                    (ru1.ru_stime - ru0.ru_stime),
+           "status": os.waitstatus_to_exitcode(status)}
+    if killed:
+        res["killed"] = len(killed)
+    if res["status"] != 0:
+        try:
+            with open(errpath) as f:
+                res["stderr"] = f.read()[-400:]
+        except OSError:
+            pass
+    if stamp_file:
+        try:
+            with open(stamp_file) as f:
+                res["latency_ms"] = (int(f.read().split()[1]) -
+                                     launch_ns) / 1e6
+        except (OSError, IndexError, ValueError):
+            res["latency_ms"] = None
+    if sampler:
+        res.update(peak_procs=sampler.peak_procs,
+                   peak_rss_kb=sampler.peak_rss,
+                   peak_pss_kb=sampler.peak_pss,
+                   master_hwm_kb=sampler.hwm_kb, samples=sampler.samples)
+    return res
+
+
+def kill_tree(pid):
+    """Timeout: SIGKILL the runner's group and every descendant, by pid."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    for p in descendants(proc_table(), os.getpid()):
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def write_tasks(path, lines):
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def validate(runners, build, work, n):
+    """Each runner on n tasks of 30 ms that record when and where they ran:
+    every task ran once, at most 4 at a time, no two at once on a GPU."""
+    stamp = os.path.join(build, "bench", "stamp")
+    out = {}
+    for r in runners:
+        rec = os.path.join(work, "validate-%s.txt" % r.name)
+        if os.path.exists(rec):
+            os.unlink(rec)
+        tasks = write_tasks(os.path.join(work, "validate.tasks"),
+                            ["%s %s %d 30" % (stamp, rec, i)
+                             for i in range(1, n + 1)])
+        res = run_runner(r, tasks, work, 60)
+        v = {"status": res["status"]}
+        try:
+            with open(rec) as f:
+                rows = [line.split() for line in f if line.strip()]
+        except OSError:
+            rows = []
+        tags = sorted(int(x[0]) for x in rows)
+        v["ran_each_once"] = tags == list(range(1, n + 1))
+        ev = sorted([(int(x[1]), 1) for x in rows] +
+                    [(int(x[2]), -1) for x in rows], key=lambda e: (e[0], e[1]))
+        cur = peak = 0
+        for _, d in ev:
+            cur += d
+            peak = max(peak, cur)
+        v["max_concurrent"] = peak
+        clash = 0
+        for i, a in enumerate(rows):
+            for b in rows[i + 1:]:
+                if int(a[1]) < int(b[2]) and int(b[1]) < int(a[2]) and \
+                        a[3] == b[3]:
+                    clash += 1
+        gpus = sorted(set(x[3] for x in rows))
+        v["gpus_seen"] = gpus
+        v["gpu_clashes"] = clash if r.gpu_aware else None
+        problems = []
+        if res["status"] != 0:
+            problems.append("exit status %d" % res["status"])
+        if not v["ran_each_once"]:
+            problems.append("tasks ran %d times for %d" % (len(tags), n))
+        if peak > SLOTS:
+            problems.append("%d tasks at once" % peak)
+        if r.gpu_aware and clash:
+            problems.append("%d overlapping pairs shared a GPU" % clash)
+        if r.gpu_aware and (gpus == ["-"] or len(gpus) != SLOTS):
+            problems.append("GPU ids seen: %s" % " ".join(gpus))
+        v["ok"] = not problems
+        v["problems"] = problems
+        out[r.name] = v
+        log("  validate %-13s %s (max %d at once, GPUs %s)" % (
+            r.name, "ok" if v["ok"] else "; ".join(problems), peak,
+            ",".join(gpus)))
+    return out
+
+
+def cmd_section(cfg, runners, build, work, res, notes):
+    stamp = os.path.join(build, "bench", "stamp")
+    first = os.path.join(work, "first.stamp")
+    n = cfg["cmd_n"]
+    sec = res["command_runner"] = {
+        "slots": SLOTS, "runners": {r.name: {"label": r.label,
+                                             "note": r.note}
+                                    for r in runners}}
+    log("command runners: validation")
+    sec["validation"] = validate(runners, build, work, cfg["val_n"])
+
+    # Throughput workloads. The first task records its start time.
+    workloads = [
+        ("true", "%d x true" % n, cfg["true_rounds"], 0.0,
+         ["%s %s first" % (stamp, first)] + ["true"] * (n - 1)),
+        ("sleep", "%d x sleep 0.01" % n, cfg["sleep_rounds"], 0.01,
+         ["%s %s first 10" % (stamp, first)] + ["sleep 0.01"] * (n - 1)),
+    ]
+    sec["workloads"] = {}
+    for key, title, rounds, task_s, lines in workloads:
+        tasks = write_tasks(os.path.join(work, key + ".tasks"), lines)
+        ideal = n * task_s / SLOTS
+        runs = {r.name: [] for r in runners}
+        for k in range(rounds):
+            log("command runners: %s, round %d/%d" % (title, k + 1, rounds))
+            for r in rotate(runners, k):
+                x = run_runner(r, tasks, work, max(120, 30 * ideal),
+                               stamp_file=first)
+                if x["status"] != 0:
+                    notes.append("%s on %s, round %d: exit %s %s" % (
+                        r.name, title, k + 1, x["status"],
+                        x.get("stderr", "").strip()[-200:]))
+                    x["wall_s"] = x["cpu_s"] = x["latency_ms"] = None
+                runs[r.name].append(x)
+        w = sec["workloads"][key] = {"title": title, "n": n,
+                                     "task_s": task_s, "ideal_s": ideal,
+                                     "rounds": rounds, "runners": {}}
+        for r in runners:
+            rr = runs[r.name]
+            walls = [x["wall_s"] for x in rr]
+            w["runners"][r.name] = {
+                "wall_s": stats(walls),
+                "cpu_s": stats([x["cpu_s"] for x in rr]),
+                "cpu_ms_per_task": stats([x["cpu_s"] and x["cpu_s"] / n * 1e3
+                                          for x in rr]),
+                "overhead_ms_per_task": stats(
+                    [wl and (wl - ideal) / n * SLOTS * 1e3 for wl in walls]),
+                "latency_ms": stats([x.get("latency_ms") for x in rr]),
+                "vs_raw": ratio_stats(rr, runs["spawn4"], "wall_s"),
+                "gpupool_speedup": ratio_stats(
+                    rr, runs.get("gpupool-run"), "wall_s"),
+            }
+
+    # Skewed: 100 heavy-tailed sleeps, given order and longest first.
+    d = pareto(100, cfg["skew_xm"], cfg["skew_cap"], 42, 3)
+    orders = {"given": d, "lpt": sorted(d, reverse=True)}
+    sk = sec["skewed"] = {
+        "n": len(d), "durations_s": d, "total_s": sum(d), "max_s": max(d),
+        "dist": "Pareto(alpha 1.5) x %g s, capped at %g s, seed 42, "
+                "rounded to 1 ms" % (cfg["skew_xm"], cfg["skew_cap"]),
+        "orders": {}}
+    for order, dd in orders.items():
+        tasks = write_tasks(os.path.join(work, "skew-%s.tasks" % order),
+                            ["sleep %.3f" % x for x in dd])
+        ideal = greedy(dd)
+        runs = {r.name: [] for r in runners}
+        for k in range(cfg["skew_rounds"]):
+            log("command runners: skewed (%s order), round %d/%d" % (
+                order, k + 1, cfg["skew_rounds"]))
+            for r in rotate(runners, k):
+                x = run_runner(r, tasks, work, 120)
+                if x["status"] != 0:
+                    x["wall_s"] = None
+                    notes.append("%s on skewed %s: exit %s" % (
+                        r.name, order, x["status"]))
+                runs[r.name].append(x)
+        sk["orders"][order] = {
+            "ideal_s": ideal,
+            "runners": {r.name: {
+                "makespan_s": stats([x["wall_s"] for x in runs[r.name]]),
+                "over_ideal": stats([x["wall_s"] and x["wall_s"] / ideal
+                                     for x in runs[r.name]])}
+                for r in runners}}
+
+    # Pile-up and footprint, sampled in a pass of their own (the sampler
+    # costs CPU; no time from this pass is reported).
+    fp = sec["footprint"] = {"task": "sleep 0.01", "ns": list(cfg["fp_ns"]),
+                             "runners": {r.name: {} for r in runners}}
+    for nn in cfg["fp_ns"]:
+        tasks = write_tasks(os.path.join(work, "fp-%d.tasks" % nn),
+                            ["sleep 0.01"] * nn)
+        log("command runners: pile-up and footprint, N=%d" % nn)
+        for r in runners:
+            x = run_runner(r, tasks, work, 120, sample=True)
+            fp["runners"][r.name][str(nn)] = {
+                k: x.get(k) for k in ("peak_procs", "peak_rss_kb",
+                                      "peak_pss_kb", "master_hwm_kb",
+                                      "samples", "status")}
+
+
+def ratio_stats(a_runs, b_runs, key):
+    """Per-round ratios a/b of interleaved runs."""
+    if not b_runs:
+        return None
+    v = []
+    for a, b in zip(a_runs, b_runs):
+        if a.get(key) and b.get(key):
+            v.append(a[key] / b[key])
+    return stats(v)
+
+
+# ---------------------------------------------------------------------------
+# pool_map against Python's pools.
+
+def pin_first_cpu():
+    cpu = min(os.sched_getaffinity(0))
+    return lambda: os.sched_setaffinity(0, {cpu})
+
+
+NOTES = []     # main() points this at the run's notes
+
+
+def json_lines(argv, timeout=300, preexec=None):
+    """The JSON lines a measurement program prints; [] (and a note) when it
+    fails, so one broken measurement does not lose the others."""
+    what = " ".join(os.path.basename(a) if i == 0 else a
+                    for i, a in enumerate(argv))
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True,
+                           timeout=timeout, preexec_fn=preexec,
+                           env=base_env())
+    except subprocess.TimeoutExpired:
+        NOTES.append("%s: killed after %d s" % (what, timeout))
+        return []
+    except OSError as e:
+        NOTES.append("%s: %s" % (what, e))
+        return []
+    if r.returncode != 0:
+        NOTES.append("%s: exit %d: %s" % (what, r.returncode,
+                                          r.stderr.strip()[-300:]))
+        return []
+    return [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+
+
+def one(argv):
+    x = json_lines(argv)
+    return x[0] if x else {}
+
+
+def pair_ratios(a, b, key):
+    """Per-round ratios a/b over runs that both produced key."""
+    return stats([x[key] / y[key] for x, y in zip(a, b)
+                  if x.get(key) and y.get(key)])
+
+
+def pool_section(cfg, build, work, res, notes):
+    bp = os.path.join(build, "bench", "bench_pool")
+    pyp = [sys.executable, os.path.join(HERE, "py_pool.py")]
+    sec = res["pool_map"] = {"workers": SLOTS}
+
+    # One item in flight: blocks of round trips, raw pipe / raw socketpair /
+    # pool interleaved inside one process; pinned to one CPU (the worker
+    # keeps that affinity: GP_POOL_NO_BIND), and free.
+    log("pool_map: one-item round trips")
+    pp = sec["roundtrip"] = {"n_per_block": cfg["pp_n"]}
+    for mode in ("pinned", "free"):
+        blocks = []
+        for k in range(cfg["pp_procs"]):
+            if mode == "pinned":
+                blocks += json_lines([bp, "pingpong", str(cfg["pp_n"]),
+                                      str(cfg["pp_blocks"]), "nobind"],
+                                     preexec=pin_first_cpu())
+            else:
+                blocks += json_lines([bp, "pingpong", str(cfg["pp_n"]),
+                                      str(cfg["pp_blocks"])])
+        pp[mode] = {
+            "raw_pipe_us": stats([b["raw_pipe_us"] for b in blocks]),
+            "raw_sock_us": stats([b["raw_sock_us"] for b in blocks]),
+            "pool_us": stats([b["pool_us"] for b in blocks]),
+            "pool_over_pipe": stats([b["pool_us"] / b["raw_pipe_us"]
+                                     for b in blocks]),
+            "pool_over_sock": stats([b["pool_us"] / b["raw_sock_us"]
+                                     for b in blocks]),
+        }
+
+    # Trivial items: x * 2 on an int.
+    impls = [
+        ("gpupool", "pool_map", lambda n: [bp, "trivial", str(n)]),
+        ("raw-batch", "raw pipes, 1024 a message",
+         lambda n: [bp, "raw-batch", str(n), "1024"]),
+        ("raw-1", "raw pipes, 1 a message",
+         lambda n: [bp, "raw-batch", str(n), "1"]),
+        ("map", "Pool.map (default chunks)",
+         lambda n: pyp + ["trivial", "map", str(n)]),
+        ("map1", "Pool.map chunksize=1",
+         lambda n: pyp + ["trivial", "map1", str(n)]),
+        ("imap_unordered", "Pool.imap_unordered",
+         lambda n: pyp + ["trivial", "imap_unordered", str(n)]),
+        ("ppe", "ProcessPoolExecutor.map",
+         lambda n: pyp + ["trivial", "ppe", str(n)]),
+    ]
+    tr = sec["trivial"] = {"labels": {k: lab for k, lab, _ in impls},
+                           "ns": list(cfg["triv_ns"]), "by_n": {},
+                           "skipped": {}}
+    rate = {}
+    for n in cfg["triv_ns"]:
+        runs = {k: [] for k, _, _ in impls}
+        todo = []
+        for k, _, argv in impls:
+            if k in rate and n / rate[k] > cfg["triv_budget_s"]:
+                tr["skipped"].setdefault(k, {})[str(n)] = \
+                    "~%.0f s a run at the rate measured at the N below" % (
+                        n / rate[k])
+                continue
+            todo.append((k, argv))
+        for rd in range(cfg["triv_rounds"]):
+            log("pool_map: trivial N=%d, round %d/%d" % (
+                n, rd + 1, cfg["triv_rounds"]))
+            for k, argv in rotate(todo, rd):
+                runs[k].append(one(argv(n)))
+        for k, _ in todo:
+            ok = [x["items_per_s"] for x in runs[k] if x.get("items_per_s")]
+            rate[k] = statistics.median(ok) if ok else 1e-9
+        g = runs["gpupool"]
+        tr["by_n"][str(n)] = {
+            k: {"items_per_s": stats([x.get("items_per_s")
+                                      for x in runs[k]]),
+                "gpupool_over": pair_ratios(g, runs[k], "items_per_s")
+                if k != "gpupool" else None}
+            for k, _ in todo}
+
+    # Skewed item durations, given order and longest first.
+    d = pareto(PSKEW["n"], PSKEW["xm"], PSKEW["cap"], PSKEW["seed"])
+    sk = sec["skewed"] = {
+        "n": len(d), "total_s": sum(d), "max_s": max(d),
+        "dist": "Pareto(alpha 1.5) x 5 ms, capped at 0.5 s, seed 42",
+        "orders": {}}
+    impls = [("gpupool", lambda f: [bp, "skewed", f]),
+             ("map", lambda f: pyp + ["skewed", "map", f]),
+             ("imap_unordered", lambda f: pyp + ["skewed", "imap_unordered",
+                                                 f])]
+    for order, dd in (("given", d), ("lpt", sorted(d, reverse=True))):
+        f = os.path.join(work, "pskew-%s.txt" % order)
+        with open(f, "w") as fh:
+            fh.write("\n".join(repr(x) for x in dd) + "\n")
+        ideal = greedy(dd)
+        runs = {k: [] for k, _ in impls}
+        for rd in range(cfg["pskew_rounds"]):
+            log("pool_map: skewed (%s order), round %d/%d" % (
+                order, rd + 1, cfg["pskew_rounds"]))
+            for k, argv in rotate(impls, rd):
+                runs[k].append(one(argv(f)).get("makespan_s"))
+        sk["orders"][order] = {
+            "ideal_s": ideal,
+            "impls": {k: {"makespan_s": stats(v),
+                          "over_ideal": stats([x and x / ideal for x in v])}
+                      for k, v in runs.items()}}
+
+    # Payload sweep: echo SIZE bytes.
+    pl = sec["payload"] = {}
+    for size, n in cfg["payloads"]:
+        runs = {"gpupool": [], "map": []}
+        for rd in range(cfg["payload_rounds"]):
+            log("pool_map: payload %d B x %d, round %d/%d" % (
+                size, n, rd + 1, cfg["payload_rounds"]))
+            for k in rotate(["gpupool", "map"], rd):
+                argv = [bp, "payload", str(size), str(n)] if k == "gpupool" \
+                    else pyp + ["payload", "map", str(size), str(n)]
+                runs[k].append(one(argv))
+        pl[str(size)] = {"n": n, "impls": {
+            k: {"items_per_s": stats([x.get("items_per_s") for x in v]),
+                "mb_per_s": stats([x.get("mb_per_s") for x in v])}
+            for k, v in runs.items()},
+            "gpupool_over_map": pair_ratios(runs["gpupool"], runs["map"],
+                                            "items_per_s")}
+
+
+# ---------------------------------------------------------------------------
+# Targets (issue #4). A target whose inputs were not measured is N/A.
+
+def med(s):
+    return s["median"] if s else None
+
+
+def targets(res, skipped):
+    out = []
+
+    def add(name, value, op, limit, basis, fmt="%.2f", why_na=None,
+            context=None):
+        if value is None:
+            status = "N/A"
+        else:
+            status = "PASS" if (value <= limit if op == "<=" else
+                                value >= limit) else "MISS"
+        out.append({"target": name, "op": op, "limit": limit,
+                    "value": value, "status": status, "basis": basis,
+                    "context": context,
+                    "shown": (fmt % value) if value is not None else
+                    "not measured" + (": " + why_na if why_na else "")})
+
+    cr = res.get("command_runner")
+    if cr:
+        t = cr["workloads"]["true"]
+        g = t["runners"].get("gpupool-run")
+        n = t["n"]
+        add("gpupool-run wall <= 1.10x raw posix_spawn bound (%d x true)" % n,
+            g and med(g["vs_raw"]), "<=", 1.10,
+            "median of per-round wall ratios gpupool-run/spawn4",
+            why_na=skipped.get("gpupool-run"))
+        p = t["runners"].get("parallel")
+        add("gpupool-run >= 5x faster than GNU parallel (%d x true)" % n,
+            p and med(p["gpupool_speedup"]), ">=", 5.0,
+            "median of per-round wall ratios parallel/gpupool-run",
+            why_na=skipped.get("parallel") or skipped.get("gpupool-run"),
+            context=p and p["vs_raw"] and
+            "GNU parallel is %.2fx the raw bound here" % med(p["vs_raw"]))
+        add("gpupool-run launch -> first task <= 5 ms",
+            g and med(g["latency_ms"]), "<=", 5.0,
+            "median over the %d x true runs, ms" % n, fmt="%.2f ms",
+            why_na=skipped.get("gpupool-run"))
+        hwm = [v.get("master_hwm_kb") for v in
+               cr["footprint"]["runners"].get("gpupool-run", {}).values()]
+        hwm = [h for h in hwm if h]
+        add("gpupool-run master peak RSS <= 4 MiB",
+            max(hwm) / 1024 if hwm else None, "<=", 4.0,
+            "largest VmHWM of the master pid over the pile-up runs, MiB",
+            fmt="%.2f MiB", why_na=skipped.get("gpupool-run"))
+    pm = res.get("pool_map")
+    if pm:
+        add("pool_map one-item round trip <= 1.2x raw pipe ping-pong",
+            med(pm["roundtrip"]["pinned"]["pool_over_pipe"]), "<=", 1.2,
+            "median of per-block ratios, all on one CPU",
+            context="%.2fx the raw socketpair ping-pong" %
+            med(pm["roundtrip"]["pinned"]["pool_over_sock"]))
+        top = str(max(int(k) for k in pm["trivial"]["by_n"]))
+        m = pm["trivial"]["by_n"][top].get("map")
+        g = pm["trivial"]["by_n"][top]["gpupool"]
+        add("pool_map trivial items >= 2x Pool.map (default chunks), N=%s"
+            % top, m and med(m["gpupool_over"]), ">=", 2.0,
+            "median of per-round items/s ratios",
+            context=m and "%s items/s against %s" % (
+                fmt_si(g["items_per_s"]), fmt_si(m["items_per_s"])))
+        for order in ("given", "lpt"):
+            s = pm["skewed"]["orders"][order]["impls"]["gpupool"]
+            add("pool_map skewed makespan <= 1.05x greedy ideal (%s order)"
+                % order, med(s["over_ideal"]), "<=", 1.05,
+                "median over rounds")
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Machine, versions, build.
+
+def machine_info():
+    cpu = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    distro = None
+    try:
+        with open("/etc/os-release") as f:
+            for line in f:
+                if line.startswith("PRETTY_NAME="):
+                    distro = line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    mem = read_kb("/proc/meminfo", "MemTotal:")
+    virt = first_line(sh(["systemd-detect-virt"]))
+    return {"cpu": cpu, "cores": os.cpu_count(),
+            "cpus_allowed": len(os.sched_getaffinity(0)),
+            "kernel": platform.release(), "distro": distro,
+            "mem_gib": round(mem / MIB, 1) if mem else None,
+            "virt": virt if virt and virt != "none" else None,
+            "hostname": platform.node()}
+
+
+def versions(build, runners):
+    v = {"python": platform.python_version(),
+         "glibc": os.confstr("CS_GNU_LIBC_VERSION")}
+    gpr = os.path.join(build, "src", "cli", "gpupool-run")
+    v["gpupool"] = first_line(sh([gpr, "--version"])) if \
+        os.access(gpr, os.X_OK) else None
+    if v["gpupool"] is None:
+        try:
+            with open(os.path.join(REPO, "include", "gpupool.h")) as f:
+                for line in f:
+                    if "#define GP_VERSION" in line:
+                        v["gpupool"] = "libgpupool " + line.split()[2]
+        except OSError:
+            pass
+    v["gcc"] = first_line(sh(["gcc", "--version"]))
+    v["meson"] = first_line(sh(["meson", "--version"]))
+    v["xargs"] = first_line(sh(["xargs", "--version"]))
+    v["parallel"] = first_line(sh(["parallel", "--version"])) if \
+        shutil.which("parallel") else None
+    v["tsp"] = first_line(sh(["tsp", "-V"])) if shutil.which("tsp") else None
+    v["dash"] = None
+    dpkg = sh(["dpkg-query", "-W", "-f", "${Version}", "dash"])
+    if dpkg and "no packages" not in dpkg:
+        v["dash"] = "dash " + dpkg
+    return v
+
+
+def git_info():
+    rev = first_line(sh(["git", "-C", REPO, "rev-parse", "HEAD"]))
+    st = sh(["git", "-C", REPO, "status", "--porcelain"])
+    return {"revision": rev,
+            "describe": first_line(sh(["git", "-C", REPO, "log", "-1",
+                                       "--format=%h %s"])),
+            "dirty_paths": len(st.splitlines()) if st else 0}
+
+
+def build_info(build):
+    bt = None
+    try:
+        with open(os.path.join(build, "meson-info",
+                               "intro-buildoptions.json")) as f:
+            for o in json.load(f):
+                if o.get("name") == "buildtype":
+                    bt = o.get("value")
+    except (OSError, ValueError):
+        pass
+    return {"dir": build, "buildtype": bt}
+
+
+def do_build(build):
+    if not os.path.exists(os.path.join(build, "build.ninja")):
+        log("meson setup %s (release)" % build)
+        subprocess.run(["meson", "setup", build, REPO,
+                        "-Dbuildtype=release"], check=True,
+                       stdout=subprocess.DEVNULL)
+    targets_ = ["bench/bench_pool", "bench/spawn4", "bench/stamp"]
+    r = subprocess.run(["ninja", "-C", build] + targets_ +
+                       ["src/cli/gpupool-run"], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        log("ninja: gpupool-run did not build; building the rest")
+        subprocess.run(["ninja", "-C", build] + targets_, check=True,
+                       stdout=subprocess.DEVNULL)
+
+
+def install_peers(notes):
+    argv = ["apt-get", "install", "-y", "parallel", "task-spooler"]
+    if os.geteuid() != 0:
+        argv = ["sudo", "-n"] + argv
+    log(" ".join(argv))
+    r = subprocess.run(argv, capture_output=True, text=True,
+                       env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+    if r.returncode != 0:
+        notes.append("--install-peers failed (exit %d): %s" % (
+            r.returncode, r.stderr.strip()[-300:]))
+
+
+# ---------------------------------------------------------------------------
+# Reports.
+
+def fmt_s(s, f="%.3f", scale=1.0):
+    if not s:
+        return "-"
+    if s["n"] == 1:
+        return f % (s["median"] * scale)
+    return (f + " [" + f + "-" + f + "]") % (
+        s["median"] * scale, s["min"] * scale, s["max"] * scale)
+
+
+def fmt_m(s, f="%.2f", scale=1.0):
+    return f % (s["median"] * scale) if s else "-"
+
+
+def markdown(res):
+    L = []
+    m, v, g = res["machine"], res["versions"], res["git"]
+    L.append("Measured %s on %s (%d cores%s), %s, kernel %s; %s, %s, "
+             "Python %s. Revision %s%s. Build: %s. Load average before/after:"
+             " %s / %s.%s" % (
+                 res["date"], m["cpu"], m["cores"],
+                 ", " + m["virt"] if m.get("virt") else "", m["distro"],
+                 m["kernel"], v.get("gpupool") or "gpupool ?", v.get("gcc"),
+                 v["python"], (g["revision"] or "?")[:12],
+                 " (+%d uncommitted paths)" % g["dirty_paths"]
+                 if g["dirty_paths"] else "", res["build"]["buildtype"],
+                 " ".join("%.2f" % x for x in res["load_before"]),
+                 " ".join("%.2f" % x for x in res["load_after"]),
+                 " **--quick run.**" if res["quick"] else ""))
+    L.append("")
+    L.append("Command: `%s`" % res["command"])
+    L.append("")
+    L.append("Figures are medians over interleaved rounds, [min-max] beside "
+             "them; ratios are medians of per-round ratios.")
+    L.append("")
+    L.append("### Targets")
+    L.append("")
+    L.append("| target | measured | status | context |")
+    L.append("| --- | --- | --- | --- |")
+    for t in res["targets"]:
+        L.append("| %s | %s | **%s** | %s |" % (
+            t["target"], t["shown"], t["status"], t.get("context") or ""))
+    L.append("")
+    cr = res.get("command_runner")
+    if cr:
+        labels = {k: x["label"] for k, x in cr["runners"].items()}
+        for key, w in cr["workloads"].items():
+            L.append("### Command runner: %s, 4 slots" % w["title"])
+            L.append("")
+            L.append("| runner | wall s | x raw bound | gpupool-run faster by"
+                     " | CPU s | overhead ms/task | launch to 1st task ms |")
+            L.append("| --- | --- | --- | --- | --- | --- | --- |")
+            for name, x in w["runners"].items():
+                L.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                    labels[name], fmt_s(x["wall_s"]), fmt_m(x["vs_raw"]),
+                    fmt_m(x["gpupool_speedup"]), fmt_m(x["cpu_s"]),
+                    fmt_m(x["overhead_ms_per_task"], "%.3f"),
+                    fmt_m(x["latency_ms"])))
+            L.append("")
+            L.append("Overhead per task = (wall - ideal) / N x 4, ideal = "
+                     "%.2f s. Rounds: %d." % (w["ideal_s"], w["rounds"]))
+            L.append("")
+        sk = cr["skewed"]
+        L.append("### Command runner: %d skewed sleeps (sum %.2f s, longest "
+                 "%.2f s)" % (sk["n"], sk["total_s"], sk["max_s"]))
+        L.append("")
+        gi, lp = sk["orders"]["given"], sk["orders"]["lpt"]
+        L.append("| runner | given order: makespan / ideal | longest first: "
+                 "makespan / ideal |")
+        L.append("| --- | --- | --- |")
+        for name in gi["runners"]:
+            L.append("| %s | %s | %s |" % (
+                labels[name], fmt_s(gi["runners"][name]["over_ideal"]),
+                fmt_s(lp["runners"][name]["over_ideal"])))
+        L.append("")
+        L.append("Ideal: greedy list scheduling on 4 slots with no "
+                 "overhead, %.3f s given, %.3f s longest first. %s." % (
+                     gi["ideal_s"], lp["ideal_s"], sk["dist"]))
+        L.append("")
+        fp = cr["footprint"]
+        L.append("### Command runner: pile-up and footprint (%s)" %
+                 fp["task"])
+        L.append("")
+        hdr = "| runner |"
+        sep = "| --- |"
+        for nn in fp["ns"]:
+            hdr += " N=%d: peak processes | RSS sum MiB | PSS sum MiB |" % nn
+            sep += " --- | --- | --- |"
+        L.append(hdr + " master peak RSS MiB |")
+        L.append(sep + " --- |")
+        for name, per in fp["runners"].items():
+            row = "| %s |" % labels[name]
+            hw = []
+            for nn in fp["ns"]:
+                x = per.get(str(nn), {})
+                row += " %s | %s | %s |" % (
+                    x.get("peak_procs", "-"),
+                    "%.1f" % (x["peak_rss_kb"] / 1024)
+                    if x.get("peak_rss_kb") else "-",
+                    "%.1f" % (x["peak_pss_kb"] / 1024)
+                    if x.get("peak_pss_kb") else "-")
+                if x.get("master_hwm_kb"):
+                    hw.append(x["master_hwm_kb"])
+            L.append(row + " %s |" % ("%.2f" % (max(hw) / 1024) if hw
+                                      else "-"))
+        L.append("")
+        L.append("Processes: the runner and everything under it (the "
+                 "harness is a child subreaper, so task-spooler's detached "
+                 "server and clients count). RSS sums count shared pages once"
+                 " per process; PSS divides them. Master: VmHWM of the "
+                 "runner's own pid (task-spooler: its server).")
+        L.append("")
+        bad = {k: x for k, x in cr["validation"].items() if not x["ok"]}
+        L.append("Validation (%s): %s" % (
+            "every runner ran each task once, at most 4 at a time, GPU-aware"
+            " runners never gave one GPU to two running tasks",
+            "all passed" if not bad else "; ".join(
+                "%s: %s" % (k, ", ".join(x["problems"]))
+                for k, x in bad.items())))
+        L.append("")
+    pm = res.get("pool_map")
+    if pm:
+        rt = pm["roundtrip"]
+        L.append("### pool_map: one item in flight (round trip, us)")
+        L.append("")
+        L.append("| placement | raw pipe | raw socketpair | gpupool | "
+                 "gpupool / pipe | gpupool / socketpair |")
+        L.append("| --- | --- | --- | --- | --- | --- |")
+        for mode in ("pinned", "free"):
+            x = rt[mode]
+            L.append("| %s | %s | %s | %s | %s | %s |" % (
+                "all on one CPU" if mode == "pinned" else "scheduler's "
+                "choice", fmt_s(x["raw_pipe_us"], "%.2f"),
+                fmt_s(x["raw_sock_us"], "%.2f"), fmt_s(x["pool_us"], "%.2f"),
+                fmt_m(x["pool_over_pipe"]), fmt_m(x["pool_over_sock"])))
+        L.append("")
+        L.append("All on one CPU: the process pinned to one CPU, the worker "
+                 "created with GP_POOL_NO_BIND so it keeps that affinity; "
+                 "this row is the software cost of each path and carries the"
+                 " target. Scheduler's choice: each block runs with both ends"
+                 " on one CPU (a few us) or on two (a cross-CPU wakeup, tens "
+                 "of us in a VM), so its medians and ratios are bimodal and "
+                 "only informative.")
+        L.append("")
+        tr = pm["trivial"]
+        L.append("### pool_map: trivial items (x * 2 on an int), 4 workers, "
+                 "items/s")
+        L.append("")
+        L.append("| implementation | " + " | ".join(
+            "N=%s | gpupool faster by" % fmt_n(n) for n in tr["ns"]) + " |")
+        L.append("| --- |" + " --- | --- |" * len(tr["ns"]))
+        for k, lab in tr["labels"].items():
+            row = "| %s |" % lab
+            for n in tr["ns"]:
+                x = tr["by_n"].get(str(n), {}).get(k)
+                if x:
+                    row += " %s | %s |" % (fmt_si(x["items_per_s"]),
+                                           fmt_m(x["gpupool_over"]))
+                else:
+                    row += " skipped | |"
+            L.append(row)
+        L.append("")
+        sk = []
+        for k, per in tr["skipped"].items():
+            for n, why in per.items():
+                sk.append("%s at N=%s (%s)" % (tr["labels"][k], fmt_n(n),
+                                                why))
+        if sk:
+            L.append("Skipped: " + "; ".join(sk) + ".")
+            L.append("")
+        s = pm["skewed"]
+        L.append("### pool_map: %d skewed items (sum %.2f s, longest %.3f s)"
+                 % (s["n"], s["total_s"], s["max_s"]))
+        L.append("")
+        L.append("| implementation | given order: makespan / ideal | longest "
+                 "first: makespan / ideal |")
+        L.append("| --- | --- | --- |")
+        names = {"gpupool": "pool_map", "map": "Pool.map (default chunks)",
+                 "imap_unordered": "Pool.imap_unordered"}
+        for k in s["orders"]["given"]["impls"]:
+            L.append("| %s | %s | %s |" % (
+                names[k], fmt_s(s["orders"]["given"]["impls"][k]
+                                ["over_ideal"]),
+                fmt_s(s["orders"]["lpt"]["impls"][k]["over_ideal"])))
+        L.append("")
+        L.append("Ideal: greedy list scheduling on 4 workers, %.3f s given, "
+                 "%.3f s longest first. %s." % (
+                     s["orders"]["given"]["ideal_s"],
+                     s["orders"]["lpt"]["ideal_s"], s["dist"]))
+        L.append("")
+        L.append("### pool_map: payload sweep (each item echoed back)")
+        L.append("")
+        L.append("| item size | N | pool_map items/s | pool_map MB/s | "
+                 "Pool.map items/s | Pool.map MB/s | gpupool faster by |")
+        L.append("| --- | --- | --- | --- | --- | --- | --- |")
+        for size, x in pm["payload"].items():
+            g, mp_ = x["impls"]["gpupool"], x["impls"]["map"]
+            L.append("| %s | %d | %s | %s | %s | %s | %s |" % (
+                fmt_bytes(int(size)), x["n"], fmt_si(g["items_per_s"]),
+                fmt_m(g["mb_per_s"], "%.1f"), fmt_si(mp_["items_per_s"]),
+                fmt_m(mp_["mb_per_s"], "%.1f"),
+                fmt_m(x["gpupool_over_map"])))
+        L.append("")
+        L.append("MB/s: item bytes sent per second (10^6 B), each way.")
+        L.append("")
+    if res["notes"]:
+        L.append("### Notes")
+        L.append("")
+        for n in res["notes"]:
+            L.append("- " + n)
+        L.append("")
+    return "\n".join(L)
+
+
+def fmt_n(n):
+    n = int(n)
+    e = len(str(n)) - 1
+    return "10^%d" % e if n == 10 ** e else str(n)
+
+
+def fmt_si(s):
+    if not s:
+        return "-"
+    x = s["median"]
+    for unit, div in (("M", 1e6), ("k", 1e3)):
+        if x >= div:
+            return "%.2f%s" % (x / div, unit)
+    return "%.1f" % x
+
+
+def fmt_bytes(b):
+    for unit, div in (("MiB", MIB), ("KiB", 1024)):
+        if b >= div and b % div == 0:
+            return "%d %s" % (b // div, unit)
+    return "%d B" % b
+
+
+# ---------------------------------------------------------------------------
+# The plot: panels of grouped horizontal bars, drawn with matplotlib when it
+# is installed, else written as SVG by hand.
+
+SHADES = {"gpupool-run": ("#b2182b", "#e0705a", "#f6b89c"),
+          "spawn4": ("#4d4d4d", "#8c8c8c", "#c4c4c4"),
+          None: ("#2166ac", "#4d97c8", "#9ecae1")}
+
+
+def color_for(key, series_index):
+    s = SHADES.get(key, SHADES[None])
+    return s[min(series_index, len(s) - 1)]
+
+
+def panels(res):
+    """What the plot shows: a list of panels of grouped horizontal bars.
+    rows: (label, value or [value per series], colour key)."""
+    P = []
+    cr = res.get("command_runner")
+    if cr:
+        lab = {k: x["label"] for k, x in cr["runners"].items()}
+        names = list(lab)
+        t = cr["workloads"]["true"]
+        s = cr["workloads"]["sleep"]
+        P.append({"title": "%s: wall / raw posix_spawn bound" % t["title"],
+                  "unit": "x (lower is better)", "ref": 1.0,
+                  "rows": [(lab[k], med(t["runners"][k]["vs_raw"]), k)
+                           for k in names]})
+        P.append({"title": "%s: CPU per task" % t["title"],
+                  "unit": "ms user+sys, runner and tasks (lower is better)",
+                  "rows": [(lab[k], med(t["runners"][k]["cpu_ms_per_task"]),
+                            k) for k in names]})
+        P.append({"title": "%s: overhead per task" % s["title"],
+                  "unit": "ms, (wall - ideal) / N x 4 (lower is better)",
+                  "rows": [(lab[k], med(s["runners"][k]
+                                        ["overhead_ms_per_task"]), k)
+                           for k in names]})
+        P.append({"title": "launch -> first task starts",
+                  "unit": "ms (lower is better)", "ref": 5.0,
+                  "rows": [(lab[k], med(t["runners"][k]["latency_ms"]), k)
+                           for k in names]})
+        sk = cr["skewed"]["orders"]
+        P.append({"title": "%d skewed tasks: makespan / ideal" %
+                           cr["skewed"]["n"],
+                  "unit": "x greedy list-scheduling ideal (1 = ideal)",
+                  "ref": 1.0, "series": ["given order", "longest first"],
+                  "rows": [(lab[k], [med(sk["given"]["runners"][k]
+                                         ["over_ideal"]),
+                                     med(sk["lpt"]["runners"][k]
+                                         ["over_ideal"])], k)
+                           for k in names]})
+        fp = cr["footprint"]
+        ns = [str(n) for n in fp["ns"]]
+        P.append({"title": "pile-up: peak live processes",
+                  "unit": "processes, runner's whole tree (log)",
+                  "log": True, "series": ["N=%s" % n for n in ns],
+                  "rows": [(lab[k], [fp["runners"][k].get(n, {})
+                                     .get("peak_procs") for n in ns], k)
+                           for k in names]})
+        P.append({"title": "pile-up: peak memory (PSS sum)",
+                  "unit": "MiB, runner's whole tree (log)", "log": True,
+                  "series": ["N=%s" % n for n in ns],
+                  "rows": [(lab[k], [(fp["runners"][k].get(n, {})
+                                      .get("peak_pss_kb") or 0) / 1024 or None
+                                     for n in ns], k) for k in names]})
+        P.append({"title": "runner's own peak RSS (VmHWM)",
+                  "unit": "MiB (lower is better)", "ref": 4.0,
+                  "rows": [(lab[k], max([x.get("master_hwm_kb") or 0 for x in
+                                         fp["runners"][k].values()]) / 1024
+                            or None, k) for k in names]})
+    pm = res.get("pool_map")
+    if pm:
+        tr = pm["trivial"]
+        ns = [str(n) for n in tr["ns"]]
+        P.append({"title": "pool_map: trivial items (x*2), 4 workers",
+                  "unit": "items/s (log, higher is better)", "log": True,
+                  "series": ["N=%s" % fmt_n(n) for n in ns],
+                  "rows": [(lab_, [med((tr["by_n"].get(n, {}).get(k) or {})
+                                       .get("items_per_s")) for n in ns],
+                            "gpupool-run" if k == "gpupool" else
+                            ("spawn4" if k.startswith("raw") else k))
+                           for k, lab_ in tr["labels"].items()]})
+        rt = pm["roundtrip"]
+        P.append({"title": "pool_map: one item in flight, round trip",
+                  "unit": "us (lower is better)",
+                  "series": ["all on one CPU", "scheduler's choice"],
+                  "rows": [(lab_, [med(rt["pinned"][k]), med(rt["free"][k])],
+                            key) for k, lab_, key in (
+                      ("raw_pipe_us", "raw pipe ping-pong", "spawn4"),
+                      ("raw_sock_us", "raw socketpair ping-pong", "spawn4"),
+                      ("pool_us", "pool_map (gp_run, 1 worker)",
+                       "gpupool-run"))]})
+        sk = pm["skewed"]["orders"]
+        names = {"gpupool": "pool_map", "map": "Pool.map (default chunks)",
+                 "imap_unordered": "Pool.imap_unordered"}
+        P.append({"title": "pool_map: %d skewed items: makespan / ideal" %
+                           pm["skewed"]["n"],
+                  "unit": "x greedy list-scheduling ideal (1 = ideal)",
+                  "ref": 1.0, "series": ["given order", "longest first"],
+                  "rows": [(names[k], [med(sk["given"]["impls"][k]
+                                           ["over_ideal"]),
+                                       med(sk["lpt"]["impls"][k]
+                                           ["over_ideal"])],
+                            "gpupool-run" if k == "gpupool" else k)
+                           for k in sk["given"]["impls"]]})
+        pl = pm["payload"]
+        sizes = list(pl)
+        P.append({"title": "pool_map: payload echoed, 4 workers",
+                  "unit": "MB/s each way (log, higher is better)",
+                  "log": True,
+                  "series": [fmt_bytes(int(z)) for z in sizes],
+                  "rows": [("pool_map", [med(pl[z]["impls"]["gpupool"]
+                                             ["mb_per_s"]) for z in sizes],
+                            "gpupool-run"),
+                           ("Pool.map (default chunks)",
+                            [med(pl[z]["impls"]["map"]["mb_per_s"])
+                             for z in sizes], "map")]})
+    return P
+
+
+def plot(res, path):
+    P = panels(res)
+    try:
+        if os.environ.get("GPUPOOL_BENCH_SVG"):
+            raise ImportError("GPUPOOL_BENCH_SVG is set")
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib import ticker
+    except ImportError:
+        svg_plot(res, P, path)
+        return "hand-written SVG (matplotlib not importable)"
+    plt.rcParams.update({"font.size": 8, "svg.fonttype": "none",
+                         "svg.hashsalt": "gpupool-bench"})
+    cols = 4
+    rows = (len(P) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.8 * cols, 3.2 * rows),
+                             squeeze=False)
+    for ax, p in zip(axes.flat, P):
+        series = p.get("series", [None])
+        labels = [r[0] for r in p["rows"]][::-1]
+        h = 0.8 / len(series)
+        vals_all = []
+        for si, sname in enumerate(series):
+            vals, colors, ys = [], [], []
+            for i, r in enumerate(p["rows"][::-1]):
+                v = r[1][si] if isinstance(r[1], list) else r[1]
+                if not v:
+                    continue
+                vals.append(v)
+                colors.append(color_for(r[2], si))
+                ys.append(i - (si - (len(series) - 1) / 2) * h)
+            vals_all += vals
+            bars = ax.barh(ys, vals, height=h * 0.92, color=colors,
+                           label=sname)
+            for b, v in zip(bars, vals):
+                ax.text(b.get_width(), b.get_y() + b.get_height() / 2,
+                        " " + short(v), va="center", fontsize=6.5)
+        ax.set_yticks(range(len(labels)))
+        ax.set_yticklabels(labels)
+        ax.set_ylim(-0.6, len(labels) - 0.4)
+        ax.set_title(p["title"], fontsize=8.5, loc="left")
+        ax.set_xlabel(p["unit"], fontsize=7)
+        if p.get("log"):
+            ax.set_xscale("log")
+            ax.xaxis.set_major_locator(ticker.LogLocator(base=10))
+            ax.xaxis.set_major_formatter(ticker.FuncFormatter(
+                lambda v, _: short(v)))
+            ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+            if vals_all:
+                ax.set_xlim(min(vals_all) / 2, max(vals_all) * 6)
+        else:
+            ax.set_xlim(0, max(vals_all + [p.get("ref") or 0]) * 1.22
+                        if vals_all else 1)
+        if p.get("ref"):
+            ax.axvline(p["ref"], color="#333333", lw=0.7, ls="--")
+        if series[0] is not None:
+            ax.legend(fontsize=6.5, loc="best", framealpha=0.8)
+        for sp in ("top", "right"):
+            ax.spines[sp].set_visible(False)
+    for ax in list(axes.flat)[len(P):]:
+        ax.axis("off")
+    m = res["machine"]
+    fig.suptitle("gpupool against the alternatives - %s, %d cores, %s - %s%s"
+                 "   (red: gpupool, grey: raw lower bounds, blue: others; "
+                 "dashed: target or ideal)" % (
+                     m["cpu"], m["cores"], m["distro"], res["date"],
+                     " (--quick)" if res["quick"] else ""), fontsize=9.5)
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Date": None})
+    plt.close(fig)
+    return "matplotlib " + matplotlib.__version__
+
+
+def short(v):
+    if v >= 1e6:
+        return "%.1fM" % (v / 1e6)
+    if v >= 1e4:
+        return "%.0fk" % (v / 1e3)
+    if v >= 100:
+        return "%.0f" % v
+    if v >= 10:
+        return "%.1f" % v
+    return "%.2f" % v
+
+
+def svg_plot(res, P, path):
+    """The same panels, as plain SVG, for machines without matplotlib."""
+    import math
+    cols, pw, ph, left = 4, 420, 300, 175
+    rows = (len(P) + cols - 1) // cols
+    W, H = cols * pw, rows * ph + 40
+    o = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
+         'font-family="sans-serif" font-size="10">' % (W, H),
+         '<rect width="100%" height="100%" fill="white"/>']
+    m = res["machine"]
+    o.append('<text x="10" y="22" font-size="14">gpupool against the '
+             'alternatives - %s, %d cores, %s - %s%s (red: gpupool, grey: raw '
+             'lower bounds, blue: others; dashed: target or ideal)</text>' % (
+                 esc(m["cpu"]), m["cores"], esc(m["distro"]), res["date"],
+                 " (--quick)" if res["quick"] else ""))
+    for i, p in enumerate(P):
+        x0, y0 = (i % cols) * pw, 40 + (i // cols) * ph
+        o.append('<text x="%d" y="%d" font-weight="bold">%s</text>' % (
+            x0 + 10, y0 + 14, esc(p["title"])))
+        o.append('<text x="%d" y="%d" fill="#555">%s</text>' % (
+            x0 + left, y0 + ph - 12, esc(p["unit"])))
+        series = p.get("series", [None])
+        vals = [v for r in p["rows"] for v in
+                (r[1] if isinstance(r[1], list) else [r[1]]) if v]
+        if not vals:
+            continue
+        vmax = max(vals + [p.get("ref") or 0])
+        log_ = p.get("log")
+        lo = 10 ** math.floor(math.log10(min(vals))) if log_ else 0
+        span = pw - left - 60
+
+        def X(v):
+            if log_:
+                return span * (math.log10(v) - math.log10(lo)) / max(
+                    1e-9, math.log10(vmax * 1.05) - math.log10(lo))
+            return span * v / (vmax * 1.05)
+        n = len(p["rows"])
+        rowh = (ph - 50) / n
+        bh = rowh * 0.8 / len(series)
+        for ri, r in enumerate(p["rows"]):
+            y = y0 + 24 + ri * rowh
+            o.append('<text x="%d" y="%.1f" text-anchor="end">%s</text>' % (
+                x0 + left - 4, y + rowh / 2 + 3, esc(r[0])))
+            for si in range(len(series)):
+                v = r[1][si] if isinstance(r[1], list) else r[1]
+                if not v:
+                    continue
+                by = y + rowh * 0.1 + si * bh
+                o.append('<rect x="%d" y="%.1f" width="%.1f" height="%.1f" '
+                         'fill="%s"/>' % (x0 + left, by, max(1, X(v)),
+                                          bh * 0.92, color_for(r[2], si)))
+                o.append('<text x="%.1f" y="%.1f" font-size="8">%s%s</text>'
+                         % (x0 + left + X(v) + 3, by + bh * 0.7, short(v),
+                            "" if series[0] is None else " (%s)" %
+                            esc(series[si])))
+        if p.get("ref"):
+            rx = x0 + left + X(p["ref"])
+            o.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" '
+                     'stroke="#333" stroke-dasharray="3,2"/>' % (
+                         rx, y0 + 20, rx, y0 + ph - 28))
+    o.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(o) + "\n")
+
+
+def esc(s):
+    return (str(s).replace("&", "&amp;").replace("<", "&lt;")
+            .replace(">", "&gt;"))
+
+
+def publish(res, md, svg_path):
+    """docs/benchmarks.md: replace what lies between the results markers;
+    docs/benchmarks.svg: the plot."""
+    doc = os.path.join(REPO, "docs", "benchmarks.md")
+    shutil.copyfile(svg_path, os.path.join(REPO, "docs", "benchmarks.svg"))
+    begin, end = "<!-- results:begin -->", "<!-- results:end -->"
+    with open(doc) as f:
+        text = f.read()
+    if begin not in text or end not in text:
+        raise SystemExit("publish: %s has no %s ... %s markers" % (doc, begin,
+                                                                   end))
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    body = "\n![gpupool benchmarks](benchmarks.svg)\n\n" + md + "\n"
+    with open(doc, "w") as f:
+        f.write(head + begin + "\n" + body + end + tail)
+    log("published docs/benchmarks.md and docs/benchmarks.svg")
+
+
+# ---------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="smaller N and fewer rounds: under a minute")
+    ap.add_argument("--install-peers", action="store_true",
+                    help="apt-get install -y parallel task-spooler first")
+    ap.add_argument("--out", default=os.path.join(HERE, "results"),
+                    help="output directory (default bench/results)")
+    ap.add_argument("--build", default=os.path.join(REPO, "build-bench"),
+                    help="meson build directory (default build-bench/; "
+                         "set up with -Dbuildtype=release if missing)")
+    ap.add_argument("--no-build", action="store_true",
+                    help="use --build as it is; do not run meson/ninja")
+    ap.add_argument("--sections", default="cmd,pool",
+                    help="cmd, pool or both (default)")
+    ap.add_argument("--publish", action="store_true",
+                    help="copy the table and plot into docs/benchmarks.*")
+    ap.add_argument("--render", metavar="RESULTS_JSON",
+                    help="only redraw results.md and the plot from a "
+                         "results.json")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    md_path = os.path.join(a.out, "results.md")
+    svg_path = os.path.join(a.out, "results.svg")
+    if a.render:
+        with open(a.render) as f:
+            res = json.load(f)
+        res["plot"] = plot(res, svg_path)
+        md = markdown(res)
+        with open(md_path, "w") as f:
+            f.write(md)
+        if a.publish:
+            publish(res, md, svg_path)
+        return 0
+
+    cfg = QUICK if a.quick else FULL
+    build = os.path.abspath(a.build)
+    notes = NOTES
+    if not become_subreaper():
+        notes.append("could not become a child subreaper: detached "
+                     "processes (task-spooler's server) are not counted")
+    if a.install_peers:
+        install_peers(notes)
+    if not a.no_build:
+        do_build(build)
+    if build_info(build)["buildtype"] not in ("release", None):
+        notes.append("the build in %s is %s, not release" % (
+            build, build_info(build)["buildtype"]))
+    work = tempfile.mkdtemp(prefix="gpupool-bench-")
+    res = {"schema": 1, "quick": a.quick,
+           "command": "python3 bench/run.py" + " ".join(
+               [""] + [x for x in sys.argv[1:]]),
+           "date": datetime.datetime.now().astimezone().strftime(
+               "%Y-%m-%d %H:%M %Z"),
+           "machine": machine_info(), "git": git_info(),
+           "build": build_info(build), "config": cfg,
+           "load_before": list(os.getloadavg()), "notes": notes}
+    sections = a.sections.split(",")
+    try:
+        runners, skipped = make_runners(build, work, notes)
+        res["versions"] = versions(build, runners)
+        res["peers"] = {r.name: {"status": "ran", "label": r.label,
+                                 "note": r.note} for r in runners}
+        res["peers"].update({k: {"status": "skipped", "note": v}
+                             for k, v in skipped.items()})
+        if "cmd" in sections:
+            cmd_section(cfg, runners, build, work, res, notes)
+        if "pool" in sections:
+            pool_section(cfg, build, work, res, notes)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    res["load_after"] = list(os.getloadavg())
+    res["duration_s"] = round(time.monotonic() - T0, 1)
+    res["targets"] = targets(res, skipped)
+    res["plot"] = plot(res, svg_path)
+    md = markdown(res)
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    with open(md_path, "w") as f:
+        f.write(md)
+    print(md)
+    print()
+    for t in res["targets"]:
+        print("%-4s  %-70s %s%s" % (t["status"], t["target"], t["shown"],
+                                    "  (%s)" % t["context"]
+                                    if t.get("context") else ""))
+    log("done in %.0f s: %s" % (res["duration_s"], a.out))
+    if a.publish:
+        publish(res, md, svg_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
