@@ -107,6 +107,11 @@ parse(struct joblog *j, char *l, size_t n)
 	int		 k = 0;
 	uint32_t	 h = 0;
 
+	/* A NUL is no joblog text: blocks of them are what a crash can
+	 * leave at the end of a file. (It would also hide the last TAB
+	 * from strrchr() below.) */
+	if (memchr(l, '\0', n) != NULL)
+		return 0;
 	for (p = l; k < 9 && (p = memchr(p, '\t', (size_t)(l + n - p))) != NULL;
 	    p++)
 		tab[k++] = p;
