@@ -133,6 +133,7 @@ joblog_load(struct joblog *j, const char *path, char *err, size_t errlen)
 {
 	char		*buf, *nl, *b;
 	size_t		 len = 0, cap = 65536, off;
+	struct stat	 st;
 	ssize_t		 r;
 	int		 fd, rc = 0, skipping = 0;
 
@@ -143,6 +144,12 @@ joblog_load(struct joblog *j, const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot open joblog '%s': %s", path,
 		    strerror(errno));
 		return rc;
+	}
+	/* Only a regular file holds a past run: a device such as /dev/full
+	 * would be read for ever. */
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return 0;
 	}
 	if ((buf = malloc(cap + 1)) == NULL) {
 		close(fd);
@@ -247,7 +254,8 @@ joblog_open(struct joblog *j, const char *path, int keep, char *err,
 	else if (S_ISREG(st.st_mode) && pread(j->fd, &c, 1, st.st_size - 1) ==
 	    1 && c != '\n')
 		rc = write_all(j->fd, "\n", 1);	/* end a torn line */
-	else if (!S_ISREG(st.st_mode) && strcmp(path, "-") == 0)
+	else if (!S_ISREG(st.st_mode))	/* -, a FIFO, a device: and a
+					   write that fails, fails now */
 		rc = write_all(j->fd, header, sizeof(header) - 1);
 	if (rc == 0)
 		return 0;
