@@ -253,7 +253,9 @@ GP_API int	gp_ctx_stop_fd(const struct gp_ctx *ctx);
 /* In a worker: declare the process group of a task the current item
  * started (0 when it is gone). Whenever the master must SIGKILL this worker
  * (grace over, GP_CTL_KILL, destroy) or finds it dead, it SIGKILLs that
- * group too, so no task outlives its worker. */
+ * group too, so no task outlives its worker. If the master itself dies,
+ * only the worker can: use GP_POOL_NO_PDEATHSIG and watch the stop fd, as
+ * gpupool-run does. */
 GP_API void	gp_ctx_set_pgid(struct gp_ctx *ctx, pid_t pgid);
 
 /* Text for any code returned above or any item code < 0. */
