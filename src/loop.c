@@ -324,8 +324,8 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	atomic_store(&w->shm->stop, 0);
 	w->state = GP_W_BUSY;
 	w->heard = gp_now_ns();
-	/* Most batches fit the socket buffer: send now, skip a poll turn.
-	 * A failure means a dead peer, seen as EOF on the next read. */
+	/* Most batches fit the pipe buffer: send now, skip a poll turn.
+	 * A failure means a dead worker: its pidfd or result pipe says so. */
 	(void)gp_buf_send(w->wfd, &w->wbuf);
 	return 1;
 }
