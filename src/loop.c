@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -565,7 +564,7 @@ on_readable(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 		want = (w->rbuf.len - w->rbuf.off >= sizeof(h)) ?
 		    sizeof(h) + h.len : 65536;
 		if (!full)
-			return 0;	/* a short read drained the socket */
+			return 0;	/* a short read drained the pipe */
 	}
 }
 
