@@ -138,7 +138,7 @@ struct gp_worker_info {
 	int		 worker;	/* 0 .. gp_pool_size() - 1 */
 	int		 gpu;		/* index into the pool's GPU list */
 	int		 slot;		/* 0 .. per_gpu - 1 */
-	pid_t		 pid;		/* 0 if not running (or in a worker) */
+	pid_t		 pid;		/* 0 if not running; in a worker: its own */
 	int		 fake;		/* 1 for a fake GPU */
 	char		 visible[96];	/* its CUDA_VISIBLE_DEVICES value */
 	char		 uuid[48];	/* "GPU-..." or "" when unknown */

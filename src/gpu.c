@@ -156,9 +156,10 @@ names(const char *id, int idx, const struct gp_gpu *g)
 {
 	const char	*u = g->uuid;
 	size_t		 l = strlen(id);
+	int		 ix = index_of(id);
 
-	if (index_of(id) >= 0)
-		return index_of(id) == idx;
+	if (ix >= 0)
+		return ix == idx;
 	if (strncmp(u, "GPU-", 4) == 0 && strncmp(id, "GPU-", 4) != 0)
 		u += 4;
 	if (*u && l >= 4 && strncasecmp(id, u, l) == 0)

@@ -125,8 +125,7 @@ struct gp_pool {
 	uint64_t		 gen;		/* last job generation */
 	int			 rr;		/* dispatch starts at this worker */
 	int			 respawns;	/* budget left; < 0: no limit */
-	int			 in_call;	/* inside gp_map/gp_run */
-	struct gp_job		*job;		/* the call in progress */
+	struct gp_job		*job;		/* the call in progress, or NULL */
 };
 
 /* loop.c */

@@ -96,7 +96,6 @@ gp_loop_spawn(struct gp_pool *p, struct gp_worker *w)
 	 * still holds its end of the channel open. */
 	w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	w->pid = pid;
-	w->info.pid = pid;
 	w->state = GP_W_STARTING;
 	w->job = 0;
 	w->ntasks = 0;
@@ -223,14 +222,14 @@ static size_t
 batch_size(const struct gp_pool *p, const struct gp_job *job,
     const struct gp_worker *w)
 {
-	size_t	 b, rem, share;
+	size_t	 b, rem, share, two_w;
 
 	if (job->feed != NULL || job->est_ns == 0)
 		return 1;
 	b = (size_t)(GP_BATCH_TARGET_NS / job->est_ns);
 	rem = job->n - job->next + job->nrq;
-	share = (rem + 2 * (size_t)live_workers(p) - 1) /
-	    (2 * (size_t)live_workers(p));
+	two_w = 2 * (size_t)live_workers(p);
+	share = (rem + two_w - 1) / two_w;
 	if (b > share)
 		b = share;
 	if (b > GP_BATCH_MAX)
@@ -583,7 +582,6 @@ reap(struct gp_worker *w, int *status)
 		kill(-pg, SIGKILL);
 	gp_loop_close_fds(w);
 	w->pid = 0;
-	w->info.pid = 0;
 	w->state = GP_W_DEAD;
 }
 

@@ -301,6 +301,7 @@ gp_pool_info(const struct gp_pool *p, int worker, struct gp_worker_info *out)
 	if (worker < 0 || worker >= p->nw)
 		return -EINVAL;
 	*out = p->w[worker].info;
+	out->pid = p->w[worker].pid;	/* 0 while it is not running */
 	return 0;
 }
 
@@ -319,14 +320,12 @@ run_job(struct gp_pool *p, struct gp_job *job, gp_fn *fn, const void *arg,
 		return GP_EPLAN;
 	if (getpid() != p->master)
 		return -ECHILD;
-	if (p->in_call)
+	if (p->job != NULL)
 		return -EBUSY;
-	p->in_call = 1;
 	job->gen = ++p->gen;
 	p->job = job;
 	rc = gp_loop_run(p, job);
 	p->job = NULL;
-	p->in_call = 0;
 	free(job->requeue);
 	return rc;
 }
