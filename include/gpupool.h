@@ -173,7 +173,9 @@ struct gp_feed {
 	/* Optional control channel (a signalfd, say): when ctl_fd is
 	 * readable, ctl() is called and returns 0 (go on), GP_CTL_CANCEL
 	 * (as cancel_fd) or GP_CTL_KILL (cancel, and SIGKILL busy workers
-	 * and their declared process groups now). ctl_fd -1: none. */
+	 * and their declared process groups now). ctl_fd -1: none. After
+	 * ctl() the pool asks next() again, even after GP_FEED_WAIT: items
+	 * may come from the control channel. */
 	int		 ctl_fd;
 	int		(*ctl)(void *arg);
 };

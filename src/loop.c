@@ -775,7 +775,8 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 			ffd = n;
 			pfd[n].fd = job->feed->in_fd;
 			pfd[n++].events = POLLIN;
-		} else if (job != NULL && job->feed_wait && job->running == 0)
+		} else if (job != NULL && job->feed_wait && job->running == 0 &&
+		    kfd < 0)
 			return -EDEADLK;	/* nothing can wake us */
 		now = gp_now_ns();
 		dl = expire(p, now);
@@ -789,8 +790,10 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 			job->cancel_req = 1;
 		if (job != NULL && ffd >= 0 && pfd[ffd].revents)
 			job->feed_wait = 0;
-		if (job != NULL && kfd >= 0 && pfd[kfd].revents)
+		if (job != NULL && kfd >= 0 && pfd[kfd].revents) {
 			control(p, job, job->feed->ctl(job->feed->arg));
+			job->feed_wait = 0;	/* ctl() may bring items */
+		}
 		cfd = ffd = kfd = -1;
 		for (i = 0; i < nw; i++) {
 			struct gp_worker *w = map[i];
