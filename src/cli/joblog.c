@@ -286,7 +286,7 @@ joblog_changed(const struct joblog *j, unsigned long seq, const char *cmd)
 int
 joblog_append(struct joblog *j, const struct jl_rec *r)
 {
-	size_t	 need = strlen(r->cmd) + strlen(r->gpu) + 160;
+	size_t	 need = strlen(r->cmd) + strlen(r->gpu) + strlen(r->host) + 160;
 	char	*l;
 	int	 n, rc;
 
@@ -299,8 +299,8 @@ joblog_append(struct joblog *j, const struct jl_rec *r)
 		j->lcap = need;
 	}
 	n = snprintf(j->line, j->lcap,
-	    "%lu\t:\t%.3f\t%.3f\t0\t0\t%d\t%d\t%s\t%s\n", r->seq, r->start,
-	    r->runtime, r->exitval, r->signal, r->cmd, r->gpu);
+	    "%lu\t%s\t%.3f\t%.3f\t0\t0\t%d\t%d\t%s\t%s\n", r->seq, r->host,
+	    r->start, r->runtime, r->exitval, r->signal, r->cmd, r->gpu);
 	if (n < 0 || (size_t)n >= j->lcap)
 		return -EOVERFLOW;
 	/* One write per line: with O_APPEND it lands whole or torn, never

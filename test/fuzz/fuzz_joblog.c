@@ -124,6 +124,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	snprintf(cmd, sizeof(cmd), "echo fuzz %zu", size);
 	r.cmd = cmd;
 	r.gpu = "0";
+	r.host = ":";
 	joblog_init(&j);
 	CHECK(joblog_open(&j, path, 1, err, sizeof(err)) == 0);
 	CHECK(joblog_append(&j, &r) == 0);
