@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <time.h>
 #include <sys/types.h>
 
@@ -79,6 +80,7 @@ struct jl_rec {
 	int		 signal;
 	const char	*cmd;
 	const char	*gpu;
+	const char	*host;		/* ":" for this machine */
 };
 
 void	joblog_init(struct joblog *j);
@@ -107,6 +109,8 @@ struct run_conf {
 	uint64_t	 timeout_ms;	/* 0: none */
 	uint64_t	 grace_ms;	/* TERM to KILL */
 	int32_t		 results_fd;	/* inherited dir fd, or -1 */
+	int32_t		 rank;		/* GPUPOOL_RANK */
+	int32_t		 mpi;		/* drop MPI's variables from tasks */
 	int32_t		 pad;
 };
 
@@ -141,9 +145,81 @@ int	task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg);
 int	needs_shell(const char *cmd);
 int64_t	clock_ns(clockid_t id);	/* clock_gettime(id) in ns */
 
+/* mpi.c (mpi_stub.c without MPI): the ranks of a run started by an MPI
+ * launcher (mpirun, srun --mpi=pmix), rank 0 the coordinator. Messages
+ * are typed byte strings; the protocol is in docs/cluster.md. */
+enum rmsg_type {
+	RM_HELLO = 1,	/* r -> 0: struct rhello, w_gpu[], host, GPU ids */
+	RM_TASKS,	/* 0 -> r: task_hdr + command + NUL, one or more */
+	RM_RESULTS,	/* r -> 0: struct rresult + reply bytes, one or more */
+	RM_CTL,		/* 0 -> r: one int32: enum rctl */
+	RM_BEAT,	/* either way, empty: still here */
+	RM_BYE,		/* r -> 0, empty: done, every result sent */
+};
+
+enum rctl {
+	RC_CANCEL = 1,	/* start nothing more, stop the running tasks */
+	RC_KILL,	/* kill the running tasks now */
+	RC_END,		/* no more tasks: finish and say bye */
+};
+
+struct rhello {
+	uint32_t	 nw;		/* slots (workers) */
+	uint32_t	 ngpu;
+	/* then int32_t w_gpu[nw], then NUL-terminated: the host name and
+	 * ngpu CUDA_VISIBLE_DEVICES values */
+};
+
+struct rresult {
+	uint64_t	 seq;
+	uint32_t	 attempt;
+	int32_t		 status;	/* enum gp_status */
+	int32_t		 code;
+	int32_t		 attempts;
+	int32_t		 worker;	/* slot on that rank */
+	uint32_t	 pad;
+	uint64_t	 outlen;	/* then the worker's reply bytes */
+};
+
+struct rmsg {
+	struct rmsg	*next;
+	int		 peer;		/* sender (received) or receiver */
+	int		 type;		/* enum rmsg_type */
+	size_t		 len;
+	uint8_t		 data[];
+};
+
+struct ranks;
+
+/* MPI is initialised only when a launcher started us (its variables are
+ * set); otherwise *rk is NULL and the run is one machine's. Fails when
+ * the launcher started several processes that cannot talk. */
+int	ranks_init(struct ranks **rk, char *err, size_t errlen);
+int	ranks_rank(const struct ranks *rk);	/* 0 for NULL */
+int	ranks_size(const struct ranks *rk);	/* 1 for NULL */
+/* The rest only with ranks_size() > 1. */
+const char *ranks_host(const struct ranks *rk);
+int	ranks_start(struct ranks *rk, char *err, size_t errlen);
+int	ranks_fd(const struct ranks *rk);	/* readable: ranks_recv() */
+int	ranks_send(struct ranks *rk, int peer, int type, const void *data,
+	    size_t len);
+/* The next message (free() it), or NULL: none now (err "") or the MPI
+ * thread failed (err says why). */
+struct rmsg *ranks_recv(struct ranks *rk, char *err, size_t errlen);
+int64_t	ranks_silent(struct ranks *rk, int peer);	/* ns since heard */
+/* Flush, stop the thread; MPI_Finalize only if clean and every send
+ * completed (else -EPIPE: exit, and the launcher ends the job). */
+int	ranks_end(struct ranks *rk, int clean);
+/* "with MPI (Open MPI v4.1.4...)" or "without MPI", for --version. */
+const char *ranks_build(void);
+/* The process count a launcher's variables claim (1 if none), and
+ * which variable said so. */
+long	launcher_procs(const char **var);
+
 /* main.c: the options, as parsed and checked. */
 #define EXIT_FATAL		255
 #define DEFAULT_GRACE_MS	5000
+#define DEFAULT_RANK_TIMEOUT_MS	30000
 
 enum halt { HALT_NEVER, HALT_SOON, HALT_NOW };
 
@@ -167,32 +243,60 @@ struct opts {
 	int		 dry_run;
 	int		 show_gpus;
 	int		 quiet;
+	uint64_t	 rank_timeout_ms;
 };
 
-/* run.c: one run, in the master. */
+/* run.c: one run, in the master (of rank 0 when there are ranks). */
 struct task;
+
+/* A rank, as rank 0 sees it ([0] is itself: only its slots and GPUs). */
+struct peer {
+	char		*host;
+	int		 nw, ngpu;
+	int		*w_gpu;		/* slot -> GPU index */
+	char		**gpu_id;	/* GPU index -> CUDA_VISIBLE_DEVICES */
+	int64_t		*busy_ns;	/* per GPU */
+	struct task	*out;		/* sent to it, not done */
+	size_t		 nout;
+	int		 hello;		/* it said hello: its pool is up */
+	int		 bye;		/* it is done */
+	int		 lost;		/* silent too long: written off */
+};
+
+/* What woke the feed's control fd (an epoll set): epoll_event.data.u32. */
+enum ctl_ev { EV_SIG = 1, EV_RANKS, EV_INPUT, EV_TIMER };
+
 
 struct run {
 	const struct opts *o;
+	struct ranks	*rk;		/* NULL: one machine */
+	gp_fn		*fn;		/* what workers run: task_run */
 	struct tasks	 in;
 	struct joblog	 jl;
 	struct task	*free;
 	struct task	*rq, *rq_tail;	/* failed, to run again first */
-	size_t		 inflight;	/* handed out, not done */
+	size_t		 inflight;	/* handed out, not done (all ranks) */
+	size_t		 remote;	/* of which on other ranks */
 	int		 sfd;		/* signalfd */
+	int		 epfd;		/* ctl fd: signals, ranks, timer */
+	int		 tfd;		/* timerfd: silent ranks */
+	int		 in_armed;	/* input fd in epfd, one shot */
 	int		 sig;		/* first signal received */
 	int		 nsig;
 	int		 input_done;
 	int		 halting;	/* start nothing new */
+	int		 killing;	/* a second signal: kill now */
 	int		 fatal;		/* exit 255 */
 	int		 warned_change;
 	int		 jl_broken;	/* a joblog write failed */
 	unsigned long	 ok, failed, stopped, skipped, changed, handed;
+	unsigned long	 nlost;		/* ranks lost */
 	long		 total;		/* tasks to run; -1: unknown */
-	int		 nw, ngpu;
-	int		*w_gpu;		/* worker -> GPU index */
-	char		**gpu_id;	/* GPU index -> CUDA_VISIBLE_DEVICES */
-	int64_t		*busy_ns;	/* per GPU */
+	struct peer	*peer;		/* per rank; [0] is this one */
+	int		 npeer;
+	int		 ended;		/* RC_END sent to every rank */
+	double		 rt_sum;	/* runtimes of ended attempts */
+	unsigned long	 rt_n;
 	int64_t		 t0;
 	int		 bar, tty;
 	int		 bar_shown;
@@ -210,6 +314,16 @@ int	run_pool_create(const struct opts *o, unsigned flags,
 int	run_skip(void *run, unsigned long seq, const char *cmd);
 /* Run every task; returns the exit status. */
 int	run_tasks(struct run *r);
+/* With ranks: tell every rank the run is over, wait for each (rank 0),
+ * and leave MPI. Returns rc, or EXIT_FATAL if MPI did not end well. */
+int	run_ranks_end(struct run *r, int rc);
+/* Block SIGINT, SIGTERM and SIGHUP (read later from a signalfd), in set. */
+int	run_block_signals(sigset_t *set);
+
+/* rank.c: a rank other than 0: tasks from rank 0, results back. Returns
+ * the exit status. */
+int	rank_serve(struct run *r, struct gp_pool *pool,
+	    const struct run_conf *conf);
 /* Messages, git style ("gpupool-run: ..."); they clear the bar first. */
 void	cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void	cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

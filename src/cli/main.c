@@ -65,6 +65,10 @@ static const char usage_text[] =
 "  --dry-run            print which task would run where; run nothing\n"
 "  --version, --help\n"
 "\n"
+"Across nodes (with MPI):\n"
+"  --rank-timeout DURATION  a rank silent this long is lost; its tasks\n"
+"                       fail or, with --retries, run elsewhere (default 30s)\n"
+"\n"
 "Each task runs in a process group of its own, stdin /dev/null, with\n"
 "  CUDA_VISIBLE_DEVICES  its GPU (the UUID when known)\n"
 "  CUDA_DEVICE_ORDER     PCI_BUS_ID\n"
@@ -72,11 +76,19 @@ static const char usage_text[] =
 "  GPUPOOL_SLOT          its slot, from 0 to GPUs x K - 1\n"
 "  GPUPOOL_TASK          its number among FILE's tasks, from 1 (joblog Seq)\n"
 "  GPUPOOL_ATTEMPT       1, then 2, ... when retried\n"
+"  GPUPOOL_RANK          its MPI rank (0 on one machine)\n"
 "\n"
 "Exit status: 0 all succeeded; 1-100 the number of failed tasks; 101 more\n"
 "than 100 failed; 130, 143 or 129 after SIGINT, SIGTERM or SIGHUP; 255\n"
 "any other error. A first ^C stops the running tasks (SIGTERM, SIGKILL\n"
 "after the grace period), a second kills them at once.\n"
+"\n"
+"Across nodes, in a build with MPI: mpirun -np R gpupool-run ... or,\n"
+"under Slurm, srun --mpi=pmix gpupool-run ..., one rank per node, each\n"
+"with its node's GPUs (or the CUDA_VISIBLE_DEVICES Slurm gave it). Rank 0\n"
+"reads FILE, hands tasks to ranks with free slots, writes the one joblog\n"
+"(each task's host in its Host column) and prints output and summary.\n"
+"See docs/cluster.md for an sbatch script and what a lost node costs.\n"
 "\n"
 "Examples:\n"
 "  # A hyper-parameter sweep, one run per GPU at a time, on record:\n"
@@ -169,6 +181,7 @@ enum {
 	OPT_GPUS = 256, OPT_FAKE, OPT_PERGPU, OPT_JOBLOG, OPT_RESUME,
 	OPT_RESUMEF, OPT_RETRIES, OPT_TIMEOUT, OPT_GRACE, OPT_HALT,
 	OPT_RESULTS, OPT_BAR, OPT_DRYRUN, OPT_SHOW, OPT_TOPO, OPT_BUSIDS,
+	OPT_RANKTMO,
 };
 
 static const struct option longopts[] = {
@@ -188,6 +201,7 @@ static const struct option longopts[] = {
 	{ "show-gpus",		no_argument,	   NULL, OPT_SHOW },
 	{ "topology",		required_argument, NULL, OPT_TOPO },
 	{ "fake-busids",	required_argument, NULL, OPT_BUSIDS },
+	{ "rank-timeout",	required_argument, NULL, OPT_RANKTMO },
 	{ "quiet",		no_argument,	   NULL, 'q' },
 	{ "version",		no_argument,	   NULL, 'V' },
 	{ "help",		no_argument,	   NULL, 'h' },
@@ -205,6 +219,7 @@ parse_args(int argc, char **argv, struct opts *o)
 	memset(o, 0, sizeof(*o));
 	o->per_gpu = 1;
 	o->grace_ms = DEFAULT_GRACE_MS;
+	o->rank_timeout_ms = DEFAULT_RANK_TIMEOUT_MS;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":hqV", longopts, NULL)) != -1) {
 		opt = argv[optind - 1];
@@ -259,6 +274,14 @@ parse_args(int argc, char **argv, struct opts *o)
 				return -1;
 			}
 			break;
+		case OPT_RANKTMO:
+			if (parse_duration(optarg, &o->rank_timeout_ms) < 0 ||
+			    o->rank_timeout_ms == 0) {
+				cli_err("--rank-timeout: bad duration '%s' (say "
+				    "30s or 2m)", optarg);
+				return -1;
+			}
+			break;
 		case OPT_HALT:
 			if (parse_halt(optarg, o) < 0) {
 				cli_err("--halt: bad policy '%s' (say never, "
@@ -288,8 +311,8 @@ parse_args(int argc, char **argv, struct opts *o)
 			o->quiet = 1;
 			break;
 		case 'V':
-			printf("%s %s (libgpupool %s)\n", CLI_NAME, GP_VERSION,
-			    GP_VERSION);
+			printf("%s %s (libgpupool %s, %s)\n", CLI_NAME,
+			    GP_VERSION, GP_VERSION, ranks_build());
 			return 1;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -473,16 +496,35 @@ main(int argc, char **argv)
 	struct run	 r;
 	const char	*jl;
 	char		 err[512];
+	sigset_t	 set;
 	long		 n;
 	int		 rc;
 
 	fds_sanitize();
 	if ((rc = parse_args(argc, argv, &o)) != 0)
 		return rc > 0 ? 0 : EXIT_FATAL;
-	if (o.show_gpus)
-		return show_gpus(&o);
-
 	run_init(&r, &o);
+	/* MPI starts threads: they must not take the signals the run reads
+	 * from its signalfd. Without ranks, --show-gpus and --dry-run keep
+	 * the default ^C. */
+	err[0] = '\0';
+	if (run_block_signals(&set) < 0 ||
+	    ranks_init(&r.rk, err, sizeof(err)) < 0 ||
+	    ranks_start(r.rk, err, sizeof(err)) < 0) {
+		cli_err("%s", err[0] ? err : strerror(errno));
+		return run_ranks_end(&r, EXIT_FATAL);
+	}
+	if (r.rk == NULL)
+		(void)sigprocmask(SIG_UNBLOCK, &set, NULL);
+	if (ranks_rank(r.rk) > 0) {
+		/* Tasks come from rank 0, which alone reads FILE. */
+		rc = o.show_gpus || o.dry_run ? 0 : run_tasks(&r);
+		goto out;
+	}
+	if (o.show_gpus) {
+		rc = show_gpus(&o);
+		goto out;
+	}
 	rc = EXIT_FATAL;
 	if (tasks_open(&r.in, o.file, err, sizeof(err)) < 0) {
 		cli_err("%s", err);
@@ -507,6 +549,7 @@ main(int argc, char **argv)
 	}
 	rc = o.dry_run ? dry_run(&r) : run_tasks(&r);
 out:
+	rc = run_ranks_end(&r, rc);
 	run_release(&r);
 	return rc;
 }

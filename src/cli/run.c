@@ -17,8 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,6 +29,7 @@
 #define POOL_GRACE_EXTRA_MS	2000	/* the worker kills first */
 #define BACKSTOP_EXTRA_MS	5000
 #define BAR_PERIOD_NS		250000000LL
+#define PREFETCH_BELOW_S	0.05	/* shorter tasks: queue some on ranks */
 
 /* A task handed to the pool. The gp_item comes first: done() gets a
  * pointer to it and casts back. */
@@ -36,6 +39,8 @@ struct task {
 	unsigned long	 seq;
 	unsigned long	 line;
 	unsigned	 attempt;	/* 1-based */
+	int		 rank;		/* where it runs */
+	int		 lost;		/* with its rank */
 	int64_t		 real_ns;	/* when handed out */
 	int64_t		 mono_ns;
 	uint8_t		*buf;		/* task_hdr, command, NUL */
@@ -163,7 +168,11 @@ say(const char *pfx, const char *fmt, va_list ap)
 	int	 n;
 
 	bar_clear(cur);
-	n = snprintf(buf, sizeof(buf), "%s: %s", CLI_NAME, pfx);
+	if (cur != NULL && ranks_rank(cur->rk) > 0)
+		n = snprintf(buf, sizeof(buf), "%s (rank %d): %s", CLI_NAME,
+		    ranks_rank(cur->rk), pfx);
+	else
+		n = snprintf(buf, sizeof(buf), "%s: %s", CLI_NAME, pfx);
 	if (n < 0 || (size_t)n >= sizeof(buf))
 		return;
 	vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
@@ -337,6 +346,8 @@ task_new(struct run *r)
 	t->seq = r->in.seq;
 	t->line = r->in.first;
 	t->attempt = 1;
+	t->rank = 0;
+	t->lost = 0;
 	t->next = NULL;
 	r->handed++;
 	if (r->total >= 0 && r->handed > (unsigned long)r->total)
@@ -364,8 +375,9 @@ task_cmd(const struct task *t)
 	return (const char *)t->buf + sizeof(struct task_hdr);
 }
 
-static int
-hand(struct run *r, struct task *t, struct gp_item **item)
+/* Fill in the header and stamp a task as handed out to rank. */
+static void
+hand(struct run *r, struct task *t, int rank)
 {
 	struct task_hdr	 h;
 
@@ -379,13 +391,15 @@ hand(struct run *r, struct task *t, struct gp_item **item)
 	t->item.code = 0;
 	t->item.worker = -1;
 	t->item.attempts = 0;
+	t->rank = rank;
+	t->lost = 0;
 	t->real_ns = clock_ns(CLOCK_REALTIME);
 	t->mono_ns = clock_ns(CLOCK_MONOTONIC);
 	r->inflight++;
-	*item = &t->item;
 	bar_draw(r, 0);
-	return 1;
 }
+
+static void	ranks_ctl(struct run *, int);
 
 /* Read no more input: EOF, an error, or halting. */
 static void
@@ -396,9 +410,10 @@ input_stop(struct run *r)
 	r->input_done = 1;
 }
 
-/* Start nothing new. Queued retries end as the failures they were. */
+/* Start nothing new. Queued retries end as the failures they were; the
+ * other ranks are told to stop (how, the caller says). */
 static void
-halt_start(struct run *r)
+halt_start(struct run *r, int how)
 {
 	struct task	*t;
 
@@ -410,6 +425,47 @@ halt_start(struct run *r)
 		task_free(r, t);
 	}
 	r->rq_tail = NULL;
+	if (how)
+		ranks_ctl(r, how);
+}
+
+/* The next task to run anywhere: a retry first, then the input.
+ * GP_FEED_ITEM (*tp), GP_FEED_AGAIN (pollable input, no whole line yet),
+ * or GP_FEED_END (no more input; retries may still come). */
+static int
+source(struct run *r, struct task **tp)
+{
+	struct task	*t;
+	int		 rc;
+
+	if (!r->halting && (t = r->rq) != NULL) {
+		if ((r->rq = t->next) == NULL)
+			r->rq_tail = NULL;
+		*tp = t;
+		return GP_FEED_ITEM;
+	}
+	while (!r->halting && !r->input_done) {
+		rc = tasks_next(&r->in);
+		if (rc == TASKS_AGAIN)
+			return GP_FEED_AGAIN;
+		if (rc == TASKS_LINE) {
+			if (run_skip(r, r->in.seq, r->in.line)) {
+				r->skipped++;
+				continue;
+			}
+			if ((*tp = task_new(r)) != NULL)
+				return GP_FEED_ITEM;
+			cli_err("out of memory");
+		} else if (rc < 0)
+			cli_err("%s", r->in.err);
+		if (rc != TASKS_EOF) {
+			/* Run no more; let the running ones finish. */
+			r->fatal = 1;
+			halt_start(r, RC_CANCEL);
+		}
+		input_stop(r);
+	}
+	return GP_FEED_END;
 }
 
 static int
@@ -419,47 +475,31 @@ feed_next(void *arg, struct gp_item **item)
 	struct task	*t;
 	int		 rc;
 
-	if (!r->halting && (t = r->rq) != NULL) {
-		if ((r->rq = t->next) == NULL)
-			r->rq_tail = NULL;
-		return hand(r, t, item);
+	if ((rc = source(r, &t)) == GP_FEED_ITEM) {
+		hand(r, t, 0);
+		*item = &t->item;
+		return GP_FEED_ITEM;
 	}
-	while (!r->halting && !r->input_done) {
-		rc = tasks_next(&r->in);
-		if (rc == TASKS_AGAIN)
-			return GP_FEED_AGAIN;	/* the pool polls in_fd */
-		if (rc == TASKS_LINE) {
-			if (run_skip(r, r->in.seq, r->in.line)) {
-				r->skipped++;
-				continue;
-			}
-			if ((t = task_new(r)) != NULL)
-				return hand(r, t, item);
-			cli_err("out of memory");
-		} else if (rc < 0)
-			cli_err("%s", r->in.err);
-		if (rc != TASKS_EOF) {
-			/* Run no more; let the running ones finish. */
-			r->fatal = 1;
-			halt_start(r);
-		}
-		input_stop(r);
-	}
+	if (rc == GP_FEED_AGAIN)
+		return GP_FEED_AGAIN;	/* the pool polls in_fd */
 	/* Nothing new will come, but a running task may fail and be
-	 * retried: the end is only when none is out. */
+	 * retried, here or on another rank: the end is only when none is
+	 * out. */
 	return r->inflight > 0 ? GP_FEED_WAIT : GP_FEED_END;
 }
 
 static const char *
-gpu_of(const struct run *r, int worker)
+gpu_of(const struct run *r, int rank, int worker)
 {
-	if (worker < 0 || worker >= r->nw)
+	const struct peer	*p = &r->peer[rank];
+
+	if (worker < 0 || worker >= p->nw)
 		return "-";
-	return r->gpu_id[r->w_gpu[worker]];
+	return p->gpu_id[p->w_gpu[worker]];
 }
 
 static void
-outcome(const struct task *t, struct outcome *oc)
+outcome(const struct run *r, const struct task *t, struct outcome *oc)
 {
 	const struct gp_item	*it = &t->item;
 	struct task_reply	 rp;
@@ -505,6 +545,11 @@ outcome(const struct task *t, struct outcome *oc)
 noreply:
 	oc->kind = K_FAILED;
 	oc->signal = SIGKILL;
+	if (t->lost) {
+		snprintf(oc->why, sizeof(oc->why), "its rank %d (%s) was lost",
+		    t->rank, r->peer[t->rank].host);
+		return;
+	}
 	switch (it->status) {
 	case GP_CANCELED:
 		/* Killed with its worker (a second ^C), or never started. */
@@ -583,19 +628,48 @@ print_output(struct run *r, const struct task *t, const struct outcome *oc)
 		    (unsigned long long)oc->errcut, OUTPUT_MAX >> 20);
 }
 
-static int
-feed_done(void *arg, struct gp_item *it)
+static void
+requeue(struct run *r, struct task *t, int front)
 {
-	struct run	*r = arg;
-	struct task	*t = (struct task *)it;
+	t->next = NULL;
+	if (front) {
+		t->next = r->rq;
+		r->rq = t;
+		if (r->rq_tail == NULL)
+			r->rq_tail = t;
+		return;
+	}
+	if (r->rq_tail != NULL)
+		r->rq_tail->next = t;
+	else
+		r->rq = t;
+	r->rq_tail = t;
+}
+
+/* One attempt ended, here or on another rank: record it, print its
+ * output, retry it or count it. Returns nonzero to cancel the rest. */
+static int
+finish(struct run *r, struct task *t)
+{
+	struct gp_item	*it = &t->item;
+	struct peer	*p = &r->peer[t->rank];
 	struct outcome	 oc;
 	struct jl_rec	 jr;
 	char		 why[256];
-	int		 rc, g, cancel = 0;
+	int		 rc, cancel = 0;
 
 	r->inflight--;
-	outcome(t, &oc);
+	if (t->rank > 0)
+		r->remote--;
+	outcome(r, t, &oc);
 	if (oc.kind == K_NOTRUN) {
+		if (t->rank > 0 && !r->halting) {
+			/* A rank gave it back unstarted: it runs elsewhere,
+			 * as the same attempt. */
+			gp_items_release(it, 1);
+			requeue(r, t, 1);
+			return 0;
+		}
 		if (t->attempt > 1)
 			r->failed++;	/* its last run failed */
 		goto out;
@@ -606,19 +680,20 @@ feed_done(void *arg, struct gp_item *it)
 	jr.exitval = oc.exitval;
 	jr.signal = oc.signal;
 	jr.cmd = task_cmd(t);
-	jr.gpu = gpu_of(r, oc.worker);
+	jr.gpu = gpu_of(r, t->rank, oc.worker);
+	jr.host = r->npeer > 1 ? p->host : ":";
 	if ((rc = joblog_append(&r->jl, &jr)) < 0 && !r->jl_broken) {
 		/* Without its record a resume would run it again: stop. */
 		cli_err("cannot write joblog '%s': %s", r->jl.path,
 		    strerror(-rc));
 		r->fatal = r->jl_broken = 1;
-		halt_start(r);
+		halt_start(r, RC_CANCEL);
 		cancel = 1;
 	}
-	if (oc.worker >= 0 && oc.worker < r->nw) {
-		g = r->w_gpu[oc.worker];
-		r->busy_ns[g] += (int64_t)(oc.runtime * 1e9);
-	}
+	if (oc.worker >= 0 && oc.worker < p->nw)
+		p->busy_ns[p->w_gpu[oc.worker]] += (int64_t)(oc.runtime * 1e9);
+	r->rt_sum += oc.runtime;
+	r->rt_n++;
 	describe(r, &oc, why, sizeof(why));
 	if (oc.kind == K_FAILED && (int)t->attempt <= r->o->retries &&
 	    !r->halting) {
@@ -626,12 +701,7 @@ feed_done(void *arg, struct gp_item *it)
 		    t->seq, why, t->attempt + 1, r->o->retries + 1);
 		t->attempt++;
 		gp_items_release(it, 1);
-		t->next = NULL;
-		if (r->rq_tail != NULL)
-			r->rq_tail->next = t;
-		else
-			r->rq = t;
-		r->rq_tail = t;
+		requeue(r, t, 0);
 		bar_draw(r, 0);
 		return cancel;
 	}
@@ -655,7 +725,7 @@ feed_done(void *arg, struct gp_item *it)
 			    r->failed, r->failed == 1 ? "" : "s",
 			    r->o->halt == HALT_NOW ? "stopping the running "
 			    "ones" : "letting the running ones finish");
-			halt_start(r);
+			halt_start(r, r->o->halt == HALT_NOW ? RC_CANCEL : 0);
 			if (r->o->halt == HALT_NOW)
 				cancel = 1;	/* the pool stops the rest */
 		}
@@ -669,9 +739,297 @@ out:
 }
 
 static int
-feed_ctl(void *arg)
+feed_done(void *arg, struct gp_item *it)
 {
-	struct run			*r = arg;
+	/* The gp_item is the first member of its task. */
+	return finish(arg, (struct task *)it);
+}
+
+/* Tell every rank still with us what to do now. */
+static void
+ranks_ctl(struct run *r, int how)
+{
+	int32_t	 v = how;
+	int	 i;
+
+	for (i = 1; i < r->npeer; i++)
+		if (!r->peer[i].lost && !r->peer[i].bye)
+			(void)ranks_send(r->rk, i, RM_CTL, &v, sizeof(v));
+	if (how == RC_END)
+		r->ended = 1;
+}
+
+/* Tasks a rank may hold: one per slot, and as many again queued there
+ * when tasks are short enough that a round trip to rank 0 would leave
+ * its slots idle. Long tasks are never queued behind each other, so
+ * skewed work balances as well as on one machine. */
+static size_t
+window(const struct run *r, const struct peer *p)
+{
+	size_t	 n = (size_t)p->nw;
+
+	if (r->rt_n > 0 && r->rt_sum / (double)r->rt_n < PREFETCH_BELOW_S)
+		n *= 2;
+	return n;
+}
+
+static void
+input_arm(struct run *r)
+{
+	struct epoll_event	 ev;
+
+	if (r->in_armed || !r->in.pollable || r->input_done)
+		return;
+	ev.events = EPOLLIN | EPOLLONESHOT;
+	ev.data.u32 = EV_INPUT;
+	if (epoll_ctl(r->epfd, EPOLL_CTL_MOD, r->in.fd, &ev) == 0)
+		r->in_armed = 1;
+}
+
+/* Hand tasks to the ranks with room, the emptiest first. Rank 0's own
+ * workers take theirs through feed_next(). */
+static void
+dispatch(struct run *r)
+{
+	struct peer	*p, *best;
+	struct task	*t;
+	size_t		 room, most;
+	int		 i, bi, rc;
+
+	if (r->npeer == 1 || r->t0 == 0)
+		return;
+	for (;;) {
+		best = NULL;
+		most = 0;
+		bi = 0;
+		for (i = 1; i < r->npeer; i++) {
+			p = &r->peer[i];
+			if (!p->hello || p->bye || p->lost)
+				continue;
+			room = window(r, p) > p->nout ? window(r, p) - p->nout : 0;
+			if (room > most) {
+				most = room;
+				best = p;
+				bi = i;
+			}
+		}
+		if (best == NULL)
+			return;
+		if ((rc = source(r, &t)) != GP_FEED_ITEM) {
+			if (rc == GP_FEED_AGAIN)
+				input_arm(r);
+			return;
+		}
+		hand(r, t, bi);
+		t->next = best->out;
+		best->out = t;
+		best->nout++;
+		r->remote++;
+		if (ranks_send(r->rk, bi, RM_TASKS, t->buf, t->item.inlen) < 0) {
+			cli_err("out of memory");
+			r->fatal = 1;
+			halt_start(r, RC_CANCEL);
+		}
+	}
+}
+
+/* Take back what rank i holds: lost (they fail, or run again when
+ * --retries allows) or given back unstarted (they run elsewhere). */
+static int
+reclaim(struct run *r, int i, int lost)
+{
+	struct peer	*p = &r->peer[i];
+	struct task	*t;
+	int		 cancel = 0;
+
+	while ((t = p->out) != NULL) {
+		p->out = t->next;
+		p->nout--;
+		t->lost = lost;
+		cancel |= finish(r, t);
+	}
+	return cancel;
+}
+
+static int
+lose(struct run *r, int i, const char *why)
+{
+	struct peer	*p = &r->peer[i];
+
+	if (p->lost || p->bye)
+		return 0;
+	p->lost = 1;
+	r->nlost++;
+	cli_err("rank %d (%s) is lost: %s; %zu of its tasks %s", i,
+	    p->host != NULL ? p->host : "?", why, p->nout, r->o->retries > 0 &&
+	    !r->halting ? "run again elsewhere if --retries allows" :
+	    "are counted failed");
+	return reclaim(r, i, 1);
+}
+
+static int
+on_hello(struct run *r, const struct rmsg *m)
+{
+	struct peer	*p = &r->peer[m->peer];
+	struct rhello	 h;
+	const char	*s, *end = (const char *)m->data + m->len;
+	size_t		 off;
+	int		 g;
+
+	if (m->len < sizeof(h) || p->hello)
+		return -EPROTO;
+	memcpy(&h, m->data, sizeof(h));
+	off = sizeof(h) + (size_t)h.nw * sizeof(int32_t);
+	if (h.nw == 0 || h.nw > 1u << 16 || h.ngpu == 0 || h.ngpu > h.nw ||
+	    off >= m->len || end[-1] != '\0')
+		return -EPROTO;
+	p->nw = (int)h.nw;
+	p->ngpu = (int)h.ngpu;
+	if ((p->w_gpu = calloc(h.nw, sizeof(*p->w_gpu))) == NULL ||
+	    (p->gpu_id = calloc(h.ngpu, sizeof(*p->gpu_id))) == NULL ||
+	    (p->busy_ns = calloc(h.ngpu, sizeof(*p->busy_ns))) == NULL)
+		return -ENOMEM;
+	memcpy(p->w_gpu, m->data + sizeof(h), h.nw * sizeof(int32_t));
+	for (g = 0; g < p->nw; g++)
+		if (p->w_gpu[g] < 0 || p->w_gpu[g] >= p->ngpu)
+			return -EPROTO;
+	s = (const char *)m->data + off;
+	if ((p->host = strdup(s)) == NULL)
+		return -ENOMEM;
+	for (g = 0; g < p->ngpu; g++) {
+		s += strlen(s) + 1;
+		if (s >= end)
+			return -EPROTO;
+		if ((p->gpu_id[g] = strdup(s)) == NULL)
+			return -ENOMEM;
+	}
+	p->hello = 1;
+	return 0;
+}
+
+static int
+on_results(struct run *r, const struct rmsg *m, int *cancel)
+{
+	struct peer	*p = &r->peer[m->peer];
+	struct rresult	 rr;
+	struct task	*t, **tp;
+	size_t		 off = 0;
+
+	while (off < m->len) {
+		if (m->len - off < sizeof(rr))
+			return -EPROTO;
+		memcpy(&rr, m->data + off, sizeof(rr));
+		off += sizeof(rr);
+		if (rr.outlen > m->len - off)
+			return -EPROTO;
+		for (tp = &p->out; (t = *tp) != NULL; tp = &t->next)
+			if (t->seq == rr.seq && t->attempt == rr.attempt)
+				break;
+		if (t != NULL) {	/* else a rank written off spoke */
+			*tp = t->next;
+			p->nout--;
+			t->item.status = rr.status;
+			t->item.code = rr.code;
+			t->item.attempts = (unsigned)rr.attempts;
+			t->item.worker = rr.worker;
+			if (rr.outlen > 0) {
+				if ((t->item.out = malloc(rr.outlen)) == NULL)
+					return -ENOMEM;
+				memcpy(t->item.out, m->data + off, rr.outlen);
+				t->item.outlen = rr.outlen;
+			}
+			*cancel |= finish(r, t);
+		}
+		off += rr.outlen;
+	}
+	return 0;
+}
+
+/* Messages from the other ranks. */
+static int
+on_ranks(struct run *r)
+{
+	struct rmsg	*m;
+	struct peer	*p;
+	char		 err[256], why[300];
+	int		 rc = 0, cancel = 0, i;
+
+	while ((m = ranks_recv(r->rk, err, sizeof(err))) != NULL) {
+		p = &r->peer[m->peer];
+		if (p->lost || p->bye) {
+			/* Written off, yet it speaks: it must stop. */
+			if (p->lost && m->type != RM_BYE && m->type != RM_BEAT) {
+				int32_t v = RC_KILL;
+
+				(void)ranks_send(r->rk, m->peer, RM_CTL, &v,
+				    sizeof(v));
+			}
+			free(m);
+			continue;
+		}
+		switch (m->type) {
+		case RM_HELLO:
+			rc = on_hello(r, m);
+			break;
+		case RM_RESULTS:
+			rc = on_results(r, m, &cancel);
+			break;
+		case RM_BYE:
+			if (!p->hello && m->len > 0)
+				cli_err("rank %d could not start: %.*s",
+				    m->peer, (int)m->len, (const char *)m->data);
+			p->bye = 1;
+			cancel |= reclaim(r, m->peer, 0);
+			break;
+		case RM_BEAT:
+			break;
+		default:
+			rc = -EPROTO;
+			break;
+		}
+		if (rc < 0) {
+			snprintf(why, sizeof(why), "a bad message from it "
+			    "(type %d, %zu bytes): %s", m->type, m->len,
+			    strerror(-rc));
+			cancel |= lose(r, m->peer, why);
+			rc = 0;
+		}
+		free(m);
+	}
+	if (err[0] != '\0') {
+		/* MPI is gone: the run goes on with this rank's slots. */
+		cli_err("%s", err);
+		r->fatal = 1;
+		(void)epoll_ctl(r->epfd, EPOLL_CTL_DEL, ranks_fd(r->rk), NULL);
+		for (i = 1; i < r->npeer; i++)
+			cancel |= lose(r, i, "MPI failed");
+	}
+	return cancel ? GP_CTL_CANCEL : GP_CTL_GO_ON;
+}
+
+static int
+on_timer(struct run *r)
+{
+	uint64_t	 n;
+	char		 why[96];
+	int		 i, cancel = 0;
+
+	(void)!read(r->tfd, &n, sizeof(n));
+	for (i = 1; i < r->npeer; i++) {
+		if (r->peer[i].lost || r->peer[i].bye ||
+		    ranks_silent(r->rk, i) < (int64_t)r->o->rank_timeout_ms *
+		    1000000)
+			continue;
+		snprintf(why, sizeof(why), "no word from it for %.1f s "
+		    "(--rank-timeout)", (double)r->o->rank_timeout_ms / 1000);
+		cancel |= lose(r, i, why);
+	}
+	return cancel ? GP_CTL_CANCEL : GP_CTL_GO_ON;
+}
+
+static int
+on_signals(struct run *r)
+{
 	struct signalfd_siginfo		 si;
 	int				 got = 0;
 
@@ -683,17 +1041,50 @@ feed_ctl(void *arg)
 	}
 	if (got == 0)
 		return GP_CTL_GO_ON;
-	if (!r->halting)
-		halt_start(r);
 	if (r->nsig == 1) {
+		halt_start(r, RC_CANCEL);
 		cli_err("got SIG%s: stopping %zu running task%s (again to kill "
 		    "them now)", sigabbrev_np(r->sig), r->inflight,
 		    r->inflight == 1 ? "" : "s");
 		return GP_CTL_CANCEL;
 	}
+	halt_start(r, RC_KILL);
 	cli_err("got SIG%s again: killing the running tasks",
 	    sigabbrev_np(r->sig));
 	return GP_CTL_KILL;
+}
+
+static int
+feed_ctl(void *arg)
+{
+	struct run		*r = arg;
+	struct epoll_event	 ev[4];
+	int			 n, i, a, act = GP_CTL_GO_ON;
+
+	if (r->epfd < 0)
+		return on_signals(r);
+	n = epoll_wait(r->epfd, ev, 4, 0);
+	for (i = 0; i < n; i++) {
+		switch (ev[i].data.u32) {
+		case EV_SIG:
+			a = on_signals(r);
+			break;
+		case EV_RANKS:
+			a = on_ranks(r);
+			break;
+		case EV_TIMER:
+			a = on_timer(r);
+			break;
+		default:
+			r->in_armed = 0;	/* one shot */
+			a = GP_CTL_GO_ON;
+			break;
+		}
+		if (a > act)
+			act = a;
+	}
+	dispatch(r);
+	return act;
 }
 
 /* Open the joblog for appending: --resume keeps it, +FILE too. */
@@ -717,36 +1108,119 @@ joblog_start(struct run *r)
 	return 0;
 }
 
+/* This rank's slots and GPUs, in peer[0]. */
 static int
 map_workers(struct run *r, struct gp_pool *pool)
 {
 	struct gp_worker_info	 wi;
+	struct peer		*p;
 	int			 w;
 
-	r->nw = gp_pool_size(pool);
-	if ((r->w_gpu = calloc((size_t)r->nw, sizeof(*r->w_gpu))) == NULL ||
-	    (r->gpu_id = calloc((size_t)r->nw, sizeof(*r->gpu_id))) == NULL ||
-	    (r->busy_ns = calloc((size_t)r->nw, sizeof(*r->busy_ns))) == NULL)
+	r->npeer = ranks_size(r->rk);
+	if ((r->peer = calloc((size_t)r->npeer, sizeof(*r->peer))) == NULL)
 		return -ENOMEM;
-	for (w = 0; w < r->nw; w++) {
+	p = &r->peer[0];
+	p->nw = gp_pool_size(pool);
+	if ((p->host = strdup(r->rk != NULL ? ranks_host(r->rk) : ":")) ==
+	    NULL || (p->w_gpu = calloc((size_t)p->nw, sizeof(*p->w_gpu))) ==
+	    NULL || (p->gpu_id = calloc((size_t)p->nw,
+	    sizeof(*p->gpu_id))) == NULL || (p->busy_ns = calloc((size_t)p->nw,
+	    sizeof(*p->busy_ns))) == NULL)
+		return -ENOMEM;
+	for (w = 0; w < p->nw; w++) {
 		(void)gp_pool_info(pool, w, &wi);
-		r->w_gpu[w] = wi.gpu;
-		if (wi.gpu >= r->ngpu)
-			r->ngpu = wi.gpu + 1;
-		if (r->gpu_id[wi.gpu] == NULL &&
-		    (r->gpu_id[wi.gpu] = strdup(wi.visible)) == NULL)
+		p->w_gpu[w] = wi.gpu;
+		if (wi.gpu >= p->ngpu)
+			p->ngpu = wi.gpu + 1;
+		if (p->gpu_id[wi.gpu] == NULL &&
+		    (p->gpu_id[wi.gpu] = strdup(wi.visible)) == NULL)
 			return -ENOMEM;
 	}
+	p->hello = 1;
 	return 0;
+}
+
+/* The signalfd, and with ranks an epoll set of it, the ranks' eventfd,
+ * a timer for silent ranks and (one shot) a pollable input: the feed's
+ * control fd. */
+static int
+ctl_setup(struct run *r, const sigset_t *set)
+{
+	struct epoll_event	 ev;
+	struct itimerspec	 its;
+	int64_t			 ms;
+
+	if ((r->sfd = signalfd(-1, set, SFD_CLOEXEC | SFD_NONBLOCK)) == -1)
+		return -errno;
+	if (r->npeer == 1)
+		return 0;
+	if ((r->epfd = epoll_create1(EPOLL_CLOEXEC)) == -1 ||
+	    (r->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC |
+	    TFD_NONBLOCK)) == -1)
+		return -errno;
+	ms = (int64_t)r->o->rank_timeout_ms / 4;
+	if (ms > 1000)
+		ms = 1000;
+	if (ms < 10)
+		ms = 10;
+	memset(&its, 0, sizeof(its));
+	its.it_interval.tv_sec = ms / 1000;
+	its.it_interval.tv_nsec = (ms % 1000) * 1000000;
+	its.it_value = its.it_interval;
+	ev.events = EPOLLIN;
+	ev.data.u32 = EV_SIG;
+	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->sfd, &ev) == -1)
+		return -errno;
+	ev.data.u32 = EV_RANKS;
+	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, ranks_fd(r->rk), &ev) == -1)
+		return -errno;
+	ev.data.u32 = EV_TIMER;
+	if (timerfd_settime(r->tfd, 0, &its, NULL) == -1 ||
+	    epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->tfd, &ev) == -1)
+		return -errno;
+	if (r->in.pollable) {
+		ev.events = EPOLLONESHOT;	/* armed when wanted */
+		ev.data.u32 = EV_INPUT;
+		if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->in.fd, &ev) == -1)
+			return -errno;
+	}
+	return 0;
+}
+
+/* Until every other rank has said hello (want_bye 0) or bye (1), or is
+ * lost. Returns 0, or -EINTR when a signal ended the wait for hellos. */
+static int
+ranks_wait(struct run *r, int want_bye)
+{
+	struct pollfd	 pfd;
+	int		 i, all, a;
+
+	pfd.fd = r->epfd;
+	pfd.events = POLLIN;
+	for (;;) {
+		for (i = 1, all = 1; i < r->npeer && all; i++)
+			all = r->peer[i].lost || r->peer[i].bye ||
+			    (!want_bye && r->peer[i].hello);
+		if (all)
+			return 0;
+		if (poll(&pfd, 1, -1) == -1 && errno != EINTR)
+			return -errno;
+		a = feed_ctl(r);
+		if (!want_bye && r->sig)
+			return -EINTR;
+		(void)a;
+	}
 }
 
 static void
 summary(struct run *r)
 {
 	char		 buf[1024], wall[32];
+	struct peer	*p;
+	int64_t		 busy;
 	double		 el;
 	size_t		 n;
-	int		 g;
+	int		 g, i;
 
 	el = (double)(clock_ns(CLOCK_MONOTONIC) - r->t0) / 1e9;
 	bar_clear(r);
@@ -764,10 +1238,22 @@ summary(struct run *r)
 		n += (size_t)snprintf(buf + n, sizeof(buf) - n,
 		    ", %lu skipped (in the joblog)", r->skipped);
 	n += (size_t)snprintf(buf + n, sizeof(buf) - n, " in %s; busy:", wall);
-	for (g = 0; g < r->ngpu && n < sizeof(buf) - 40; g++)
+	p = &r->peer[0];
+	for (g = 0; r->npeer == 1 && g < p->ngpu && n < sizeof(buf) - 40; g++)
 		n += (size_t)snprintf(buf + n, sizeof(buf) - n,
 		    "%s GPU %d %.0f%%", g ? "," : "", g, el > 0 ? 100.0 *
-		    (double)r->busy_ns[g] / 1e9 / el / r->o->per_gpu : 0.0);
+		    (double)p->busy_ns[g] / 1e9 / el / r->o->per_gpu : 0.0);
+	for (i = 0; r->npeer > 1 && i < r->npeer && n < sizeof(buf) - 80;
+	    i++) {
+		p = &r->peer[i];
+		for (g = 0, busy = 0; g < p->ngpu; g++)
+			busy += p->busy_ns[g];
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n,
+		    "%s rank %d (%s) %.0f%%%s", i ? "," : "", i,
+		    p->host != NULL ? p->host : "?", el > 0 && p->nw > 0 ?
+		    100.0 * (double)busy / 1e9 / el / p->nw : 0.0,
+		    p->lost ? " lost" : "");
+	}
 	cli_err("%s", buf);
 	if (r->changed > 1)
 		cli_warn("%lu skipped tasks had another command in the joblog",
@@ -784,6 +1270,35 @@ exit_code(const struct run *r)
 	if (r->failed > 100)
 		return 101;
 	return (int)r->failed;
+}
+
+long
+launcher_procs(const char **var)
+{
+	static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE",
+	    "PMI_SIZE", "SLURM_STEP_NUM_TASKS", NULL };
+	const char	*v;
+	long		 n, most = 1;
+	int		 i;
+
+	*var = "";
+	for (i = 0; vars[i] != NULL; i++) {
+		if ((v = getenv(vars[i])) != NULL && (n = atol(v)) > most) {
+			most = n;
+			*var = vars[i];
+		}
+	}
+	return most;
+}
+
+int
+run_block_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGHUP);
+	return sigprocmask(SIG_BLOCK, set, NULL) == -1 ? -errno : 0;
 }
 
 int
@@ -804,6 +1319,8 @@ run_tasks(struct run *r)
 	conf.timeout_ms = o->timeout_ms;
 	conf.grace_ms = o->grace_ms;
 	conf.results_fd = -1;
+	conf.rank = ranks_rank(r->rk);
+	conf.mpi = r->rk != NULL;
 	/* Workers are forked with the results directory open. */
 	if (o->results != NULL && (rfd = conf.results_fd =
 	    results_dir(o->results)) < 0)
@@ -811,40 +1328,68 @@ run_tasks(struct run *r)
 
 	/* Before the pool forks: workers reset their mask, and a signal
 	 * that comes while it starts waits in the signalfd. */
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	if (sigprocmask(SIG_BLOCK, &set, NULL) == -1 ||
-	    (r->sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) == -1) {
+	if (run_block_signals(&set) < 0) {
 		cli_err("cannot set up signals: %s", strerror(errno));
 		return EXIT_FATAL;
 	}
-	if (run_pool_create(o, 0, &pool) < 0)
+	if (run_pool_create(o, 0, &pool) < 0) {
+		if (ranks_rank(r->rk) > 0)
+			(void)rank_serve(r, NULL, &conf);
 		goto fail;
-	/* Only now that the GPUs are known good is an old joblog
-	 * truncated (and the workers do not hold it open). */
-	if (joblog_start(r) < 0)
-		goto fail;
+	}
 	if (map_workers(r, pool) < 0) {
 		cli_err("out of memory");
 		goto fail;
 	}
+	if ((rc = ctl_setup(r, &set)) < 0) {
+		cli_err("cannot set up signals: %s", strerror(-rc));
+		goto fail;
+	}
+	if (ranks_rank(r->rk) > 0) {
+		rc = rank_serve(r, pool, &conf);
+		gp_pool_destroy(pool);
+		if (rfd >= 0)
+			close(rfd);
+		return rc;
+	}
+	/* Every rank's pool is up before anything runs or the joblog is
+	 * touched, as with a bad --gpus on one machine. */
+	if (r->npeer > 1 && (ranks_wait(r, 0) < 0 || r->nlost > 0 ||
+	    r->fatal)) {
+		for (rc = 1; rc < r->npeer; rc++)
+			if (!r->peer[rc].hello && !r->peer[rc].lost)
+				cli_err("rank %d did not start", rc);
+		if (r->sig)
+			cli_err("got SIG%s while the ranks started",
+			    sigabbrev_np(r->sig));
+		goto fail;
+	}
+	/* Only now that the GPUs are known good is an old joblog
+	 * truncated (and the workers do not hold it open). */
+	if (joblog_start(r) < 0)
+		goto fail;
 
 	memset(&feed, 0, sizeof(feed));
 	feed.next = feed_next;
 	feed.done = feed_done;
 	feed.ctl = feed_ctl;
-	feed.ctl_fd = r->sfd;
+	feed.ctl_fd = r->epfd >= 0 ? r->epfd : r->sfd;
 	/* A regular file or /dev/null never makes a read wait. */
 	feed.in_fd = r->in.pollable ? r->in.fd : -1;
 	feed.arg = r;
 	r->t0 = clock_ns(CLOCK_MONOTONIC);
 	bar_draw(r, 1);
-	rc = gp_run(pool, task_run, &conf, sizeof(conf), &feed);
+	dispatch(r);
+	rc = gp_run(pool, r->fn, &conf, sizeof(conf), &feed);
 	if (rc < 0) {
 		cli_err("%s", gp_strerror(rc));
 		r->fatal = 1;
+	}
+	if (r->npeer > 1) {
+		/* Canceled: what the other ranks still run ends there and
+		 * is recorded here. */
+		ranks_ctl(r, RC_END);
+		(void)ranks_wait(r, 1);
 	}
 	while ((t = r->rq) != NULL) {	/* canceled before a retry */
 		r->rq = t->next;
@@ -868,14 +1413,52 @@ fail:
 		close(rfd);
 	return EXIT_FATAL;
 }
+
+int
+run_ranks_end(struct run *r, int rc)
+{
+	int	 clean;
+
+	if (r->rk == NULL)
+		return rc;
+	if (ranks_rank(r->rk) == 0 && ranks_size(r->rk) > 1 && !r->ended) {
+		/* Before or instead of a run (bad input, --dry-run): the
+		 * other ranks wait for word. */
+		int32_t	 v = RC_END;
+		int	 i;
+
+		for (i = 1; i < ranks_size(r->rk); i++)
+			(void)ranks_send(r->rk, i, RM_CTL, &v, sizeof(v));
+	}
+	clean = r->nlost == 0;
+	if (ranks_end(r->rk, clean) < 0 && clean && rc == 0)
+		rc = EXIT_FATAL;
+	r->rk = NULL;
+	return rc;
+}
+
 void
 run_init(struct run *r, const struct opts *o)
 {
 	memset(r, 0, sizeof(*r));
 	r->o = o;
+	r->fn = task_run;
 	r->total = -1;
-	r->sfd = -1;
+	r->sfd = r->epfd = r->tfd = -1;
 	joblog_init(&r->jl);
+}
+
+static void
+peer_release(struct peer *p)
+{
+	int	 g;
+
+	for (g = 0; g < p->ngpu && p->gpu_id != NULL; g++)
+		free(p->gpu_id[g]);
+	free(p->gpu_id);
+	free(p->w_gpu);
+	free(p->busy_ns);
+	free(p->host);
 }
 
 void
@@ -890,17 +1473,18 @@ run_release(struct run *r)
 	joblog_release(&r->jl);
 	if (r->sfd >= 0)
 		close(r->sfd);
-	for (i = 0; i < r->nw && r->gpu_id != NULL; i++)
-		free(r->gpu_id[i]);
-	free(r->gpu_id);
-	free(r->w_gpu);
-	free(r->busy_ns);
+	if (r->epfd >= 0)
+		close(r->epfd);
+	if (r->tfd >= 0)
+		close(r->tfd);
+	for (i = 0; i < r->npeer; i++)
+		peer_release(&r->peer[i]);
+	free(r->peer);
+	r->peer = NULL;
+	r->npeer = 0;
 	while ((t = r->free) != NULL) {
 		r->free = t->next;
 		free(t->buf);
 		free(t);
 	}
-	r->gpu_id = NULL;
-	r->w_gpu = NULL;
-	r->busy_ns = NULL;
 }

@@ -45,9 +45,9 @@ struct files {
 	char		 name[24];	/* "<seq>" */
 };
 
-/* Built once per worker: the environment with our four variables. */
+/* Built once per worker: the environment with our five variables. */
 static char	**envp;
-static char	  ev_gpu[32], ev_slot[32], ev_task[48], ev_att[48];
+static char	  ev_gpu[32], ev_slot[32], ev_rank[32], ev_task[48], ev_att[48];
 
 static struct cap	 out = { -1, NULL, 0, 0, 0 };
 static struct cap	 err = { -1, NULL, 0, 0, 0 };
@@ -110,29 +110,43 @@ clock_ns(clockid_t id)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Whether name=value starts with one of the prefixes. */
 static int
-env_setup(const struct gp_worker_info *wi)
+env_has(const char *const *pfx, const char *var)
+{
+	for (; *pfx != NULL; pfx++)
+		if (strncmp(var, *pfx, strlen(*pfx)) == 0)
+			return 1;
+	return 0;
+}
+
+/* The workers' environment, less our variables (set per task) and, in a
+ * rank of an MPI run, the launcher's wire-up: a task that uses MPI
+ * itself must start as a program of its own, not as a second copy of
+ * this rank. */
+static int
+env_setup(const struct gp_worker_info *wi, const struct run_conf *conf)
 {
 	static const char *const ours[] = { "GPUPOOL_GPU=", "GPUPOOL_SLOT=",
-	    "GPUPOOL_TASK=", "GPUPOOL_ATTEMPT=", NULL };
+	    "GPUPOOL_RANK=", "GPUPOOL_TASK=", "GPUPOOL_ATTEMPT=", NULL };
+	static const char *const mpi[] = { "OMPI_", "PMIX_", "PMI_",
+	    "OPAL_", "HYDRA_", "MPIR_", NULL };
 	size_t		 n, i, k = 0;
-	int		 j, mine;
 
 	for (n = 0; environ[n] != NULL; n++)
 		;
-	if ((envp = calloc(n + 5, sizeof(*envp))) == NULL)
+	if ((envp = calloc(n + 6, sizeof(*envp))) == NULL)
 		return -ENOMEM;
-	for (i = 0; i < n; i++) {
-		for (j = 0, mine = 0; ours[j] != NULL && !mine; j++)
-			mine = strncmp(environ[i], ours[j],
-			    strlen(ours[j])) == 0;
-		if (!mine)
+	for (i = 0; i < n; i++)
+		if (!env_has(ours, environ[i]) &&
+		    !(conf->mpi && env_has(mpi, environ[i])))
 			envp[k++] = environ[i];
-	}
 	snprintf(ev_gpu, sizeof(ev_gpu), "GPUPOOL_GPU=%d", wi->gpu);
 	snprintf(ev_slot, sizeof(ev_slot), "GPUPOOL_SLOT=%d", wi->worker);
+	snprintf(ev_rank, sizeof(ev_rank), "GPUPOOL_RANK=%d", conf->rank);
 	envp[k++] = ev_gpu;
 	envp[k++] = ev_slot;
+	envp[k++] = ev_rank;
 	envp[k++] = ev_task;
 	envp[k++] = ev_att;
 	envp[k] = NULL;
@@ -499,7 +513,7 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	    ((const char *)in)[inlen - 1] != '\0')
 		return 1;
 	cmd = (const char *)in + sizeof(h);
-	if (envp == NULL && env_setup(gp_ctx_info(ctx)) < 0)
+	if (envp == NULL && env_setup(gp_ctx_info(ctx), arg) < 0)
 		return 1;
 	snprintf(ev_task, sizeof(ev_task), "GPUPOOL_TASK=%llu",
 	    (unsigned long long)h.seq);

@@ -1,0 +1,296 @@
+/*
+ * rank.c: gpupool-run on a rank other than 0. Its pool is up (run.c made
+ * it); it says hello to rank 0 with its slots and GPUs, runs the tasks
+ * rank 0 sends on its own workers through one gp_run() call, sends each
+ * result back as it ends, and says bye when rank 0 says the run is over,
+ * when a signal stops it, or when rank 0 falls silent (--rank-timeout).
+ * It reads no tasks file and writes no joblog: rank 0 does both.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* A task from rank 0; the gp_item comes first (done() casts back). */
+struct stask {
+	struct gp_item	 item;
+	struct stask	*next;
+	uint8_t		 in[];		/* task_hdr, command, NUL */
+};
+
+struct serve {
+	struct run	*r;
+	struct stask	*q, **qtail;	/* received, not started */
+	int		 end;		/* rank 0: no more tasks */
+	int		 fatal;
+	uint8_t		*buf;		/* a result being encoded */
+	size_t		 cap;
+};
+
+/* This rank's slots, GPUs and host, for rank 0's joblog and summary. */
+static int
+hello(struct serve *s)
+{
+	const struct peer	*p = &s->r->peer[0];
+	const char		*host = p->host;
+	char *const		*gpu_id = p->gpu_id;
+	int			 nw = p->nw, ngpu = p->ngpu;
+	struct rhello		 h;
+	size_t			 len, off;
+	uint8_t			*b;
+	int			 g, w, rc;
+
+	len = sizeof(h) + (size_t)nw * sizeof(int32_t) + strlen(host) + 1;
+	for (g = 0; g < ngpu; g++)
+		len += strlen(gpu_id[g]) + 1;
+	if ((b = malloc(len)) == NULL)
+		return -ENOMEM;
+	h.nw = (uint32_t)nw;
+	h.ngpu = (uint32_t)ngpu;
+	memcpy(b, &h, sizeof(h));
+	off = sizeof(h);
+	for (w = 0; w < nw; w++, off += sizeof(int32_t))
+		memcpy(b + off, &(int32_t){ p->w_gpu[w] },
+		    sizeof(int32_t));
+	memcpy(b + off, host, strlen(host) + 1);
+	off += strlen(host) + 1;
+	for (g = 0; g < ngpu; g++) {
+		memcpy(b + off, gpu_id[g], strlen(gpu_id[g]) + 1);
+		off += strlen(gpu_id[g]) + 1;
+	}
+	rc = ranks_send(s->r->rk, 0, RM_HELLO, b, len);
+	free(b);
+	return rc;
+}
+
+static int
+result(struct serve *s, const struct gp_item *it)
+{
+	struct task_hdr	 h;
+	struct rresult	 rr;
+	size_t		 need = sizeof(rr) + it->outlen;
+	uint8_t		*b;
+
+	if (need > s->cap) {
+		if ((b = realloc(s->buf, need)) == NULL)
+			return -ENOMEM;
+		s->buf = b;
+		s->cap = need;
+	}
+	memcpy(&h, it->in, sizeof(h));
+	memset(&rr, 0, sizeof(rr));
+	rr.seq = h.seq;
+	rr.attempt = h.attempt;
+	rr.status = it->status;
+	rr.code = it->code;
+	rr.attempts = (int32_t)it->attempts;
+	rr.worker = it->worker;
+	rr.outlen = it->outlen;
+	memcpy(s->buf, &rr, sizeof(rr));
+	if (it->outlen > 0)
+		memcpy(s->buf + sizeof(rr), it->out, it->outlen);
+	return ranks_send(s->r->rk, 0, RM_RESULTS, s->buf, need);
+}
+
+static int
+serve_next(void *arg, struct gp_item **item)
+{
+	struct serve	*s = arg;
+	struct stask	*t;
+
+	if ((t = s->q) != NULL) {
+		if ((s->q = t->next) == NULL)
+			s->qtail = &s->q;
+		*item = &t->item;
+		return GP_FEED_ITEM;
+	}
+	/* More comes with a message, which wakes ctl(). */
+	return s->end ? GP_FEED_END : GP_FEED_WAIT;
+}
+
+static int
+serve_done(void *arg, struct gp_item *it)
+{
+	struct serve	*s = arg;
+
+	if (result(s, it) < 0) {
+		cli_err("out of memory");
+		s->fatal = 1;
+	}
+	gp_items_release(it, 1);
+	free(it);	/* the stask it starts */
+	return s->fatal;
+}
+
+static int
+on_tasks(struct serve *s, const struct rmsg *m)
+{
+	struct task_hdr	 h;
+	struct stask	*t;
+	size_t		 off = 0, n;
+
+	while (off < m->len) {
+		if (m->len - off < sizeof(h))
+			return -EPROTO;
+		memcpy(&h, m->data + off, sizeof(h));
+		n = sizeof(h) + h.cmdlen;
+		if (h.cmdlen == 0 || h.cmdlen > m->len - off - sizeof(h) ||
+		    m->data[off + n - 1] != '\0')
+			return -EPROTO;
+		if ((t = calloc(1, sizeof(*t) + n)) == NULL)
+			return -ENOMEM;
+		memcpy(t->in, m->data + off, n);
+		t->item.in = t->in;
+		t->item.inlen = n;
+		t->item.worker = -1;
+		*s->qtail = t;
+		s->qtail = &t->next;
+		off += n;
+	}
+	return 0;
+}
+
+static int
+on_msgs(struct serve *s)
+{
+	struct rmsg	*m;
+	char		 err[256];
+	int32_t		 how;
+	int		 act = GP_CTL_GO_ON, rc = 0;
+
+	while ((m = ranks_recv(s->r->rk, err, sizeof(err))) != NULL) {
+		if (m->peer != 0)
+			rc = -EPROTO;
+		else if (m->type == RM_TASKS)
+			rc = on_tasks(s, m);
+		else if (m->type == RM_CTL && m->len == sizeof(how)) {
+			memcpy(&how, m->data, sizeof(how));
+			if (how == RC_END)
+				s->end = 1;
+			else if (how == RC_CANCEL && act < GP_CTL_CANCEL)
+				act = GP_CTL_CANCEL;
+			else if (how == RC_KILL)
+				act = GP_CTL_KILL;
+		} else if (m->type != RM_BEAT)
+			rc = -EPROTO;
+		if (rc < 0) {
+			cli_err("a bad message from rank 0 (type %d, %zu "
+			    "bytes): %s", m->type, m->len, strerror(-rc));
+			s->fatal = 1;
+			act = GP_CTL_KILL;
+			rc = 0;
+		}
+		free(m);
+	}
+	if (err[0] != '\0') {
+		cli_err("%s", err);
+		s->fatal = 1;
+		act = GP_CTL_KILL;
+	}
+	return act;
+}
+
+static int
+serve_ctl(void *arg)
+{
+	struct serve			*s = arg;
+	struct run			*r = s->r;
+	struct signalfd_siginfo		 si;
+	struct epoll_event		 ev[4];
+	uint64_t			 n;
+	int				 i, k, act = GP_CTL_GO_ON, a;
+
+	k = epoll_wait(r->epfd, ev, 4, 0);
+	for (i = 0; i < k; i++) {
+		a = GP_CTL_GO_ON;
+		if (ev[i].data.u32 == EV_SIG) {
+			while (read(r->sfd, &si, sizeof(si)) ==
+			    (ssize_t)sizeof(si)) {
+				if (r->sig == 0)
+					r->sig = (int)si.ssi_signo;
+				r->nsig++;
+				a = r->nsig > 1 ? GP_CTL_KILL : GP_CTL_CANCEL;
+			}
+		} else if (ev[i].data.u32 == EV_TIMER) {
+			(void)!read(r->tfd, &n, sizeof(n));
+			if (!s->fatal && ranks_silent(r->rk, 0) >=
+			    (int64_t)r->o->rank_timeout_ms * 1000000) {
+				cli_err("no word from rank 0 for %.1f s "
+				    "(--rank-timeout): stopping",
+				    (double)r->o->rank_timeout_ms / 1000);
+				s->fatal = 1;
+				a = GP_CTL_KILL;
+			}
+		} else
+			a = on_msgs(s);
+		if (a > act)
+			act = a;
+	}
+	return act;
+}
+
+/* Tell rank 0 about what never started, then say bye. */
+static void
+bye(struct serve *s)
+{
+	struct stask	*t;
+
+	while ((t = s->q) != NULL) {
+		s->q = t->next;
+		t->item.status = GP_NOTRUN;
+		(void)result(s, &t->item);
+		free(t);
+	}
+	s->qtail = &s->q;
+	(void)ranks_send(s->r->rk, 0, RM_BYE, NULL, 0);
+}
+
+int
+rank_serve(struct run *r, struct gp_pool *pool, const struct run_conf *conf)
+{
+	struct serve	 s;
+	struct gp_feed	 feed;
+	int		 rc;
+
+	memset(&s, 0, sizeof(s));
+	s.r = r;
+	s.qtail = &s.q;
+	if (pool == NULL) {
+		/* Its own message says why; rank 0 stops the run. */
+		static const char why[] = "its pool did not start (see its "
+		    "message)";
+
+		(void)ranks_send(r->rk, 0, RM_BYE, why, sizeof(why) - 1);
+		return EXIT_FATAL;
+	}
+	if (hello(&s) < 0) {
+		cli_err("out of memory");
+		return EXIT_FATAL;
+	}
+	memset(&feed, 0, sizeof(feed));
+	feed.next = serve_next;
+	feed.done = serve_done;
+	feed.ctl = serve_ctl;
+	feed.ctl_fd = r->epfd;
+	feed.in_fd = -1;
+	feed.arg = &s;
+	rc = gp_run(pool, r->fn, conf, sizeof(*conf), &feed);
+	if (rc < 0) {
+		cli_err("%s", gp_strerror(rc));
+		s.fatal = 1;
+	}
+	bye(&s);
+	free(s.buf);
+	if (s.fatal)
+		r->nlost = 1;	/* no clean MPI end */
+	if (r->sig)
+		return 128 + r->sig;
+	return s.fatal ? EXIT_FATAL : 0;
+}
