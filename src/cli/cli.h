@@ -203,6 +203,8 @@ int	ranks_start(struct ranks *rk, char *err, size_t errlen);
 int	ranks_fd(const struct ranks *rk);	/* readable: ranks_recv() */
 int	ranks_send(struct ranks *rk, int peer, int type, const void *data,
 	    size_t len);
+/* Stop the heartbeats to a peer that is done or written off. */
+void	ranks_forget(struct ranks *rk, int peer);
 /* The next message (free() it), or NULL: none now (err "") or the MPI
  * thread failed (err says why). */
 struct rmsg *ranks_recv(struct ranks *rk, char *err, size_t errlen);
@@ -258,6 +260,7 @@ struct peer {
 	int64_t		*busy_ns;	/* per GPU */
 	struct task	*out;		/* sent to it, not done */
 	size_t		 nout;
+	unsigned long	 ran;		/* attempts that ended there */
 	int		 hello;		/* it said hello: its pool is up */
 	int		 bye;		/* it is done */
 	int		 lost;		/* silent too long: written off */

@@ -54,7 +54,7 @@ struct ranks {
 	char		 err[256];	/* an MPI call failed */
 	int64_t		*heard;		/* per peer: last receipt, monotonic */
 	int64_t		*sent;		/* per peer: last send (thread only) */
-	uint8_t		*talk;		/* per peer: beat it (thread only) */
+	uint8_t		*talk;		/* per peer: beat it (atomic) */
 	struct pending	*pend;		/* sends in flight (thread only) */
 };
 
@@ -261,7 +261,6 @@ send_all(struct ranks *rk, struct rmsg *m)
 		}
 		if (rc != MPI_SUCCESS)
 			continue;	/* free the rest */
-		rk->talk[peer] = 1;
 		rc = buf != NULL ? post(rk, peer, type, buf, len) :
 		    MPI_ERR_NO_MEM;
 	}
@@ -343,7 +342,8 @@ beat(struct ranks *rk, int64_t now)
 	int	 p, rc;
 
 	for (p = 0; p < rk->size; p++) {
-		if (!rk->talk[p] || now - rk->sent[p] < RANKS_BEAT_NS)
+		if (!__atomic_load_n(&rk->talk[p], __ATOMIC_RELAXED) ||
+		    now - rk->sent[p] < RANKS_BEAT_NS)
 			continue;
 		if ((b = malloc(1)) == NULL)
 			return MPI_ERR_NO_MEM;
@@ -423,8 +423,12 @@ ranks_start(struct ranks *rk, char *err, size_t errlen)
 
 	if (rk == NULL || rk->size == 1)
 		return 0;
-	for (p = 0; p < rk->size; p++)
+	/* Rank 0 talks to every rank, the others to rank 0, from now on:
+	 * a rank slow to start its pool is heard from all the same. */
+	for (p = 0; p < rk->size; p++) {
 		rk->heard[p] = rk->sent[p] = now;
+		rk->talk[p] = p != rk->rank && (rk->rank == 0 || p == 0);
+	}
 	/* The caller's signal mask (SIGINT, SIGTERM, SIGHUP blocked) is
 	 * the thread's too: signals stay with the signalfd. */
 	if ((rc = pthread_create(&rk->thr, NULL, thread_main, rk)) != 0) {
@@ -434,6 +438,12 @@ ranks_start(struct ranks *rk, char *err, size_t errlen)
 	}
 	rk->started = 1;
 	return 0;
+}
+
+void
+ranks_forget(struct ranks *rk, int peer)
+{
+	__atomic_store_n(&rk->talk[peer], 0, __ATOMIC_RELAXED);
 }
 
 int

@@ -29,7 +29,8 @@
 #define POOL_GRACE_EXTRA_MS	2000	/* the worker kills first */
 #define BACKSTOP_EXTRA_MS	5000
 #define BAR_PERIOD_NS		250000000LL
-#define PREFETCH_BELOW_S	0.05	/* shorter tasks: queue some on ranks */
+#define QUEUE_WORK_S		0.02	/* work queued per slot on a rank */
+#define QUEUE_MAX		64	/* tasks queued per slot on a rank */
 
 /* A task handed to the pool. The gp_item comes first: done() gets a
  * pointer to it and casts back. */
@@ -694,6 +695,7 @@ finish(struct run *r, struct task *t)
 		p->busy_ns[p->w_gpu[oc.worker]] += (int64_t)(oc.runtime * 1e9);
 	r->rt_sum += oc.runtime;
 	r->rt_n++;
+	p->ran++;
 	describe(r, &oc, why, sizeof(why));
 	if (oc.kind == K_FAILED && (int)t->attempt <= r->o->retries &&
 	    !r->halting) {
@@ -759,18 +761,23 @@ ranks_ctl(struct run *r, int how)
 		r->ended = 1;
 }
 
-/* Tasks a rank may hold: one per slot, and as many again queued there
- * when tasks are short enough that a round trip to rank 0 would leave
- * its slots idle. Long tasks are never queued behind each other, so
- * skewed work balances as well as on one machine. */
+/* Tasks a rank may hold: one per slot, plus, when tasks are short, a
+ * queue per slot of about QUEUE_WORK_S of work (at most QUEUE_MAX tasks),
+ * so that the round trip to rank 0 does not leave its slots idle. Tasks
+ * as long as QUEUE_WORK_S never queue behind each other there, so skewed
+ * work balances as well as on one machine. */
 static size_t
 window(const struct run *r, const struct peer *p)
 {
-	size_t	 n = (size_t)p->nw;
+	double	 mean, q;
 
-	if (r->rt_n > 0 && r->rt_sum / (double)r->rt_n < PREFETCH_BELOW_S)
-		n *= 2;
-	return n;
+	if (r->rt_n == 0)
+		return (size_t)p->nw;
+	mean = r->rt_sum / (double)r->rt_n;
+	q = mean > 0 ? QUEUE_WORK_S / mean : QUEUE_MAX;
+	if (q > QUEUE_MAX)
+		q = QUEUE_MAX;
+	return (size_t)p->nw * (1 + (size_t)q);
 }
 
 static void
@@ -860,6 +867,7 @@ lose(struct run *r, int i, const char *why)
 		return 0;
 	p->lost = 1;
 	r->nlost++;
+	ranks_forget(r->rk, i);
 	cli_err("rank %d (%s) is lost: %s; %zu of its tasks %s", i,
 	    p->host != NULL ? p->host : "?", why, p->nout, r->o->retries > 0 &&
 	    !r->halting ? "run again elsewhere if --retries allows" :
@@ -979,6 +987,7 @@ on_ranks(struct run *r)
 				cli_err("rank %d could not start: %.*s",
 				    m->peer, (int)m->len, (const char *)m->data);
 			p->bye = 1;
+			ranks_forget(r->rk, m->peer);
 			cancel |= reclaim(r, m->peer, 0);
 			break;
 		case RM_BEAT:
@@ -1187,6 +1196,18 @@ ctl_setup(struct run *r, const sigset_t *set)
 	return 0;
 }
 
+/* Whether every rank is up; says which are not (a rank that could not
+ * start said why, in on_ranks(); a lost one, in lose()). */
+static int
+all_hello(const struct run *r)
+{
+	int	 i, all = !r->fatal;
+
+	for (i = 1; i < r->npeer; i++)
+		all &= r->peer[i].hello && !r->peer[i].lost;
+	return all;
+}
+
 /* Until every other rank has said hello (want_bye 0) or bye (1), or is
  * lost. Returns 0, or -EINTR when a signal ended the wait for hellos. */
 static int
@@ -1249,10 +1270,10 @@ summary(struct run *r)
 		for (g = 0, busy = 0; g < p->ngpu; g++)
 			busy += p->busy_ns[g];
 		n += (size_t)snprintf(buf + n, sizeof(buf) - n,
-		    "%s rank %d (%s) %.0f%%%s", i ? "," : "", i,
+		    "%s rank %d (%s) %.0f%% %lu task%s%s", i ? "," : "", i,
 		    p->host != NULL ? p->host : "?", el > 0 && p->nw > 0 ?
-		    100.0 * (double)busy / 1e9 / el / p->nw : 0.0,
-		    p->lost ? " lost" : "");
+		    100.0 * (double)busy / 1e9 / el / p->nw : 0.0, p->ran,
+		    p->ran == 1 ? "" : "s", p->lost ? ", lost" : "");
 	}
 	cli_err("%s", buf);
 	if (r->changed > 1)
@@ -1354,11 +1375,7 @@ run_tasks(struct run *r)
 	}
 	/* Every rank's pool is up before anything runs or the joblog is
 	 * touched, as with a bad --gpus on one machine. */
-	if (r->npeer > 1 && (ranks_wait(r, 0) < 0 || r->nlost > 0 ||
-	    r->fatal)) {
-		for (rc = 1; rc < r->npeer; rc++)
-			if (!r->peer[rc].hello && !r->peer[rc].lost)
-				cli_err("rank %d did not start", rc);
+	if (r->npeer > 1 && (ranks_wait(r, 0) < 0 || !all_hello(r))) {
 		if (r->sig)
 			cli_err("got SIG%s while the ranks started",
 			    sigabbrev_np(r->sig));
