@@ -5,7 +5,7 @@
  * never mix.
  *
  *   probe record LOG MS [EXIT]  "B seq pid pgid" at start, sleep MS,
- *                               "E seq cvd slot gpu attempt start end"
+ *                               "E seq cvd slot gpu attempt start end rank"
  *   probe lines N TAG           N lines "TAG i" on stdout, one write each
  *   probe fds                   the open fds, "0 1 2"
  *   probe flaky DIR K           fail (exit 1) the first K attempts
@@ -60,10 +60,10 @@ record(const char *log, long ms, int code)
 	append(log, line);
 	while (nanosleep(&ts, &ts) == -1)
 		;
-	snprintf(line, sizeof(line), "E %s %s %s %s %s %lld %lld\n",
+	snprintf(line, sizeof(line), "E %s %s %s %s %s %lld %lld %s\n",
 	    env("GPUPOOL_TASK"), env("CUDA_VISIBLE_DEVICES"),
 	    env("GPUPOOL_SLOT"), env("GPUPOOL_GPU"), env("GPUPOOL_ATTEMPT"),
-	    t0, mono_ns());
+	    t0, mono_ns(), env("GPUPOOL_RANK"));
 	append(log, line);
 	return code;
 }

@@ -146,7 +146,8 @@ def parse_joblog(path):
             torn.append(line)
             continue
         try:
-            recs.append({"seq": int(f[0]), "start": float(f[2]),
+            recs.append({"seq": int(f[0]), "host": f[1],
+                         "start": float(f[2]),
                          "runtime": float(f[3]), "exit": int(f[6]),
                          "sig": int(f[7]), "cmd": "\t".join(f[8:-1]),
                          "gpu": f[-1]})

@@ -1,0 +1,436 @@
+#!/usr/bin/env python3
+"""gpupool-run across MPI ranks on this machine (issue 6), suite 'mpi'.
+
+    mpi.py TEST GPUPOOL_RUN PROBE
+
+Each test starts `mpirun --oversubscribe -np 3` ranks of gpupool-run, each
+with its own 2 fake GPUs, on tasks that run PROBE (test/cli/probe.c), which
+records where and when it ran. Skips (77) without mpirun.
+"""
+import os
+import random
+import signal
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "stress"))
+from stresslib import (Fail, check, log, become_subreaper,  # noqa: E402
+                       assert_no_leftovers, parse_joblog, ok, by_seq, run,
+                       write_tasks, children, comm, main)
+
+SKIP = 77
+RANKS = 3
+GPUS = 2            # fake GPUs per rank
+ENV = {k: v for k, v in os.environ.items() if not k.startswith("GPUPOOL_")}
+
+
+def mpirun(*extra):
+    m = shutil.which("mpirun")
+    if m is None:
+        return None
+    cmd = [m, "--oversubscribe", "-np", str(RANKS)]
+    if os.geteuid() == 0:
+        cmd.insert(1, "--allow-run-as-root")
+    return cmd + list(extra)
+
+
+def tmpdir(name):
+    d = tempfile.mkdtemp(prefix="gpupool-mpi-%s." % name)
+    return d
+
+
+def records(path):
+    """probe's E lines: dicts of seq, cvd, slot, gpu, attempt, start, end
+    (monotonic ns), rank."""
+    out = []
+    with open(path) as f:
+        for line in f:
+            w = line.split()
+            if w[0] != "E":
+                continue
+            out.append({"seq": int(w[1]), "cvd": w[2], "slot": int(w[3]),
+                        "gpu": int(w[4]), "attempt": int(w[5]),
+                        "start": int(w[6]), "end": int(w[7]),
+                        "rank": int(w[8])})
+    return out
+
+
+def started(path):
+    with open(path) as f:
+        return sum(1 for line in f if line.startswith("B "))
+
+
+def exclusive(recs):
+    """No two tasks on one (rank, slot) at once; each slot on the GPU its
+    number says; at most GPUS tasks at a time on a rank."""
+    slots = {}
+    for r in recs:
+        check(r["cvd"] == "fake%d" % r["gpu"] and r["slot"] % GPUS ==
+              r["gpu"], "task %d ran on slot %d with CUDA_VISIBLE_DEVICES "
+              "%s (GPU %d)" % (r["seq"], r["slot"], r["cvd"], r["gpu"]))
+        slots.setdefault((r["rank"], r["slot"]), []).append(r)
+    for key, rs in slots.items():
+        rs.sort(key=lambda r: r["start"])
+        for a, b in zip(rs, rs[1:]):
+            check(b["start"] >= a["end"], "rank %d slot %d: tasks %d and "
+                  "%d overlap" % (key[0], key[1], a["seq"], b["seq"]))
+    ev = sorted([(r["start"], 1, r["rank"]) for r in recs] +
+                [(r["end"], -1, r["rank"]) for r in recs])
+    now = {}
+    for _, d, rank in ev:
+        now[rank] = now.get(rank, 0) + d
+        check(now[rank] <= GPUS, "rank %d ran %d tasks at once on %d "
+              "slots" % (rank, now[rank], GPUS))
+    return slots
+
+
+def once(jl, n):
+    """Every Seq 1..n has exactly one successful record."""
+    recs, torn = parse_joblog(jl)
+    check(not torn, "torn joblog lines: %r" % torn[:3])
+    seqs = by_seq(recs)
+    for s in range(1, n + 1):
+        good = [r for r in seqs.get(s, []) if ok(r)]
+        check(len(good) == 1, "task %d has %d successful records"
+              % (s, len(good)))
+    check(set(seqs) <= set(range(1, n + 1)), "joblog has unknown tasks")
+    return recs
+
+
+def gr_cmd(gr, *args):
+    return [gr, "--fake-gpus", str(GPUS)] + list(args)
+
+
+def t_exactly_once(gr, probe):
+    """600 tasks over 3 ranks x 2 fake GPUs: each runs once, on one rank,
+    every rank runs some, the joblog has one line per task with the host
+    in its Host column, slots are exclusive, tasks see GPUPOOL_RANK and no
+    MPI wire-up variable."""
+    m = mpirun()
+    if m is None:
+        return SKIP
+    d = tmpdir("once")
+    n = 600
+    log_ = os.path.join(d, "rec")
+    write_tasks(os.path.join(d, "t"),
+                ["%s record %s 0" % (probe, log_)] * (n - 1) +
+                ["env | grep -c -E '^(OMPI|PMIX|PMI|OPAL)_' > %s/mpienv;"
+                 " echo $GPUPOOL_RANK > %s/rank; true" % (d, d)])
+    rc, out, err = run(m + gr_cmd(gr, "--joblog", d + "/jl", d + "/t"),
+                       120, env=ENV)
+    check(rc == 0, "exit %d: %s" % (rc, err.decode()[-2000:]))
+    check(b"%d ok, 0 failed" % n in err, "summary: %r" % err[-500:])
+    recs = records(log_)
+    check(sorted(r["seq"] for r in recs) == list(range(1, n)),
+          "probe records: %d, not each task once" % len(recs))
+    per = {}
+    for r in recs:
+        per[r["rank"]] = per.get(r["rank"], 0) + 1
+    check(sorted(per) == list(range(RANKS)), "ranks that ran tasks: %r"
+          % per)
+    exclusive(recs)
+    jl = once(d + "/jl", n)
+    check(len(jl) == n, "%d joblog lines for %d tasks" % (len(jl), n))
+    host = os.uname().nodename
+    check(all(r["host"] == host for r in jl), "Host column: %r"
+          % {r["host"] for r in jl})
+    with open(d + "/mpienv") as f:
+        check(f.read().strip() == "0", "a task saw MPI's variables")
+    log("ran per rank: %r" % per)
+    shutil.rmtree(d)
+    return 0
+
+
+def greedy(durs, slots):
+    """Makespan of list scheduling in the given order: the ideal for a
+    dispatcher with no overhead."""
+    free = [0.0] * slots
+    for t in durs:
+        i = free.index(min(free))
+        free[i] += t
+    return max(free)
+
+
+def t_skew(gr, probe):
+    """60 skewed tasks (Pareto, fixed seed) on 6 slots over 3 ranks: the
+    makespan, first start to last end, is within 10% of greedy list
+    scheduling in the same order with no overhead."""
+    m = mpirun()
+    if m is None:
+        return SKIP
+    d = tmpdir("skew")
+    rnd = random.Random(6)
+    durs = [min(0.05 * rnd.paretovariate(1.5), 1.5) for _ in range(60)]
+    log_ = os.path.join(d, "rec")
+    write_tasks(os.path.join(d, "t"), ["%s record %s %d" %
+                (probe, log_, int(s * 1000)) for s in durs])
+    rc, out, err = run(m + gr_cmd(gr, "--quiet", d + "/t"), 120, env=ENV)
+    check(rc == 0, "exit %d: %s" % (rc, err.decode()[-2000:]))
+    recs = records(log_)
+    check(len(recs) == len(durs), "%d records" % len(recs))
+    exclusive(recs)
+    span = (max(r["end"] for r in recs) - min(r["start"] for r in recs)) / 1e9
+    ideal = greedy(durs, RANKS * GPUS)
+    log("makespan %.3f s, greedy ideal %.3f s, ratio %.3f (sum %.2f s)"
+        % (span, ideal, span / ideal, sum(durs)))
+    check(span <= 1.10 * ideal, "makespan %.3f s is over 1.10 x the ideal "
+          "%.3f s" % (span, ideal))
+    shutil.rmtree(d)
+    return 0
+
+
+def rank_pids(mp):
+    """The gpupool-run ranks mpirun started (its children), by rank."""
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        kids = [p for p in children(mp) if comm(p) == "gpupool-run"]
+        if len(kids) == RANKS:
+            return kids
+        time.sleep(0.05)
+    raise Fail("mpirun's children: %r" % children(mp))
+
+
+def rank_of(pid):
+    with open("/proc/%d/environ" % pid, "rb") as f:
+        for v in f.read().split(b"\0"):
+            if v.startswith(b"OMPI_COMM_WORLD_RANK="):
+                return int(v.split(b"=")[1])
+    raise Fail("no rank in the environment of %d" % pid)
+
+
+def kill_midway(cmd, d, when, pick):
+    """Start cmd, wait until `when` tasks started, SIGKILL what pick()
+    chooses among (mpirun pid, {rank: pid}); returns (rc, err)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=ENV, start_new_session=True)
+    ranks = {rank_of(pid): pid for pid in rank_pids(p.pid)}
+    end = time.monotonic() + 60
+    while not (os.path.exists(d + "/rec") and started(d + "/rec") >= when):
+        check(time.monotonic() < end and p.poll() is None,
+              "the run ended or stalled before %d tasks started" % when)
+        time.sleep(0.02)
+    victim = pick(p.pid, ranks)
+    log("killing pid %d" % victim)
+    os.kill(victim, signal.SIGKILL)
+    try:
+        out, err = p.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise Fail("the run did not end after the kill")
+    return p.returncode, err
+
+
+def tasks(d, probe, n, ms):
+    write_tasks(d + "/t", ["%s record %s/rec %d" % (probe, d, ms)] * n)
+
+
+def t_resume(gr, probe):
+    """The whole run (mpirun) SIGKILLed mid-run: no rank, worker or task
+    survives; the joblog is whole; --resume runs exactly what it lacks."""
+    m = mpirun()
+    if m is None:
+        return SKIP
+    become_subreaper()
+    d = tmpdir("resume")
+    n = 60
+    tasks(d, probe, n, 200)
+    cmd = m + gr_cmd(gr, "--joblog", d + "/jl", d + "/t")
+    rc, err = kill_midway(cmd, d, 20, lambda mp, ranks: mp)
+    check(rc == -signal.SIGKILL, "mpirun: %d" % rc)
+    assert_no_leftovers("after mpirun was killed", wait=15)
+    recs, torn = parse_joblog(d + "/jl")
+    first = {r["seq"] for r in recs if ok(r)}
+    check(0 < len(first) < n, "%d tasks recorded before the kill"
+          % len(first))
+    rc, out, err = run(m + gr_cmd(gr, "--joblog", d + "/jl", "--resume",
+                       d + "/t"), 120, env=ENV)
+    check(rc == 0, "resume: exit %d: %s" % (rc, err.decode()[-2000:]))
+    recs, torn = parse_joblog(d + "/jl")
+    check(len(torn) <= 1, "torn lines: %r" % torn)
+    seqs = by_seq(recs)
+    check(sorted(seqs) == list(range(1, n + 1)), "tasks in the joblog: %d"
+          % len(seqs))
+    for s in first:
+        check(len(seqs[s]) == 1, "task %d recorded before the kill ran "
+              "again" % s)
+    check(sum(1 for r in recs if ok(r)) == n, "not every task succeeded")
+    assert_no_leftovers("after the resumed run")
+    shutil.rmtree(d)
+    return 0
+
+
+def t_rank_killed(gr, probe):
+    """Rank 2 SIGKILLed mid-run under the default mpirun: the job ends
+    with a non-zero status and no process left, the joblog is whole, and
+    --resume-failed completes it with each task succeeding exactly once."""
+    m = mpirun()
+    if m is None:
+        return SKIP
+    become_subreaper()
+    d = tmpdir("rankkill")
+    n = 60
+    tasks(d, probe, n, 200)
+    cmd = m + gr_cmd(gr, "--joblog", d + "/jl", d + "/t")
+    rc, err = kill_midway(cmd, d, 20, lambda mp, ranks: ranks[2])
+    check(rc != 0, "mpirun exited 0 after a rank was killed")
+    assert_no_leftovers("after rank 2 was killed", wait=15)
+    rc, out, err = run(m + gr_cmd(gr, "--joblog", d + "/jl",
+                       "--resume-failed", d + "/t"), 120, env=ENV)
+    check(rc == 0, "resume: exit %d: %s" % (rc, err.decode()[-2000:]))
+    once(d + "/jl", n)
+    shutil.rmtree(d)
+    return 0
+
+
+def t_rank_lost(gr, probe):
+    """Rank 2 SIGKILLed under `mpirun --enable-recovery` (the job goes
+    on): rank 0 writes it off after --rank-timeout, its running tasks are
+    failed attempts run again on the other ranks (--retries 1), and the
+    run completes: every task succeeds exactly once."""
+    m = mpirun("--enable-recovery")
+    if m is None:
+        return SKIP
+    become_subreaper()
+    d = tmpdir("ranklost")
+    n = 60
+    tasks(d, probe, n, 200)
+    cmd = m + gr_cmd(gr, "--joblog", d + "/jl", "--retries", "1",
+                     "--rank-timeout", "2s", d + "/t")
+    rc, err = kill_midway(cmd, d, 20, lambda mp, ranks: ranks[2])
+    err = err.decode()
+    # Open MPI 4.1's mpirun --enable-recovery exits 0 whatever the ranks
+    # do: the summary says how the run went.
+    check("rank 2 (" in err and "is lost" in err, "no word of the lost "
+          "rank: %s" % err[-2000:])
+    check("%d ok, 0 failed" % n in err, "summary: %s" % err[-1500:])
+    recs = once(d + "/jl", n)
+    lost = [r for r in recs if not ok(r)]
+    check(lost and all(r["sig"] == signal.SIGKILL for r in lost),
+          "the lost rank's tasks: %r" % lost)
+    assert_no_leftovers("after the run")
+    shutil.rmtree(d)
+    return 0
+
+
+def pipe(cmd, text):
+    """Run cmd with text on its standard input, bounded like run()."""
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=ENV,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(text.encode(), timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise Fail("hang: %r" % cmd)
+    return p.returncode, out, err.decode()
+
+
+def t_stdin_halt(gr, probe):
+    """Tasks from a pipe reach every rank; --halt now,fail=1 on rank 0
+    stops the tasks running on every rank (recorded as stopped) and
+    starts nothing new."""
+    m = mpirun()
+    if m is None:
+        return SKIP
+    become_subreaper()
+    d = tmpdir("stdin")
+    lines = "".join("%s record %s/rec 30\n" % (probe, d) for _ in range(90))
+    rc, out, err = pipe(m + gr_cmd(gr, "--joblog", d + "/jl", "-"), lines)
+    check(rc == 0, "stdin: exit %d: %s" % (rc, err[-2000:]))
+    recs = records(d + "/rec")
+    check(len(recs) == 90 and {r["rank"] for r in recs} ==
+          set(range(RANKS)), "stdin: %d tasks, ranks %r"
+          % (len(recs), {r["rank"] for r in recs}))
+    exclusive(recs)
+    os.unlink(d + "/rec")
+    # Task 4 fails after 0.5 s; the others run 3 s: when it fails, tasks
+    # run on every rank, and they must be stopped, not waited for.
+    write_tasks(d + "/t", ["%s record %s/rec %d %d" % (probe, d,
+                500 if i == 4 else 3000, 1 if i == 4 else 0)
+                for i in range(1, 31)])
+    rc, out, err = run(m + gr_cmd(gr, "--joblog", d + "/jl2", "--halt",
+                       "now,fail=1", d + "/t"), 60, env=ENV)
+    check(rc == 1, "halt: exit %d: %s" % (rc, err.decode()[-2000:]))
+    recs, torn = parse_joblog(d + "/jl2")
+    stopped = [r for r in recs if r["sig"] == signal.SIGTERM]
+    check(len(stopped) == 5 and all(r["runtime"] < 2 for r in stopped),
+          "halt: the 5 others were not stopped at once: %r" % recs)
+    check(len(recs) == 6, "halt: tasks kept starting: %r" % recs)
+    assert_no_leftovers("after --halt")
+    shutil.rmtree(d)
+    return 0
+
+
+def t_start_fail(gr, probe):
+    """One rank cannot create its pool (a missing --topology, through mpirun's
+    MPMD form): nothing runs, the joblog is not created, exit 255, and the
+    reason names the rank."""
+    m = mpirun()
+    if m is None:
+        return SKIP
+    d = tmpdir("startfail")
+    tasks(d, probe, 10, 10)
+    base = [a for a in m if a not in ("-np", str(RANKS))]
+    cmd = base + ["-np", "2"] + gr_cmd(gr, "--joblog", d + "/jl", d + "/t") + \
+        [":", "-np", "1", gr, "--fake-gpus", "2", "--topology", d + "/no.xml", "--joblog", d + "/jl",
+         d + "/t"]
+    rc, out, err = run(cmd, 60, env=ENV)
+    err = err.decode()
+    check(rc == 255, "exit %d: %s" % (rc, err[-2000:]))
+    check("rank 2 could not start" in err, "reason: %s" % err[-2000:])
+    check(not os.path.exists(d + "/rec"), "a task ran")
+    check(not os.path.exists(d + "/jl"), "the joblog was created")
+    shutil.rmtree(d)
+    return 0
+
+
+def t_srun(gr, probe):
+    """Under a real single-node Slurm (test/mpi/slurm.sh, as root, skipped
+    without it): srun -n 3 --mpi=pmix gpupool-run runs every task once,
+    on all three ranks, one joblog. srun may exit 0 when a launch fails:
+    the ranks are counted from what the tasks saw."""
+    if os.geteuid() != 0 or shutil.which("srun", path=os.environ.get(
+            "PATH", "") + ":/usr/sbin:/sbin") is None:
+        log("needs root and Slurm (slurmctld, slurmd, munge)")
+        return SKIP
+    d = tmpdir("srun")
+    n = 120
+    tasks(d, probe, n, 20)
+    rc, out, err = run([os.path.join(here, "slurm.sh"), "srun", "-n",
+                        str(RANKS), "--mpi=pmix"] +
+                       gr_cmd(gr, "--joblog", d + "/jl", d + "/t"), 120,
+                       env=ENV)
+    if rc == SKIP:
+        log(err.decode().strip())
+        return SKIP
+    check(rc == 0, "exit %d: %s" % (rc, err.decode()[-2000:]))
+    recs = records(d + "/rec")
+    check(sorted(r["seq"] for r in recs) == list(range(1, n + 1)),
+          "%d task records, not each task once" % len(recs))
+    check({r["rank"] for r in recs} == set(range(RANKS)),
+          "ranks that ran tasks: %r" % {r["rank"] for r in recs})
+    exclusive(recs)
+    once(d + "/jl", n)
+    shutil.rmtree(d)
+    return 0
+
+
+TESTS = {
+    "exactly-once": t_exactly_once,
+    "skew": t_skew,
+    "resume": t_resume,
+    "rank-killed": t_rank_killed,
+    "rank-lost": t_rank_lost,
+    "stdin-halt": t_stdin_halt,
+    "start-fail": t_start_fail,
+    "srun": t_srun,
+}
+
+if __name__ == "__main__":
+    main(TESTS)
