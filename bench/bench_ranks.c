@@ -1,0 +1,127 @@
+/*
+ * bench_ranks.c: how many tasks a second rank 0 dispatches across MPI
+ * ranks: gpupool-run's own run (run.c, rank.c, mpi.c: the tasks file,
+ * the windows, the protocol, each rank's pool and workers, the results
+ * back) with one thing changed: a worker answers each task at once, as if
+ * the command had exited 0 with no output, instead of starting it. So the
+ * figure is the ceiling the coordinator puts on a run, not a task rate.
+ *
+ *	mpirun -np 3 bench_ranks [TASKS [GPUS_PER_RANK [ROUNDS]]]
+ *
+ * Rank 0 prints one line per round: tasks, seconds, tasks/s in all and
+ * those that went over MPI (to ranks other than 0), and how many each
+ * rank ran; the last line has the medians. No joblog (it would
+ * measure fdatasync): see docs/cluster.md.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* What task_run() replies for a command that exited 0 silently. */
+static int
+null_task(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
+{
+	struct task_reply	 rp;
+
+	memset(&rp, 0, sizeof(rp));
+	rp.start_ns = clock_ns(CLOCK_REALTIME);
+	return gp_reply(ctx, &rp, sizeof(rp)) < 0;
+}
+
+static int
+cmp(const void *a, const void *b)
+{
+	double	 x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct ranks	*rk;
+	struct opts	 o;
+	struct run	 r;
+	sigset_t	 set;
+	char		 path[] = "/tmp/bench_ranks.XXXXXX", err[512] = "";
+	double		 secs[64], far[64];
+	long		 n = argc > 1 ? atol(argv[1]) : 200000;
+	int		 gpus = argc > 2 ? atoi(argv[2]) : 2;
+	int		 rounds = argc > 3 ? atoi(argv[3]) : 3;
+	int		 fd = -1, i, k, rc = 0;
+	FILE		*f;
+
+	if (n <= 0 || gpus <= 0 || rounds <= 0 || rounds > 64) {
+		fprintf(stderr, "usage: bench_ranks [TASKS [GPUS [ROUNDS]]]\n");
+		return 2;
+	}
+	if (run_block_signals(&set) < 0 || ranks_init(&rk, err,
+	    sizeof(err)) < 0 || ranks_start(rk, err, sizeof(err)) < 0) {
+		fprintf(stderr, "bench_ranks: %s\n", err);
+		return 1;
+	}
+	if (ranks_rank(rk) == 0) {
+		if ((fd = mkstemp(path)) == -1 || (f = fdopen(fd, "w")) ==
+		    NULL) {
+			perror("bench_ranks: tasks file");
+			return 1;
+		}
+		for (i = 0; i < n; i++)
+			fputs("true\n", f);
+		if (fclose(f) != 0)
+			return 1;
+		printf("bench_ranks: %d ranks x %d fake GPUs, %ld null tasks "
+		    "a round\n", ranks_size(rk), gpus, n);
+	}
+	for (k = 0; k < rounds && rc == 0; k++) {
+		memset(&o, 0, sizeof(o));
+		o.file = path;
+		o.fake_gpus = gpus;
+		o.per_gpu = 1;
+		o.grace_ms = DEFAULT_GRACE_MS;
+		o.rank_timeout_ms = DEFAULT_RANK_TIMEOUT_MS;
+		o.quiet = 1;
+		run_init(&r, &o);
+		r.fn = null_task;
+		r.rk = rk;
+		if (ranks_rank(rk) == 0 && tasks_open(&r.in, path, err,
+		    sizeof(err)) < 0) {
+			fprintf(stderr, "bench_ranks: %s\n", err);
+			return 1;
+		}
+		rc = run_tasks(&r);
+		secs[k] = (double)(clock_ns(CLOCK_MONOTONIC) - r.t0) / 1e9;
+		if (ranks_rank(rk) == 0) {
+			for (i = 1, far[k] = 0; i < r.npeer; i++)
+				far[k] += (double)r.peer[i].ran;
+			far[k] /= secs[k];
+			printf("round %d: %lu tasks in %.3f s: %.0f tasks/s, "
+			    "%.0f/s of them over MPI; per rank:", k + 1, r.ok,
+			    secs[k], (double)r.ok / secs[k], far[k]);
+			for (i = 0; i < r.npeer; i++)
+				printf(" %lu", r.peer[i].ran);
+			printf("\n");
+			if (r.ok != (unsigned long)n)
+				rc = 1;
+		}
+		/* The ranks part at the end of the last round only. */
+		r.rk = NULL;
+		run_release(&r);
+	}
+	if (ranks_rank(rk) == 0) {
+		qsort(secs, (size_t)k, sizeof(secs[0]), cmp);
+		qsort(far, (size_t)k, sizeof(far[0]), cmp);
+		printf("median: %.0f tasks/s, %.0f tasks/s over MPI (to ranks "
+		    "1-%d)\n", (double)n / secs[k / 2], far[k / 2],
+		    ranks_size(rk) - 1);
+		unlink(path);
+	}
+	r.rk = rk;
+	r.ended = 0;
+	return run_ranks_end(&r, rc);
+}
