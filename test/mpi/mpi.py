@@ -229,18 +229,29 @@ def tasks(d, probe, n, ms):
     write_tasks(d + "/t", ["%s record %s/rec %d" % (probe, d, ms)] * n)
 
 
+def kill_run(gr, probe, name, pick, extra=(), args=()):
+    """60 tasks of 0.2 s with a joblog, the victim pick() chooses SIGKILLed
+    once 20 have started. Returns (mpirun command, dir, rc, stderr), or
+    None without mpirun."""
+    m = mpirun(*extra)
+    if m is None:
+        return None
+    become_subreaper()
+    d = tmpdir(name)
+    tasks(d, probe, 60, 200)
+    cmd = m + gr_cmd(gr, "--joblog", d + "/jl", *args) + [d + "/t"]
+    rc, err = kill_midway(cmd, d, 20, pick)
+    return m, d, rc, err.decode()
+
+
 def t_resume(gr, probe):
     """The whole run (mpirun) SIGKILLed mid-run: no rank, worker or task
     survives; the joblog is whole; --resume runs exactly what it lacks."""
-    m = mpirun()
-    if m is None:
+    k = kill_run(gr, probe, "resume", lambda mp, ranks: mp)
+    if k is None:
         return SKIP
-    become_subreaper()
-    d = tmpdir("resume")
+    m, d, rc, err = k
     n = 60
-    tasks(d, probe, n, 200)
-    cmd = m + gr_cmd(gr, "--joblog", d + "/jl", d + "/t")
-    rc, err = kill_midway(cmd, d, 20, lambda mp, ranks: mp)
     check(rc == -signal.SIGKILL, "mpirun: %d" % rc)
     assert_no_leftovers("after mpirun was killed", wait=15)
     recs, torn = parse_joblog(d + "/jl")
@@ -268,21 +279,16 @@ def t_rank_killed(gr, probe):
     """Rank 2 SIGKILLed mid-run under the default mpirun: the job ends
     with a non-zero status and no process left, the joblog is whole, and
     --resume-failed completes it with each task succeeding exactly once."""
-    m = mpirun()
-    if m is None:
+    k = kill_run(gr, probe, "rankkill", lambda mp, ranks: ranks[2])
+    if k is None:
         return SKIP
-    become_subreaper()
-    d = tmpdir("rankkill")
-    n = 60
-    tasks(d, probe, n, 200)
-    cmd = m + gr_cmd(gr, "--joblog", d + "/jl", d + "/t")
-    rc, err = kill_midway(cmd, d, 20, lambda mp, ranks: ranks[2])
+    m, d, rc, err = k
     check(rc != 0, "mpirun exited 0 after a rank was killed")
     assert_no_leftovers("after rank 2 was killed", wait=15)
     rc, out, err = run(m + gr_cmd(gr, "--joblog", d + "/jl",
                        "--resume-failed", d + "/t"), 120, env=ENV)
     check(rc == 0, "resume: exit %d: %s" % (rc, err.decode()[-2000:]))
-    once(d + "/jl", n)
+    once(d + "/jl", 60)
     shutil.rmtree(d)
     return 0
 
@@ -292,23 +298,18 @@ def t_rank_lost(gr, probe):
     on): rank 0 writes it off after --rank-timeout, its running tasks are
     failed attempts run again on the other ranks (--retries 1), and the
     run completes: every task succeeds exactly once."""
-    m = mpirun("--enable-recovery")
-    if m is None:
+    k = kill_run(gr, probe, "ranklost", lambda mp, ranks: ranks[2],
+                 extra=["--enable-recovery"],
+                 args=["--retries", "1", "--rank-timeout", "2s"])
+    if k is None:
         return SKIP
-    become_subreaper()
-    d = tmpdir("ranklost")
-    n = 60
-    tasks(d, probe, n, 200)
-    cmd = m + gr_cmd(gr, "--joblog", d + "/jl", "--retries", "1",
-                     "--rank-timeout", "2s", d + "/t")
-    rc, err = kill_midway(cmd, d, 20, lambda mp, ranks: ranks[2])
-    err = err.decode()
+    m, d, rc, err = k
     # Open MPI 4.1's mpirun --enable-recovery exits 0 whatever the ranks
     # do: the summary says how the run went.
     check("rank 2 (" in err and "is lost" in err, "no word of the lost "
           "rank: %s" % err[-2000:])
-    check("%d ok, 0 failed" % n in err, "summary: %s" % err[-1500:])
-    recs = once(d + "/jl", n)
+    check("60 ok, 0 failed" in err, "summary: %s" % err[-1500:])
+    recs = once(d + "/jl", 60)
     lost = [r for r in recs if not ok(r)]
     check(lost and all(r["sig"] == signal.SIGKILL for r in lost),
           "the lost rank's tasks: %r" % lost)
