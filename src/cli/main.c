@@ -503,6 +503,10 @@ main(int argc, char **argv)
 	fds_sanitize();
 	if ((rc = parse_args(argc, argv, &o)) != 0)
 		return rc > 0 ? 0 : EXIT_FATAL;
+	/* Each process shows its own node's GPUs, MPI or not: srun --label
+	 * gpupool-run --show-gpus lists a whole allocation. */
+	if (o.show_gpus)
+		return show_gpus(&o);
 	run_init(&r, &o);
 	/* MPI starts threads: they must not take the signals the run reads
 	 * from its signalfd. Without ranks, --show-gpus and --dry-run keep
@@ -518,11 +522,7 @@ main(int argc, char **argv)
 		(void)sigprocmask(SIG_UNBLOCK, &set, NULL);
 	if (ranks_rank(r.rk) > 0) {
 		/* Tasks come from rank 0, which alone reads FILE. */
-		rc = o.show_gpus || o.dry_run ? 0 : run_tasks(&r);
-		goto out;
-	}
-	if (o.show_gpus) {
-		rc = show_gpus(&o);
+		rc = o.dry_run ? 0 : run_tasks(&r);
 		goto out;
 	}
 	rc = EXIT_FATAL;

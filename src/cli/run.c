@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1149,6 +1150,26 @@ map_workers(struct run *r, struct gp_pool *pool)
 	return 0;
 }
 
+/* mpirun binds each rank to a core (two ranks or fewer) or a socket by
+ * default, and its workers inherit that: say so when it leaves fewer
+ * CPUs than slots. */
+static void
+bound_warn(const struct run *r)
+{
+	cpu_set_t	 cs;
+	long		 online = sysconf(_SC_NPROCESSORS_ONLN);
+	int		 n;
+
+	if (sched_getaffinity(0, sizeof(cs), &cs) == -1)
+		return;
+	n = CPU_COUNT(&cs);
+	if (n >= r->peer[0].nw || n >= online)
+		return;
+	cli_warn("the launcher bound this rank to %d of %ld CPUs: its %d "
+	    "slots share them (mpirun --bind-to none, or give srun "
+	    "--cpus-per-task; see docs/cluster.md)", n, online, r->peer[0].nw);
+}
+
 /* The signalfd, and with ranks an epoll set of it, the ranks' eventfd,
  * a timer for silent ranks and (one shot) a pollable input: the feed's
  * control fd. */
@@ -1366,6 +1387,8 @@ run_tasks(struct run *r)
 		cli_err("cannot set up signals: %s", strerror(-rc));
 		goto fail;
 	}
+	if (r->rk != NULL)
+		bound_warn(r);
 	if (ranks_rank(r->rk) > 0) {
 		rc = rank_serve(r, pool, &conf);
 		gp_pool_destroy(pool);
