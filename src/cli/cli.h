@@ -161,6 +161,8 @@ enum rctl {
 	RC_CANCEL = 1,	/* start nothing more, stop the running tasks */
 	RC_KILL,	/* kill the running tasks now */
 	RC_END,		/* no more tasks: finish and say bye */
+	RC_END_LOST,	/* the same, and leave without MPI_Finalize: a rank
+			   was lost, and MPI_Finalize would wait for it */
 };
 
 struct rhello {
@@ -210,8 +212,9 @@ void	ranks_forget(struct ranks *rk, int peer);
 struct rmsg *ranks_recv(struct ranks *rk, char *err, size_t errlen);
 int64_t	ranks_silent(struct ranks *rk, int peer);	/* ns since heard */
 /* Flush, stop the thread; MPI_Finalize only if clean and every send
- * completed (else -EPIPE: exit, and the launcher ends the job). */
-int	ranks_end(struct ranks *rk, int clean);
+ * completed. Else -EPIPE on a rank other than 0 (exit: the launcher ends
+ * the job), and MPI_Abort(rc) on rank 0, which does not return. */
+int	ranks_end(struct ranks *rk, int clean, int rc);
 /* "with MPI (Open MPI v4.1.4...)" or "without MPI", for --version. */
 const char *ranks_build(void);
 /* The process count a launcher's variables claim (1 if none), and

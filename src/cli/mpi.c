@@ -506,7 +506,7 @@ ranks_silent(struct ranks *rk, int peer)
 }
 
 int
-ranks_end(struct ranks *rk, int clean)
+ranks_end(struct ranks *rk, int clean, int rc)
 {
 	struct rmsg	*m;
 	int		 flushed = 1;
@@ -530,10 +530,13 @@ ranks_end(struct ranks *rk, int clean)
 		free(m);
 	}
 	/* MPI_Finalize waits for every rank: with one lost, or a send that
-	 * never completed, it would wait forever. Exiting without it makes
-	 * the launcher end the job, which is what is left to do. */
+	 * never completed, it would wait forever. Rank 0, whose run is
+	 * over, has the launcher end the job: a lost rank may be stopped or
+	 * hung, and a launcher that lets the job go on waits for it. */
 	if (clean && flushed)
 		MPI_Finalize();
+	else if (rk->rank == 0)
+		MPI_Abort(MPI_COMM_WORLD, rc);
 	if (rk->in_fd >= 0)
 		close(rk->in_fd);
 	if (rk->kick_fd >= 0)

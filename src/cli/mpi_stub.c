@@ -87,7 +87,7 @@ ranks_silent(struct ranks *rk, int peer)
 }
 
 int
-ranks_end(struct ranks *rk, int clean)
+ranks_end(struct ranks *rk, int clean, int rc)
 {
 	return 0;
 }

@@ -172,8 +172,10 @@ on_msgs(struct serve *s)
 			rc = on_tasks(s, m);
 		else if (m->type == RM_CTL && m->len == sizeof(how)) {
 			memcpy(&how, m->data, sizeof(how));
-			if (how == RC_END)
+			if (how == RC_END || how == RC_END_LOST)
 				s->end = 1;
+			if (how == RC_END_LOST)
+				s->r->nlost = 1;	/* no MPI_Finalize */
 			else if (how == RC_CANCEL && act < GP_CTL_CANCEL)
 				act = GP_CTL_CANCEL;
 			else if (how == RC_KILL)
@@ -264,8 +266,7 @@ rank_serve(struct run *r, struct gp_pool *pool, const struct run_conf *conf)
 	s.qtail = &s.q;
 	if (pool == NULL) {
 		/* Its own message says why; rank 0 stops the run. */
-		static const char why[] = "its pool did not start (see its "
-		    "message)";
+		static const char why[] = "see its own message";
 
 		(void)ranks_send(r->rk, 0, RM_BYE, why, sizeof(why) - 1);
 		return EXIT_FATAL;

@@ -758,7 +758,7 @@ ranks_ctl(struct run *r, int how)
 	for (i = 1; i < r->npeer; i++)
 		if (!r->peer[i].lost && !r->peer[i].bye)
 			(void)ranks_send(r->rk, i, RM_CTL, &v, sizeof(v));
-	if (how == RC_END)
+	if (how == RC_END || how == RC_END_LOST)
 		r->ended = 1;
 }
 
@@ -1366,19 +1366,16 @@ run_tasks(struct run *r)
 	/* Workers are forked with the results directory open. */
 	if (o->results != NULL && (rfd = conf.results_fd =
 	    results_dir(o->results)) < 0)
-		return EXIT_FATAL;
+		goto fail;
 
 	/* Before the pool forks: workers reset their mask, and a signal
 	 * that comes while it starts waits in the signalfd. */
 	if (run_block_signals(&set) < 0) {
 		cli_err("cannot set up signals: %s", strerror(errno));
-		return EXIT_FATAL;
-	}
-	if (run_pool_create(o, 0, &pool) < 0) {
-		if (ranks_rank(r->rk) > 0)
-			(void)rank_serve(r, NULL, &conf);
 		goto fail;
 	}
+	if (run_pool_create(o, 0, &pool) < 0)
+		goto fail;
 	if (map_workers(r, pool) < 0) {
 		cli_err("out of memory");
 		goto fail;
@@ -1428,7 +1425,7 @@ run_tasks(struct run *r)
 	if (r->npeer > 1) {
 		/* Canceled: what the other ranks still run ends there and
 		 * is recorded here. */
-		ranks_ctl(r, RC_END);
+		ranks_ctl(r, r->nlost ? RC_END_LOST : RC_END);
 		(void)ranks_wait(r, 1);
 	}
 	while ((t = r->rq) != NULL) {	/* canceled before a retry */
@@ -1448,6 +1445,9 @@ run_tasks(struct run *r)
 	return exit_code(r);
 
 fail:
+	/* Rank 0 stops the run when a rank could not start. */
+	if (ranks_rank(r->rk) > 0)
+		(void)rank_serve(r, NULL, &conf);
 	gp_pool_destroy(pool);
 	if (rfd >= 0)
 		close(rfd);
@@ -1471,7 +1471,10 @@ run_ranks_end(struct run *r, int rc)
 			(void)ranks_send(r->rk, i, RM_CTL, &v, sizeof(v));
 	}
 	clean = r->nlost == 0;
-	if (ranks_end(r->rk, clean) < 0 && clean && rc == 0)
+	if (ranks_rank(r->rk) == 0 && !clean && !r->o->quiet)
+		cli_err("a rank was lost: ending the MPI job (exit status %d)",
+		    rc);
+	if (ranks_end(r->rk, clean, rc) < 0 && clean && rc == 0)
 		rc = EXIT_FATAL;
 	r->rk = NULL;
 	return rc;

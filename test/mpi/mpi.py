@@ -202,8 +202,8 @@ def rank_of(pid):
     raise Fail("no rank in the environment of %d" % pid)
 
 
-def kill_midway(cmd, d, when, pick):
-    """Start cmd, wait until `when` tasks started, SIGKILL what pick()
+def kill_midway(cmd, d, when, pick, sig=signal.SIGKILL):
+    """Start cmd, wait until `when` tasks started, send sig to what pick()
     chooses among (mpirun pid, {rank: pid}); returns (rc, err)."""
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env=ENV, start_new_session=True)
@@ -214,8 +214,8 @@ def kill_midway(cmd, d, when, pick):
               "the run ended or stalled before %d tasks started" % when)
         time.sleep(0.02)
     victim = pick(p.pid, ranks)
-    log("killing pid %d" % victim)
-    os.kill(victim, signal.SIGKILL)
+    log("sending signal %d to pid %d" % (sig, victim))
+    os.kill(victim, sig)
     try:
         out, err = p.communicate(timeout=90)
     except subprocess.TimeoutExpired:
@@ -229,10 +229,10 @@ def tasks(d, probe, n, ms):
     write_tasks(d + "/t", ["%s record %s/rec %d" % (probe, d, ms)] * n)
 
 
-def kill_run(gr, probe, name, pick, extra=(), args=()):
-    """60 tasks of 0.2 s with a joblog, the victim pick() chooses SIGKILLed
-    once 20 have started. Returns (mpirun command, dir, rc, stderr), or
-    None without mpirun."""
+def kill_run(gr, probe, name, pick, extra=(), args=(), sig=signal.SIGKILL):
+    """60 tasks of 0.2 s with a joblog, the victim pick() chooses sent sig
+    (SIGKILL) once 20 have started. Returns (mpirun command, dir, rc,
+    stderr), or None without mpirun."""
     m = mpirun(*extra)
     if m is None:
         return None
@@ -240,7 +240,7 @@ def kill_run(gr, probe, name, pick, extra=(), args=()):
     d = tmpdir(name)
     tasks(d, probe, 60, 200)
     cmd = m + gr_cmd(gr, "--joblog", d + "/jl", *args) + [d + "/t"]
-    rc, err = kill_midway(cmd, d, 20, pick)
+    rc, err = kill_midway(cmd, d, 20, pick, sig)
     return m, d, rc, err.decode()
 
 
@@ -293,14 +293,14 @@ def t_rank_killed(gr, probe):
     return 0
 
 
-def t_rank_lost(gr, probe):
+def t_rank_lost(gr, probe, sig=signal.SIGKILL):
     """Rank 2 SIGKILLed under `mpirun --enable-recovery` (the job goes
     on): rank 0 writes it off after --rank-timeout, its running tasks are
-    failed attempts run again on the other ranks (--retries 1), and the
-    run completes: every task succeeds exactly once."""
+    failed attempts run again on the other ranks (--retries 1), the run
+    completes (every task succeeds exactly once), and the job ends."""
     k = kill_run(gr, probe, "ranklost", lambda mp, ranks: ranks[2],
                  extra=["--enable-recovery"],
-                 args=["--retries", "1", "--rank-timeout", "2s"])
+                 args=["--retries", "1", "--rank-timeout", "2s"], sig=sig)
     if k is None:
         return SKIP
     m, d, rc, err = k
@@ -316,6 +316,13 @@ def t_rank_lost(gr, probe):
     assert_no_leftovers("after the run")
     shutil.rmtree(d)
     return 0
+
+
+def t_rank_stopped(gr, probe):
+    """As rank-lost, with rank 2 SIGSTOPped: alive but silent. It is
+    written off all the same, and the job still ends (rank 0 has the
+    launcher end it, stopped rank included) with no process left."""
+    return t_rank_lost(gr, probe, signal.SIGSTOP)
 
 
 def pipe(cmd, text):
@@ -428,6 +435,7 @@ TESTS = {
     "resume": t_resume,
     "rank-killed": t_rank_killed,
     "rank-lost": t_rank_lost,
+    "rank-stopped": t_rank_stopped,
     "stdin-halt": t_stdin_halt,
     "start-fail": t_start_fail,
     "srun": t_srun,
