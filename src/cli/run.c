@@ -216,6 +216,19 @@ note(const struct run *r, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* In each worker: a SIGTERM or SIGHUP sent to the whole process group
+ * (a launcher ending an MPI job, systemd, a closed terminal) is the
+ * master's to act on, as ^C is: it stops the tasks (TERM, grace, KILL)
+ * and records them. Workers still leave with the master (EOF on their
+ * stop fd); tasks start with every signal at its default. */
+static int
+worker_init(struct gp_ctx *ctx, void *arg)
+{
+	(void)signal(SIGTERM, SIG_IGN);
+	(void)signal(SIGHUP, SIG_IGN);
+	return 0;
+}
+
 static void
 pool_opts(const struct opts *o, struct gp_pool_opts *po, unsigned flags,
     char *err, size_t errlen)
@@ -234,6 +247,7 @@ pool_opts(const struct opts *o, struct gp_pool_opts *po, unsigned flags,
 	b = o->timeout_ms ? o->timeout_ms + o->grace_ms + BACKSTOP_EXTRA_MS : 0;
 	po->timeout_ms = b <= UINT_MAX ? (unsigned)b : 0;
 	po->max_msg = 2 * (size_t)OUTPUT_MAX + LINE_MAX_BYTES + 65536;
+	po->init = worker_init;
 	po->flags = GP_POOL_NO_PDEATHSIG | flags;
 	po->errbuf = err;
 	po->errlen = errlen;

@@ -220,6 +220,9 @@ start(int in_fd, const char *outp, const char *errp, const char *const *args)
 	ck_assert_int_ge(pid, 0);
 	if (pid > 0)
 		return pid;
+	/* A group of its own, as a shell job: kill(-pid) reaches it and
+	 * its workers, not the test. */
+	setpgid(0, 0);
 	fd = in_fd >= 0 ? in_fd : open("/dev/null", O_RDONLY);
 	dup2(fd, 0);
 	fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -1142,6 +1145,7 @@ END_TEST
 struct sigcase {
 	int	 sig;
 	int	 twice;
+	int	 group;		/* to the process group, as a launcher does */
 };
 
 static void
@@ -1181,7 +1185,7 @@ interrupt(const struct sigcase *sc)
 	w.n = 2;
 	w.c = 'B';
 	wait_for("two tasks to start", 30, have_lines, &w);
-	kill(pid, sc->sig);
+	kill(sc->group ? -pid : pid, sc->sig);
 	if (sc->twice) {
 		nap(300);
 		kill(pid, sc->sig);
@@ -1209,7 +1213,7 @@ interrupt(const struct sigcase *sc)
 
 START_TEST(sigint_stops_tasks)
 {
-	static const struct sigcase	 c = { SIGINT, 0 };
+	static const struct sigcase	 c = { SIGINT, 0, 0 };
 
 	interrupt(&c);
 }
@@ -1217,7 +1221,7 @@ END_TEST
 
 START_TEST(sigterm_stops_tasks)
 {
-	static const struct sigcase	 c = { SIGTERM, 0 };
+	static const struct sigcase	 c = { SIGTERM, 0, 0 };
 
 	interrupt(&c);
 }
@@ -1225,7 +1229,17 @@ END_TEST
 
 START_TEST(second_sigint_kills)
 {
-	static const struct sigcase	 c = { SIGINT, 1 };
+	static const struct sigcase	 c = { SIGINT, 1, 0 };
+
+	interrupt(&c);
+}
+END_TEST
+
+/* mpirun, Slurm or systemd signal the whole group, workers included:
+ * the tasks are still stopped (TERM, grace) and recorded as such. */
+START_TEST(sigterm_to_the_group_stops_tasks)
+{
+	static const struct sigcase	 c = { SIGTERM, 0, 1 };
 
 	interrupt(&c);
 }
@@ -1548,6 +1562,7 @@ cli_suite(void)
 	tcase_add_test(tc, stdin_streams);
 	tcase_add_test(tc, sigint_stops_tasks);
 	tcase_add_test(tc, sigterm_stops_tasks);
+	tcase_add_test(tc, sigterm_to_the_group_stops_tasks);
 	tcase_add_test(tc, second_sigint_kills);
 	tcase_add_test(tc, dry_run_and_show_gpus_run_nothing);
 	tcase_add_test(tc, tasks_see_only_stdio);
