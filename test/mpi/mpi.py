@@ -394,6 +394,47 @@ def t_start_fail(gr, probe):
     check("rank 2 could not start" in err, "reason: %s" % err[-2000:])
     check(not os.path.exists(d + "/rec"), "a task ran")
     check(not os.path.exists(d + "/jl"), "the joblog was created")
+    # Several processes of a launcher that cannot talk (srun without
+    # --mpi=pmix) would each run every task: refused.
+    env = dict(ENV, SLURM_STEP_NUM_TASKS="3")
+    rc, out, err = run(gr_cmd(gr, "--joblog", d + "/jl", d + "/t"), 60,
+                       env=env)
+    check(rc == 255 and b"one of 3 processes" in err,
+          "without wire-up: exit %d: %s" % (rc, err.decode()))
+    check(not os.path.exists(d + "/rec"), "a task ran without wire-up")
+    shutil.rmtree(d)
+    return 0
+
+
+def t_rank_gpus(gr, probe):
+    """Each rank uses the GPUs it was given: ranks 0 and 1 inherit
+    CUDA_VISIBLE_DEVICES=0,1 and 2,3 (as Slurm sets it per node) and are
+    given --gpus 0,1, which means the elements of their own list; rank 2
+    has fake GPUs. Tasks see their rank's GPUs only, one per slot."""
+    m = mpirun()
+    if m is None:
+        return SKIP
+    d = tmpdir("rankgpus")
+    tasks(d, probe, 60, 20)
+    base = [a for a in m if a not in ("-np", str(RANKS))]
+    cmd = base + ["-np", "1", "-x", "CUDA_VISIBLE_DEVICES=0,1", gr,
+                  "--gpus", "0,1", d + "/t", ":",
+                  "-np", "1", "-x", "CUDA_VISIBLE_DEVICES=2,3", gr,
+                  "--gpus", "0,1", d + "/t", ":",
+                  "-np", "1"] + gr_cmd(gr, d + "/t")
+    rc, out, err = run(cmd, 120, env=ENV)
+    check(rc == 0, "exit %d: %s" % (rc, err.decode()[-2000:]))
+    recs = records(d + "/rec")
+    check(sorted(r["seq"] for r in recs) == list(range(1, 61)),
+          "%d records" % len(recs))
+    want = {0: {"0", "1"}, 1: {"2", "3"}, 2: {"fake0", "fake1"}}
+    seen = {}
+    for r in recs:
+        seen.setdefault(r["rank"], set()).add(r["cvd"])
+        check(r["cvd"] == sorted(want[r["rank"]])[r["gpu"]],
+              "task %d on rank %d GPU %d saw CUDA_VISIBLE_DEVICES=%s"
+              % (r["seq"], r["rank"], r["gpu"], r["cvd"]))
+    check(seen == want, "GPUs seen per rank: %r" % seen)
     shutil.rmtree(d)
     return 0
 
@@ -438,6 +479,7 @@ TESTS = {
     "rank-stopped": t_rank_stopped,
     "stdin-halt": t_stdin_halt,
     "start-fail": t_start_fail,
+    "rank-gpus": t_rank_gpus,
     "srun": t_srun,
 }
 
