@@ -10,7 +10,8 @@
  *
  * Rank 0 prints one line per round: tasks, seconds, tasks/s in all and
  * those that went over MPI (to ranks other than 0), and how many each
- * rank ran; the last line has the medians. No joblog (it would
+ * rank ran, then the same as a JSON line (for bench/run.py); the last
+ * line has the medians. No joblog (it would
  * measure fdatasync): see docs/cluster.md.
  */
 #include <errno.h>
@@ -105,7 +106,10 @@ main(int argc, char **argv)
 			    secs[k], (double)r.ok / secs[k], far[k]);
 			for (i = 0; i < r.npeer; i++)
 				printf(" %lu", r.peer[i].ran);
-			printf("\n");
+			printf("\n{\"tasks\": %lu, \"secs\": %.6f, "
+			    "\"per_s\": %.1f, \"mpi_per_s\": %.1f, "
+			    "\"ranks\": %d, \"gpus\": %d}\n", r.ok, secs[k],
+			    (double)r.ok / secs[k], far[k], r.npeer, gpus);
 			if (r.ok != (unsigned long)n)
 				rc = 1;
 		}

@@ -50,6 +50,7 @@ FULL = dict(
     triv_ns=(10**4, 10**5, 10**6), triv_rounds=3, triv_budget_s=8.0,
     pskew_rounds=5,
     payloads=((16, 100000), (4096, 20000), (MIB, 256)), payload_rounds=3,
+    mpi_n=200000, mpi_rounds=5,
 )
 QUICK = dict(
     cmd_n=200, true_rounds=2, sleep_rounds=1,
@@ -59,6 +60,7 @@ QUICK = dict(
     triv_ns=(10**4, 10**5, 10**6), triv_rounds=2, triv_budget_s=1.0,
     pskew_rounds=2,
     payloads=((16, 20000), (4096, 5000), (MIB, 64)), payload_rounds=1,
+    mpi_n=50000, mpi_rounds=3,
 )
 
 # Pareto(alpha 1.5) item durations for pool_map's skewed set (5 ms scale,
@@ -759,6 +761,32 @@ def pool_section(cfg, build, work, res, notes):
                                             "items_per_s")}
 
 
+def mpi_section(cfg, build, work, res, notes):
+    """gpupool-run across 3 local MPI ranks x 2 fake GPUs: how many null
+    tasks a second rank 0 dispatches (bench_ranks: gpupool-run's own code,
+    workers that answer at once). No peer: nothing else does this."""
+    br = os.path.join(build, "bench", "bench_ranks")
+    mpirun = shutil.which("mpirun")
+    if not os.path.exists(br) or mpirun is None:
+        notes.append("MPI dispatch not measured: %s" % (
+            "no mpirun" if mpirun is None else
+            "bench_ranks not built (a build without MPI)"))
+        return
+    argv = [mpirun, "--oversubscribe", "-np", "3"]
+    if os.geteuid() == 0:
+        argv.append("--allow-run-as-root")
+    log("gpupool-run over 3 MPI ranks: %d null tasks x %d rounds" % (
+        cfg["mpi_n"], cfg["mpi_rounds"]))
+    runs = json_lines(argv + [br, str(cfg["mpi_n"]), "2",
+                              str(cfg["mpi_rounds"])])
+    if not runs:
+        return
+    res["mpi"] = {"ranks": 3, "gpus_per_rank": 2, "n": cfg["mpi_n"],
+                  "per_s": stats([x["per_s"] for x in runs]),
+                  "mpi_per_s": stats([x["mpi_per_s"] for x in runs]),
+                  "secs": stats([x["secs"] for x in runs])}
+
+
 # ---------------------------------------------------------------------------
 # Targets (issue #4). A target whose inputs were not measured is N/A.
 
@@ -829,6 +857,13 @@ def targets(res, skipped):
             add("pool_map skewed makespan <= 1.05x greedy ideal (%s order)"
                 % order, med(s["over_ideal"]), "<=", 1.05,
                 "median over rounds")
+    mp = res.get("mpi")
+    if mp:
+        add("rank 0 dispatches >= 20,000 tasks/s over MPI (3 local ranks)",
+            med(mp["mpi_per_s"]), ">=", 20000.0,
+            "median over rounds of null tasks run by ranks 1-2 per second",
+            fmt="%.0f tasks/s", context="%s tasks/s in all, rank 0's own "
+            "slots included" % fmt_si(mp["per_s"]))
     return out
 
 
@@ -926,6 +961,9 @@ def do_build(build):
         log("ninja: gpupool-run did not build; building the rest")
         subprocess.run(["ninja", "-C", build] + targets_, check=True,
                        stdout=subprocess.DEVNULL)
+    # Only in a build with MPI.
+    subprocess.run(["ninja", "-C", build, "bench/bench_ranks"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def install_peers(notes):
@@ -1147,6 +1185,25 @@ def markdown(res):
         L.append("")
         L.append("MB/s: item bytes sent per second (10^6 B), each way.")
         L.append("")
+    mp = res.get("mpi")
+    if mp:
+        L.append("### gpupool-run across %d MPI ranks x %d fake GPUs: "
+                 "dispatch (%s null tasks)" % (mp["ranks"],
+                                               mp["gpus_per_rank"],
+                                               fmt_n(mp["n"])))
+        L.append("")
+        L.append("| tasks/s in all | tasks/s over MPI (ranks 1-%d) | "
+                 "s a round |" % (mp["ranks"] - 1))
+        L.append("| --- | --- | --- |")
+        L.append("| %s | %s | %s |" % (fmt_si(mp["per_s"]),
+                                       fmt_si(mp["mpi_per_s"]),
+                                       fmt_s(mp["secs"])))
+        L.append("")
+        L.append("bench_ranks: gpupool-run's own run (tasks file, windows, "
+                 "protocol, each rank's pool) with workers that answer each "
+                 "task at once; no joblog. A ceiling on dispatch, not a task "
+                 "rate (docs/cluster.md).")
+        L.append("")
     if res["notes"]:
         L.append("### Notes")
         L.append("")
@@ -1296,6 +1353,15 @@ def panels(res):
                            ("Pool.map (default chunks)",
                             [med(pl[z]["impls"]["map"]["mb_per_s"])
                              for z in sizes], "map")]})
+    mp = res.get("mpi")
+    if mp:
+        P.append({"title": "gpupool-run, %d MPI ranks: dispatch" %
+                           mp["ranks"],
+                  "unit": "null tasks/s (higher is better)", "ref": 20000.0,
+                  "rows": [("in all (rank 0's slots too)", med(mp["per_s"]),
+                            "gpupool-run"),
+                           ("over MPI (ranks 1-%d)" % (mp["ranks"] - 1),
+                            med(mp["mpi_per_s"]), "gpupool-run")]})
     return P
 
 
@@ -1489,8 +1555,8 @@ def main():
                          "set up with -Dbuildtype=release if missing)")
     ap.add_argument("--no-build", action="store_true",
                     help="use --build as it is; do not run meson/ninja")
-    ap.add_argument("--sections", default="cmd,pool",
-                    help="cmd, pool or both (default)")
+    ap.add_argument("--sections", default="cmd,pool,mpi",
+                    help="some of cmd, pool, mpi (default: all three)")
     ap.add_argument("--publish", action="store_true",
                     help="copy the table and plot into docs/benchmarks.*")
     ap.add_argument("--render", metavar="RESULTS_JSON",
@@ -1545,6 +1611,8 @@ def main():
             cmd_section(cfg, runners, build, work, res, notes)
         if "pool" in sections:
             pool_section(cfg, build, work, res, notes)
+        if "mpi" in sections:
+            mpi_section(cfg, build, work, res, notes)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     res["load_after"] = list(os.getloadavg())
