@@ -193,6 +193,11 @@ struct rmsg {
 
 struct ranks;
 
+/* In gpupool-run, under an MPI launcher: exec gpupool-run-mpi with argv
+ * (does not return), if there is one; otherwise, or when it cannot be
+ * started (err says why), return. Nothing in gpupool-run-mpi. */
+void	ranks_handover(char **argv, char *err, size_t errlen);
+
 /* MPI is initialised only when a launcher started us (its variables are
  * set); otherwise *rk is NULL and the run is one machine's. Fails when
  * the launcher started several processes that cannot talk. */
@@ -220,6 +225,10 @@ const char *ranks_build(void);
 /* The process count a launcher's variables claim (1 if none), and
  * which variable said so. */
 long	launcher_procs(const char **var);
+/* Whether an MPI launcher started us (its wire-up variables are set):
+ * then, and only then, is MPI initialised, so that a lone gpupool-run
+ * starts as fast as a build without MPI. */
+int	launcher_mpi(void);
 
 /* main.c: the options, as parsed and checked. */
 #define EXIT_FATAL		255

@@ -501,6 +501,12 @@ main(int argc, char **argv)
 	int		 rc;
 
 	fds_sanitize();
+	err[0] = '\0';
+	ranks_handover(argv, err, sizeof(err));
+	if (err[0] != '\0') {
+		cli_err("%s", err);
+		return EXIT_FATAL;
+	}
 	if ((rc = parse_args(argc, argv, &o)) != 0)
 		return rc > 0 ? 0 : EXIT_FATAL;
 	/* Each process shows its own node's GPUs, MPI or not: srun --label

@@ -58,22 +58,6 @@ struct ranks {
 	struct pending	*pend;		/* sends in flight (thread only) */
 };
 
-/* Whether a launcher started us as one of several processes: then, and
- * only then, is MPI initialised (a lone gpupool-run starts as fast as a
- * build without MPI). */
-static int
-launched(void)
-{
-	static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE",
-	    "PMIX_RANK", "PMI_RANK", "PMI_SIZE", NULL };
-	int	 i;
-
-	for (i = 0; vars[i] != NULL; i++)
-		if (getenv(vars[i]) != NULL)
-			return 1;
-	return 0;
-}
-
 static void
 mpi_errstr(int rc, const char *what, char *err, size_t errlen)
 {
@@ -85,6 +69,12 @@ mpi_errstr(int rc, const char *what, char *err, size_t errlen)
 	snprintf(err, errlen, "MPI: %s: %s", what, s);
 }
 
+void
+ranks_handover(char **argv, char *err, size_t errlen)
+{
+	/* This is the MPI program already. */
+}
+
 int
 ranks_init(struct ranks **rkp, char *err, size_t errlen)
 {
@@ -94,7 +84,7 @@ ranks_init(struct ranks **rkp, char *err, size_t errlen)
 	int		 prov, rc;
 
 	*rkp = NULL;
-	if (!launched()) {
+	if (!launcher_mpi()) {
 		if ((n = launcher_procs(&var)) <= 1)
 			return 0;
 		snprintf(err, errlen, "started as one of %ld processes (%s) "

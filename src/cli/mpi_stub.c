@@ -1,12 +1,56 @@
 /*
- * mpi_stub.c: stands in for mpi.c in a build without MPI (-Dmpi=disabled,
- * or none found): one rank. Started by a launcher as one of several
- * processes, each would run every task, so that is refused.
+ * mpi_stub.c: the ranks in gpupool-run itself, which does not link MPI
+ * (MPI's libraries would add a third to its footprint on one machine):
+ * one rank. Started by an MPI launcher, it becomes gpupool-run-mpi (the
+ * same program with mpi.c, built with -Dmpi) by exec, before doing
+ * anything; without that program, several processes of a launcher are
+ * refused, since each would run every task.
  */
 #include <errno.h>
+#include <limits.h>
+#include <libgen.h>
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+
+extern char **environ;
+
+/* gpupool-run-mpi: beside this program (a build tree), or where it is
+ * installed. NULL if neither. */
+static const char *
+mpi_program(void)
+{
+	static char	 path[PATH_MAX];
+	char		 self[PATH_MAX];
+	ssize_t		 n;
+
+	if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) > 0) {
+		self[n] = '\0';
+		snprintf(path, sizeof(path), "%s/%s", dirname(self),
+		    "gpupool-run-mpi");
+		if (access(path, X_OK) == 0)
+			return path;
+	}
+#ifdef GP_MPI_PROGRAM
+	if (access(GP_MPI_PROGRAM, X_OK) == 0)
+		return GP_MPI_PROGRAM;
+#endif
+	return NULL;
+}
+
+void
+ranks_handover(char **argv, char *err, size_t errlen)
+{
+	const char	*prog;
+
+	if (!launcher_mpi() || (prog = mpi_program()) == NULL)
+		return;
+	argv[0] = (char *)prog;
+	execve(prog, argv, environ);
+	snprintf(err, errlen, "cannot start %s: %s", prog, strerror(errno));
+}
 
 int
 ranks_init(struct ranks **rkp, char *err, size_t errlen)
@@ -17,16 +61,28 @@ ranks_init(struct ranks **rkp, char *err, size_t errlen)
 	*rkp = NULL;
 	if ((n = launcher_procs(&var)) <= 1)
 		return 0;
-	snprintf(err, errlen, "started as one of %ld processes (%s), but this "
-	    "gpupool-run was built without MPI: each would run every task "
-	    "(rebuild with -Dmpi=enabled, or start one)", n, var);
+	if (mpi_program() != NULL)
+		snprintf(err, errlen, "started as one of %ld processes (%s) "
+		    "without MPI wire-up: each would run every task (under "
+		    "Slurm: srun --mpi=pmix)", n, var);
+	else
+		snprintf(err, errlen, "started as one of %ld processes (%s), "
+		    "but this gpupool-run was built without MPI: each would run "
+		    "every task (rebuild with -Dmpi=enabled, or start one)", n,
+		    var);
 	return -ENOTSUP;
 }
 
 const char *
 ranks_build(void)
 {
-	return "without MPI";
+	static char	 v[PATH_MAX + 32];
+	const char	*prog = mpi_program();
+
+	if (prog == NULL)
+		return "without MPI";
+	snprintf(v, sizeof(v), "MPI runs use %s", prog);
+	return v;
 }
 
 int

@@ -1328,6 +1328,19 @@ exit_code(const struct run *r)
 	return (int)r->failed;
 }
 
+int
+launcher_mpi(void)
+{
+	static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE",
+	    "PMIX_RANK", "PMI_RANK", "PMI_SIZE", NULL };
+	int	 i;
+
+	for (i = 0; vars[i] != NULL; i++)
+		if (getenv(vars[i]) != NULL)
+			return 1;
+	return 0;
+}
+
 long
 launcher_procs(const char **var)
 {

@@ -187,7 +187,8 @@ def rank_pids(mp):
     """The gpupool-run ranks mpirun started (its children), by rank."""
     end = time.monotonic() + 10
     while time.monotonic() < end:
-        kids = [p for p in children(mp) if comm(p) == "gpupool-run"]
+        kids = [p for p in children(mp) if comm(p) in ("gpupool-run",
+                                                        "gpupool-run-mpi")]
         if len(kids) == RANKS:
             return kids
         time.sleep(0.05)
@@ -375,6 +376,48 @@ def t_stdin_halt(gr, probe):
     return 0
 
 
+def t_timeout_retries(gr, probe):
+    """--timeout and --retries across ranks: 24 tasks that fail their
+    first attempt and succeed on the second, wherever it runs, and two
+    that outlive --timeout 1s twice. Exit 2 (two failed); the joblog has
+    each attempt once: a failure then a success, or two timeouts (Signal
+    15, about a second each); retries ran on more than one rank."""
+    m = mpirun()
+    if m is None:
+        return SKIP
+    d = tmpdir("timeout")
+    lines = []
+    for i in range(1, 27):
+        if i in (5, 17):
+            lines.append("%s record %s/rec 30000" % (probe, d))
+        else:
+            lines.append("echo $GPUPOOL_RANK $GPUPOOL_TASK $GPUPOOL_ATTEMPT"
+                         " >> %s/att; exec %s flaky %s 1" % (d, probe, d))
+    write_tasks(d + "/t", lines)
+    rc, out, err = run(m + gr_cmd(gr, "--joblog", d + "/jl", "--timeout",
+                       "1s", "--grace", "1s", "--retries", "1", d + "/t"),
+                       120, env=ENV)
+    check(rc == 2, "exit %d: %s" % (rc, err.decode()[-2000:]))
+    recs, torn = parse_joblog(d + "/jl")
+    seqs = by_seq(recs)
+    check(sorted(seqs) == list(range(1, 27)), "tasks: %r" % sorted(seqs))
+    for s, rs in seqs.items():
+        check(len(rs) == 2, "task %d: %d attempts recorded" % (s, len(rs)))
+        if s in (5, 17):
+            check(all(r["exit"] == -1 and r["sig"] == signal.SIGTERM and
+                      0.9 < r["runtime"] < 5 for r in rs),
+                  "task %d did not time out twice: %r" % (s, rs))
+        else:
+            check(sorted(r["exit"] for r in rs) == [0, 1],
+                  "task %d: exits %r" % (s, [r["exit"] for r in rs]))
+    with open(d + "/att") as f:
+        att = [w.split() for w in f]
+    second = {int(r) for r, _, a in att if a == "2"}
+    check(len(second) > 1, "retries ran on ranks %r only" % second)
+    shutil.rmtree(d)
+    return 0
+
+
 def t_start_fail(gr, probe):
     """One rank cannot create its pool (a missing --topology, through mpirun's
     MPMD form): nothing runs, the joblog is not created, exit 255, and the
@@ -478,6 +521,7 @@ TESTS = {
     "rank-lost": t_rank_lost,
     "rank-stopped": t_rank_stopped,
     "stdin-halt": t_stdin_halt,
+    "timeout-retries": t_timeout_retries,
     "start-fail": t_start_fail,
     "rank-gpus": t_rank_gpus,
     "srun": t_srun,
