@@ -126,6 +126,20 @@ fmt_secs(char *buf, size_t len, double s)
 		snprintf(buf, len, "%lds", t);
 }
 
+/* Tasks running: here, and on each rank at most one per slot (the rest
+ * of what it holds waits in its queue). */
+static size_t
+running(const struct run *r)
+{
+	size_t	 n = r->inflight - r->remote;
+	int	 i;
+
+	for (i = 1; i < r->npeer; i++)
+		n += r->peer[i].nout < (size_t)r->peer[i].nw ?
+		    r->peer[i].nout : (size_t)r->peer[i].nw;
+	return n;
+}
+
 static void
 bar_draw(struct run *r, int force)
 {
@@ -151,7 +165,7 @@ bar_draw(struct run *r, int force)
 	}
 	n = snprintf(line, sizeof(line), "%s%s: %lu/%s done, %zu running, "
 	    "%lu failed, %.1f/s%s", r->tty ? "\r\033[K" : "\r", CLI_NAME,
-	    done, tot, r->inflight, r->failed, rate, eta);
+	    done, tot, running(r), r->failed, rate, eta);
 	if (n < 0)
 		return;
 	if ((size_t)n >= sizeof(line))
@@ -1068,8 +1082,8 @@ on_signals(struct run *r)
 	if (r->nsig == 1) {
 		halt_start(r, RC_CANCEL);
 		cli_err("got SIG%s: stopping %zu running task%s (again to kill "
-		    "them now)", sigabbrev_np(r->sig), r->inflight,
-		    r->inflight == 1 ? "" : "s");
+		    "them now)", sigabbrev_np(r->sig), running(r),
+		    running(r) == 1 ? "" : "s");
 		return GP_CTL_CANCEL;
 	}
 	halt_start(r, RC_KILL);
