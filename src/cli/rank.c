@@ -45,6 +45,7 @@ hello(struct serve *s)
 	struct rhello		 h;
 	size_t			 len, off;
 	uint8_t			*b;
+	int32_t			 g32;
 	int			 g, w, rc;
 
 	len = sizeof(h) + (size_t)nw * sizeof(int32_t) + strlen(host) + 1;
@@ -56,9 +57,10 @@ hello(struct serve *s)
 	h.ngpu = (uint32_t)ngpu;
 	memcpy(b, &h, sizeof(h));
 	off = sizeof(h);
-	for (w = 0; w < nw; w++, off += sizeof(int32_t))
-		memcpy(b + off, &(int32_t){ p->w_gpu[w] },
-		    sizeof(int32_t));
+	for (w = 0; w < nw; w++, off += sizeof(g32)) {
+		g32 = p->w_gpu[w];
+		memcpy(b + off, &g32, sizeof(g32));
+	}
 	memcpy(b + off, host, strlen(host) + 1);
 	off += strlen(host) + 1;
 	for (g = 0; g < ngpu; g++) {
