@@ -418,6 +418,14 @@ def t_timeout_retries(gr, probe):
     return 0
 
 
+def mpmd(m, *apps):
+    """mpirun's MPMD form of the command m: one rank per argv in apps."""
+    cmd = [a for a in m if a not in ("-np", str(RANKS))]
+    for i, app in enumerate(apps):
+        cmd += ([":"] if i else []) + ["-np", "1"] + app
+    return cmd
+
+
 def t_start_fail(gr, probe):
     """One rank cannot create its pool (a missing --topology, through mpirun's
     MPMD form): nothing runs, the joblog is not created, exit 255, and the
@@ -427,11 +435,10 @@ def t_start_fail(gr, probe):
         return SKIP
     d = tmpdir("startfail")
     tasks(d, probe, 10, 10)
-    base = [a for a in m if a not in ("-np", str(RANKS))]
-    cmd = base + ["-np", "2"] + gr_cmd(gr, "--joblog", d + "/jl", d + "/t") + \
-        [":", "-np", "1", gr, "--fake-gpus", "2", "--topology", d + "/no.xml", "--joblog", d + "/jl",
-         d + "/t"]
-    rc, out, err = run(cmd, 60, env=ENV)
+    good = gr_cmd(gr, "--joblog", d + "/jl", d + "/t")
+    bad = gr_cmd(gr, "--topology", d + "/no.xml", "--joblog", d + "/jl",
+                 d + "/t")
+    rc, out, err = run(mpmd(m, good, good, bad), 60, env=ENV)
     err = err.decode()
     check(rc == 255, "exit %d: %s" % (rc, err[-2000:]))
     check("rank 2 could not start" in err, "reason: %s" % err[-2000:])
@@ -459,12 +466,11 @@ def t_rank_gpus(gr, probe):
         return SKIP
     d = tmpdir("rankgpus")
     tasks(d, probe, 60, 20)
-    base = [a for a in m if a not in ("-np", str(RANKS))]
-    cmd = base + ["-np", "1", "-x", "CUDA_VISIBLE_DEVICES=0,1", gr,
-                  "--gpus", "0,1", d + "/t", ":",
-                  "-np", "1", "-x", "CUDA_VISIBLE_DEVICES=2,3", gr,
-                  "--gpus", "0,1", d + "/t", ":",
-                  "-np", "1"] + gr_cmd(gr, d + "/t")
+    cmd = mpmd(m, ["-x", "CUDA_VISIBLE_DEVICES=0,1", gr, "--gpus", "0,1",
+                   d + "/t"],
+               ["-x", "CUDA_VISIBLE_DEVICES=2,3", gr, "--gpus", "0,1",
+                d + "/t"],
+               gr_cmd(gr, d + "/t"))
     rc, out, err = run(cmd, 120, env=ENV)
     check(rc == 0, "exit %d: %s" % (rc, err.decode()[-2000:]))
     recs = records(d + "/rec")
