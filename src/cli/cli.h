@@ -154,7 +154,8 @@ enum rmsg_type {
 	RM_RESULTS,	/* r -> 0: struct rresult + reply bytes, one or more */
 	RM_CTL,		/* 0 -> r: one int32: enum rctl */
 	RM_BEAT,	/* either way, empty: still here */
-	RM_BYE,		/* r -> 0, empty: done, every result sent */
+	RM_BYE,		/* r -> 0, empty: done, every result sent; before
+			   RM_HELLO: it could not start */
 };
 
 enum rctl {
@@ -334,6 +335,11 @@ int	run_tasks(struct run *r);
 int	run_ranks_end(struct run *r, int rc);
 /* Block SIGINT, SIGTERM and SIGHUP (read later from a signalfd), in set. */
 int	run_block_signals(sigset_t *set);
+/* Read the signalfd: r->sig is the first signal, r->nsig counts them.
+ * Returns how many came now. */
+int	run_signals(struct run *r);
+/* Whether rank peer has been silent for --rank-timeout. */
+int	run_silent(const struct run *r, int peer);
 
 /* rank.c: a rank other than 0: tasks from rank 0, results back. Returns
  * the exit status. */

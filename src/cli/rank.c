@@ -7,13 +7,10 @@
  * It reads no tasks file and writes no joblog: rank 0 does both.
  */
 #include <errno.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -204,28 +201,21 @@ on_msgs(struct serve *s)
 static int
 serve_ctl(void *arg)
 {
-	struct serve			*s = arg;
-	struct run			*r = s->r;
-	struct signalfd_siginfo		 si;
-	struct epoll_event		 ev[4];
-	uint64_t			 n;
-	int				 i, k, act = GP_CTL_GO_ON, a;
+	struct serve		*s = arg;
+	struct run		*r = s->r;
+	struct epoll_event	 ev[4];
+	uint64_t		 n;
+	int			 i, k, act = GP_CTL_GO_ON, a;
 
 	k = epoll_wait(r->epfd, ev, 4, 0);
 	for (i = 0; i < k; i++) {
 		a = GP_CTL_GO_ON;
 		if (ev[i].data.u32 == EV_SIG) {
-			while (read(r->sfd, &si, sizeof(si)) ==
-			    (ssize_t)sizeof(si)) {
-				if (r->sig == 0)
-					r->sig = (int)si.ssi_signo;
-				r->nsig++;
+			if (run_signals(r) > 0)
 				a = r->nsig > 1 ? GP_CTL_KILL : GP_CTL_CANCEL;
-			}
 		} else if (ev[i].data.u32 == EV_TIMER) {
 			(void)!read(r->tfd, &n, sizeof(n));
-			if (!s->fatal && ranks_silent(r->rk, 0) >=
-			    (int64_t)r->o->rank_timeout_ms * 1000000) {
+			if (!s->fatal && run_silent(r, 0)) {
 				cli_err("no word from rank 0 for %.1f s "
 				    "(--rank-timeout): stopping",
 				    (double)r->o->rank_timeout_ms / 1000);
@@ -267,10 +257,9 @@ rank_serve(struct run *r, struct gp_pool *pool, const struct run_conf *conf)
 	s.r = r;
 	s.qtail = &s.q;
 	if (pool == NULL) {
-		/* Its own message says why; rank 0 stops the run. */
-		static const char why[] = "see its own message";
-
-		(void)ranks_send(r->rk, 0, RM_BYE, why, sizeof(why) - 1);
+		/* Bye before hello: it could not start (its own message
+		 * says why), and rank 0 stops the run. */
+		(void)ranks_send(r->rk, 0, RM_BYE, NULL, 0);
 		return EXIT_FATAL;
 	}
 	if (hello(&s) < 0) {

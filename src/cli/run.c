@@ -776,15 +776,16 @@ feed_done(void *arg, struct gp_item *it)
 	return finish(arg, (struct task *)it);
 }
 
-/* Tell every rank still with us what to do now. */
+/* Tell every rank still with us what to do now (every rank, before the
+ * run knows them: bad input, --dry-run). */
 static void
 ranks_ctl(struct run *r, int how)
 {
 	int32_t	 v = how;
 	int	 i;
 
-	for (i = 1; i < r->npeer; i++)
-		if (!r->peer[i].lost && !r->peer[i].bye)
+	for (i = 1; i < ranks_size(r->rk); i++)
+		if (i >= r->npeer || (!r->peer[i].lost && !r->peer[i].bye))
 			(void)ranks_send(r->rk, i, RM_CTL, &v, sizeof(v));
 	if (how == RC_END || how == RC_END_LOST)
 		r->ended = 1;
@@ -842,7 +843,8 @@ dispatch(struct run *r)
 			p = &r->peer[i];
 			if (!p->hello || p->bye || p->lost)
 				continue;
-			room = window(r, p) > p->nout ? window(r, p) - p->nout : 0;
+			room = window(r, p);
+			room = room > p->nout ? room - p->nout : 0;
 			if (room > most) {
 				most = room;
 				best = p;
@@ -1012,9 +1014,9 @@ on_ranks(struct run *r)
 			rc = on_results(r, m, &cancel);
 			break;
 		case RM_BYE:
-			if (!p->hello && m->len > 0)
-				cli_err("rank %d could not start: %.*s",
-				    m->peer, (int)m->len, (const char *)m->data);
+			if (!p->hello)
+				cli_err("rank %d could not start (its own "
+				    "message says why)", m->peer);
 			p->bye = 1;
 			ranks_forget(r->rk, m->peer);
 			cancel |= reclaim(r, m->peer, 0);
@@ -1054,9 +1056,7 @@ on_timer(struct run *r)
 
 	(void)!read(r->tfd, &n, sizeof(n));
 	for (i = 1; i < r->npeer; i++) {
-		if (r->peer[i].lost || r->peer[i].bye ||
-		    ranks_silent(r->rk, i) < (int64_t)r->o->rank_timeout_ms *
-		    1000000)
+		if (r->peer[i].lost || r->peer[i].bye || !run_silent(r, i))
 			continue;
 		snprintf(why, sizeof(why), "no word from it for %.1f s "
 		    "(--rank-timeout)", (double)r->o->rank_timeout_ms / 1000);
@@ -1065,8 +1065,8 @@ on_timer(struct run *r)
 	return cancel ? GP_CTL_CANCEL : GP_CTL_GO_ON;
 }
 
-static int
-on_signals(struct run *r)
+int
+run_signals(struct run *r)
 {
 	struct signalfd_siginfo		 si;
 	int				 got = 0;
@@ -1077,7 +1077,20 @@ on_signals(struct run *r)
 		r->nsig++;
 		got++;
 	}
-	if (got == 0)
+	return got;
+}
+
+int
+run_silent(const struct run *r, int peer)
+{
+	return ranks_silent(r->rk, peer) >= (int64_t)r->o->rank_timeout_ms *
+	    1000000;
+}
+
+static int
+on_signals(struct run *r)
+{
+	if (run_signals(r) == 0)
 		return GP_CTL_GO_ON;
 	if (r->nsig == 1) {
 		halt_start(r, RC_CANCEL);
@@ -1503,15 +1516,8 @@ run_ranks_end(struct run *r, int rc)
 
 	if (r->rk == NULL)
 		return rc;
-	if (ranks_rank(r->rk) == 0 && ranks_size(r->rk) > 1 && !r->ended) {
-		/* Before or instead of a run (bad input, --dry-run): the
-		 * other ranks wait for word. */
-		int32_t	 v = RC_END;
-		int	 i;
-
-		for (i = 1; i < ranks_size(r->rk); i++)
-			(void)ranks_send(r->rk, i, RM_CTL, &v, sizeof(v));
-	}
+	if (ranks_rank(r->rk) == 0 && !r->ended)
+		ranks_ctl(r, RC_END);	/* the other ranks wait for word */
 	clean = r->nlost == 0;
 	if (ranks_rank(r->rk) == 0 && !clean && !r->o->quiet)
 		cli_err("a rank was lost: ending the MPI job (exit status %d)",
