@@ -326,20 +326,6 @@ def t_rank_stopped(gr, probe):
     return t_rank_lost(gr, probe, signal.SIGSTOP)
 
 
-def pipe(cmd, text):
-    """Run cmd with text on its standard input, bounded like run()."""
-    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=ENV,
-                         start_new_session=True)
-    try:
-        out, err = p.communicate(text.encode(), timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.communicate()
-        raise Fail("hang: %r" % cmd)
-    return p.returncode, out, err.decode()
-
-
 def t_stdin_halt(gr, probe):
     """Tasks from a pipe reach every rank; --halt now,fail=1 on rank 0
     stops the tasks running on every rank (recorded as stopped) and
@@ -350,8 +336,9 @@ def t_stdin_halt(gr, probe):
     become_subreaper()
     d = tmpdir("stdin")
     lines = "".join("%s record %s/rec 30\n" % (probe, d) for _ in range(90))
-    rc, out, err = pipe(m + gr_cmd(gr, "--joblog", d + "/jl", "-"), lines)
-    check(rc == 0, "stdin: exit %d: %s" % (rc, err[-2000:]))
+    rc, out, err = run(m + gr_cmd(gr, "--joblog", d + "/jl", "-"), 120,
+                       input=lines.encode(), env=ENV)
+    check(rc == 0, "stdin: exit %d: %s" % (rc, err.decode()[-2000:]))
     recs = records(d + "/rec")
     check(len(recs) == 90 and {r["rank"] for r in recs} ==
           set(range(RANKS)), "stdin: %d tasks, ranks %r"

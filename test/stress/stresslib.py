@@ -167,14 +167,17 @@ def by_seq(recs):
     return d
 
 
-def run(cmd, timeout, **kw):
-    """subprocess.run bounded by `timeout`; on expiry the whole group is
-    SIGKILLed and Fail raised (a hang is a failure, never a stuck CI)."""
+def run(cmd, timeout, input=None, **kw):
+    """subprocess.run bounded by `timeout`, with `input` (bytes) on its
+    standard input if given; on expiry the whole group is SIGKILLed and
+    Fail raised (a hang is a failure, never a stuck CI)."""
+    if input is not None:
+        kw["stdin"] = subprocess.PIPE
     p = subprocess.Popen(cmd, stdout=kw.pop("stdout", subprocess.PIPE),
                          stderr=kw.pop("stderr", subprocess.PIPE),
                          start_new_session=True, **kw)
     try:
-        out, err = p.communicate(timeout=timeout)
+        out, err = p.communicate(input, timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         p.communicate()
