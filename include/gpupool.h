@@ -126,7 +126,8 @@ struct gp_pool_opts {
 					   life; 0: 64 per worker; < 0: no limit */
 	int		 retries;	/* re-run a crashed or timed-out item up
 					   to N more times; 0: none */
-	size_t		 max_msg;	/* largest item or result; 0: 64 MiB */
+	size_t		 max_msg;	/* largest item or result (batches of
+					   small ones are cut to fit); 0: 64 MiB */
 	unsigned	 flags;		/* enum gp_pool_flags */
 	char		*errbuf;	/* if set, create writes a one-line reason
 					   for a failure here */
@@ -243,7 +244,9 @@ GP_API void	gp_items_release(struct gp_item *items, size_t n);
 
 /* In a worker: set the current item's result bytes (copied; the last call
  * wins). Returns 0, -EMSGSIZE (over max_msg), -ENOMEM, or -EINVAL outside
- * an item (in init or fini). */
+ * an item (in init or fini). When the last call failed, the item ends
+ * GP_ERROR with that code (fn's return value is lost), not with an older
+ * or empty result. */
 GP_API int	gp_reply(struct gp_ctx *ctx, const void *buf, size_t len);
 /* In a worker: where it runs. */
 GP_API const struct gp_worker_info *gp_ctx_info(const struct gp_ctx *ctx);

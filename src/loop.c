@@ -281,7 +281,7 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 {
 	struct gp_rec_task	 rec = { 0 };
 	struct gp_item		*it;
-	size_t			 want, bytes = 0, at;
+	size_t			 want, bytes = 0, at, lim;
 	int			 rc;
 
 	if ((it = peek(job)) == NULL)
@@ -289,6 +289,11 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	if (w->job != job->gen && (rc = send_job(w, job)) < 0)
 		return rc;
 	want = batch_size(p, job, w);
+	/* Payload bytes, records included: never more than the worker
+	 * accepts, which one item of max_msg bytes always fits. */
+	lim = GP_MSG_MAX(p->o.max_msg);
+	if (lim > GP_BATCH_BYTES)
+		lim = GP_BATCH_BYTES;
 	if ((rc = gp_msg_begin(&w->wbuf, GP_MSG_TASK, &at)) < 0)
 		return rc;
 	while (w->nfl < want && (it = peek(job)) != NULL) {
@@ -299,7 +304,7 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 			item_end(job, it);
 			continue;
 		}
-		if (w->nfl > 0 && bytes + it->inlen > GP_BATCH_BYTES)
+		if (w->nfl > 0 && bytes + sizeof(rec) + it->inlen > lim)
 			break;
 		rec.id = ++p->ticket;
 		rec.len = (uint32_t)it->inlen;
@@ -310,7 +315,7 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 		take(job);
 		it->attempts++;
 		it->worker = w->idx;
-		bytes += it->inlen;
+		bytes += sizeof(rec) + it->inlen;
 	}
 	if (w->nfl == 0) {
 		w->wbuf.len = w->wbuf.off + at;	/* drop the empty header */
@@ -530,7 +535,7 @@ on_readable(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 {
 	struct gp_msg_hdr	 h;
 	const uint8_t		*pl;
-	size_t			 max = p->o.max_msg + GP_MSG_OVERHEAD;
+	size_t			 max = GP_MSG_MAX(p->o.max_msg);
 	size_t			 want = 65536;
 	ssize_t			 r;
 	long			 m;

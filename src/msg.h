@@ -60,6 +60,10 @@ struct gp_rec_result {
 /* Overhead of a one-record message over its payload. */
 #define GP_MSG_OVERHEAD	(sizeof(struct gp_msg_hdr) + \
 			 sizeof(struct gp_rec_result))
+/* Largest payload either end accepts for a pool's max_msg: room for one
+ * item or one result of max_msg bytes with its record. max_msg bounds one
+ * item and one result, so batches of either are cut to fit this. */
+#define GP_MSG_MAX(max_msg)	((max_msg) + GP_MSG_OVERHEAD)
 
 /*
  * Look at avail bytes at buf. Returns 0 when a whole message is not there

@@ -33,19 +33,24 @@ struct gp_ctx {
 	struct outq		 q;
 	size_t			 data;		/* current item's reply bytes, or
 						   0 outside an item */
+	int			 reply_rc;	/* the last gp_reply() failed */
 };
 
 /* The reply goes straight into the outgoing message, after the record
- * header that run_batch() fills in when fn returns. */
+ * header that run_batch() fills in when fn returns. The last call wins,
+ * failed or not: a reply that could not be kept ends the item GP_ERROR
+ * (outq_close()), never GP_OK with an older or an empty result. */
 int
 gp_reply(struct gp_ctx *ctx, const void *buf, size_t len)
 {
 	if (ctx->data == 0)
 		return -EINVAL;		/* in init or fini */
-	if (len > ctx->max_msg)
-		return -EMSGSIZE;
 	ctx->q.b.len = ctx->q.b.off + ctx->data;
-	return gp_buf_add(&ctx->q.b, buf, len);
+	if (len > ctx->max_msg)
+		ctx->reply_rc = -EMSGSIZE;
+	else
+		ctx->reply_rc = gp_buf_add(&ctx->q.b, buf, len);
+	return ctx->reply_rc;
 }
 
 const struct gp_worker_info *
@@ -125,18 +130,47 @@ outq_open(struct gp_ctx *ctx, int64_t now)
 	if (gp_buf_add(&q->b, &r, sizeof(r)) < 0)
 		_exit(GP_EXIT_NOMEM);
 	ctx->data = q->b.len - q->b.off;
+	ctx->reply_rc = 0;
 	q->count++;
 	return at;
 }
 
+/* Fill in the record opened at at. The message stays one the master
+ * accepts (GP_MSG_MAX): when this record takes it over, the records
+ * before it are sent, and this one opens the next message, its header
+ * written over the end of what was sent. */
 static void
 outq_close(struct gp_ctx *ctx, size_t at, struct gp_rec_result *r)
 {
-	struct gp_buf	*b = &ctx->q.b;
+	struct outq		*q = &ctx->q;
+	struct gp_buf		*b = &q->b;
+	struct gp_msg_hdr	 h = { .type = GP_MSG_RESULT };
+	struct iovec		 iov;
+	size_t			 hl = sizeof(h), end;
 
+	if (ctx->reply_rc < 0) {
+		r->kind = GP_REC_ERROR;
+		r->rc = ctx->reply_rc;
+		b->len = b->off + ctx->data;
+	}
 	r->len = (uint32_t)(b->len - b->off - ctx->data);
 	memcpy(b->data + b->off + at, r, sizeof(*r));
 	ctx->data = 0;
+	if (q->count < 2 ||
+	    b->len - b->off - q->at - hl <= GP_MSG_MAX(ctx->max_msg))
+		return;
+	end = b->len;
+	b->len = b->off + at;
+	gp_msg_finish(b, q->at, q->count - 1);
+	b->len = end;
+	iov.iov_base = b->data + b->off + q->at;
+	iov.iov_len = at - q->at;
+	if (gp_writev_full(ctx->wfd, &iov, 1) < 0)
+		_exit(0);	/* the master is gone */
+	b->off += at - hl;
+	memcpy(b->data + b->off, &h, hl);
+	q->at = 0;
+	q->count = 1;
 }
 
 /*
@@ -240,7 +274,7 @@ serve(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx)
 	gp_fn			*fn = NULL;
 	uint8_t			*arg = NULL;
 	uint64_t		 addr;
-	size_t			 max = p->o.max_msg + GP_MSG_OVERHEAD;
+	size_t			 max = GP_MSG_MAX(p->o.max_msg);
 
 	for (;;) {
 		next_msg(ctx->fd, &in, max, &h, &pl);

@@ -192,6 +192,123 @@ START_TEST(max_msg_enforced_both_ways)
 }
 END_TEST
 
+/* Reply 3 x the 8-byte input: small items and small results. */
+static int
+triple(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	uint64_t	 x;
+
+	if (len != sizeof(x))
+		return 99;
+	memcpy(&x, in, sizeof(x));
+	x *= 3;
+	return gp_reply(ctx, &x, sizeof(x));
+}
+
+/* max_msg bounds one item and one result, not a batch: thousands of tiny
+ * items must go in batches and come back in result messages that each
+ * peer accepts, down to a max_msg of one item. A message over it would
+ * get its worker killed (and the item run again). */
+START_TEST(small_max_msg_batches_fit_both_ways)
+{
+	const size_t		 maxes[] = { 4096, 100, 8 };
+	const size_t		 n = 10000;
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 2 };
+	struct gp_worker_info	 wi;
+	struct gp_item		*it = calloc(n, sizeof(*it));
+	uint64_t		*v = calloc(n, sizeof(*v)), r;
+	pid_t			 pid[2];
+	size_t			 k, i, bad;
+	int			 w;
+
+	for (i = 0; i < n; i++) {
+		v[i] = i;
+		it[i].in = &v[i];
+		it[i].inlen = sizeof(v[i]);
+	}
+	for (k = 0; k < sizeof(maxes) / sizeof(maxes[0]); k++) {
+		o.max_msg = maxes[k];
+		ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+		for (w = 0; w < 2; w++) {
+			ck_assert_int_eq(gp_pool_info(p, w, &wi), 0);
+			pid[w] = wi.pid;
+		}
+		ck_assert_int_eq(gp_map(p, triple, NULL, 0, it, n), 0);
+		for (i = 0, bad = 0; i < n; i++) {
+			r = 0;
+			if (it[i].outlen == sizeof(r))
+				memcpy(&r, it[i].out, sizeof(r));
+			if (it[i].status != GP_OK || it[i].attempts != 1 ||
+			    r != 3 * i)
+				bad++;
+		}
+		ck_assert_msg(bad == 0, "max_msg %zu: %zu items not run "
+		    "once with their result", maxes[k], bad);
+		/* No worker was killed for an over-long message. */
+		for (w = 0; w < 2; w++) {
+			ck_assert_int_eq(gp_pool_info(p, w, &wi), 0);
+			ck_assert_int_eq(wi.pid, pid[w]);
+		}
+		gp_items_release(it, n);
+		gp_pool_destroy(p);
+	}
+	free(it);
+	free(v);
+}
+END_TEST
+
+/* Input byte: 0 replies small then too big; 1 too big only; 2 too big
+ * then small; 3 too big and returns 5. fn ignores gp_reply()'s -EMSGSIZE
+ * but checks it was returned. */
+static int
+big_reply(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	static uint8_t	 big[2048];
+	int		 mode = *(const uint8_t *)in;
+
+	if (mode == 0 && gp_reply(ctx, "small", 5) != 0)
+		return 90;
+	if (gp_reply(ctx, big, sizeof(big)) != -EMSGSIZE)
+		return 91;
+	if (mode == 2 && gp_reply(ctx, "ok", 2) != 0)
+		return 92;
+	return mode == 3 ? 5 : 0;
+}
+
+START_TEST(oversized_reply_is_an_error)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 1, .max_msg = 1024 };
+	static const uint8_t	 mode[4] = { 0, 1, 2, 3 };
+	struct gp_item		 it[4];
+	int			 i;
+
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	memset(it, 0, sizeof(it));
+	for (i = 0; i < 4; i++) {
+		it[i].in = &mode[i];
+		it[i].inlen = 1;
+	}
+	ck_assert_int_eq(gp_map(p, big_reply, NULL, 0, it, 4), 0);
+	for (i = 0; i < 4; i++) {
+		if (i == 2)
+			continue;
+		ck_assert_msg(it[i].status == GP_ERROR, "mode %d: status %d "
+		    "code %d", i, it[i].status, it[i].code);
+		ck_assert_int_eq(it[i].code, -EMSGSIZE);
+		ck_assert_ptr_null(it[i].out);
+		ck_assert_uint_eq(it[i].outlen, 0);
+	}
+	/* The last call wins: a good reply after a refused one counts. */
+	ck_assert_int_eq(it[2].status, GP_OK);
+	ck_assert_uint_eq(it[2].outlen, 2);
+	ck_assert_int_eq(memcmp(it[2].out, "ok", 2), 0);
+	gp_items_release(it, 4);
+	gp_pool_destroy(p);
+}
+END_TEST
+
 static int
 fail_odd(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 {
@@ -673,6 +790,8 @@ main(void)
 	tcase_add_test(tc, arg_is_copied_per_map);
 	tcase_add_test(tc, any_item_size_zero_to_megabytes);
 	tcase_add_test(tc, max_msg_enforced_both_ways);
+	tcase_add_test(tc, small_max_msg_batches_fit_both_ways);
+	tcase_add_test(tc, oversized_reply_is_an_error);
 	tcase_add_test(tc, item_failure_is_the_items_status);
 	tcase_add_test(tc, workers_see_their_gpu_and_live_across_maps);
 	tcase_add_test(tc, explicit_ids_and_inherited_visible_devices);
