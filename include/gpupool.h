@@ -52,7 +52,9 @@ enum gp_status {
 				   it returned in the grace period, else -1 */
 	GP_CANCELED,		/* cancel_fd became readable first */
 	GP_ERROR,		/* code is a negative errno: -EMSGSIZE (item or
-				   result over max_msg), -EPROTO (bad message) */
+				   result over max_msg), -EPROTO (bad message),
+				   or the call's code if it failed while the
+				   item ran (-ENOMEM) */
 	GP_NOTRUN,		/* never ran: the pool lost all its workers */
 };
 
@@ -219,6 +221,9 @@ GP_API int	gp_pool_create(struct gp_pool **out,
  * a final status (whatever it is), GP_ENOWORKER when the pool lost every
  * worker (the rest are GP_NOTRUN), GP_EPLAN, -EINVAL, -ENOMEM, -EBUSY
  * while another call runs, -ECHILD from a process that did not create p.
+ * A call that fails midway (-ENOMEM, a failed poll) kills and reaps the
+ * workers running its items, which end GP_ERROR with that code (the rest
+ * GP_NOTRUN): the pool stays usable and keeps no pointer into items.
  */
 GP_API int	gp_map(struct gp_pool *p, gp_fn *fn, const void *arg,
 		    size_t arglen, struct gp_item *items, size_t n);

@@ -132,6 +132,8 @@ struct gp_pool {
 int	gp_loop_spawn(struct gp_pool *p, struct gp_worker *w);
 int	gp_loop_wait_ready(struct gp_pool *p);
 int	gp_loop_run(struct gp_pool *p, struct gp_job *job);
+/* After gp_loop_run() failed with rc: no worker keeps the call's items. */
+void	gp_loop_abandon(struct gp_pool *p, struct gp_job *job, int rc);
 void	gp_loop_shutdown(struct gp_pool *p);
 void	gp_loop_close_fds(struct gp_worker *w);	/* all four, set to -1 */
 void	gp_loop_item_init(struct gp_item *it);	/* NOTRUN, no output */

@@ -833,6 +833,56 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 	}
 }
 
+/*
+ * gp_loop_run() failed (-ENOMEM, a poll error) in the middle of a call.
+ * Workers holding a batch, or a half-built one, would later write into the
+ * caller's items and read a broken message: kill and reap them, and drop
+ * every buffer's content. Their items end GP_ERROR with the call's code;
+ * queued ones stay GP_NOTRUN (gp_run(): done() is called for each). The
+ * slots are replaced by the next call, outside the respawn budget: these
+ * deaths are the library's doing.
+ */
+void
+gp_loop_abandon(struct gp_pool *p, struct gp_job *job, int rc)
+{
+	struct gp_worker	*w;
+	struct gp_item		*it;
+	size_t			 i;
+	int			 k, status;
+
+	for (k = 0; k < p->nw; k++) {
+		w = &p->w[k];
+		if ((w->state == GP_W_IDLE || w->state == GP_W_BUSY) &&
+		    (w->nfl > 0 || w->wbuf.len > w->wbuf.off)) {
+			hard_kill(w);
+			reap(w, &status);
+		}
+		for (i = w->nres; i < w->nfl; i++) {
+			it = w->fl[i].item;
+			it->status = GP_ERROR;
+			it->code = rc;
+			item_end(job, it);
+		}
+		w->nfl = w->nres = 0;
+		w->stop_id = 0;
+		w->kill_at = 0;
+		if (w->state == GP_W_DEAD) {
+			w->rbuf.off = w->rbuf.len = 0;
+			w->wbuf.off = w->wbuf.len = 0;
+		}
+	}
+	/* Not running: they end as they are, GP_NOTRUN. */
+	while (job->nrq > 0) {
+		job->running++;
+		item_end(job, job->requeue[--job->nrq]);
+	}
+	if (job->held != NULL) {
+		job->running++;
+		item_end(job, job->held);
+		job->held = NULL;
+	}
+}
+
 int
 gp_loop_wait_ready(struct gp_pool *p)
 {

@@ -325,6 +325,10 @@ run_job(struct gp_pool *p, struct gp_job *job, gp_fn *fn, const void *arg,
 	job->gen = ++p->gen;
 	p->job = job;
 	rc = gp_loop_run(p, job);
+	/* Not an end the loop reached with nothing in flight: the call
+	 * failed, and the pool must not keep pointers into its items. */
+	if (rc < 0 && rc != GP_ENOWORKER && rc != -EDEADLK)
+		gp_loop_abandon(p, job, rc);
 	p->job = NULL;
 	free(job->requeue);
 	return rc;

@@ -19,6 +19,43 @@
 #include "gpupool.h"
 #include "check_main.h"
 
+/*
+ * Allocation failures on demand: this program is linked with
+ * -Wl,--wrap=malloc and --wrap=realloc (test/meson.build), so every malloc
+ * and realloc of the library and of this file comes here. Armed, the
+ * fail_at-th call made by the arming process fails; workers (forked
+ * copies) never fail.
+ */
+void	*__real_malloc(size_t);
+void	*__real_realloc(void *, size_t);
+void	*__wrap_malloc(size_t);
+void	*__wrap_realloc(void *, size_t);
+
+static pid_t	 fail_pid;
+static long	 fail_at;
+static int	 failed;
+
+static int
+fail_now(void)
+{
+	if (fail_pid == 0 || fail_pid != getpid() || --fail_at != 0)
+		return 0;
+	failed = 1;
+	return 1;
+}
+
+void *
+__wrap_malloc(size_t n)
+{
+	return fail_now() ? NULL : __real_malloc(n);
+}
+
+void *
+__wrap_realloc(void *p, size_t n)
+{
+	return fail_now() ? NULL : __real_realloc(p, n);
+}
+
 static struct gp_pool *
 make_pool(int fake, int per_gpu)
 {
@@ -305,6 +342,108 @@ START_TEST(oversized_reply_is_an_error)
 	ck_assert_uint_eq(it[2].outlen, 2);
 	ck_assert_int_eq(memcmp(it[2].out, "ok", 2), 0);
 	gp_items_release(it, 4);
+	gp_pool_destroy(p);
+}
+END_TEST
+
+/* Every 50th item replies 70,000 bytes of its number (the master's read
+ * buffer grows, its result is allocated); the others reply nothing. */
+#define FEW_BIG		70000
+
+static int
+few_big(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	static uint8_t	 big[FEW_BIG];
+	int		 x;
+
+	memcpy(&x, in, sizeof(x));
+	if (x % 50 != 0)
+		return 0;
+	memset(big, x & 0xff, sizeof(big));
+	return gp_reply(ctx, big, sizeof(big));
+}
+
+/* Items that read GP_OK have their result; no other status but GP_NOTRUN
+ * or (after a failed call) GP_ERROR with its code. Returns the bad ones. */
+static size_t
+few_big_bad(const struct gp_item *it, size_t n, int rc)
+{
+	size_t		 i, bad = 0;
+	int		 x;
+
+	for (i = 0; i < n; i++) {
+		memcpy(&x, it[i].in, sizeof(x));
+		if (it[i].status == GP_OK)
+			bad += it[i].outlen != (x % 50 ? 0 : FEW_BIG) ||
+			    (it[i].outlen && (((uint8_t *)it[i].out)[0] !=
+			    (x & 0xff) || ((uint8_t *)it[i].out)[FEW_BIG - 1] !=
+			    (x & 0xff)));
+		else
+			bad += rc == 0 || (it[i].status != GP_NOTRUN &&
+			    (it[i].status != GP_ERROR || it[i].code != rc));
+	}
+	return bad;
+}
+
+/*
+ * gp_map() failing with -ENOMEM at each allocation it makes in turn: the
+ * call fails cleanly, and the pool stays usable: the next call runs every
+ * item, and nothing touches the failed call's items once it has returned
+ * (no worker kept a batch of them, no half-built message was sent).
+ */
+START_TEST(alloc_fail_leaves_the_pool_usable)
+{
+	enum { N = 400 };
+	struct gp_pool	*p = make_pool(2, 2);
+	static int	 v[N];
+	static struct gp_item a[N], b[N];
+	static uint8_t	 canary[sizeof(a)];
+	long		 k;
+	size_t		 i, bad;
+	int		 rc;
+
+	for (i = 0; i < N; i++)
+		v[i] = (int)i;
+	memset(canary, 0xa5, sizeof(canary));
+	for (k = 1; ; k++) {
+		ck_assert_msg(k < 2000, "gp_map allocates without end");
+		for (i = 0; i < N; i++) {
+			a[i].in = &v[i];
+			a[i].inlen = sizeof(int);
+		}
+		failed = 0;
+		fail_at = k;
+		fail_pid = getpid();
+		rc = gp_map(p, few_big, NULL, 0, a, N);
+		fail_pid = 0;
+		bad = few_big_bad(a, N, failed ? -ENOMEM : 0);
+		if (!failed) {
+			ck_assert_int_eq(rc, 0);
+			ck_assert_uint_eq(bad, 0);
+			gp_items_release(a, N);
+			break;
+		}
+		ck_assert_msg(rc == -ENOMEM, "allocation %ld failed: "
+		    "gp_map returned %d", k, rc);
+		ck_assert_msg(bad == 0, "allocation %ld failed: %zu items "
+		    "with a wrong status or result", k, bad);
+		/* The caller reuses the memory of the failed call's items. */
+		gp_items_release(a, N);
+		memset(a, 0xa5, sizeof(a));
+		for (i = 0; i < N; i++) {
+			b[i].in = &v[i];
+			b[i].inlen = sizeof(int);
+		}
+		ck_assert_int_eq(gp_map(p, few_big, NULL, 0, b, N), 0);
+		ck_assert_msg(few_big_bad(b, N, 0) == 0, "allocation %ld "
+		    "failed: the next call went wrong", k);
+		ck_assert_msg(memcmp(a, canary, sizeof(a)) == 0, "allocation "
+		    "%ld failed: the failed call's items were written later",
+		    k);
+		gp_items_release(b, N);
+	}
+	/* Failures were injected, in the loop's several allocations. */
+	ck_assert_int_gt(k, 4);
 	gp_pool_destroy(p);
 }
 END_TEST
@@ -792,6 +931,7 @@ main(void)
 	tcase_add_test(tc, max_msg_enforced_both_ways);
 	tcase_add_test(tc, small_max_msg_batches_fit_both_ways);
 	tcase_add_test(tc, oversized_reply_is_an_error);
+	tcase_add_test(tc, alloc_fail_leaves_the_pool_usable);
 	tcase_add_test(tc, item_failure_is_the_items_status);
 	tcase_add_test(tc, workers_see_their_gpu_and_live_across_maps);
 	tcase_add_test(tc, explicit_ids_and_inherited_visible_devices);
