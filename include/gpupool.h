@@ -215,11 +215,15 @@ GP_API int	gp_pool_create(struct gp_pool **out,
  * created (workers are forked copies); arglen bytes at arg are copied to
  * each worker, and fn gets a pointer to its copy (NULL when arglen is 0).
  * Each item's out,
- * outlen, status, code, worker and attempts are set (free out with
- * gp_items_release()). Items are dispatched dynamically in batches sized to
+ * outlen, status, code, worker and attempts are reset first and then set
+ * (free out with gp_items_release(); out is not read, so release the
+ * results of an earlier call on the same array first, or they leak).
+ * Until it ends an item reads GP_NOTRUN, whatever the call returns.
+ * Items are dispatched dynamically in batches sized to
  * what remains and to the measured item time. Returns 0 when every item has
  * a final status (whatever it is), GP_ENOWORKER when the pool lost every
- * worker (the rest are GP_NOTRUN), GP_EPLAN, -EINVAL, -ENOMEM, -EBUSY
+ * worker (the rest are GP_NOTRUN), GP_EPLAN, -EINVAL (also for an item
+ * with in NULL and inlen > 0: nothing runs), -ENOMEM, -EBUSY
  * while another call runs, -ECHILD from a process that did not create p.
  * A call that fails midway (-ENOMEM, a failed poll) kills and reaps the
  * workers running its items, which end GP_ERROR with that code (the rest
@@ -230,8 +234,9 @@ GP_API int	gp_map(struct gp_pool *p, gp_fn *fn, const void *arg,
 
 /*
  * Stream items: take them from feed->next as workers become idle, one item
- * per dispatch, and report each through feed->done. Returns as gp_map(),
- * or -EDEADLK when next() says "not yet" with no in_fd and nothing running.
+ * per dispatch, and report each through feed->done (an item with in NULL
+ * and inlen > 0 ends GP_ERROR, -EINVAL). Returns as gp_map(), or -EDEADLK
+ * when next() says "not yet" with no in_fd and nothing running.
  */
 GP_API int	gp_run(struct gp_pool *p, gp_fn *fn, const void *arg,
 		    size_t arglen, const struct gp_feed *feed);
@@ -285,6 +290,11 @@ GP_API const char *gp_item_strerror(const struct gp_item *item, char *buf,
 GP_API int	pool_map(gp_fn *fn, struct gp_item *items, size_t n);
 /* Destroy the default pool (a later pool_map() creates a new one). */
 GP_API void	gp_shutdown(void);
+/* Why the last pool_map() call failed, in one line: the reason the default
+ * pool could not be created (e.g. "GPUPOOL_FAKE_GPUS='abc' is not a GPU
+ * count (0..1024)"), else gp_strerror() of its code; "" when it returned
+ * 0. Static storage, valid until the next pool_map(). */
+GP_API const char *gp_last_error(void);
 
 #ifdef __cplusplus
 }

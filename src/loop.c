@@ -297,10 +297,11 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	if ((rc = gp_msg_begin(&w->wbuf, GP_MSG_TASK, &at)) < 0)
 		return rc;
 	while (w->nfl < want && (it = peek(job)) != NULL) {
-		if (it->inlen > p->o.max_msg) {
+		if (it->inlen > p->o.max_msg ||
+		    (it->in == NULL && it->inlen > 0)) {
 			take(job);
 			it->status = GP_ERROR;
-			it->code = -EMSGSIZE;
+			it->code = it->in == NULL ? -EINVAL : -EMSGSIZE;
 			item_end(job, it);
 			continue;
 		}

@@ -334,17 +334,34 @@ run_job(struct gp_pool *p, struct gp_job *job, gp_fn *fn, const void *arg,
 	return rc;
 }
 
+/* Every item reads GP_NOTRUN until it ends, whatever the call returns.
+ * out is not read: results of an earlier call are the caller's to free.
+ * Returns -EINVAL for bytes that are not there. */
+static int
+items_init(struct gp_item *items, size_t n)
+{
+	size_t	 i;
+	int	 rc = 0;
+
+	if (n > 0 && items == NULL)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		gp_loop_item_init(&items[i]);
+		if (items[i].in == NULL && items[i].inlen > 0)
+			rc = -EINVAL;
+	}
+	return rc;
+}
+
 int
 gp_map(struct gp_pool *p, gp_fn *fn, const void *arg, size_t arglen,
     struct gp_item *items, size_t n)
 {
 	struct gp_job	 job = { 0 };
-	size_t		 i;
+	int		 rc;
 
-	if (n > 0 && items == NULL)
-		return -EINVAL;
-	for (i = 0; i < n; i++)
-		gp_loop_item_init(&items[i]);
+	if ((rc = items_init(items, n)) < 0)
+		return rc;
 	job.items = items;
 	job.n = n;
 	return run_job(p, &job, fn, arg, arglen);
@@ -440,21 +457,34 @@ gp_item_strerror(const struct gp_item *it, char *buf, size_t len)
 	return buf;
 }
 
-/* The default pool of pool_map(). */
+/* The default pool of pool_map(), and why the last call failed. */
 static struct gp_pool	*defpool;
+static char		 deferr[256];
 
 int
 pool_map(gp_fn *fn, struct gp_item *items, size_t n)
 {
-	int	 rc;
+	struct gp_pool_opts	 o = { .errbuf = deferr,
+				       .errlen = sizeof(deferr) };
+	int			 rc;
 
+	deferr[0] = '\0';
 	if (defpool != NULL && getpid() != defpool->master) {
 		gp_pool_destroy(defpool);	/* only closes fds */
 		defpool = NULL;
 	}
-	if (defpool == NULL && (rc = gp_pool_create(&defpool, NULL)) < 0)
-		return rc;
-	return gp_map(defpool, fn, NULL, 0, items, n);
+	if ((rc = items_init(items, n)) == 0 && (defpool != NULL ||
+	    (rc = gp_pool_create(&defpool, &o)) == 0))
+		rc = gp_map(defpool, fn, NULL, 0, items, n);
+	if (rc < 0 && deferr[0] == '\0')
+		snprintf(deferr, sizeof(deferr), "%s", gp_strerror(rc));
+	return rc;
+}
+
+const char *
+gp_last_error(void)
+{
+	return deferr;
 }
 
 void

@@ -663,6 +663,101 @@ START_TEST(pool_map_default_pool_from_environment)
 }
 END_TEST
 
+/* An array as a gp_run() feed. */
+struct arrfeed {
+	struct gp_item	*items;
+	size_t		 n, next, ndone;
+};
+
+static int
+arr_next(void *arg, struct gp_item **item)
+{
+	struct arrfeed	*f = arg;
+
+	if (f->next == f->n)
+		return GP_FEED_END;
+	*item = &f->items[f->next++];
+	return GP_FEED_ITEM;
+}
+
+static int
+arr_done(void *arg, struct gp_item *item)
+{
+	((struct arrfeed *)arg)->ndone++;
+	return 0;
+}
+
+/* in NULL with bytes to read is the caller's bug: refused, never read
+ * (the master used to copy from NULL and die), and no item reads GP_OK. */
+START_TEST(missing_input_is_refused)
+{
+	struct gp_pool	*p = make_pool(1, 1);
+	int		 v[3] = { 1, 2, 3 }, i, r;
+	struct gp_item	 it[3];
+	struct arrfeed	 af = { .items = it, .n = 3 };
+	struct gp_feed	 f = { .next = arr_next, .done = arr_done,
+			       .in_fd = -1, .arg = &af, .ctl_fd = -1 };
+
+	memset(it, 0, sizeof(it));	/* status 0 is GP_OK */
+	for (i = 0; i < 3; i++) {
+		it[i].in = &v[i];
+		it[i].inlen = sizeof(int);
+	}
+	it[1].in = NULL;
+	it[1].inlen = 100;
+	ck_assert_int_eq(gp_map(p, twice, NULL, 0, it, 3), -EINVAL);
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(it[i].status, GP_NOTRUN);
+		ck_assert_int_eq(it[i].attempts, 0);
+	}
+	/* A stream cannot be refused whole: that item is an error. */
+	ck_assert_int_eq(gp_run(p, twice, NULL, 0, &f), 0);
+	ck_assert_uint_eq(af.ndone, 3);
+	ck_assert_int_eq(it[1].status, GP_ERROR);
+	ck_assert_int_eq(it[1].code, -EINVAL);
+	ck_assert_int_eq(it[1].attempts, 0);
+	for (i = 0; i < 3; i += 2) {
+		ck_assert_int_eq(it[i].status, GP_OK);
+		memcpy(&r, it[i].out, sizeof(r));
+		ck_assert_int_eq(r, 2 * v[i]);
+	}
+	gp_items_release(it, 3);
+	gp_pool_destroy(p);
+}
+END_TEST
+
+/* pool_map() has no errbuf: gp_last_error() says why it failed, and its
+ * items do not read GP_OK. */
+START_TEST(pool_map_says_why_it_failed)
+{
+	int		 v[4] = { 1, 2, 3, 4 }, i;
+	struct gp_item	 it[4];
+
+	memset(it, 0, sizeof(it));	/* status 0 is GP_OK */
+	for (i = 0; i < 4; i++) {
+		it[i].in = &v[i];
+		it[i].inlen = sizeof(int);
+	}
+	setenv("GPUPOOL_FAKE_GPUS", "abc", 1);
+	ck_assert_int_eq(pool_map(twice, it, 4), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(gp_last_error(),
+	    "GPUPOOL_FAKE_GPUS='abc'"));
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(it[i].status, GP_NOTRUN);
+	/* A failure of the map itself names its code. */
+	setenv("GPUPOOL_FAKE_GPUS", "2", 1);
+	ck_assert_int_eq(pool_map(NULL, it, 4), -EINVAL);
+	ck_assert_str_eq(gp_last_error(), gp_strerror(-EINVAL));
+	ck_assert_int_eq(pool_map(twice, it, 4), 0);
+	ck_assert_str_eq(gp_last_error(), "");
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(it[i].status, GP_OK);
+	gp_items_release(it, 4);
+	gp_shutdown();
+	unsetenv("GPUPOOL_FAKE_GPUS");
+}
+END_TEST
+
 START_TEST(plan_on_dgx2_fixture)
 {
 	struct gp_pool		*p;
@@ -937,6 +1032,8 @@ main(void)
 	tcase_add_test(tc, explicit_ids_and_inherited_visible_devices);
 	tcase_add_test(tc, no_gpu_is_a_clear_error);
 	tcase_add_test(tc, pool_map_default_pool_from_environment);
+	tcase_add_test(tc, missing_input_is_refused);
+	tcase_add_test(tc, pool_map_says_why_it_failed);
 	tcase_add_test(tc, plan_on_dgx2_fixture);
 	tcase_add_test(tc, workers_are_really_bound);
 	tcase_add_test(tc, placement_stays_inside_inherited_affinity);
