@@ -88,7 +88,8 @@ typedef int gp_fn(struct gp_ctx *ctx, const void *in, size_t inlen,
  */
 typedef int gp_init_fn(struct gp_ctx *ctx, void *arg);
 
-/* Worker teardown, run once when a worker leaves cleanly. */
+/* Worker teardown, run once when a worker leaves cleanly. A recycled
+ * worker's fini (max_tasks) gets grace_ms, then SIGKILL. */
 typedef void gp_fini_fn(struct gp_ctx *ctx, void *arg);
 
 enum gp_pool_flags {
@@ -118,7 +119,8 @@ struct gp_pool_opts {
 	void		*init_arg;	/* passed to init and fini */
 	unsigned	 timeout_ms;	/* per item; 0: none */
 	unsigned	 grace_ms;	/* after a timeout or cancel, time fn gets
-					   to return before SIGKILL; 0: 1000 */
+					   to return before SIGKILL (and fini, in
+					   a recycled worker); 0: 1000 */
 	int		 cancel_fd;	/* with GP_POOL_CANCEL_FD: readable ⇒
 					   cancel the map in progress */
 	unsigned	 max_tasks;	/* recycle a worker after N items; 0: never */

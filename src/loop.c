@@ -496,12 +496,16 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 		if (p->o.max_tasks > 0 && w->ntasks >= p->o.max_tasks) {
 			size_t	 at;
 
-			/* Recycle: it leaves; lost() replaces it. */
+			/* Recycle: it leaves; lost() replaces it. Its fini
+			 * gets the grace period, as a stopping item does: a
+			 * hung one must not hold the slot for ever. */
 			if ((rc = gp_msg_begin(&w->wbuf, GP_MSG_QUIT, &at)) < 0)
 				return rc;
 			gp_msg_finish(&w->wbuf, at, 0);
 			(void)gp_buf_send(w->wfd, &w->wbuf);
 			w->state = GP_W_QUITTING;
+			w->kill_at = gp_now_ns() +
+			    (int64_t)p->o.grace_ms * 1000000;
 		}
 	}
 	return 0;

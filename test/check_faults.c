@@ -267,6 +267,50 @@ START_TEST(cooperative_item_stops_without_losing_its_worker)
 END_TEST
 
 static int
+reply_pid(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	pid_t	 pid = getpid();
+
+	return gp_reply(ctx, &pid, sizeof(pid));
+}
+
+static void
+fini_hangs(struct gp_ctx *ctx, void *arg)
+{
+	for (;;)
+		pause();
+}
+
+/* One worker recycled after each item, whose fini never returns: each
+ * is killed after the grace period and the next item gets a new one
+ * (it used to wait for ever on a slot that was never refilled). */
+START_TEST(recycled_worker_whose_fini_hangs_is_killed_and_replaced)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 1, .max_tasks = 1,
+				       .grace_ms = 200, .fini = fini_hangs };
+	int			 v[3], i;
+	struct gp_item		*it = int_items(v, 3);
+	pid_t			 pid[3];
+
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	ck_assert_int_eq(gp_map(p, reply_pid, NULL, 0, it, 3), 0);
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(it[i].status, GP_OK);
+		ck_assert_uint_eq(it[i].outlen, sizeof(pid_t));
+		memcpy(&pid[i], it[i].out, sizeof(pid_t));
+	}
+	ck_assert_int_ne(pid[0], pid[1]);
+	ck_assert_int_ne(pid[1], pid[2]);
+	ck_assert_int_ne(pid[0], pid[2]);
+	gp_items_release(it, 3);
+	gp_pool_destroy(p);
+	free(it);
+	assert_no_children();
+}
+END_TEST
+
+static int
 init_fails_on_1(struct gp_ctx *ctx, void *arg)
 {
 	int	 w = gp_ctx_info(ctx)->worker;
@@ -740,6 +784,8 @@ main(void)
 	tcase_add_test(tc, respawn_budget_spent_is_a_pool_failure);
 	tcase_add_test(tc, hung_item_times_out_and_worker_is_replaced);
 	tcase_add_test(tc, cooperative_item_stops_without_losing_its_worker);
+	tcase_add_test(tc,
+	    recycled_worker_whose_fini_hangs_is_killed_and_replaced);
 	tcase_add_test(tc, failed_initialiser_is_reported_not_respawned);
 	tcase_add_test(tc, cancel_fd_cancels_pending_items);
 	tcase_add_test(tc, busy_workers_die_with_their_master);
