@@ -181,6 +181,19 @@ gp_wstatus_code(int status)
 	return -1;
 }
 
+int
+gp_poll_ms(int64_t dl, int64_t now)
+{
+	int64_t	 ms;
+
+	if (dl < 0)
+		return -1;
+	if (dl <= now)
+		return 0;
+	ms = (dl - now) / 1000000 + 1;
+	return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
 int64_t
 gp_now_ns(void)
 {

@@ -728,7 +728,7 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 	struct gp_worker *map[3 * GP_MAX_WORKERS];
 	pid_t		 mpid[3 * GP_MAX_WORKERS];
 	int64_t		 dl, now;
-	int		 i, n, nw, cfd = -1, ffd = -1, kfd = -1, tmo, rc;
+	int		 i, n, nw, cfd = -1, ffd = -1, kfd = -1, rc;
 
 	for (;;) {
 		if (job != NULL && !job->canceled) {
@@ -784,8 +784,7 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 			return -EDEADLK;	/* nothing can wake us */
 		now = gp_now_ns();
 		dl = expire(p, now);
-		tmo = dl < 0 ? -1 : (int)((dl - now) / 1000000 + 1);
-		if (poll(pfd, (nfds_t)n, tmo) == -1) {
+		if (poll(pfd, (nfds_t)n, gp_poll_ms(dl, now)) == -1) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
@@ -887,7 +886,7 @@ gp_loop_shutdown(struct gp_pool *p)
 			phase++;
 			dl = now + step;
 		}
-		if (poll(pfd, (nfds_t)n, (int)((dl - now) / 1000000 + 1)) == -1 &&
+		if (poll(pfd, (nfds_t)n, gp_poll_ms(dl, now)) == -1 &&
 		    errno != EINTR)
 			phase = 2;	/* cannot wait: kill and reap below */
 		for (i = 0; i < n; i++) {

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 
 #include "gpupool.h"
 #include "check_main.h"
+#include "io.h"		/* gp_poll_ms() */
 
 static int64_t
 now_ms(void)
@@ -305,6 +307,59 @@ START_TEST(recycled_worker_whose_fini_hangs_is_killed_and_replaced)
 	ck_assert_int_ne(pid[0], pid[2]);
 	gp_items_release(it, 3);
 	gp_pool_destroy(p);
+	free(it);
+	assert_no_children();
+}
+END_TEST
+
+/* Waits half a second for a stop: 7 if one came, 0 if not. */
+static int
+stop_within_500ms(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	struct pollfd	 pfd = { gp_ctx_stop_fd(ctx), POLLIN, 0 };
+
+	return poll(&pfd, 1, 500) == 1 ? 7 : 0;
+}
+
+/*
+ * A timeout_ms weeks away (over INT_MAX ms: 24.8 days) never fires and
+ * never turns into a poll() that spins or waits for ever; a short one
+ * still fires. The clamp itself is gp_poll_ms(), where every deadline of
+ * the master becomes a poll() timeout.
+ */
+START_TEST(timeout_weeks_away_is_clamped_and_short_one_fires)
+{
+	static const unsigned	 huge[] = { UINT_MAX, 1u << 31, 100 };
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 1, .grace_ms = 5000 };
+	int			 v[2], k, i;
+	struct gp_item		*it = int_items(v, 2);
+	int64_t			 s = 1000000000;
+
+	ck_assert_int_eq(gp_poll_ms(-1, s), -1);
+	ck_assert_int_eq(gp_poll_ms(s - 1, s), 0);
+	ck_assert_int_eq(gp_poll_ms(s + 1, s), 1);	/* rounded up */
+	ck_assert_int_eq(gp_poll_ms(s + 2000000, s), 3);
+	ck_assert_int_eq(gp_poll_ms(s + (int64_t)UINT_MAX * 1000000, s),
+	    INT_MAX);
+	ck_assert_int_eq(gp_poll_ms(s + ((int64_t)1 << 32) * 1000000 - 1, s),
+	    INT_MAX);
+	ck_assert_int_eq(gp_poll_ms(INT64_MAX, 0), INT_MAX);
+	for (k = 0; k < 3; k++) {
+		o.timeout_ms = huge[k];
+		ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+		ck_assert_int_eq(gp_map(p, stop_within_500ms, NULL, 0, it, 2),
+		    0);
+		for (i = 0; i < 2; i++)
+			if (huge[k] == 100) {
+				ck_assert_int_eq(it[i].status, GP_TIMEDOUT);
+				ck_assert_int_eq(it[i].code, 7);
+			} else {
+				ck_assert_int_eq(it[i].status, GP_OK);
+				ck_assert_int_eq(it[i].code, 0);
+			}
+		gp_pool_destroy(p);
+	}
 	free(it);
 	assert_no_children();
 }
@@ -786,6 +841,7 @@ main(void)
 	tcase_add_test(tc, cooperative_item_stops_without_losing_its_worker);
 	tcase_add_test(tc,
 	    recycled_worker_whose_fini_hangs_is_killed_and_replaced);
+	tcase_add_test(tc, timeout_weeks_away_is_clamped_and_short_one_fires);
 	tcase_add_test(tc, failed_initialiser_is_reported_not_respawned);
 	tcase_add_test(tc, cancel_fd_cancels_pending_items);
 	tcase_add_test(tc, busy_workers_die_with_their_master);
