@@ -47,7 +47,10 @@ enum gp_status {
 	GP_OK = 0,		/* fn returned 0 */
 	GP_FAILED,		/* fn returned nonzero: code is that value */
 	GP_CRASHED,		/* the worker died: code is its exit status,
-				   or 128 + signal number */
+				   or 128 + signal number, or -1: unknown,
+				   as the caller ignores SIGCHLD (SIG_IGN
+				   or SA_NOCLDWAIT: the kernel reaps the
+				   worker and drops its status) */
 	GP_TIMEDOUT,		/* ran past timeout_ms: code is fn's return if
 				   it returned in the grace period, else -1 */
 	GP_CANCELED,		/* cancel_fd became readable first */

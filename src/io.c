@@ -174,6 +174,8 @@ gp_waitpid(pid_t pid, int *status, int flags)
 int
 gp_wstatus_code(int status)
 {
+	if (status == GP_WSTATUS_UNKNOWN)
+		return -1;
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
 	if (WIFSIGNALED(status))

@@ -574,13 +574,18 @@ on_readable(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 static void
 reap(struct gp_worker *w, int *status)
 {
+	pid_t	 r;
 	int	 pg;
 
-	if (gp_waitpid(w->pid, status, WNOHANG) == 0) {
+	if ((r = gp_waitpid(w->pid, status, WNOHANG)) == 0) {
 		/* EOF but still alive (fn closed its channel?): end it. */
 		hard_kill(w);
-		(void)gp_waitpid(w->pid, status, 0);
+		r = gp_waitpid(w->pid, status, 0);
 	}
+	/* ECHILD: the host ignores SIGCHLD, so the kernel reaped it and its
+	 * status is gone. Say "unknown", never a made-up exit 0. */
+	if (r != w->pid)
+		*status = GP_WSTATUS_UNKNOWN;
 	/* It died with a task group of its item still declared. */
 	if ((pg = atomic_exchange(&w->shm->pgid, 0)) > 0)
 		kill(-pg, SIGKILL);

@@ -118,6 +118,61 @@ START_TEST(crash_fails_only_that_item_and_respawns)
 }
 END_TEST
 
+/*
+ * A host that ignores SIGCHLD (SIG_IGN, or SA_NOCLDWAIT) lets the kernel
+ * reap the workers: their status is gone. A crash must then read as
+ * "status unknown" (code -1), never as a made-up "exited with status 0",
+ * and the library must leave the disposition as it found it.
+ */
+static void
+crash_with_sigchld(int flags, void (*handler)(int))
+{
+	struct sigaction	 sa, now;
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 2 };
+	int			 v[8], i;
+	struct gp_item		*it = int_items(v, 8);
+	char			 msg[128];
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = handler;
+	sa.sa_flags = flags;
+	sigemptyset(&sa.sa_mask);
+	ck_assert_int_eq(sigaction(SIGCHLD, &sa, NULL), 0);
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	ck_assert_int_eq(gp_map(p, crash_on_5, NULL, 0, it, 8), 0);
+	for (i = 0; i < 8; i++) {
+		if (i != 5 && i != 6) {
+			ck_assert_int_eq(it[i].status, GP_OK);
+			continue;
+		}
+		ck_assert_int_eq(it[i].status, GP_CRASHED);
+		ck_assert_int_eq(it[i].code, -1);
+		ck_assert_str_eq(gp_item_strerror(&it[i], msg, sizeof(msg)),
+		    "crashed (worker's exit status unknown: SIGCHLD is "
+		    "ignored)");
+	}
+	gp_items_release(it, 8);
+	gp_pool_destroy(p);
+	ck_assert_int_eq(sigaction(SIGCHLD, NULL, &now), 0);
+	ck_assert(now.sa_handler == handler);
+	ck_assert_int_eq(now.sa_flags & SA_NOCLDWAIT, flags & SA_NOCLDWAIT);
+	signal(SIGCHLD, SIG_DFL);
+	free(it);
+}
+
+START_TEST(ignored_sigchld_gives_unknown_status_not_zero)
+{
+	crash_with_sigchld(0, SIG_IGN);
+}
+END_TEST
+
+START_TEST(sa_nocldwait_gives_unknown_status_not_zero)
+{
+	crash_with_sigchld(SA_NOCLDWAIT, SIG_DFL);
+}
+END_TEST
+
 /* Crashes on its first attempt only: the marker is a file per item. */
 static int
 flaky(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
@@ -835,6 +890,8 @@ main(void)
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, crash_fails_only_that_item_and_respawns);
+	tcase_add_test(tc, ignored_sigchld_gives_unknown_status_not_zero);
+	tcase_add_test(tc, sa_nocldwait_gives_unknown_status_not_zero);
 	tcase_add_test(tc, retries_rerun_crashed_items);
 	tcase_add_test(tc, respawn_budget_spent_is_a_pool_failure);
 	tcase_add_test(tc, hung_item_times_out_and_worker_is_replaced);

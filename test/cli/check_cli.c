@@ -1407,6 +1407,47 @@ START_TEST(dead_worker_is_replaced)
 }
 END_TEST
 
+/* An ignored SIGCHLD survives exec: gpupool-run must still learn how its
+ * worker died, not report "exited with status 0". */
+START_TEST(ignored_sigchld_keeps_a_dead_workers_status)
+{
+	static const char tasks[] = "true\nkill -9 $PPID; sleep 5\ntrue\n";
+	struct jrec	 j[8];
+	struct res	 res;
+	char		*jl, *o, *e;
+	int		 p[2], nj, i;
+	pid_t		 pid;
+	double		 t0 = now_s();
+
+	tmp_make();
+	jl = pathf("joblog");
+	o = pathf("out");
+	e = pathf("err");
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	/* Only gpupool-run starts with SIGCHLD ignored: it cannot end
+	 * before its tasks arrive, and they come once the test has its
+	 * own default back (it must reap gpupool-run itself). */
+	ck_assert(signal(SIGCHLD, SIG_IGN) != SIG_ERR);
+	pid = start(p[0], o, e, (const char *const []){ "--fake-gpus", "1",
+	    "--joblog", jl, "-", NULL });
+	ck_assert(signal(SIGCHLD, SIG_DFL) != SIG_ERR);
+	close(p[0]);
+	ck_assert_int_eq(write(p[1], tasks, strlen(tasks)),
+	    (ssize_t)strlen(tasks));
+	close(p[1]);
+	finish(pid, t0, 60, o, e, &res);
+	ck_assert_msg(res.code == 1, "exit %d: %s", res.code, res.err);
+	ck_assert_msg(strstr(res.err, "its worker was killed by signal 9") !=
+	    NULL, "%s", res.err);
+	nj = read_joblog(jl, j, 8, NULL);
+	ck_assert_int_eq(nj, 3);
+	for (i = 0; i < nj; i++)
+		ck_assert_int_eq(j[i].exitval != 0 || j[i].sig != 0,
+		    j[i].seq == 2);
+	tmp_remove();
+}
+END_TEST
+
 START_TEST(halt_now_and_soon)
 {
 	struct res	 res;
@@ -1570,6 +1611,7 @@ cli_suite(void)
 	tcase_add_test(tc, huge_output_is_cut);
 	tcase_add_test(tc, tasks_file_syntax);
 	tcase_add_test(tc, dead_worker_is_replaced);
+	tcase_add_test(tc, ignored_sigchld_keeps_a_dead_workers_status);
 	tcase_add_test(tc, halt_now_and_soon);
 	tcase_add_test(tc, help_and_man_page_agree);
 	suite_add_tcase(s, tc);
