@@ -104,7 +104,12 @@ enum gp_pool_flags {
 	GP_POOL_PLAN_ONLY = (1 << 4),	/* resolve GPUs and placement, fork
 					   nothing: for gp_pool_info() */
 	GP_POOL_NO_PDEATHSIG = (1 << 5),/* workers are not SIGKILLed when the
-					   master dies: they see EOF instead */
+					   master dies: each polls a pidfd of
+					   it (EOF without pidfds), so a
+					   helper the master forked and that
+					   holds the pipes cannot hide the
+					   death; a busy one's stop fd turns
+					   readable */
 };
 
 /* Pool options. { 0 } gives the defaults named on each field. */
@@ -254,7 +259,9 @@ GP_API int	gp_reply(struct gp_ctx *ctx, const void *buf, size_t len);
 GP_API const struct gp_worker_info *gp_ctx_info(const struct gp_ctx *ctx);
 /* In a worker: an fd that becomes readable when the current item should
  * stop (timeout, cancel) or the master is gone. Poll it; do not read.
- * While an item runs the master sends its worker nothing else. */
+ * While an item runs the master sends its worker nothing else. With
+ * GP_POOL_NO_PDEATHSIG it is an epoll fd over the task pipe and the
+ * master's pidfd (poll, select and epoll accept it). */
 GP_API int	gp_ctx_stop_fd(const struct gp_ctx *ctx);
 
 /* In a worker: declare the process group of a task the current item
