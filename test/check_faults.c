@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -951,6 +952,93 @@ START_TEST(declared_task_group_dies_with_its_worker)
 }
 END_TEST
 
+/* Pipe write ends open in this process (what a worker inherits). */
+struct wends {
+	fd_set	 set;
+};
+
+static void
+pipe_write_ends(struct wends *we)
+{
+	struct stat	 st;
+	int		 fd, fl;
+
+	FD_ZERO(&we->set);
+	for (fd = 0; fd < FD_SETSIZE; fd++)
+		if ((fl = fcntl(fd, F_GETFL)) != -1 &&
+		    (fl & O_ACCMODE) == O_WRONLY && fstat(fd, &st) == 0 &&
+		    S_ISFIFO(st.st_mode))
+			FD_SET(fd, &we->set);
+}
+
+/* Item 1 writes a header of no known type into its worker's result pipe
+ * (the one pipe write end the host did not have) and waits to be killed;
+ * the others reply with their worker's pid. */
+static int
+bad_message(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	const struct wends	*host = arg;
+	struct wends		 now;
+	uint32_t		 hdr[4] = { 0xdead, 0, 0, 0 };
+	pid_t			 pid = getpid();
+	int			 fd, res = -1, n = 0;
+
+	if (item_int(in) != 1)
+		return gp_reply(ctx, &pid, sizeof(pid));
+	pipe_write_ends(&now);
+	for (fd = 0; fd < FD_SETSIZE; fd++)
+		if (FD_ISSET(fd, &now.set) && !FD_ISSET(fd, &host->set)) {
+			res = fd;
+			n++;
+		}
+	if (n != 1)
+		return 100 + n;	/* the test says which */
+	if (write(res, hdr, sizeof(hdr)) != sizeof(hdr))
+		return 99;
+	for (;;)
+		pause();
+}
+
+/* A worker that writes a malformed message: its item ends GP_ERROR with
+ * -EPROTO (invariant 9), the worker is killed and replaced, and the
+ * items after it run on the replacement. */
+START_TEST(malformed_message_is_eproto_and_worker_replaced)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 1 };
+	struct wends		 host;
+	int			 v[4], i;
+	struct gp_item		*it = int_items(v, 4);
+	pid_t			 pid[4];
+	char			 msg[128];
+
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	pipe_write_ends(&host);
+	ck_assert_int_eq(gp_map(p, bad_message, &host, sizeof(host), it, 4),
+	    0);
+	ck_assert_msg(it[1].status == GP_ERROR, "item 1: status %d code %d",
+	    it[1].status, it[1].code);
+	ck_assert_int_eq(it[1].code, -EPROTO);
+	ck_assert_int_eq(it[1].attempts, 1);
+	ck_assert_str_eq(gp_item_strerror(&it[1], msg, sizeof(msg)),
+	    "error: worker broke the wire protocol");
+	for (i = 0; i < 4; i++) {
+		if (i == 1)
+			continue;
+		ck_assert_int_eq(it[i].status, GP_OK);
+		memcpy(&pid[i], it[i].out, sizeof(pid_t));
+	}
+	/* Item 0 ran before, 2 and 3 after: on another process. */
+	ck_assert_int_ne(pid[0], pid[2]);
+	ck_assert_int_eq(pid[2], pid[3]);
+	ck_assert(gone(pid[0]));
+	gp_items_release(it, 4);
+	gp_pool_destroy(p);
+	free(it);
+	assert_no_children();
+}
+END_TEST
+
 int
 main(void)
 {
@@ -968,6 +1056,7 @@ main(void)
 	tcase_add_test(tc,
 	    recycled_worker_whose_fini_hangs_is_killed_and_replaced);
 	tcase_add_test(tc, timeout_weeks_away_is_clamped_and_short_one_fires);
+	tcase_add_test(tc, malformed_message_is_eproto_and_worker_replaced);
 	tcase_add_test(tc, failed_initialiser_is_reported_not_respawned);
 	tcase_add_test(tc, cancel_fd_cancels_pending_items);
 	tcase_add_test(tc, busy_workers_die_with_their_master);
