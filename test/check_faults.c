@@ -103,9 +103,14 @@ START_TEST(crash_fails_only_that_item_and_respawns)
 			ck_assert_int_eq(item_int(it[i].out), i);
 		}
 		/* The crashed ones ran once; a batch-mate whose result died
-		 * unsent with the worker may run again (at-least-once). */
-		ck_assert_int_eq(it[i].attempts, (i == 5 || i == 6) ? 1 :
-		    it[i].attempts > 1 ? 2 : 1);
+		 * unsent with the worker may run again (at-least-once), but
+		 * only once per crash. */
+		if (i == 5 || i == 6)
+			ck_assert_int_eq(it[i].attempts, 1);
+		else {
+			ck_assert_int_ge(it[i].attempts, 1);
+			ck_assert_int_le(it[i].attempts, 2);
+		}
 	}
 	gp_items_release(it, 50);
 	/* Both slots were replaced: the pool still has two workers. */
@@ -458,6 +463,16 @@ nap(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 	return 0;
 }
 
+/* Item 10 writes to the cancel pipe (its write end is in arg). */
+static int
+cancel_at_10(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	if (item_int(in) == 10 && write(*(const int *)arg, "x", 1) != 1)
+		return 1;
+	usleep(50000);
+	return 0;
+}
+
 START_TEST(cancel_fd_cancels_pending_items)
 {
 	struct gp_pool		*p;
@@ -465,28 +480,22 @@ START_TEST(cancel_fd_cancels_pending_items)
 				       .flags = GP_POOL_CANCEL_FD };
 	int			 fds[2], v[100], i, ok = 0, canceled = 0;
 	struct gp_item		*it = int_items(v, 100);
-	pid_t			 pid;
-	int64_t			 t0;
 
 	ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
 	o.cancel_fd = fds[0];
 	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
-	if ((pid = fork()) == 0) {
-		usleep(300000);
-		_exit(write(fds[1], "x", 1) == 1 ? 0 : 1);
-	}
-	t0 = now_ms();
-	ck_assert_int_eq(gp_map(p, nap, NULL, 0, it, 100), 0);
-	/* 100 x 50 ms on 2 workers is 2.5 s; the cancel came at 0.3 s. */
-	ck_assert_int_lt(now_ms() - t0, 1500);
+	ck_assert_int_eq(gp_map(p, cancel_at_10, &fds[1], sizeof(int), it,
+	    100), 0);
 	for (i = 0; i < 100; i++) {
 		ok += it[i].status == GP_OK;
 		canceled += it[i].status == GP_CANCELED;
 	}
 	ck_assert_int_eq(ok + canceled, 100);
-	ck_assert_int_gt(ok, 0);
+	/* Item 10 sent the cancel and returned: it and at least ten more
+	 * started before ended well; what was not yet running, canceled. */
+	ck_assert_int_eq(it[10].status, GP_OK);
+	ck_assert_int_ge(ok, 11);
 	ck_assert_int_gt(canceled, 50);
-	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
 	gp_pool_destroy(p);
 	close(fds[0]);
 	close(fds[1]);
