@@ -127,8 +127,8 @@ struct gp_pool_opts {
 	void		*init_arg;	/* passed to init and fini */
 	unsigned	 timeout_ms;	/* per item; 0: none */
 	unsigned	 grace_ms;	/* after a timeout or cancel, time fn gets
-					   to return before SIGKILL (and fini, in
-					   a recycled worker); 0: 1000 */
+					   to return before SIGKILL (and fini,
+					   in a recycled worker); 0: 1000 */
 	int		 cancel_fd;	/* with GP_POOL_CANCEL_FD: readable ⇒
 					   cancel the map in progress */
 	unsigned	 max_tasks;	/* recycle a worker after N items; 0: never */

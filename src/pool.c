@@ -162,9 +162,9 @@ init_reason(struct gp_pool *p, char *err, size_t errlen)
 			    w->info.cpuset, strerror(-(w->ready.cpubind_rc ?
 			    w->ready.cpubind_rc : w->ready.membind_rc)));
 		else if ((c = gp_wstatus_code(w->status)) < 0)
-			gp_errf(err, errlen, 0, "worker %d (GPU %s): ended while "
-			    "starting (exit status unknown: SIGCHLD is ignored)",
-			    i, w->info.visible);
+			gp_errf(err, errlen, 0, "worker %d (GPU %s): ended "
+			    "while starting (exit status unknown: SIGCHLD is "
+			    "ignored)", i, w->info.visible);
 		else if (c > 128)
 			gp_errf(err, errlen, 0, "worker %d (GPU %s): killed by "
 			    "signal %d (%s) while starting", i, w->info.visible,

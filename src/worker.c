@@ -34,8 +34,8 @@ struct gp_ctx {
 	struct gp_worker_info	*info;
 	int			 fd;		/* tasks in */
 	int			 wfd;		/* results out */
-	int			 stop;		/* gp_ctx_stop_fd(): fd, or an epoll
-						   set of fd and the master's pidfd */
+	int			 stop;		/* fd, or epoll of it and the
+						   master's pidfd */
 	size_t			 max_msg;
 	struct outq		 q;
 	size_t			 data;		/* current item's reply bytes, or
