@@ -381,6 +381,7 @@ gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
 	ctx.wfd = wfd;
 	ctx.stop = fd;
 	ctx.max_msg = p->o.max_msg;
+	master_pidfd = -1;	/* forked by a pool made in fn: not ours */
 	if (p->o.flags & GP_POOL_NO_PDEATHSIG)
 		watch_master(p, &ctx);
 
