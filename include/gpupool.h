@@ -47,7 +47,10 @@ enum gp_status {
 	GP_OK = 0,		/* fn returned 0 */
 	GP_FAILED,		/* fn returned nonzero: code is that value */
 	GP_CRASHED,		/* the worker died: code is its exit status,
-				   or 128 + signal number */
+				   or 128 + signal number, or -1: unknown,
+				   as the caller ignores SIGCHLD (SIG_IGN
+				   or SA_NOCLDWAIT: the kernel reaps the
+				   worker and drops its status) */
 	GP_TIMEDOUT,		/* ran past timeout_ms: code is fn's return if
 				   it returned in the grace period, else -1 */
 	GP_CANCELED,		/* cancel_fd became readable first */
@@ -90,7 +93,8 @@ typedef int gp_fn(struct gp_ctx *ctx, const void *in, size_t inlen,
  */
 typedef int gp_init_fn(struct gp_ctx *ctx, void *arg);
 
-/* Worker teardown, run once when a worker leaves cleanly. */
+/* Worker teardown, run once when a worker leaves cleanly. A recycled
+ * worker's fini (max_tasks) gets grace_ms, then SIGKILL. */
 typedef void gp_fini_fn(struct gp_ctx *ctx, void *arg);
 
 enum gp_pool_flags {
@@ -102,7 +106,12 @@ enum gp_pool_flags {
 	GP_POOL_PLAN_ONLY = (1 << 4),	/* resolve GPUs and placement, fork
 					   nothing: for gp_pool_info() */
 	GP_POOL_NO_PDEATHSIG = (1 << 5),/* workers are not SIGKILLed when the
-					   master dies: they see EOF instead */
+					   master dies: each polls a pidfd of
+					   it (EOF without pidfds), so a
+					   helper the master forked and that
+					   holds the pipes cannot hide the
+					   death; a busy one's stop fd turns
+					   readable */
 };
 
 /* Pool options. { 0 } gives the defaults named on each field. */
@@ -120,7 +129,8 @@ struct gp_pool_opts {
 	void		*init_arg;	/* passed to init and fini */
 	unsigned	 timeout_ms;	/* per item; 0: none */
 	unsigned	 grace_ms;	/* after a timeout or cancel, time fn gets
-					   to return before SIGKILL; 0: 1000 */
+					   to return before SIGKILL (and fini,
+					   in a recycled worker); 0: 1000 */
 	int		 cancel_fd;	/* with GP_POOL_CANCEL_FD: readable ⇒
 					   cancel the map in progress */
 	unsigned	 max_tasks;	/* recycle a worker after N items; 0: never */
@@ -262,7 +272,9 @@ GP_API int	gp_reply(struct gp_ctx *ctx, const void *buf, size_t len);
 GP_API const struct gp_worker_info *gp_ctx_info(const struct gp_ctx *ctx);
 /* In a worker: an fd that becomes readable when the current item should
  * stop (timeout, cancel) or the master is gone. Poll it; do not read.
- * While an item runs the master sends its worker nothing else. */
+ * While an item runs the master sends its worker nothing else. With
+ * GP_POOL_NO_PDEATHSIG it is an epoll fd over the task pipe and the
+ * master's pidfd (poll, select and epoll accept it). */
 GP_API int	gp_ctx_stop_fd(const struct gp_ctx *ctx);
 
 /* In a worker: declare the process group of a task the current item

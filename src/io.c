@@ -174,11 +174,26 @@ gp_waitpid(pid_t pid, int *status, int flags)
 int
 gp_wstatus_code(int status)
 {
+	if (status == GP_WSTATUS_UNKNOWN)
+		return -1;
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return -1;
+}
+
+int
+gp_poll_ms(int64_t dl, int64_t now)
+{
+	int64_t	 ms;
+
+	if (dl < 0)
+		return -1;
+	if (dl <= now)
+		return 0;
+	ms = (dl - now) / 1000000 + 1;
+	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
 int64_t

@@ -36,8 +36,17 @@ ssize_t	gp_buf_recv(int fd, struct gp_buf *b, size_t want);
 
 /* waitpid(pid) restarted on EINTR; returns as waitpid. */
 pid_t	gp_waitpid(pid_t pid, int *status, int flags);
-/* Shell-style code of a wait status: exit code, or 128 + signal. */
+/* No wait status: the kernel reaped the child itself (its parent ignores
+ * SIGCHLD: SIG_IGN or SA_NOCLDWAIT) or another waiter took it. */
+#define GP_WSTATUS_UNKNOWN	(-1)
+/* Shell-style code of a wait status: exit code, or 128 + signal; -1 for
+ * GP_WSTATUS_UNKNOWN. */
 int	gp_wstatus_code(int status);
+/* poll()'s timeout until the deadline dl (gp_now_ns() time, or < 0 for
+ * none) from now: milliseconds rounded up, -1 for none, clamped to
+ * 0..INT_MAX so that a deadline weeks away neither wraps to a negative
+ * "for ever" nor to 0, a busy loop. */
+int	gp_poll_ms(int64_t dl, int64_t now);
 /* CLOCK_MONOTONIC in nanoseconds. */
 int64_t	gp_now_ns(void);
 

@@ -502,12 +502,16 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 		if (p->o.max_tasks > 0 && w->ntasks >= p->o.max_tasks) {
 			size_t	 at;
 
-			/* Recycle: it leaves; lost() replaces it. */
+			/* Recycle: it leaves; lost() replaces it. Its fini
+			 * gets the grace period, as a stopping item does: a
+			 * hung one must not hold the slot for ever. */
 			if ((rc = gp_msg_begin(&w->wbuf, GP_MSG_QUIT, &at)) < 0)
 				return rc;
 			gp_msg_finish(&w->wbuf, at, 0);
 			(void)gp_buf_send(w->wfd, &w->wbuf);
 			w->state = GP_W_QUITTING;
+			w->kill_at = gp_now_ns() +
+			    (int64_t)p->o.grace_ms * 1000000;
 		}
 	}
 	return 0;
@@ -576,13 +580,18 @@ on_readable(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 static void
 reap(struct gp_worker *w, int *status)
 {
+	pid_t	 r;
 	int	 pg;
 
-	if (gp_waitpid(w->pid, status, WNOHANG) == 0) {
+	if ((r = gp_waitpid(w->pid, status, WNOHANG)) == 0) {
 		/* EOF but still alive (fn closed its channel?): end it. */
 		hard_kill(w);
-		(void)gp_waitpid(w->pid, status, 0);
+		r = gp_waitpid(w->pid, status, 0);
 	}
+	/* ECHILD: the host ignores SIGCHLD, so the kernel reaped it and its
+	 * status is gone. Say "unknown", never a made-up exit 0. */
+	if (r != w->pid)
+		*status = GP_WSTATUS_UNKNOWN;
 	/* It died with a task group of its item still declared. */
 	if ((pg = atomic_exchange(&w->shm->pgid, 0)) > 0)
 		kill(-pg, SIGKILL);
@@ -730,7 +739,7 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 	struct gp_worker *map[3 * GP_MAX_WORKERS];
 	pid_t		 mpid[3 * GP_MAX_WORKERS];
 	int64_t		 dl, now;
-	int		 i, n, nw, cfd = -1, ffd = -1, kfd = -1, tmo, rc;
+	int		 i, n, nw, cfd = -1, ffd = -1, kfd = -1, rc;
 
 	for (;;) {
 		if (job != NULL && !job->canceled) {
@@ -786,8 +795,7 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 			return -EDEADLK;	/* nothing can wake us */
 		now = gp_now_ns();
 		dl = expire(p, now);
-		tmo = dl < 0 ? -1 : (int)((dl - now) / 1000000 + 1);
-		if (poll(pfd, (nfds_t)n, tmo) == -1) {
+		if (poll(pfd, (nfds_t)n, gp_poll_ms(dl, now)) == -1) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
@@ -939,7 +947,7 @@ gp_loop_shutdown(struct gp_pool *p)
 			phase++;
 			dl = now + step;
 		}
-		if (poll(pfd, (nfds_t)n, (int)((dl - now) / 1000000 + 1)) == -1 &&
+		if (poll(pfd, (nfds_t)n, gp_poll_ms(dl, now)) == -1 &&
 		    errno != EINTR)
 			phase = 2;	/* cannot wait: kill and reap below */
 		for (i = 0; i < n; i++) {

@@ -161,7 +161,11 @@ init_reason(struct gp_pool *p, char *err, size_t errlen)
 			    "CPUs %s failed: %s", i, w->info.visible,
 			    w->info.cpuset, strerror(-(w->ready.cpubind_rc ?
 			    w->ready.cpubind_rc : w->ready.membind_rc)));
-		else if ((c = gp_wstatus_code(w->status)) > 128)
+		else if ((c = gp_wstatus_code(w->status)) < 0)
+			gp_errf(err, errlen, 0, "worker %d (GPU %s): ended "
+			    "while starting (exit status unknown: SIGCHLD is "
+			    "ignored)", i, w->info.visible);
+		else if (c > 128)
 			gp_errf(err, errlen, 0, "worker %d (GPU %s): killed by "
 			    "signal %d (%s) while starting", i, w->info.visible,
 			    c - 128, strsignal(c - 128));
@@ -437,6 +441,9 @@ gp_item_strerror(const struct gp_item *it, char *buf, size_t len)
 		if (c > 128)
 			snprintf(buf, len, "crashed (worker killed by signal "
 			    "%d: %s)", c - 128, strsignal(c - 128));
+		else if (c < 0)
+			snprintf(buf, len, "crashed (worker's exit status "
+			    "unknown: SIGCHLD is ignored)");
 		else
 			snprintf(buf, len, "crashed (worker exited with "
 			    "status %d)", c);

@@ -4,13 +4,18 @@
  * inherited stdio buffers belong to the master. Start-up order is fixed
  * (design.md, invariant 3): drop the pool's other fds, reset signals, bind
  * CPU then memory, set CUDA_VISIBLE_DEVICES, init, READY; then serve
- * batches with blocking I/O until QUIT or EOF (the master is gone).
+ * batches with blocking I/O until QUIT or EOF (the master is gone), or,
+ * with GP_POOL_NO_PDEATHSIG, until the master's pidfd turns readable.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -27,8 +32,10 @@ struct outq {
 struct gp_ctx {
 	struct gp_worker	*w;
 	struct gp_worker_info	*info;
-	int			 fd;		/* tasks in (and the stop fd) */
+	int			 fd;		/* tasks in */
 	int			 wfd;		/* results out */
+	int			 stop;		/* fd, or epoll of it and the
+						   master's pidfd */
 	size_t			 max_msg;
 	struct outq		 q;
 	size_t			 data;		/* current item's reply bytes, or
@@ -62,7 +69,7 @@ gp_ctx_info(const struct gp_ctx *ctx)
 int
 gp_ctx_stop_fd(const struct gp_ctx *ctx)
 {
-	return ctx->fd;
+	return ctx->stop;
 }
 
 void
@@ -92,13 +99,44 @@ reset_signals(void)
 	(void)sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
+/*
+ * With GP_POOL_NO_PDEATHSIG, the master's pidfd (or -1: none, or no
+ * pidfds here). EOF alone cannot tell the worker that its master is gone:
+ * a process the master forked without exec (a logger, Python's
+ * multiprocessing) holds the pipes open as long as it lives. One per
+ * process: a worker is its own process.
+ */
+static int	 master_pidfd = -1;
+
+/* Wait until fd is ready for events; leave if the master is gone. */
+static void
+wait_or_die(int fd, short events)
+{
+	struct pollfd	 pfd[2] = { { fd, events, 0 },
+				    { master_pidfd, POLLIN, 0 } };
+
+	while (poll(pfd, 2, -1) == -1)
+		if (errno != EINTR)
+			_exit(0);
+	if (pfd[1].revents)
+		_exit(0);	/* the master is gone */
+}
+
 static void
 send_or_die(int fd, struct gp_buf *b)
 {
 	struct iovec	 iov = { b->data + b->off, b->len - b->off };
 
-	if (gp_writev_full(fd, &iov, 1) < 0)
-		_exit(0);	/* the master is gone */
+	if (master_pidfd < 0) {
+		if (gp_writev_full(fd, &iov, 1) < 0)
+			_exit(0);	/* the master is gone */
+	} else	/* fd is nonblocking: a full pipe must not hide a death */
+		while (b->len > b->off) {
+			if (gp_buf_send(fd, b) < 0)
+				_exit(0);
+			if (b->len > b->off)
+				wait_or_die(fd, POLLOUT);
+		}
 	b->off = b->len = 0;
 }
 
@@ -254,6 +292,8 @@ next_msg(int fd, struct gp_buf *in, size_t max, struct gp_msg_hdr *h,
 			want = h->len + sizeof(*h);
 		if (gp_buf_reserve(in, want) < 0)
 			_exit(GP_EXIT_NOMEM);
+		if (master_pidfd >= 0)
+			wait_or_die(fd, POLLIN);
 		do
 			r = read(fd, in->data + in->len, in->cap - in->len);
 		while (r == -1 && errno == EINTR);
@@ -308,6 +348,40 @@ serve(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx)
 	}
 }
 
+/*
+ * Without PR_SET_PDEATHSIG the worker watches a pidfd of its master, so it
+ * learns of the master's death whatever holds its pipes: idle, in
+ * next_msg(); busy, through the stop fd, made an epoll set of the task
+ * pipe and that pidfd (readable when either is). Opened first, checked
+ * after: if the parent is still the master, the pidfd is the master's
+ * and not a process that reused its pid. Without pidfds (Linux < 5.3,
+ * valgrind) EOF is all there is.
+ */
+static void
+watch_master(struct gp_pool *p, struct gp_ctx *ctx)
+{
+	struct epoll_event	 ev = { .events = EPOLLIN };
+	int			 pfd, efd;
+
+	if ((pfd = (int)syscall(SYS_pidfd_open, p->master, 0)) < 0) {
+		if (errno == ESRCH)
+			_exit(0);	/* it died before we looked */
+		return;
+	}
+	if (getppid() != p->master)
+		_exit(0);
+	if ((efd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    epoll_ctl(efd, EPOLL_CTL_ADD, ctx->fd, &ev) < 0 ||
+	    epoll_ctl(efd, EPOLL_CTL_ADD, pfd, &ev) < 0) {
+		if (efd >= 0)
+			close(efd);
+		close(pfd);
+		return;
+	}
+	master_pidfd = pfd;
+	ctx->stop = efd;
+}
+
 void
 gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
 {
@@ -339,7 +413,11 @@ gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
 	ctx.info = &w->info;
 	ctx.fd = fd;
 	ctx.wfd = wfd;
+	ctx.stop = fd;
 	ctx.max_msg = p->o.max_msg;
+	master_pidfd = -1;	/* forked by a pool made in fn: not ours */
+	if (p->o.flags & GP_POOL_NO_PDEATHSIG)
+		watch_master(p, &ctx);
 
 	/* (c) CPU, then memory, before anything allocates much. */
 	memset(&rd, 0, sizeof(rd));
@@ -371,6 +449,8 @@ gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
 	iov[1].iov_len = sizeof(rd);
 	if (gp_writev_full(wfd, iov, 2) < 0 || rd.fatal)
 		_exit(0);
+	if (master_pidfd >= 0)
+		(void)fcntl(wfd, F_SETFL, O_NONBLOCK);
 	serve(p, w, &ctx);
 	/* NOTREACHED */
 	_exit(0);

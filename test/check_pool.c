@@ -487,13 +487,52 @@ count_init(struct gp_ctx *ctx, void *arg)
 	return 0;
 }
 
+/*
+ * The first item of each worker in a round writes a byte to the test's
+ * "arrived" pipe and blocks on the "go" pipe, which a helper fills once
+ * every worker has arrived: so every worker gets items, whatever the
+ * machine's load (a sleep in the item only made it likely).
+ */
+struct barrier {
+	int	 arrived;	/* write end */
+	int	 go;		/* read end */
+	int	 round;
+};
+
+static int	 last_round = -1;	/* per worker process */
+
+static pid_t
+barrier_helper(int arrived, int go, int n)
+{
+	pid_t	 pid;
+	char	 c;
+	int	 i;
+
+	if ((pid = fork()) != 0)
+		return pid;
+	for (i = 0; i < n; i++)
+		if (read(arrived, &c, 1) != 1)
+			_exit(1);
+	for (i = 0; i < n; i++)
+		if (write(go, "g", 1) != 1)
+			_exit(1);
+	_exit(0);
+}
+
 static int
 where(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 {
 	const struct gp_worker_info	*i = gp_ctx_info(ctx);
+	const struct barrier		*b = arg;
 	struct seen			 s = { 0 };
 	const char			*e;
+	char				 c;
 
+	if (b->round != last_round) {
+		last_round = b->round;
+		if (write(b->arrived, "a", 1) != 1 || read(b->go, &c, 1) != 1)
+			return 1;
+	}
 	s.worker = i->worker;
 	s.gpu = i->gpu;
 	s.slot = i->slot;
@@ -504,7 +543,6 @@ where(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 		snprintf(s.env, sizeof(s.env), "%s", e);
 	if ((e = getenv("CUDA_DEVICE_ORDER")) != NULL)
 		snprintf(s.order, sizeof(s.order), "%s", e);
-	usleep(2000);	/* keep items apart so every worker gets some */
 	return gp_reply(ctx, &s, sizeof(s));
 }
 
@@ -516,14 +554,25 @@ START_TEST(workers_see_their_gpu_and_live_across_maps)
 	struct gp_worker_info	 wi;
 	struct gp_item		 it[60];
 	struct seen		 s;
-	pid_t			 pids[6] = { 0 };
-	int			 i, round;
+	struct barrier		 b;
+	pid_t			 pids[6] = { 0 }, helper;
+	int			 i, round, arrived[2], go[2], st, used;
 
+	ck_assert_int_eq(pipe2(arrived, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(go, O_CLOEXEC), 0);
+	b.arrived = arrived[1];
+	b.go = go[0];
 	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
 	ck_assert_int_eq(gp_pool_size(p), 6);
 	for (round = 0; round < 2; round++) {
 		memset(it, 0, sizeof(it));
-		ck_assert_int_eq(gp_map(p, where, NULL, 0, it, 60), 0);
+		b.round = round;
+		helper = barrier_helper(arrived[0], go[1], 6);
+		ck_assert_int_gt(helper, 0);
+		ck_assert_int_eq(gp_map(p, where, &b, sizeof(b), it, 60), 0);
+		ck_assert_int_eq(waitpid(helper, &st, 0), helper);
+		ck_assert_int_eq(st, 0);	/* all six arrived */
+		used = 0;
 		for (i = 0; i < 60; i++) {
 			ck_assert_int_eq(it[i].status, GP_OK);
 			memcpy(&s, it[i].out, sizeof(s));
@@ -536,12 +585,20 @@ START_TEST(workers_see_their_gpu_and_live_across_maps)
 			ck_assert_int_eq(gp_pool_info(p, s.worker, &wi), 0);
 			ck_assert_str_eq(wi.visible, s.visible);
 			ck_assert_int_eq(wi.pid, s.pid);
-			if (round == 0 && pids[s.worker] == 0)
+			if (round == 0 && pids[s.worker] == 0) {
 				pids[s.worker] = s.pid;
+				used++;
+			}
 			/* Same processes in the second map. */
 			ck_assert_int_eq(pids[s.worker], s.pid);
 		}
+		if (round == 0)
+			ck_assert_int_eq(used, 6);
 		gp_items_release(it, 60);
+	}
+	for (i = 0; i < 2; i++) {
+		close(arrived[i]);
+		close(go[i]);
 	}
 	/* Fake GPU g is "fake<g>": never a CUDA id of a real device. */
 	ck_assert_int_eq(gp_pool_info(p, 4, &wi), 0);

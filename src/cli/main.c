@@ -501,6 +501,9 @@ main(int argc, char **argv)
 	int		 rc;
 
 	fds_sanitize();
+	/* An ignored SIGCHLD survives exec: the kernel would reap our
+	 * workers and every crash would lose its status. */
+	(void)signal(SIGCHLD, SIG_DFL);
 	err[0] = '\0';
 	ranks_handover(argv, err, sizeof(err));
 	if (err[0] != '\0') {

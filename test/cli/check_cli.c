@@ -642,6 +642,7 @@ START_TEST(resume_after_sigkill)
 
 	/* Nothing it started outlives it. */
 	(void)read_log(log, r, b, &nb);
+	ck_assert_int_eq(nb, 6);	/* as wait_for() saw */
 	for (i = 0; i < nb; i++)
 		pids[i] = b[i].pid;
 	check_dead(pids, nb, 15);
@@ -1407,20 +1408,63 @@ START_TEST(dead_worker_is_replaced)
 }
 END_TEST
 
+/* An ignored SIGCHLD survives exec: gpupool-run must still learn how its
+ * worker died, not report "exited with status 0". */
+START_TEST(ignored_sigchld_keeps_a_dead_workers_status)
+{
+	static const char tasks[] = "true\nkill -9 $PPID; sleep 5\ntrue\n";
+	struct jrec	 j[8];
+	struct res	 res;
+	char		*jl, *o, *e;
+	int		 p[2], nj, i;
+	pid_t		 pid;
+	double		 t0 = now_s();
+
+	tmp_make();
+	jl = pathf("joblog");
+	o = pathf("out");
+	e = pathf("err");
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	/* Only gpupool-run starts with SIGCHLD ignored: it cannot end
+	 * before its tasks arrive, and they come once the test has its
+	 * own default back (it must reap gpupool-run itself). */
+	ck_assert(signal(SIGCHLD, SIG_IGN) != SIG_ERR);
+	pid = start(p[0], o, e, (const char *const []){ "--fake-gpus", "1",
+	    "--joblog", jl, "-", NULL });
+	ck_assert(signal(SIGCHLD, SIG_DFL) != SIG_ERR);
+	close(p[0]);
+	ck_assert_int_eq(write(p[1], tasks, strlen(tasks)),
+	    (ssize_t)strlen(tasks));
+	close(p[1]);
+	finish(pid, t0, 60, o, e, &res);
+	ck_assert_msg(res.code == 1, "exit %d: %s", res.code, res.err);
+	ck_assert_msg(strstr(res.err, "its worker was killed by signal 9") !=
+	    NULL, "%s", res.err);
+	nj = read_joblog(jl, j, 8, NULL);
+	ck_assert_int_eq(nj, 3);
+	for (i = 0; i < nj; i++)
+		ck_assert_int_eq(j[i].exitval != 0 || j[i].sig != 0,
+		    j[i].seq == 2);
+	tmp_remove();
+}
+END_TEST
+
 START_TEST(halt_now_and_soon)
 {
 	struct res	 res;
 	struct beg	 b[8];
 	struct rec	 r[8];
 	char		*tasks, *log, buf[8192];
-	int		 nb, i;
+	int		 nb;
 
 	tmp_make();
 	tasks = pathf("tasks");
 	log = pathf("log");
+	/* Task 2 fails once task 1 has begun (its B record), not after a
+	 * guess at how long that takes. */
 	snprintf(buf, sizeof(buf), "%s record %s 60000\n"
-	    "sh -c 'sleep 0.3; exit 1'\n%s record %s 0\n", PROBE, log, PROBE,
-	    log);
+	    "sh -c 'until grep -q \"^B 1 \" %s; do sleep 0.01; done; exit 1'\n"
+	    "%s record %s 0\n", PROBE, log, log, PROBE, log);
 	puts_file(tasks, buf);
 	RUN(&res, "--fake-gpus", "2", "--grace", "1", "--halt", "now,fail=1",
 	    tasks);
@@ -1428,8 +1472,9 @@ START_TEST(halt_now_and_soon)
 	ck_assert_double_lt(res.secs, 30);
 	ck_assert_ptr_nonnull(strstr(res.err, "1 stopped"));
 	(void)read_log(log, r, b, &nb);
-	for (i = 0; i < nb; i++)
-		ck_assert_int_ne(b[i].seq, 3);
+	/* Task 1 began (task 2 waited for it); task 3 never did. */
+	ck_assert_int_eq(nb, 1);
+	ck_assert_int_eq(b[0].seq, 1);
 
 	/* soon: the running task finishes, nothing new starts. */
 	unlink(log);
@@ -1570,6 +1615,7 @@ cli_suite(void)
 	tcase_add_test(tc, huge_output_is_cut);
 	tcase_add_test(tc, tasks_file_syntax);
 	tcase_add_test(tc, dead_worker_is_replaced);
+	tcase_add_test(tc, ignored_sigchld_keeps_a_dead_workers_status);
 	tcase_add_test(tc, halt_now_and_soon);
 	tcase_add_test(tc, help_and_man_page_agree);
 	suite_add_tcase(s, tc);
