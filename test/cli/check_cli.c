@@ -7,6 +7,7 @@
  * how long something may take, generously, for a loaded 2-core box.
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -788,6 +789,175 @@ START_TEST(timeout_kills_the_group)
 }
 END_TEST
 
+/* How many processes have the word mark in their command line (zombies
+ * have none); with kill_them, they are SIGKILLed, so that a failing test
+ * leaves none behind. */
+static int
+marked(const char *mark, int kill_them)
+{
+	struct dirent	*de;
+	DIR		*d = opendir("/proc");
+	char		 p[300], word[48], *b;
+	size_t		 len, i;
+	int		 n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	snprintf(word, sizeof(word), " %s ", mark);
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(p, sizeof(p), "/proc/%s/cmdline", de->d_name);
+		if ((b = slurp(p, &len)) == NULL)
+			continue;
+		for (i = 0; i < len; i++)	/* words end with a blank */
+			if (b[i] == '\0')
+				b[i] = ' ';
+		if (strstr(b, word) != NULL) {
+			if (kill_them)
+				kill((pid_t)atol(de->d_name), SIGKILL);
+			n++;
+		}
+		free(b);
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * Tasks whose children leave the task's process group: coreutils timeout
+ * (a group of its own), setsid (a session), a job-control shell (a group
+ * per job), and a plain background job. Each sleep's command line holds
+ * mark; each task waits until its child has left the group (D/N is
+ * written from inside it) and ends at once.
+ */
+static void
+escaping_tasks(const char *tasks, const char *mark)
+{
+	char	 buf[8192];
+
+	snprintf(buf, sizeof(buf),
+	    "timeout 120 sh -c 'echo $$ > %s/1; exec sleep %s' & "
+	    "until [ -s %s/1 ]; do sleep 0.01; done\n"
+	    "setsid sh -c 'echo $$ > %s/2; exec sleep %s' & "
+	    "until [ -s %s/2 ]; do sleep 0.01; done\n"
+	    "bash -c 'set -m; sleep %s & echo $! > %s/3'\n"
+	    "sleep %s & echo $! > %s/4\n",
+	    tmp, mark, tmp, tmp, mark, tmp, mark, tmp, mark, tmp);
+	puts_file(tasks, buf);
+}
+
+/* What a task leaves behind dies when it ends, whatever its group. */
+START_TEST(leftovers_die_with_their_task)
+{
+	struct res	 res;
+	char		*tasks, mark[32];
+	int		 i, left;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	snprintf(mark, sizeof(mark), "1000.%ld1", (long)getpid());
+	escaping_tasks(tasks, mark);
+	RUN(&res, "--fake-gpus", "2", "--quiet", tasks);
+	left = marked(mark, 1);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	for (i = 1; i <= 4; i++)	/* each had left when its task ended */
+		ck_assert_int_eq(access(pathf("%d", i), F_OK), 0);
+	ck_assert_msg(left == 0, "%d processes outlived their task", left);
+	tmp_remove();
+}
+END_TEST
+
+/* --timeout reaches a task's process that left its group (coreutils
+ * timeout in a shell line). The task must have started it before the
+ * deadline, which a loaded machine can delay: the deadline doubles until
+ * it has. */
+START_TEST(timeout_reaches_leftovers)
+{
+	struct res	 res;
+	char		*tasks, *up, buf[4096], mark[32], tmo[16];
+	int		 t, left;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	up = pathf("up");
+	for (t = 1; t <= 32; t *= 2) {
+		snprintf(mark, sizeof(mark), "1000.%ld%d", (long)getpid(), t);
+		snprintf(buf, sizeof(buf), "timeout 120 sh -c 'echo $$ > %s; "
+		    "exec sleep %s' & until [ -s %s ]; do sleep 0.01; done; "
+		    "wait\n", up, mark, up);
+		puts_file(tasks, buf);
+		snprintf(tmo, sizeof(tmo), "%ds", t);
+		RUN(&res, "--fake-gpus", "1", "--timeout", tmo, "--grace",
+		    "200ms", tasks);
+		left = marked(mark, 1);
+		ck_assert_msg(res.code == 1, "exit %d: %s", res.code, res.err);
+		ck_assert_ptr_nonnull(strstr(res.err, "timed out"));
+		ck_assert_msg(left == 0, "%d processes outlived their task",
+		    left);
+		if (access(up, F_OK) == 0)
+			break;
+	}
+	ck_assert_msg(t <= 32, "the task never started its child");
+	tmp_remove();
+}
+END_TEST
+
+/* ^C, or the death of gpupool-run, reaches them too: at once for ^C (the
+ * worker is done before gpupool-run exits), within the grace period
+ * after a SIGKILL (the workers see their channel close). */
+static void
+leftovers_stopped_by(int sig)
+{
+	struct res	 res;
+	struct want_lines w;
+	char		*tasks, *o, *e, buf[4096], mark[32];
+	pid_t		 pid;
+	double		 t0 = now_s();
+	int		 i, left;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	o = pathf("out");
+	e = pathf("err");
+	snprintf(mark, sizeof(mark), "1000.%ld%d", (long)getpid(), sig);
+	snprintf(buf, sizeof(buf),
+	    "timeout 120 sh -c 'echo $$ > %s/1; exec sleep %s' & "
+	    "until [ -s %s/1 ]; do sleep 0.01; done; "
+	    "setsid sh -c 'echo $$ > %s/2; exec sleep %s' & "
+	    "until [ -s %s/2 ]; do sleep 0.01; done; echo up > %s/up; wait\n",
+	    tmp, mark, tmp, tmp, mark, tmp, tmp);
+	puts_file(tasks, buf);
+	pid = start(-1, o, e, (const char *const []){ "--fake-gpus", "1",
+	    "--grace", "1", tasks, NULL });
+	w.path = pathf("up");
+	w.n = 1;
+	w.c = 0;
+	wait_for("the task's children to leave its group", 30, have_lines, &w);
+	kill(pid, sig);
+	finish(pid, t0, 30, o, e, &res);
+	ck_assert_msg(res.code == 128 + sig, "exit %d: %s", res.code, res.err);
+	if (sig == SIGKILL)
+		for (t0 = now_s(); marked(mark, 0) > 0 && now_s() - t0 < 30; )
+			nap(20);
+	left = marked(mark, 1);
+	for (i = 1; i <= 2; i++)
+		ck_assert_int_eq(access(pathf("%d", i), F_OK), 0);
+	ck_assert_msg(left == 0, "%d processes outlived their task", left);
+	tmp_remove();
+}
+
+START_TEST(sigint_reaches_leftovers)
+{
+	leftovers_stopped_by(SIGINT);
+}
+END_TEST
+
+START_TEST(master_death_reaches_leftovers)
+{
+	leftovers_stopped_by(SIGKILL);
+}
+END_TEST
+
 START_TEST(exit_codes)
 {
 	struct jrec	 j[8];
@@ -1275,7 +1445,8 @@ START_TEST(dry_run_and_show_gpus_run_nothing)
 
 	RUN(&res, "--fake-gpus", "2", "--per-gpu", "2", "--show-gpus");
 	ck_assert_int_eq(res.code, 0);
-	ck_assert_int_eq(count_lines(res.out), 3);
+	ck_assert_int_eq(count_lines(res.out), 4);
+	ck_assert_ptr_nonnull(strstr(res.out, "\ntask cleanup: subreaper\n"));
 	ck_assert_ptr_nonnull(strstr(res.out, "\n0\tfake0\tfake GPU 0\t"));
 	ck_assert_ptr_nonnull(strstr(res.out, "\n1\tfake1\tfake GPU 1\t"));
 	ck_assert_ptr_nonnull(strstr(res.out, " | "));	/* two slots' cores */
@@ -1554,6 +1725,10 @@ cli_suite(void)
 	tcase_add_test(tc, resume_after_sigkill);
 	tcase_add_test(tc, retries_keep_every_attempt);
 	tcase_add_test(tc, timeout_kills_the_group);
+	tcase_add_test(tc, leftovers_die_with_their_task);
+	tcase_add_test(tc, timeout_reaches_leftovers);
+	tcase_add_test(tc, sigint_reaches_leftovers);
+	tcase_add_test(tc, master_death_reaches_leftovers);
 	tcase_add_test(tc, exit_codes);
 	tcase_add_test(tc, bad_input);
 	tcase_add_test(tc, bad_input_streamed);
