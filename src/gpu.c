@@ -33,6 +33,7 @@ probe_child(int fd)
 	static struct probe_reply	 r;
 	struct iovec			 iov = { &r, sizeof(r) };
 
+	(void)unsetenv("CUDA_DEVICE_ORDER");	/* every copy: worker.c (d) */
 	(void)setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
 	r.count = gp_cuda_probe(r.dev, GP_PROBE_MAX, r.err, sizeof(r.err));
 	(void)gp_writev_full(fd, &iov, 1);

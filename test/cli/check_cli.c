@@ -1454,6 +1454,58 @@ START_TEST(dry_run_and_show_gpus_run_nothing)
 }
 END_TEST
 
+extern char	**environ;
+
+/* The lines of s that start with pfx. */
+static int
+lines_with(const char *s, const char *pfx)
+{
+	int	 n = 0;
+
+	for (; s != NULL && *s != '\0'; s = strchr(s, '\n'), s += s != NULL)
+		n += strncmp(s, pfx, strlen(pfx)) == 0;
+	return n;
+}
+
+/* A launcher can leave a variable twice in the environment: the task
+ * gets one copy of each variable gpupool-run sets, its own. */
+START_TEST(tasks_see_one_copy_of_each_variable)
+{
+	static char		*twice[] = {
+		"CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7",
+		"CUDA_DEVICE_ORDER=FASTEST_FIRST", "GPUPOOL_SLOT=7",
+		"CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7",
+		"CUDA_DEVICE_ORDER=FASTEST_FIRST", "GPUPOOL_SLOT=7" };
+	struct res		 res;
+	char			*tasks, **env, **old = environ;
+	size_t			 n;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	puts_file(tasks, "env\n");
+	for (n = 0; environ[n] != NULL; n++)
+		;
+	env = calloc(n + 7, sizeof(*env));
+	ck_assert_ptr_nonnull(env);
+	memcpy(env, environ, n * sizeof(*env));
+	memcpy(env + n, twice, sizeof(twice));
+	environ = env;		/* what start() execs gpupool-run with */
+	RUN(&res, "--fake-gpus", "1", "--quiet", tasks);
+	environ = old;
+	free(env);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_int_eq(lines_with(res.out, "CUDA_VISIBLE_DEVICES="), 1);
+	ck_assert_int_eq(lines_with(res.out, "CUDA_VISIBLE_DEVICES=fake0\n"),
+	    1);
+	ck_assert_int_eq(lines_with(res.out, "CUDA_DEVICE_ORDER="), 1);
+	ck_assert_int_eq(lines_with(res.out, "CUDA_DEVICE_ORDER=PCI_BUS_ID\n"),
+	    1);
+	ck_assert_int_eq(lines_with(res.out, "GPUPOOL_SLOT="), 1);
+	ck_assert_int_eq(lines_with(res.out, "GPUPOOL_SLOT=0\n"), 1);
+	tmp_remove();
+}
+END_TEST
+
 START_TEST(tasks_see_only_stdio)
 {
 	struct res	 res;
@@ -1741,6 +1793,7 @@ cli_suite(void)
 	tcase_add_test(tc, second_sigint_kills);
 	tcase_add_test(tc, dry_run_and_show_gpus_run_nothing);
 	tcase_add_test(tc, tasks_see_only_stdio);
+	tcase_add_test(tc, tasks_see_one_copy_of_each_variable);
 	tcase_add_test(tc, results_layout);
 	tcase_add_test(tc, huge_output_is_cut);
 	tcase_add_test(tc, tasks_file_syntax);
