@@ -415,6 +415,54 @@ START_TEST(explicit_ids_and_inherited_visible_devices)
 }
 END_TEST
 
+/* Ids taken as given (no driver) still never name a GPU outside an
+ * inherited CUDA_VISIBLE_DEVICES, nor one GPU twice. */
+START_TEST(given_ids_stay_inside_what_is_visible)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .flags = GP_POOL_PLAN_ONLY };
+	struct gp_worker_info	 wi;
+	char			 err[256];
+
+	o.errbuf = err;
+	o.errlen = sizeof(err);
+	unsetenv("CUDA_VISIBLE_DEVICES");
+	o.gpus = "0,00";		/* one index, two spellings */
+	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "'00' is listed twice"));
+	o.gpus = "GPU-8932f937,gpu-8932F937";
+	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "listed twice"));
+
+	/* Set but empty: no GPU at all, whatever is asked for. */
+	setenv("CUDA_VISIBLE_DEVICES", "", 1);
+	o.gpus = "0";
+	ck_assert_int_eq(gp_pool_create(&p, &o), GP_ENOGPU);
+	ck_assert_ptr_nonnull(strstr(err, "set but empty"));
+
+	/* A UUID outside the inherited set is refused, one inside it is
+	 * taken (with or without GPU-, or a prefix), as is its index. */
+	setenv("CUDA_VISIBLE_DEVICES", "2,3", 1);
+	o.gpus = "GPU-8932f937";
+	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "'GPU-8932f937' among "
+	    "CUDA_VISIBLE_DEVICES=2,3"));
+	setenv("CUDA_VISIBLE_DEVICES", "GPU-aaaa1111,GPU-8932f937", 1);
+	o.gpus = "8932f9";
+	ck_assert_msg(gp_pool_create(&p, &o) == 0, "%s", err);
+	ck_assert_int_eq(gp_pool_info(p, 0, &wi), 0);
+	ck_assert_str_eq(wi.visible, "GPU-8932f937");
+	gp_pool_destroy(p);
+	o.gpus = "1,GPU-8932f937";
+	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "listed twice"));
+	o.gpus = "GPU-bbbb2222";
+	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "among CUDA_VISIBLE_DEVICES="));
+	unsetenv("CUDA_VISIBLE_DEVICES");
+}
+END_TEST
+
 START_TEST(no_gpu_is_a_clear_error)
 {
 	struct gp_pool		*p = NULL;
@@ -735,6 +783,7 @@ main(void)
 	tcase_add_test(tc, workers_see_their_gpu_and_live_across_maps);
 	tcase_add_test(tc, set_variables_replace_every_copy);
 	tcase_add_test(tc, explicit_ids_and_inherited_visible_devices);
+	tcase_add_test(tc, given_ids_stay_inside_what_is_visible);
 	tcase_add_test(tc, no_gpu_is_a_clear_error);
 	tcase_add_test(tc, pool_map_default_pool_from_environment);
 	tcase_add_test(tc, plan_on_dgx2_fixture);

@@ -90,6 +90,10 @@ struct jrec {
 };
 
 static char	 tmp[256];
+/* The CUDA_VISIBLE_DEVICES gpupool-run inherits (NULL: none). Set and
+ * empty by default: no real GPU may leak into a test, even on a machine
+ * with some (the probe then sees none). */
+static const char *inherit_cvd = "";
 
 static double
 now_s(void)
@@ -232,9 +236,10 @@ start(int in_fd, const char *outp, const char *errp, const char *const *args)
 	dup2(fd, 2);
 	fd = open("/dev/null", O_RDONLY);
 	dup2(fd, 9);
-	/* No real GPU may leak into a test, even on a machine with some:
-	 * the probe then sees none and explicit ids are taken as given. */
-	setenv("CUDA_VISIBLE_DEVICES", "", 1);
+	if (inherit_cvd != NULL)
+		setenv("CUDA_VISIBLE_DEVICES", inherit_cvd, 1);
+	else
+		unsetenv("CUDA_VISIBLE_DEVICES");
 	/* Under -fsanitize=undefined, undefined behaviour is an exit
 	 * status the tests see, not a line nobody reads. */
 	setenv("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1", 0);
@@ -555,7 +560,7 @@ END_TEST
 
 START_TEST(every_task_once_gpu_ids)
 {
-	static const char *const ids[] = { "0", "1", "2", "3" };
+	static const char *const ids[] = { "90", "91", "92", "93" };
 	struct rec	 r[64];
 	struct res	 res;
 	char		*log, *tasks;
@@ -564,6 +569,9 @@ START_TEST(every_task_once_gpu_ids)
 	tmp_make();
 	log = pathf("log");
 	tasks = record_tasks("tasks", log, 24, 30);
+	/* Ids as given (no GPU is seen: no machine has these), each index
+	 * taken within the inherited list. */
+	inherit_cvd = "90,91,92,93";
 	RUN(&res, "--gpus", "0,1,2,3", "--quiet", tasks);
 	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
 	n = read_log(log, r, NULL, NULL);
@@ -1067,6 +1075,16 @@ START_TEST(bad_input)
 	    tasks);
 	BAD("no GPU '5' among the 2 found", log, "--fake-gpus", "2", "--gpus",
 	    "1,5", tasks);
+	/* Ids as given: never a GPU outside what is inherited, nor one GPU
+	 * twice. */
+	BAD("no GPU is visible (CUDA_VISIBLE_DEVICES is set but empty)", log,
+	    "--gpus", "0", tasks);
+	inherit_cvd = "90,91";
+	BAD("no GPU 'GPU-8932f937' among CUDA_VISIBLE_DEVICES=90,91", log,
+	    "--gpus", "GPU-8932f937", tasks);
+	inherit_cvd = NULL;
+	BAD("GPU '00' is listed twice", log, "--gpus", "0,00", tasks);
+	inherit_cvd = "";
 	BAD("--resume needs --joblog", log, "--fake-gpus", "1", "--resume",
 	    tasks);
 	BAD("no tasks file given", NULL, "--fake-gpus", "1");
