@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -52,6 +53,7 @@ struct files {
 
 /* Built once per worker: the environment with our five variables. */
 static char	**envp;
+static int	  sigfd = -1;	/* SIGCHLD, blocked: an orphan exited */
 static char	  ev_gpu[32], ev_slot[32], ev_rank[32], ev_task[48], ev_att[48];
 
 static struct cap	 out = { -1, NULL, 0, 0, 0 };
@@ -353,87 +355,6 @@ fail:
 	return -1;
 }
 
-/*
- * Wait for the leader to exit, reading its output, enforcing the
- * deadline (TERM, then KILL after the grace period) and obeying the stop
- * fd the same way. Leaves the leader unreaped (a zombie holds the group's
- * id). Returns the flags R_TIMEDOUT and R_STOPPED that apply.
- */
-static int
-wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
-    int64_t t0, int *sent)
-{
-	struct pollfd	 pfd[4];
-	siginfo_t	 si;
-	int64_t		 now, deadline, kill_at = 0, next;
-	int		 n, i, tmo, flags = 0, stopping = 0;
-	int		 ipid, iout, ierr, istop;
-
-	deadline = rc->timeout_ms ? t0 + (int64_t)rc->timeout_ms * 1000000 : 0;
-	for (;;) {
-		now = clock_ns(CLOCK_MONOTONIC);
-		if (!stopping && deadline && now >= deadline) {
-			flags |= R_TIMEDOUT;
-			stopping = 1;
-		}
-		if (stopping && !*sent) {
-			kill(-pid, SIGTERM);
-			*sent = SIGTERM;
-			kill_at = now + (int64_t)rc->grace_ms * 1000000;
-		}
-		if (kill_at && now >= kill_at) {
-			kill(-pid, SIGKILL);
-			*sent = SIGKILL;
-			kill_at = 0;
-		}
-		next = kill_at ? kill_at : stopping ? 0 : deadline;
-		tmo = next ? (int)((next - now) / 1000000 + 1) : -1;
-		if (pidfd < 0 && (tmo < 0 || tmo > NOPIDFD_TICK_MS))
-			tmo = NOPIDFD_TICK_MS;
-		n = 0;
-		ipid = iout = ierr = istop = -1;
-		if (pidfd >= 0) {
-			pfd[n].fd = pidfd;
-			pfd[n].events = POLLIN;
-			ipid = n++;
-		}
-		if (out.fd >= 0) {
-			pfd[n].fd = out.fd;
-			pfd[n].events = POLLIN;
-			iout = n++;
-		}
-		if (err.fd >= 0) {
-			pfd[n].fd = err.fd;
-			pfd[n].events = POLLIN;
-			ierr = n++;
-		}
-		if (!stopping) {
-			pfd[n].fd = gp_ctx_stop_fd(ctx);
-			pfd[n].events = POLLIN;
-			istop = n++;
-		}
-		for (i = 0; i < n; i++)
-			pfd[i].revents = 0;
-		if (poll(pfd, (nfds_t)n, tmo) == -1 && errno != EINTR)
-			tmo = 0;	/* cannot happen; keep going */
-		if (iout >= 0 && pfd[iout].revents)
-			drain(&out);
-		if (ierr >= 0 && pfd[ierr].revents)
-			drain(&err);
-		if (istop >= 0 && pfd[istop].revents) {
-			/* A STOP for this task, or EOF: the master is gone. */
-			flags |= R_STOPPED;
-			stopping = 1;
-		}
-		if (ipid >= 0 && !pfd[ipid].revents)
-			continue;
-		memset(&si, 0, sizeof(si));
-		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG |
-		    WNOWAIT) == 0 && si.si_pid == pid)
-			return flags;
-	}
-}
-
 /* Up to max children of this process, found by the ppid field of
  * /proc/PID/stat (after the command name, which may hold anything):
  * /proc/PID/task/TID/children needs CONFIG_PROC_CHILDREN, which some
@@ -503,6 +424,132 @@ reap_leftovers(void)
 			while (waitid(P_PID, (id_t)pids[i], &si, WEXITED) == -1 &&
 			    errno == EINTR)
 				;
+	}
+}
+
+/* Once per worker: become the tasks' subreaper, and learn of the exit of
+ * an orphan from a signalfd (spawn() unblocks SIGCHLD for the task). */
+static void
+subreaper_setup(void)
+{
+	sigset_t	 chld;
+
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) == -1)
+		return;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &chld, NULL) == 0)
+		sigfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+/* While the task runs: reap, by pid, the orphans it left that have
+ * exited (SIGCHLD on sigfd), so that a long task that leaves many does
+ * not fill the process table with zombies. Not the leader: its status
+ * is wait_task()'s. WNOWAIT looks without reaping. */
+static void
+reap_exited(pid_t leader)
+{
+	struct signalfd_siginfo	 ssi;
+	siginfo_t		 si;
+
+	while (read(sigfd, &ssi, sizeof(ssi)) > 0)
+		;
+	for (;;) {
+		memset(&si, 0, sizeof(si));
+		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == -1 ||
+		    si.si_pid == 0 || si.si_pid == leader)
+			return;
+		if (waitid(P_PID, (id_t)si.si_pid, &si, WEXITED) == -1 &&
+		    errno != EINTR)
+			return;
+	}
+}
+
+/*
+ * Wait for the leader to exit, reading its output, enforcing the
+ * deadline (TERM, then KILL after the grace period) and obeying the stop
+ * fd the same way. Leaves the leader unreaped (a zombie holds the group's
+ * id). Returns the flags R_TIMEDOUT and R_STOPPED that apply.
+ */
+static int
+wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
+    int64_t t0, int *sent)
+{
+	struct pollfd	 pfd[5];
+	siginfo_t	 si;
+	int64_t		 now, deadline, kill_at = 0, next;
+	int		 n, i, tmo, flags = 0, stopping = 0;
+	int		 ipid, iout, ierr, istop, ichld;
+
+	deadline = rc->timeout_ms ? t0 + (int64_t)rc->timeout_ms * 1000000 : 0;
+	for (;;) {
+		now = clock_ns(CLOCK_MONOTONIC);
+		if (!stopping && deadline && now >= deadline) {
+			flags |= R_TIMEDOUT;
+			stopping = 1;
+		}
+		if (stopping && !*sent) {
+			kill(-pid, SIGTERM);
+			*sent = SIGTERM;
+			kill_at = now + (int64_t)rc->grace_ms * 1000000;
+		}
+		if (kill_at && now >= kill_at) {
+			kill(-pid, SIGKILL);
+			*sent = SIGKILL;
+			kill_at = 0;
+		}
+		next = kill_at ? kill_at : stopping ? 0 : deadline;
+		tmo = next ? (int)((next - now) / 1000000 + 1) : -1;
+		if (pidfd < 0 && (tmo < 0 || tmo > NOPIDFD_TICK_MS))
+			tmo = NOPIDFD_TICK_MS;
+		n = 0;
+		ipid = iout = ierr = istop = ichld = -1;
+		if (pidfd >= 0) {
+			pfd[n].fd = pidfd;
+			pfd[n].events = POLLIN;
+			ipid = n++;
+		}
+		if (out.fd >= 0) {
+			pfd[n].fd = out.fd;
+			pfd[n].events = POLLIN;
+			iout = n++;
+		}
+		if (err.fd >= 0) {
+			pfd[n].fd = err.fd;
+			pfd[n].events = POLLIN;
+			ierr = n++;
+		}
+		if (!stopping) {
+			pfd[n].fd = gp_ctx_stop_fd(ctx);
+			pfd[n].events = POLLIN;
+			istop = n++;
+		}
+		if (sigfd >= 0) {
+			pfd[n].fd = sigfd;
+			pfd[n].events = POLLIN;
+			ichld = n++;
+		}
+		for (i = 0; i < n; i++)
+			pfd[i].revents = 0;
+		if (poll(pfd, (nfds_t)n, tmo) == -1 && errno != EINTR)
+			tmo = 0;	/* cannot happen; keep going */
+		if (iout >= 0 && pfd[iout].revents)
+			drain(&out);
+		if (ierr >= 0 && pfd[ierr].revents)
+			drain(&err);
+		if (ichld >= 0 && pfd[ichld].revents)
+			reap_exited(pid);
+		if (istop >= 0 && pfd[istop].revents) {
+			/* A STOP for this task, or EOF: the master is gone. */
+			flags |= R_STOPPED;
+			stopping = 1;
+		}
+		if (ipid >= 0 && !pfd[ipid].revents)
+			continue;
+		memset(&si, 0, sizeof(si));
+		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG |
+		    WNOWAIT) == 0 && si.si_pid == pid)
+			return flags;
 	}
 }
 
@@ -593,7 +640,7 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	if (envp == NULL) {	/* the worker's first task */
 		if (env_setup(gp_ctx_info(ctx), arg) < 0)
 			return 1;
-		(void)prctl(PR_SET_CHILD_SUBREAPER, 1);
+		subreaper_setup();
 	}
 	snprintf(ev_task, sizeof(ev_task), "GPUPOOL_TASK=%llu",
 	    (unsigned long long)h.seq);

@@ -966,6 +966,28 @@ START_TEST(master_death_reaches_leftovers)
 }
 END_TEST
 
+/* An orphan that exits while its task runs is reaped then, not left a
+ * zombie of the worker (its subreaper) until the task ends: the task
+ * orphans a cat blocked on a FIFO (its subshell has exited), lets it
+ * exit, and waits for it to be gone, within its timeout. */
+START_TEST(orphans_are_reaped_while_the_task_runs)
+{
+	struct res	 res;
+	char		*tasks, buf[4096];
+
+	tmp_make();
+	tasks = pathf("tasks");
+	ck_assert_int_eq(mkfifo(pathf("f"), 0600), 0);
+	snprintf(buf, sizeof(buf), "(cat %s/f > /dev/null & echo $! > %s/o); "
+	    "p=$(cat %s/o); echo go > %s/f; "
+	    "while [ -e /proc/$p ]; do sleep 0.01; done\n", tmp, tmp, tmp, tmp);
+	puts_file(tasks, buf);
+	RUN(&res, "--fake-gpus", "1", "--timeout", "30s", tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	tmp_remove();
+}
+END_TEST
+
 START_TEST(exit_codes)
 {
 	struct jrec	 j[8];
@@ -1799,6 +1821,7 @@ cli_suite(void)
 	tcase_add_test(tc, timeout_reaches_leftovers);
 	tcase_add_test(tc, sigint_reaches_leftovers);
 	tcase_add_test(tc, master_death_reaches_leftovers);
+	tcase_add_test(tc, orphans_are_reaped_while_the_task_runs);
 	tcase_add_test(tc, exit_codes);
 	tcase_add_test(tc, bad_input);
 	tcase_add_test(tc, bad_input_streamed);
