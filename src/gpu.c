@@ -33,6 +33,7 @@ probe_child(int fd)
 	static struct probe_reply	 r;
 	struct iovec			 iov = { &r, sizeof(r) };
 
+	(void)unsetenv("CUDA_DEVICE_ORDER");	/* every copy: worker.c (d) */
 	(void)setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
 	r.count = gp_cuda_probe(r.dev, GP_PROBE_MAX, r.err, sizeof(r.err));
 	(void)gp_writev_full(fd, &iov, 1);
@@ -175,10 +176,11 @@ names(const char *id, int idx, const struct gp_gpu *g)
 	return 0;
 }
 
-/* Select opts->gpus among the n candidates in all[]. */
+/* Select opts->gpus among the n candidates in all[]; among names them
+ * in a message (NULL: "the n found"). */
 static int
 select_gpus(const char *spec, const struct gp_gpu *all, int n,
-    struct gp_gpu **out, char *err, size_t errlen)
+    const char *among, struct gp_gpu **out, char *err, size_t errlen)
 {
 	struct gp_gpu	*sel;
 	char		 id[128];
@@ -199,9 +201,14 @@ select_gpus(const char *spec, const struct gp_gpu *all, int n,
 			}
 		if (m != 1) {
 			free(sel);
-			return gp_errf(err, errlen, -EINVAL,
-			    m ? "GPU '%s' is ambiguous (%d GPUs match)" :
-			    "no GPU '%s' among the %d found", id, m ? m : n);
+			if (m)
+				return gp_errf(err, errlen, -EINVAL, "GPU '%s' "
+				    "is ambiguous (%d GPUs match)", id, m);
+			if (among != NULL)
+				return gp_errf(err, errlen, -EINVAL, "no GPU "
+				    "'%s' among %s", id, among);
+			return gp_errf(err, errlen, -EINVAL, "no GPU '%s' "
+			    "among the %d found", id, n);
 		}
 		for (j = 0; j < i; j++)
 			if (strcmp(sel[j].visible, all[hit].visible) == 0) {
@@ -216,48 +223,59 @@ select_gpus(const char *spec, const struct gp_gpu *all, int n,
 }
 
 /*
- * No probe result: take the ids as given. An index is narrowed through an
- * inherited CUDA_VISIBLE_DEVICES (Slurm's "2,3" makes index 1 mean "3"),
- * so a worker never sees a GPU outside what its master was given.
+ * No probe result: take the ids as given, but never outside an inherited
+ * CUDA_VISIBLE_DEVICES (Slurm's, a container's): its elements are then
+ * the candidates (an index names one by position, so "2,3" makes index 1
+ * mean "3"; a UUID must be one of them), and set but empty it leaves no
+ * GPU at all. Without one, an index is written in decimal ("00" is "0")
+ * so that the duplicate check sees through it.
  */
 static int
 given_gpus(const char *spec, struct gp_gpu **out, char *err, size_t errlen)
 {
 	struct gp_gpu	*g;
 	const char	*inh = getenv("CUDA_VISIBLE_DEVICES");
-	char		 id[96];
-	int		 k = list_count(spec), i, j, ix;
+	char		 id[96], among[160];
+	int		 k, i, j, ix;
 
+	if (inh != NULL && *inh == '\0')
+		return gp_errf(err, errlen, GP_ENOGPU, "no GPU is visible "
+		    "(CUDA_VISIBLE_DEVICES is set but empty): cannot use "
+		    "GPUs '%s'", spec);
+	k = list_count(inh != NULL ? inh : spec);
 	if ((g = calloc((size_t)k, sizeof(*g))) == NULL)
 		return -ENOMEM;
 	for (i = 0; i < k; i++) {
-		if (list_nth(spec, i, id, sizeof(id)) < 0 || id[0] == '\0') {
+		if (list_nth(inh != NULL ? inh : spec, i, id, sizeof(id)) < 0 ||
+		    id[0] == '\0') {
 			free(g);
-			return gp_errf(err, errlen, -EINVAL,
-			    "bad GPU list '%s': empty or over-long entry", spec);
+			return gp_errf(err, errlen, -EINVAL, inh != NULL ?
+			    "bad CUDA_VISIBLE_DEVICES '%s': empty or over-long "
+			    "entry" : "bad GPU list '%s': empty or over-long "
+			    "entry", inh != NULL ? inh : spec);
 		}
-		ix = index_of(id);
-		if (ix >= 0 && inh != NULL && *inh != '\0') {
-			if (list_nth(inh, ix, g[i].visible,
-			    sizeof(g[i].visible)) < 0) {
-				free(g);
-				return gp_errf(err, errlen, -EINVAL,
-				    "GPU %d is not among CUDA_VISIBLE_DEVICES=%s",
-				    ix, inh);
-			}
-		} else
+		if (inh == NULL && (ix = index_of(id)) >= 0)
+			snprintf(g[i].visible, sizeof(g[i].visible), "%d", ix);
+		else
 			snprintf(g[i].visible, sizeof(g[i].visible), "%s", id);
-		if (strncmp(g[i].visible, "GPU-", 4) == 0)
+		if (strncmp(g[i].visible, "GPU-", 4) == 0 ||
+		    strncmp(g[i].visible, "MIG-", 4) == 0)
 			snprintf(g[i].uuid, sizeof(g[i].uuid), "%s",
 			    g[i].visible);
-		for (j = 0; j < i; j++)
-			if (strcmp(g[j].visible, g[i].visible) == 0) {
+		for (j = 0; inh == NULL && j < i; j++)
+			if (strcasecmp(g[j].visible, g[i].visible) == 0) {
 				free(g);
 				return gp_errf(err, errlen, -EINVAL,
 				    "GPU '%s' is listed twice", id);
 			}
 	}
-	*out = g;
+	if (inh == NULL) {
+		*out = g;
+		return k;
+	}
+	snprintf(among, sizeof(among), "CUDA_VISIBLE_DEVICES=%s", inh);
+	k = select_gpus(spec, g, k, among, out, err, errlen);
+	free(g);
 	return k;
 }
 
@@ -288,7 +306,7 @@ fake_gpus(const struct gp_pool_opts *o, struct gp_gpu **out, char *err,
 		*out = g;
 		return o->fake_gpus;
 	}
-	rc = select_gpus(o->gpus, g, o->fake_gpus, out, err, errlen);
+	rc = select_gpus(o->gpus, g, o->fake_gpus, NULL, out, err, errlen);
 	free(g);
 	return rc;
 }
@@ -327,7 +345,8 @@ gp_gpu_resolve(const struct gp_pool_opts *o, struct gp_gpu **out, char *err,
 			snprintf(r->dev[i].visible, sizeof(r->dev[i].visible),
 			    "%s", r->dev[i].uuid[0] ? r->dev[i].uuid :
 			    r->dev[i].busid);
-		rc = select_gpus(o->gpus, r->dev, r->count, out, err, errlen);
+		rc = select_gpus(o->gpus, r->dev, r->count, NULL, out, err,
+		    errlen);
 	} else if (!all)
 		rc = given_gpus(o->gpus, out, err, errlen);
 	else

@@ -431,7 +431,12 @@ gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
 			rd.fatal = 1;
 	}
 
-	/* (d) Exactly one GPU, named so no renumbering can move it. */
+	/* (d) Exactly one GPU, named so no renumbering can move it. A
+	 * launcher can leave a variable in environ twice: setenv()
+	 * replaces the first copy, a shell or Python reads the last, so
+	 * every copy goes first (glibc's and musl's unsetenv remove all). */
+	(void)unsetenv("CUDA_VISIBLE_DEVICES");
+	(void)unsetenv("CUDA_DEVICE_ORDER");
 	if (setenv("CUDA_VISIBLE_DEVICES", w->info.visible, 1) < 0 ||
 	    setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1) < 0)
 		rd.fatal = 1;

@@ -609,6 +609,64 @@ START_TEST(workers_see_their_gpu_and_live_across_maps)
 }
 END_TEST
 
+extern char	**environ;
+
+/* Every copy in environ of the variables the pool sets, one a line. */
+static int
+env_copies(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	static const char *const set[] = { "CUDA_VISIBLE_DEVICES=",
+	    "CUDA_DEVICE_ORDER=", NULL };
+	char		 buf[1024] = "";
+	size_t		 n = 0;
+	int		 i, k;
+
+	for (k = 0; set[k] != NULL; k++)
+		for (i = 0; environ[i] != NULL; i++)
+			if (strncmp(environ[i], set[k], strlen(set[k])) == 0)
+				n += (size_t)snprintf(buf + n, n < sizeof(buf) ?
+				    sizeof(buf) - n : 0, "%s\n", environ[i]);
+	return gp_reply(ctx, buf, strlen(buf) + 1);
+}
+
+/* A launcher can leave a variable twice in environ: setenv() replaces
+ * the first copy, while a shell or Python reads the last. A worker's
+ * environment has one copy of each variable the pool sets, its own. */
+START_TEST(set_variables_replace_every_copy)
+{
+	static char		*twice[] = {
+		"CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7",
+		"CUDA_DEVICE_ORDER=FASTEST_FIRST",
+		"CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7",
+		"CUDA_DEVICE_ORDER=FASTEST_FIRST" };
+	struct gp_pool		*p;
+	struct gp_item		 it[8];
+	char			**env, **old = environ, want[128];
+	size_t			 n, i;
+
+	for (n = 0; environ[n] != NULL; n++)
+		;
+	env = calloc(n + 5, sizeof(*env));
+	ck_assert_ptr_nonnull(env);
+	memcpy(env, environ, n * sizeof(*env));
+	memcpy(env + n, twice, sizeof(twice));
+	environ = env;
+	p = make_pool(2, 1);
+	memset(it, 0, sizeof(it));
+	ck_assert_int_eq(gp_map(p, env_copies, NULL, 0, it, 8), 0);
+	for (i = 0; i < 8; i++) {
+		ck_assert_int_eq(it[i].status, GP_OK);
+		snprintf(want, sizeof(want), "CUDA_VISIBLE_DEVICES=fake%d\n"
+		    "CUDA_DEVICE_ORDER=PCI_BUS_ID\n", it[i].worker);
+		ck_assert_str_eq(it[i].out, want);
+	}
+	gp_items_release(it, 8);
+	gp_pool_destroy(p);
+	environ = old;
+	free(env);
+}
+END_TEST
+
 START_TEST(explicit_ids_and_inherited_visible_devices)
 {
 	struct gp_pool		*p;
@@ -649,6 +707,60 @@ START_TEST(explicit_ids_and_inherited_visible_devices)
 	o.gpus = "0,,1";
 	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "empty"));
+}
+END_TEST
+
+/* Ids taken as given (no driver) still never name a GPU outside an
+ * inherited CUDA_VISIBLE_DEVICES, nor one GPU twice. */
+START_TEST(given_ids_stay_inside_what_is_visible)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .flags = GP_POOL_PLAN_ONLY };
+	struct gp_worker_info	 wi;
+	char			 err[256];
+	int			 driver;
+
+	o.errbuf = err;
+	o.errlen = sizeof(err);
+	unsetenv("CUDA_VISIBLE_DEVICES");
+	if ((driver = gp_pool_create(&p, &o) == 0))	/* a GPU is seen */
+		gp_pool_destroy(p);
+	o.gpus = "0,00";		/* one index, two spellings */
+	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "'00' is listed twice"));
+	o.gpus = "GPU-8932f937,gpu-8932F937";
+	if (!driver) {
+		ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+		ck_assert_ptr_nonnull(strstr(err, "listed twice"));
+	}
+
+	/* Set but empty: no GPU at all, whatever is asked for. */
+	setenv("CUDA_VISIBLE_DEVICES", "", 1);
+	o.gpus = "0";
+	ck_assert_int_eq(gp_pool_create(&p, &o), GP_ENOGPU);
+	ck_assert_ptr_nonnull(strstr(err, "set but empty"));
+
+	/* A UUID outside the inherited set is refused, one inside it is
+	 * taken (with or without GPU-, or a prefix), as is its index. (No
+	 * machine has these GPUs: the probe sees none.) */
+	setenv("CUDA_VISIBLE_DEVICES", "90,91", 1);
+	o.gpus = "GPU-8932f937";
+	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "'GPU-8932f937' among "
+	    "CUDA_VISIBLE_DEVICES=90,91"));
+	setenv("CUDA_VISIBLE_DEVICES", "GPU-aaaa1111,GPU-8932f937", 1);
+	o.gpus = "8932f9";
+	ck_assert_msg(gp_pool_create(&p, &o) == 0, "%s", err);
+	ck_assert_int_eq(gp_pool_info(p, 0, &wi), 0);
+	ck_assert_str_eq(wi.visible, "GPU-8932f937");
+	gp_pool_destroy(p);
+	o.gpus = "1,GPU-8932f937";
+	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "listed twice"));
+	o.gpus = "GPU-bbbb2222";
+	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "among CUDA_VISIBLE_DEVICES="));
+	unsetenv("CUDA_VISIBLE_DEVICES");
 }
 END_TEST
 
@@ -1068,7 +1180,9 @@ main(void)
 	tcase_add_test(tc, alloc_fail_leaves_the_pool_usable);
 	tcase_add_test(tc, item_failure_is_the_items_status);
 	tcase_add_test(tc, workers_see_their_gpu_and_live_across_maps);
+	tcase_add_test(tc, set_variables_replace_every_copy);
 	tcase_add_test(tc, explicit_ids_and_inherited_visible_devices);
+	tcase_add_test(tc, given_ids_stay_inside_what_is_visible);
 	tcase_add_test(tc, no_gpu_is_a_clear_error);
 	tcase_add_test(tc, pool_map_default_pool_from_environment);
 	tcase_add_test(tc, missing_input_is_refused);

@@ -438,6 +438,9 @@ show_gpus(const struct opts *o)
 			break;
 		printf("\t%s\n", gi.where);
 	}
+	/* How what a task leaves running is found (spawn.c): its
+	 * worker is its subreaper. */
+	printf("task cleanup: subreaper\n");
 	gp_pool_destroy(pool);
 	return fflush(stdout) == 0 ? 0 : EXIT_FATAL;
 }

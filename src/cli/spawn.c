@@ -7,8 +7,11 @@
  * with the outcome and the captured output. Runs only in a worker, never
  * prints, and leaves nothing behind: once the leader has exited, what is
  * left of its group is SIGKILLed before the leader is reaped (so the
- * group's id cannot have been reused).
+ * group's id cannot have been reused), then every other process the task
+ * left (the worker is their subreaper: reap_leftovers()).
  */
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -17,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -28,6 +33,7 @@
 #define CAP_CHUNK	65536
 #define KEEP_BUF	(1u << 20)	/* buffers above this are freed */
 #define NOPIDFD_TICK_MS	20	/* no pidfd_open (< Linux 5.3) */
+#define LEFTOVERS_MAX	64	/* killed per pass of reap_leftovers() */
 
 extern char **environ;
 
@@ -47,6 +53,7 @@ struct files {
 
 /* Built once per worker: the environment with our five variables. */
 static char	**envp;
+static int	  sigfd = -1;	/* SIGCHLD, blocked: an orphan exited */
 static char	  ev_gpu[32], ev_slot[32], ev_rank[32], ev_task[48], ev_att[48];
 
 static struct cap	 out = { -1, NULL, 0, 0, 0 };
@@ -348,6 +355,116 @@ fail:
 	return -1;
 }
 
+/* Up to max children of this process, found by the ppid field of
+ * /proc/PID/stat (after the command name, which may hold anything):
+ * /proc/PID/task/TID/children needs CONFIG_PROC_CHILDREN, which some
+ * kernels lack. Returns the count, or -1 without /proc. */
+static int
+children(pid_t *pids, int max)
+{
+	struct dirent	*de;
+	DIR		*d;
+	char		 path[300], buf[256], *p;
+	long		 ppid;
+	ssize_t		 r;
+	pid_t		 self = getpid();
+	int		 fd, n = 0;
+
+	if ((d = opendir("/proc")) == NULL)
+		return -1;
+	while (n < max && (de = readdir(d)) != NULL) {
+		if (!isdigit((unsigned char)de->d_name[0]))
+			continue;
+		snprintf(path, sizeof(path), "%s/stat", de->d_name);
+		if ((fd = openat(dirfd(d), path, O_RDONLY | O_CLOEXEC)) == -1)
+			continue;	/* gone since readdir */
+		r = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (r <= 0)
+			continue;
+		buf[r] = '\0';
+		if ((p = strrchr(buf, ')')) != NULL &&
+		    sscanf(p + 1, " %*c %ld", &ppid) == 1 && ppid == self)
+			pids[n++] = (pid_t)strtol(de->d_name, NULL, 10);
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * The worker is its tasks' subreaper (PR_SET_CHILD_SUBREAPER): whatever a
+ * task leaves running, in its process group or not (coreutils timeout,
+ * setsid and job-control shells give their children groups or sessions
+ * of their own), becomes the worker's child when its parent exits. Once
+ * the task's leader is reaped, every child the worker has is such a
+ * leftover: SIGKILL each and reap it by pid, and go on until none is left
+ * (a leftover's own children are ours by the time it is reaped). The
+ * waitid(P_ALL) only asks whether any child is left: WNOWAIT reaps none.
+ */
+static void
+reap_leftovers(void)
+{
+	pid_t		 pids[LEFTOVERS_MAX];
+	siginfo_t	 si;
+	int		 i, n;
+
+	for (;;) {
+		memset(&si, 0, sizeof(si));
+		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == -1) {
+			if (errno == EINTR)
+				continue;
+			return;		/* ECHILD: none left */
+		}
+		/* None found: no /proc to look in (or a foreign one). */
+		if ((n = children(pids, LEFTOVERS_MAX)) <= 0)
+			return;
+		for (i = 0; i < n; i++)
+			(void)kill(pids[i], SIGKILL);
+		for (i = 0; i < n; i++)
+			while (waitid(P_PID, (id_t)pids[i], &si, WEXITED) == -1 &&
+			    errno == EINTR)
+				;
+	}
+}
+
+/* Once per worker: become the tasks' subreaper, and learn of the exit of
+ * an orphan from a signalfd (spawn() unblocks SIGCHLD for the task). */
+static void
+subreaper_setup(void)
+{
+	sigset_t	 chld;
+
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) == -1)
+		return;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &chld, NULL) == 0)
+		sigfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+/* While the task runs: reap, by pid, the orphans it left that have
+ * exited (SIGCHLD on sigfd), so that a long task that leaves many does
+ * not fill the process table with zombies. Not the leader: its status
+ * is wait_task()'s. WNOWAIT looks without reaping. */
+static void
+reap_exited(pid_t leader)
+{
+	struct signalfd_siginfo	 ssi;
+	siginfo_t		 si;
+
+	while (read(sigfd, &ssi, sizeof(ssi)) > 0)
+		;
+	for (;;) {
+		memset(&si, 0, sizeof(si));
+		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == -1 ||
+		    si.si_pid == 0 || si.si_pid == leader)
+			return;
+		if (waitid(P_PID, (id_t)si.si_pid, &si, WEXITED) == -1 &&
+		    errno != EINTR)
+			return;
+	}
+}
+
 /*
  * Wait for the leader to exit, reading its output, enforcing the
  * deadline (TERM, then KILL after the grace period) and obeying the stop
@@ -358,11 +475,11 @@ static int
 wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
     int64_t t0, int *sent)
 {
-	struct pollfd	 pfd[4];
+	struct pollfd	 pfd[5];
 	siginfo_t	 si;
 	int64_t		 now, deadline, kill_at = 0, next;
 	int		 n, i, tmo, flags = 0, stopping = 0;
-	int		 ipid, iout, ierr, istop;
+	int		 ipid, iout, ierr, istop, ichld;
 
 	deadline = rc->timeout_ms ? t0 + (int64_t)rc->timeout_ms * 1000000 : 0;
 	for (;;) {
@@ -386,7 +503,7 @@ wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
 		if (pidfd < 0 && (tmo < 0 || tmo > NOPIDFD_TICK_MS))
 			tmo = NOPIDFD_TICK_MS;
 		n = 0;
-		ipid = iout = ierr = istop = -1;
+		ipid = iout = ierr = istop = ichld = -1;
 		if (pidfd >= 0) {
 			pfd[n].fd = pidfd;
 			pfd[n].events = POLLIN;
@@ -407,6 +524,11 @@ wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
 			pfd[n].events = POLLIN;
 			istop = n++;
 		}
+		if (sigfd >= 0) {
+			pfd[n].fd = sigfd;
+			pfd[n].events = POLLIN;
+			ichld = n++;
+		}
 		for (i = 0; i < n; i++)
 			pfd[i].revents = 0;
 		if (poll(pfd, (nfds_t)n, tmo) == -1 && errno != EINTR)
@@ -415,6 +537,8 @@ wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
 			drain(&out);
 		if (ierr >= 0 && pfd[ierr].revents)
 			drain(&err);
+		if (ichld >= 0 && pfd[ichld].revents)
+			reap_exited(pid);
 		if (istop >= 0 && pfd[istop].revents) {
 			/* A STOP for this task, or EOF: the master is gone. */
 			flags |= R_STOPPED;
@@ -513,8 +637,11 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	    ((const char *)in)[inlen - 1] != '\0')
 		return 1;
 	cmd = (const char *)in + sizeof(h);
-	if (envp == NULL && env_setup(gp_ctx_info(ctx), arg) < 0)
-		return 1;
+	if (envp == NULL) {	/* the worker's first task */
+		if (env_setup(gp_ctx_info(ctx), arg) < 0)
+			return 1;
+		subreaper_setup();
+	}
 	snprintf(ev_task, sizeof(ev_task), "GPUPOOL_TASK=%llu",
 	    (unsigned long long)h.seq);
 	snprintf(ev_att, sizeof(ev_att), "GPUPOOL_ATTEMPT=%u", h.attempt);
@@ -570,8 +697,9 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	gp_ctx_set_pgid(ctx, 0);
 	if (pidfd >= 0)
 		close(pidfd);
-	/* What the task wrote before it ended is in the pipes; a process
-	 * that left the group may hold them open, so do not wait for EOF. */
+	reap_leftovers();
+	/* What the task wrote before it ended is in the pipes; do not wait
+	 * for EOF: a leftover not found (no /proc) may hold them open. */
 	if (out.fd >= 0)
 		drain(&out);
 	if (err.fd >= 0)

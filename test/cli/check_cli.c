@@ -7,6 +7,7 @@
  * how long something may take, generously, for a loaded 2-core box.
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -89,6 +90,10 @@ struct jrec {
 };
 
 static char	 tmp[256];
+/* The CUDA_VISIBLE_DEVICES gpupool-run inherits (NULL: none). Set and
+ * empty by default: no real GPU may leak into a test, even on a machine
+ * with some (the probe then sees none). */
+static const char *inherit_cvd = "";
 
 static double
 now_s(void)
@@ -231,9 +236,10 @@ start(int in_fd, const char *outp, const char *errp, const char *const *args)
 	dup2(fd, 2);
 	fd = open("/dev/null", O_RDONLY);
 	dup2(fd, 9);
-	/* No real GPU may leak into a test, even on a machine with some:
-	 * the probe then sees none and explicit ids are taken as given. */
-	setenv("CUDA_VISIBLE_DEVICES", "", 1);
+	if (inherit_cvd != NULL)
+		setenv("CUDA_VISIBLE_DEVICES", inherit_cvd, 1);
+	else
+		unsetenv("CUDA_VISIBLE_DEVICES");
 	/* Under -fsanitize=undefined, undefined behaviour is an exit
 	 * status the tests see, not a line nobody reads. */
 	setenv("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1", 0);
@@ -554,7 +560,7 @@ END_TEST
 
 START_TEST(every_task_once_gpu_ids)
 {
-	static const char *const ids[] = { "0", "1", "2", "3" };
+	static const char *const ids[] = { "90", "91", "92", "93" };
 	struct rec	 r[64];
 	struct res	 res;
 	char		*log, *tasks;
@@ -563,6 +569,9 @@ START_TEST(every_task_once_gpu_ids)
 	tmp_make();
 	log = pathf("log");
 	tasks = record_tasks("tasks", log, 24, 30);
+	/* Ids as given (no GPU is seen: no machine has these), each index
+	 * taken within the inherited list. */
+	inherit_cvd = "90,91,92,93";
 	RUN(&res, "--gpus", "0,1,2,3", "--quiet", tasks);
 	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
 	n = read_log(log, r, NULL, NULL);
@@ -789,6 +798,197 @@ START_TEST(timeout_kills_the_group)
 }
 END_TEST
 
+/* How many processes have the word mark in their command line (zombies
+ * have none); with kill_them, they are SIGKILLed, so that a failing test
+ * leaves none behind. */
+static int
+marked(const char *mark, int kill_them)
+{
+	struct dirent	*de;
+	DIR		*d = opendir("/proc");
+	char		 p[300], word[48], *b;
+	size_t		 len, i;
+	int		 n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	snprintf(word, sizeof(word), " %s ", mark);
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(p, sizeof(p), "/proc/%s/cmdline", de->d_name);
+		if ((b = slurp(p, &len)) == NULL)
+			continue;
+		for (i = 0; i < len; i++)	/* words end with a blank */
+			if (b[i] == '\0')
+				b[i] = ' ';
+		if (strstr(b, word) != NULL) {
+			if (kill_them)
+				kill((pid_t)atol(de->d_name), SIGKILL);
+			n++;
+		}
+		free(b);
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * Tasks whose children leave the task's process group: coreutils timeout
+ * (a group of its own), setsid (a session), a job-control shell (a group
+ * per job), and a plain background job. Each sleep's command line holds
+ * mark; each task waits until its child has left the group (D/N is
+ * written from inside it) and ends at once.
+ */
+static void
+escaping_tasks(const char *tasks, const char *mark)
+{
+	char	 buf[8192];
+
+	snprintf(buf, sizeof(buf),
+	    "timeout 120 sh -c 'echo $$ > %s/1; exec sleep %s' & "
+	    "until [ -s %s/1 ]; do sleep 0.01; done\n"
+	    "setsid sh -c 'echo $$ > %s/2; exec sleep %s' & "
+	    "until [ -s %s/2 ]; do sleep 0.01; done\n"
+	    "bash -c 'set -m; sleep %s & echo $! > %s/3'\n"
+	    "sleep %s & echo $! > %s/4\n",
+	    tmp, mark, tmp, tmp, mark, tmp, mark, tmp, mark, tmp);
+	puts_file(tasks, buf);
+}
+
+/* What a task leaves behind dies when it ends, whatever its group. */
+START_TEST(leftovers_die_with_their_task)
+{
+	struct res	 res;
+	char		*tasks, mark[32];
+	int		 i, left;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	snprintf(mark, sizeof(mark), "1000.%ld1", (long)getpid());
+	escaping_tasks(tasks, mark);
+	RUN(&res, "--fake-gpus", "2", "--quiet", tasks);
+	left = marked(mark, 1);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	for (i = 1; i <= 4; i++)	/* each had left when its task ended */
+		ck_assert_int_eq(access(pathf("%d", i), F_OK), 0);
+	ck_assert_msg(left == 0, "%d processes outlived their task", left);
+	tmp_remove();
+}
+END_TEST
+
+/* --timeout reaches a task's process that left its group (coreutils
+ * timeout in a shell line). The task must have started it before the
+ * deadline, which a loaded machine can delay: the deadline doubles until
+ * it has. */
+START_TEST(timeout_reaches_leftovers)
+{
+	struct res	 res;
+	char		*tasks, *up, buf[4096], mark[32], tmo[16];
+	int		 t, left;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	up = pathf("up");
+	for (t = 1; t <= 16; t *= 2) {
+		snprintf(mark, sizeof(mark), "1000.%ld%d", (long)getpid(), t);
+		snprintf(buf, sizeof(buf), "timeout 120 sh -c 'echo $$ > %s; "
+		    "exec sleep %s' & until [ -s %s ]; do sleep 0.01; done; "
+		    "wait\n", up, mark, up);
+		puts_file(tasks, buf);
+		snprintf(tmo, sizeof(tmo), "%ds", t);
+		RUN(&res, "--fake-gpus", "1", "--timeout", tmo, "--grace",
+		    "200ms", tasks);
+		left = marked(mark, 1);
+		ck_assert_msg(res.code == 1, "exit %d: %s", res.code, res.err);
+		ck_assert_ptr_nonnull(strstr(res.err, "timed out"));
+		ck_assert_msg(left == 0, "%d processes outlived their task",
+		    left);
+		if (access(up, F_OK) == 0)
+			break;
+	}
+	ck_assert_msg(t <= 16, "the task never started its child");
+	tmp_remove();
+}
+END_TEST
+
+/* ^C, or the death of gpupool-run, reaches them too: at once for ^C (the
+ * worker is done before gpupool-run exits), within the grace period
+ * after a SIGKILL (the workers see their channel close). */
+static void
+leftovers_stopped_by(int sig)
+{
+	struct res	 res;
+	struct want_lines w;
+	char		*tasks, *o, *e, buf[4096], mark[32];
+	pid_t		 pid;
+	double		 t0 = now_s();
+	int		 i, left;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	o = pathf("out");
+	e = pathf("err");
+	snprintf(mark, sizeof(mark), "1000.%ld%d", (long)getpid(), sig);
+	snprintf(buf, sizeof(buf),
+	    "timeout 120 sh -c 'echo $$ > %s/1; exec sleep %s' & "
+	    "until [ -s %s/1 ]; do sleep 0.01; done; "
+	    "setsid sh -c 'echo $$ > %s/2; exec sleep %s' & "
+	    "until [ -s %s/2 ]; do sleep 0.01; done; echo up > %s/up; wait\n",
+	    tmp, mark, tmp, tmp, mark, tmp, tmp);
+	puts_file(tasks, buf);
+	pid = start(-1, o, e, (const char *const []){ "--fake-gpus", "1",
+	    "--grace", "1", tasks, NULL });
+	w.path = pathf("up");
+	w.n = 1;
+	w.c = 0;
+	wait_for("the task's children to leave its group", 30, have_lines, &w);
+	kill(pid, sig);
+	finish(pid, t0, 30, o, e, &res);
+	ck_assert_msg(res.code == 128 + sig, "exit %d: %s", res.code, res.err);
+	if (sig == SIGKILL)
+		for (t0 = now_s(); marked(mark, 0) > 0 && now_s() - t0 < 30; )
+			nap(20);
+	left = marked(mark, 1);
+	for (i = 1; i <= 2; i++)
+		ck_assert_int_eq(access(pathf("%d", i), F_OK), 0);
+	ck_assert_msg(left == 0, "%d processes outlived their task", left);
+	tmp_remove();
+}
+
+START_TEST(sigint_reaches_leftovers)
+{
+	leftovers_stopped_by(SIGINT);
+}
+END_TEST
+
+START_TEST(master_death_reaches_leftovers)
+{
+	leftovers_stopped_by(SIGKILL);
+}
+END_TEST
+
+/* An orphan that exits while its task runs is reaped then, not left a
+ * zombie of the worker (its subreaper) until the task ends: the task
+ * orphans a cat blocked on a FIFO (its subshell has exited), lets it
+ * exit, and waits for it to be gone, within its timeout. */
+START_TEST(orphans_are_reaped_while_the_task_runs)
+{
+	struct res	 res;
+	char		*tasks, buf[4096];
+
+	tmp_make();
+	tasks = pathf("tasks");
+	ck_assert_int_eq(mkfifo(pathf("f"), 0600), 0);
+	snprintf(buf, sizeof(buf), "(cat %s/f > /dev/null & echo $! > %s/o); "
+	    "p=$(cat %s/o); echo go > %s/f; "
+	    "while [ -e /proc/$p ]; do sleep 0.01; done\n", tmp, tmp, tmp, tmp);
+	puts_file(tasks, buf);
+	RUN(&res, "--fake-gpus", "1", "--timeout", "30s", tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	tmp_remove();
+}
+END_TEST
+
 START_TEST(exit_codes)
 {
 	struct jrec	 j[8];
@@ -898,6 +1098,16 @@ START_TEST(bad_input)
 	    tasks);
 	BAD("no GPU '5' among the 2 found", log, "--fake-gpus", "2", "--gpus",
 	    "1,5", tasks);
+	/* Ids as given: never a GPU outside what is inherited, nor one GPU
+	 * twice. */
+	BAD("no GPU is visible (CUDA_VISIBLE_DEVICES is set but empty)", log,
+	    "--gpus", "0", tasks);
+	inherit_cvd = "90,91";
+	BAD("no GPU 'GPU-8932f937' among CUDA_VISIBLE_DEVICES=90,91", log,
+	    "--gpus", "GPU-8932f937", tasks);
+	inherit_cvd = NULL;
+	BAD("GPU '00' is listed twice", log, "--gpus", "0,00", tasks);
+	inherit_cvd = "";
 	BAD("--resume needs --joblog", log, "--fake-gpus", "1", "--resume",
 	    tasks);
 	BAD("no tasks file given", NULL, "--fake-gpus", "1");
@@ -1276,10 +1486,63 @@ START_TEST(dry_run_and_show_gpus_run_nothing)
 
 	RUN(&res, "--fake-gpus", "2", "--per-gpu", "2", "--show-gpus");
 	ck_assert_int_eq(res.code, 0);
-	ck_assert_int_eq(count_lines(res.out), 3);
+	ck_assert_int_eq(count_lines(res.out), 4);
+	ck_assert_ptr_nonnull(strstr(res.out, "\ntask cleanup: subreaper\n"));
 	ck_assert_ptr_nonnull(strstr(res.out, "\n0\tfake0\tfake GPU 0\t"));
 	ck_assert_ptr_nonnull(strstr(res.out, "\n1\tfake1\tfake GPU 1\t"));
 	ck_assert_ptr_nonnull(strstr(res.out, " | "));	/* two slots' cores */
+	tmp_remove();
+}
+END_TEST
+
+extern char	**environ;
+
+/* The lines of s that start with pfx. */
+static int
+lines_with(const char *s, const char *pfx)
+{
+	int	 n = 0;
+
+	for (; s != NULL && *s != '\0'; s = strchr(s, '\n'), s += s != NULL)
+		n += strncmp(s, pfx, strlen(pfx)) == 0;
+	return n;
+}
+
+/* A launcher can leave a variable twice in the environment: the task
+ * gets one copy of each variable gpupool-run sets, its own. */
+START_TEST(tasks_see_one_copy_of_each_variable)
+{
+	static char		*twice[] = {
+		"CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7",
+		"CUDA_DEVICE_ORDER=FASTEST_FIRST", "GPUPOOL_SLOT=7",
+		"CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7",
+		"CUDA_DEVICE_ORDER=FASTEST_FIRST", "GPUPOOL_SLOT=7" };
+	struct res		 res;
+	char			*tasks, **env, **old = environ;
+	size_t			 n;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	puts_file(tasks, "env\n");
+	for (n = 0; environ[n] != NULL; n++)
+		;
+	env = calloc(n + 7, sizeof(*env));
+	ck_assert_ptr_nonnull(env);
+	memcpy(env, environ, n * sizeof(*env));
+	memcpy(env + n, twice, sizeof(twice));
+	environ = env;		/* what start() execs gpupool-run with */
+	RUN(&res, "--fake-gpus", "1", "--quiet", tasks);
+	environ = old;
+	free(env);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_int_eq(lines_with(res.out, "CUDA_VISIBLE_DEVICES="), 1);
+	ck_assert_int_eq(lines_with(res.out, "CUDA_VISIBLE_DEVICES=fake0\n"),
+	    1);
+	ck_assert_int_eq(lines_with(res.out, "CUDA_DEVICE_ORDER="), 1);
+	ck_assert_int_eq(lines_with(res.out, "CUDA_DEVICE_ORDER=PCI_BUS_ID\n"),
+	    1);
+	ck_assert_int_eq(lines_with(res.out, "GPUPOOL_SLOT="), 1);
+	ck_assert_int_eq(lines_with(res.out, "GPUPOOL_SLOT=0\n"), 1);
 	tmp_remove();
 }
 END_TEST
@@ -1599,6 +1862,11 @@ cli_suite(void)
 	tcase_add_test(tc, resume_after_sigkill);
 	tcase_add_test(tc, retries_keep_every_attempt);
 	tcase_add_test(tc, timeout_kills_the_group);
+	tcase_add_test(tc, leftovers_die_with_their_task);
+	tcase_add_test(tc, timeout_reaches_leftovers);
+	tcase_add_test(tc, sigint_reaches_leftovers);
+	tcase_add_test(tc, master_death_reaches_leftovers);
+	tcase_add_test(tc, orphans_are_reaped_while_the_task_runs);
 	tcase_add_test(tc, exit_codes);
 	tcase_add_test(tc, bad_input);
 	tcase_add_test(tc, bad_input_streamed);
@@ -1611,6 +1879,7 @@ cli_suite(void)
 	tcase_add_test(tc, second_sigint_kills);
 	tcase_add_test(tc, dry_run_and_show_gpus_run_nothing);
 	tcase_add_test(tc, tasks_see_only_stdio);
+	tcase_add_test(tc, tasks_see_one_copy_of_each_variable);
 	tcase_add_test(tc, results_layout);
 	tcase_add_test(tc, huge_output_is_cut);
 	tcase_add_test(tc, tasks_file_syntax);
