@@ -1031,9 +1031,13 @@ START_TEST(placement_stays_inside_inherited_affinity)
 }
 END_TEST
 
-/* gp_run: items arrive through a pipe from another process, slowly. */
+/* gp_run: items arrive through a pipe from another process, ten at a
+ * time: the writer waits for the tenth result of each ten (a byte on go),
+ * so the feed must say "not yet" and wait on in_fd in between. */
 struct stream {
 	int		 fd;
+	int		 go;		/* write end: a byte per ten done */
+	int		 nagain;	/* next() said "not yet" */
 	char		 line[64];
 	size_t		 len;
 	struct gp_item	 items[30];
@@ -1052,6 +1056,8 @@ stream_next(void *arg, struct gp_item **item)
 		r = read(s->fd, &c, 1);
 		if (r == 0)
 			return -1;
+		if (r < 0 && errno == EAGAIN)
+			s->nagain++;
 		if (r < 0)
 			return errno == EAGAIN ? 0 : -1;
 		if (c != '\n') {
@@ -1074,6 +1080,8 @@ stream_done(void *arg, struct gp_item *item)
 	struct stream	*s = arg;
 
 	s->order[s->ndone++] = (int)(item - s->items);
+	if (s->ndone % 10 == 0 && s->ndone < 30 && write(s->go, "", 1) != 1)
+		return -1;
 	return 0;
 }
 
@@ -1083,22 +1091,26 @@ START_TEST(run_streams_from_a_pipe)
 	struct stream	 s = { 0 };
 	struct gp_feed	 f = { .next = stream_next, .done = stream_done,
 			       .in_fd = -1, .arg = &s, .ctl_fd = -1 };
-	int		 fds[2], i, st;
+	int		 fds[2], go[2], i, st;
 	pid_t		 pid;
 	char		 buf[32];
 
 	ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(go, O_CLOEXEC), 0);
 	if ((pid = fork()) == 0) {
+		close(go[1]);
 		for (i = 0; i < 30; i++) {
 			snprintf(buf, sizeof(buf), "item %d\n", i);
 			if (write(fds[1], buf, strlen(buf)) < 0)
 				_exit(1);
-			if (i % 10 == 9)
-				usleep(50000);
+			if (i % 10 == 9 && i < 29 && read(go[0], buf, 1) != 1)
+				_exit(1);
 		}
 		_exit(0);
 	}
 	close(fds[1]);
+	close(go[0]);
+	s.go = go[1];
 	fcntl(fds[0], F_SETFL, O_NONBLOCK);
 	s.fd = f.in_fd = fds[0];
 	ck_assert_int_eq(gp_run(p, echo_rev, NULL, 0, &f), 0);
@@ -1110,8 +1122,12 @@ START_TEST(run_streams_from_a_pipe)
 		free((void *)s.items[i].in);
 		free(s.items[i].out);
 	}
+	/* Twice the writer waited for results, with nothing to read. */
+	ck_assert_int_ge(s.nagain, 2);
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "writer: %#x", st);
 	close(fds[0]);
+	close(go[1]);
 	gp_pool_destroy(p);
 }
 END_TEST
