@@ -1459,14 +1459,14 @@ START_TEST(sigterm_to_the_group_stops_tasks)
 END_TEST
 
 /* A grace period past 49.7 days (2^32 ms) is not cut down to a few ms
- * on its way to the pool's own backstop: a stopped task still gets its
- * SIGTERM first. */
+ * on its way to the pool's own backstop: a stopped task that takes a
+ * moment to clean up on SIGTERM is not SIGKILLed meanwhile. */
 START_TEST(huge_grace_still_terms)
 {
 	struct want_lines w;
 	struct jrec	 j[4];
 	struct res	 res;
-	char		*tasks, *log, *jl, *o, *e;
+	char		*tasks, *log, *jl, *o, *e, line[4200];
 	pid_t		 pid;
 	double		 t0;
 
@@ -1475,11 +1475,13 @@ START_TEST(huge_grace_still_terms)
 	jl = pathf("joblog");
 	o = pathf("out");
 	e = pathf("err");
-	tasks = record_tasks("tasks", log, 1, 60000);
+	tasks = pathf("tasks");
+	snprintf(line, sizeof(line), "trap 'sleep 0.5; exit 7' TERM; "
+	    "%s record %s 60000 & wait\n", PROBE, log);
+	puts_file(tasks, line);
 	t0 = now_s();
 	pid = start(-1, o, e, (const char *const []){ "--fake-gpus", "1",
-	    "--grace", "4294965297ms", "--timeout", "30d", "--joblog", jl,
-	    tasks, NULL });
+	    "--grace", "4294965297ms", "--joblog", jl, tasks, NULL });
 	w.path = log;
 	w.n = 1;
 	w.c = 'B';
@@ -1489,6 +1491,7 @@ START_TEST(huge_grace_still_terms)
 	ck_assert_msg(res.code == 128 + SIGTERM, "exit %d: %s", res.code,
 	    res.err);
 	ck_assert_int_eq(read_joblog(jl, j, 4, NULL), 1);
+	/* Stopped, so recorded with the signal it was sent (not 9). */
 	ck_assert_int_eq(j[0].sig, SIGTERM);
 	tmp_remove();
 }
