@@ -1518,15 +1518,17 @@ not_started(const struct run *r, char *buf, size_t len)
 	const char	*unread = "";
 	char		 why[64];
 
-	if (r->total > (long)r->handed)
+	/* Without a halt, what was not read is not there (a tasks file
+	 * cut short while it ran). */
+	if (r->halting && r->total > (long)r->handed)
 		n += (unsigned long)r->total - r->handed;
-	else if (r->total < 0 && r->halting && !r->in.eof)
+	else if (r->halting && r->total < 0 && !r->in.eof)
 		unread = " and the rest of the input not read";
 	if (n == 0 && *unread == '\0')
 		return 0;
 	if (r->sig)
 		snprintf(why, sizeof(why), "got SIG%s", sigabbrev_np(r->sig));
-	else if (r->fatal)
+	else if (r->fatal || r->o->halt == HALT_NEVER)
 		snprintf(why, sizeof(why), "after an error");
 	else
 		snprintf(why, sizeof(why), "--halt %s,fail=%d", r->o->halt ==
