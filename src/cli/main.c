@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -193,28 +192,6 @@ parse_halt(const char *s, struct opts *o)
 	return 0;
 }
 
-/* hwloc reads the whole of a topology file: /dev/zero would never end,
- * a FIFO with no writer never start. Only a regular file will do. */
-static int
-topology_check(const char *path, const char *what)
-{
-	struct stat	 st;
-
-	if (path == NULL || *path == '\0')
-		return 0;
-	if (stat(path, &st) == -1) {
-		cli_err("%s: cannot read '%s': %s", what, path,
-		    strerror(errno));
-		return -1;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		cli_err("%s: '%s' is not a regular file (an hwloc XML "
-		    "topology)", what, path);
-		return -1;
-	}
-	return 0;
-}
-
 enum {
 	OPT_GPUS = 256, OPT_FAKE, OPT_PERGPU, OPT_JOBLOG, OPT_RESUME,
 	OPT_RESUMEF, OPT_RETRIES, OPT_TIMEOUT, OPT_GRACE, OPT_HALT,
@@ -374,10 +351,6 @@ parse_args(int argc, char **argv, struct opts *o)
 			return -1;
 		}
 	}
-	if (topology_check(o->topology, "--topology") < 0 ||
-	    (o->topology == NULL && topology_check(getenv("GPUPOOL_TOPOLOGY"),
-	    "GPUPOOL_TOPOLOGY") < 0))
-		return -1;
 	if ((o->resume || o->resume_failed) && o->joblog == NULL) {
 		cli_err("%s needs --joblog FILE", o->resume_failed ?
 		    "--resume-failed" : "--resume");

@@ -415,6 +415,28 @@ worker_init(struct gp_ctx *ctx, void *arg)
 	return 0;
 }
 
+/* hwloc reads the whole of a topology file: /dev/zero would never end,
+ * a FIFO with no writer never start. Only a regular file will do. */
+static int
+topology_check(const char *path, const char *what)
+{
+	struct stat	 st;
+
+	if (path == NULL || *path == '\0')
+		return 0;
+	if (stat(path, &st) == -1) {
+		cli_err("%s: cannot read '%s': %s", what, path,
+		    strerror(errno));
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		cli_err("%s: '%s' is not a regular file (an hwloc XML "
+		    "topology)", what, path);
+		return -1;
+	}
+	return 0;
+}
+
 static void
 pool_opts(const struct opts *o, struct gp_pool_opts *po, unsigned flags,
     char *err, size_t errlen)
@@ -447,6 +469,12 @@ run_pool_create(const struct opts *o, unsigned flags, struct gp_pool **pool)
 	char			 err[512];
 	int			 rc;
 
+	/* Here, not in main(): with ranks, the one that cannot start says
+	 * so to rank 0, which then stops them all. */
+	if (topology_check(o->topology, "--topology") < 0 ||
+	    (o->topology == NULL && topology_check(getenv("GPUPOOL_TOPOLOGY"),
+	    "GPUPOOL_TOPOLOGY") < 0))
+		return -EINVAL;
 	pool_opts(o, &po, flags, err, sizeof(err));
 	if ((rc = gp_pool_create(pool, &po)) < 0) {
 		cli_err("%s", err[0] ? err : gp_strerror(rc));
