@@ -5,8 +5,10 @@
  * (done), and turns SIGINT, SIGTERM and SIGHUP, read from a signalfd,
  * into cancel and kill requests (ctl). Also the progress bar, the summary
  * and the exit status. Nothing here runs in a worker or in a signal
- * handler: the signals are blocked before the pool forks (workers reset
- * their own mask). Messages go through cli_err(), which clears the bar.
+ * handler: the signals are blocked once the pool is up, right before the
+ * signalfd that reads them is polled (workers reset their own mask).
+ * Messages go through cli_err(), which clears the bar; task output goes
+ * through a queue that stdout drains as it can (out_flush()).
  */
 #include <errno.h>
 #include <fcntl.h>
