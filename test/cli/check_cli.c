@@ -1812,7 +1812,9 @@ START_TEST(halt_says_not_started)
 	tmp_make();
 	tasks = pathf("tasks");
 	log = pathf("log");
-	snprintf(buf, sizeof(buf), "%s record %s 1500\n"
+	/* Task 1 outlasts task 2 by far, even on a loaded machine: task 2's
+	 * failure is what frees the first slot. */
+	snprintf(buf, sizeof(buf), "%s record %s 4000\n"
 	    "sh -c 'sleep 0.3; exit 1'\n%s record %s 0\n%s record %s 0\n",
 	    PROBE, log, PROBE, log, PROBE, log);
 	puts_file(tasks, buf);
