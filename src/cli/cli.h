@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "gpupool.h"
+#include "../io.h"
 
 #define CLI_NAME	"gpupool-run"
 #define LINE_MAX_BYTES	(1u << 20)	/* longest task line (joined) */
@@ -280,7 +281,7 @@ struct peer {
 };
 
 /* What woke the feed's control fd (an epoll set): epoll_event.data.u32. */
-enum ctl_ev { EV_SIG = 1, EV_RANKS, EV_INPUT, EV_TIMER };
+enum ctl_ev { EV_SIG = 1, EV_RANKS, EV_INPUT, EV_TIMER, EV_OUT };
 
 
 struct run {
@@ -294,11 +295,12 @@ struct run {
 	size_t		 inflight;	/* handed out, not done (all ranks) */
 	size_t		 remote;	/* of which on other ranks */
 	int		 sfd;		/* signalfd */
-	int		 epfd;		/* ctl fd: signals, ranks, timer */
-	int		 tfd;		/* timerfd: silent ranks */
+	int		 epfd;		/* ctl fd: signals, ranks, timer, stdout */
+	int		 tfd;		/* timerfd: silent ranks, the bar */
 	int		 in_armed;	/* input fd in epfd, one shot */
 	int		 sig;		/* first signal received */
 	int		 nsig;
+	int64_t		 sig_ns;	/* when it came (CLOCK_MONOTONIC) */
 	int		 input_done;
 	int		 halting;	/* start nothing new */
 	int		 killing;	/* a second signal: kill now */
@@ -306,6 +308,7 @@ struct run {
 	int		 warned_change;
 	int		 jl_broken;	/* a joblog write failed */
 	unsigned long	 ok, failed, stopped, skipped, changed, handed;
+	unsigned long	 notrun;	/* handed out, stopped before they ran */
 	unsigned long	 nlost;		/* ranks lost */
 	long		 total;		/* tasks to run; -1: unknown */
 	struct peer	*peer;		/* per rank; [0] is this one */
@@ -316,8 +319,18 @@ struct run {
 	int64_t		 t0;
 	int		 bar, tty;
 	int		 bar_shown;
+	int		 bar_cols;	/* terminal width; 0: unknown */
 	size_t		 bar_len;
 	int64_t		 bar_last;
+	/* Standard output, written only as far as it takes bytes without
+	 * blocking (run.c, out_flush()). */
+	struct gp_buf	 obuf;		/* not written yet */
+	int		 out_on;	/* the run writes through obuf */
+	int		 out_poll;	/* stdout is in epfd: it can block */
+	int		 out_armed;	/* EPOLLOUT armed, one shot */
+	int		 out_same;	/* stderr is the same file: one queue */
+	int		 out_err;	/* writing failed or was given up */
+	int		 out_halt;	/* it failed: cancel the running tasks */
 };
 
 void	run_init(struct run *r, const struct opts *o);
@@ -333,10 +346,12 @@ int	run_tasks(struct run *r);
 /* With ranks: tell every rank the run is over, wait for each (rank 0),
  * and leave MPI. Returns rc, or EXIT_FATAL if MPI did not end well. */
 int	run_ranks_end(struct run *r, int rc);
-/* Block SIGINT, SIGTERM and SIGHUP (read later from a signalfd), in set. */
+/* Block SIGINT, SIGTERM, SIGHUP and SIGWINCH (read later from a
+ * signalfd), in set. */
 int	run_block_signals(sigset_t *set);
 /* Read the signalfd: r->sig is the first signal, r->nsig counts them.
- * Returns how many came now. */
+ * Returns how many came now (SIGWINCH, which only redraws the bar, is
+ * not counted). */
 int	run_signals(struct run *r);
 /* Whether rank peer has been silent for --rank-timeout. */
 int	run_silent(const struct run *r, int peer);

@@ -40,7 +40,7 @@ static const char usage_text[] =
 "                       separated, or all (default: every GPU found)\n"
 "  --per-gpu K          tasks at a time on each GPU (default 1)\n"
 "  --fake-gpus N        N pretend GPUs (testing, machines without GPU);\n"
-"                       also GPUPOOL_FAKE_GPUS=N\n"
+"                       also GPUPOOL_FAKE_GPUS=N; 0: the real GPUs only\n"
 "  --show-gpus          print the GPUs and the cores their workers get\n"
 "  --topology XML       place workers on this hwloc XML topology\n"
 "  --fake-busids LIST   PCI bus ids of the fake GPUs, for --show-gpus\n"
@@ -52,7 +52,8 @@ static const char usage_text[] =
 "  --resume             skip tasks the joblog already records\n"
 "  --resume-failed      skip only tasks it records as succeeded\n"
 "  --retries N          run a failed task up to N more times (any GPU)\n"
-"  --timeout DURATION   stop a task after DURATION: 90, 90s, 15m, 2h, 1.5h\n"
+"  --timeout DURATION   stop a task after DURATION: 90, 90s, 500ms, 15m,\n"
+"                       1.5h, 2d (rounded up to the ms; 0: none)\n"
 "  --grace DURATION     from SIGTERM to SIGKILL when stopping (default 5s)\n"
 "  --halt POLICY        never (default); now,fail=N: after N failed tasks\n"
 "                       stop running ones; soon,fail=N: let them finish\n"
@@ -80,8 +81,9 @@ static const char usage_text[] =
 "\n"
 "Exit status: 0 all succeeded; 1-100 the number of failed tasks; 101 more\n"
 "than 100 failed; 130, 143 or 129 after SIGINT, SIGTERM or SIGHUP; 255\n"
-"any other error. A first ^C stops the running tasks (SIGTERM, SIGKILL\n"
-"after the grace period), a second kills them at once.\n"
+"any other error (a write error on standard output too). A first ^C\n"
+"stops the running tasks (SIGTERM, SIGKILL after the grace period), a\n"
+"second kills them at once.\n"
 "\n"
 "Across nodes, in a build with MPI: mpirun -np R gpupool-run ... or,\n"
 "under Slurm, srun --mpi=pmix gpupool-run ..., one rank per node, each\n"
@@ -127,7 +129,13 @@ parse_int(const char *s, long lo, long hi, long *out)
 	return 0;
 }
 
-/* "90", "90s", "1.5h", "15m", "500ms", "2d" to milliseconds. */
+/*
+ * "90", "90s", "1.5h", "15m", "500ms", "2d" to milliseconds: digits with
+ * at most one '.', then a unit, and nothing else (strtod() alone would
+ * take a sign, blanks, an exponent, hex, inf and nan). A duration over 0
+ * is rounded up to a whole millisecond: 0.0001 must not become 0, which
+ * means "none" to --timeout.
+ */
 static int
 parse_duration(const char *s, uint64_t *ms)
 {
@@ -135,22 +143,29 @@ parse_duration(const char *s, uint64_t *ms)
 		{ "", 1000 }, { "s", 1000 }, { "ms", 1 }, { "m", 60000 },
 		{ "min", 60000 }, { "h", 3600000 }, { "d", 86400000 },
 	};
-	char	*end;
-	double	 v;
-	size_t	 i;
+	const char	*unit;
+	char		*end;
+	double		 v;
+	uint64_t	 r;
+	size_t		 i, n;
 
-	if (!isdigit((unsigned char)*s) && *s != '.')
+	n = strspn(s, "0123456789");
+	if (s[n] == '.')
+		n += 1 + strspn(s + n + 1, "0123456789");
+	unit = s + n;
+	if (n == 0 || (n == 1 && *s == '.'))
 		return -EINVAL;
 	errno = 0;
 	v = strtod(s, &end);
-	if (errno || end == s || !(v >= 0))
+	if (errno || end != unit)
 		return -EINVAL;
 	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (strcmp(end, units[i].u) == 0) {
+		if (strcmp(unit, units[i].u) == 0) {
 			v *= units[i].ms;
 			if (v > 365.0 * 86400000)
 				return -ERANGE;
-			*ms = (uint64_t)(v + 0.5);
+			r = (uint64_t)v;
+			*ms = (double)r < v ? r + 1 : r;
 			return 0;
 		}
 	return -EINVAL;
@@ -238,6 +253,11 @@ parse_args(int argc, char **argv, struct opts *o)
 				return -1;
 			}
 			o->fake_gpus = (int)n;
+			/* An option beats the environment: 0 is the real
+			 * GPUs, whatever GPUPOOL_FAKE_GPUS says (the pool
+			 * reads it when fake_gpus is 0). */
+			if (n == 0)
+				(void)unsetenv("GPUPOOL_FAKE_GPUS");
 			break;
 		case OPT_PERGPU:
 			if (parse_int(optarg, 1, 1024, &n) < 0) {

@@ -5,8 +5,10 @@
  * (done), and turns SIGINT, SIGTERM and SIGHUP, read from a signalfd,
  * into cancel and kill requests (ctl). Also the progress bar, the summary
  * and the exit status. Nothing here runs in a worker or in a signal
- * handler: the signals are blocked before the pool forks (workers reset
- * their own mask). Messages go through cli_err(), which clears the bar.
+ * handler: the signals are blocked once the pool is up, right before the
+ * signalfd that reads them is polled (workers reset their own mask).
+ * Messages go through cli_err(), which clears the bar; task output goes
+ * through a queue that stdout drains as it can (out_flush()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -30,6 +33,9 @@
 #define POOL_GRACE_EXTRA_MS	2000	/* the worker kills first */
 #define BACKSTOP_EXTRA_MS	5000
 #define BAR_PERIOD_NS		250000000LL
+#define BAR_TICK_MS		1000	/* redraw while the run goes */
+#define OUT_BACKLOG		(1u << 20)	/* output held before no new
+						   task starts */
 #define QUEUE_WORK_S		0.02	/* work queued per slot on a rank */
 #define QUEUE_MAX		64	/* tasks queued per slot on a rank */
 
@@ -68,6 +74,8 @@ struct outcome {
 
 static struct run	*cur;	/* for the bar, in messages */
 
+static void	halt_start(struct run *, int);
+
 static int
 write_all(int fd, const void *buf, size_t n)
 {
@@ -91,8 +99,157 @@ write_all(int fd, const void *buf, size_t n)
 	return 0;
 }
 
+/*
+ * Standard output. A reader that stops reading (a pager left open) must
+ * not stop the master from acting on a signal, so task output is queued
+ * in obuf and written only as far as stdout takes it without blocking;
+ * epfd says when it has room again (EV_OUT). O_NONBLOCK belongs to the
+ * file description, which the shell and the reader's other writers
+ * share: it is left alone. A pipe or terminal is written PIPE_BUF bytes
+ * at a time after poll() says it has room (a pipe with room for a page
+ * takes that much at once); what epoll refuses (a regular file,
+ * /dev/null) never blocks for long and is written whole. When stderr is
+ * the same file (2>&1, a terminal), messages and the bar take the same
+ * queue, so that they stay in order with the output.
+ */
+static void
+out_fail(struct run *r, int err)
+{
+	char	 buf[160];
+	int	 n;
+
+	r->out_err = err;
+	gp_buf_release(&r->obuf);
+	if (err == -ECANCELED)
+		return;
+	/* Straight to stderr: with 2>&1 it fails as well, at once. */
+	n = snprintf(buf, sizeof(buf), "%s: cannot write standard output: "
+	    "%s; stopping\n", CLI_NAME, strerror(-err));
+	(void)write_all(STDERR_FILENO, buf, (size_t)n);
+	r->fatal = 1;
+	r->out_halt = 1;
+	halt_start(r, RC_CANCEL);
+}
+
+static void
+out_flush(struct run *r)
+{
+	struct pollfd		 pfd = { STDOUT_FILENO, POLLOUT, 0 };
+	struct epoll_event	 ev;
+	size_t			 n;
+	ssize_t			 w;
+
+	while (r->obuf.len > r->obuf.off && !r->out_err) {
+		n = r->obuf.len - r->obuf.off;
+		if (r->out_poll) {
+			if (poll(&pfd, 1, 0) != 1)
+				break;
+			if (n > PIPE_BUF)
+				n = PIPE_BUF;
+		}
+		if ((w = write(STDOUT_FILENO, r->obuf.data + r->obuf.off,
+		    n)) == -1) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)	/* an inherited O_NONBLOCK */
+				break;
+			out_fail(r, -errno);
+			return;
+		}
+		gp_buf_consume(&r->obuf, (size_t)w);
+	}
+	if (r->out_poll && !r->out_armed && !r->out_err &&
+	    r->obuf.len > r->obuf.off) {
+		ev.events = EPOLLOUT | EPOLLONESHOT;
+		ev.data.u32 = EV_OUT;
+		if (epoll_ctl(r->epfd, EPOLL_CTL_MOD, STDOUT_FILENO, &ev) == 0)
+			r->out_armed = 1;
+	}
+}
+
+/* Bytes for fd (stdout, or stderr): through obuf while the run owns
+ * stdout, else written at once. */
+static void
+emit(struct run *r, int fd, const void *p, size_t n)
+{
+	if (r == NULL || !r->out_on ||
+	    (fd == STDERR_FILENO && !r->out_same)) {
+		(void)write_all(fd, p, n);
+		return;
+	}
+	if (r->out_err)
+		return;
+	if (gp_buf_add(&r->obuf, p, n) < 0) {
+		out_fail(r, -ENOMEM);
+		return;
+	}
+	out_flush(r);
+}
+
+/* Over OUT_BACKLOG waits for stdout: start nothing new meanwhile. */
+static int
+out_backlog(const struct run *r)
+{
+	return r->obuf.len - r->obuf.off > OUT_BACKLOG;
+}
+
+/* Whether stdout failed since the last call: the pool then stops the
+ * running tasks, as --halt now does. */
+static int
+out_halted(struct run *r)
+{
+	int	 h = r->out_halt;
+
+	r->out_halt = 0;
+	return h;
+}
+
+/*
+ * After the run: write what is left, for as long as stdout takes, but
+ * once a signal came, for no longer than the grace period it gives the
+ * tasks (a second signal: not at all).
+ */
+static void
+out_drain(struct run *r)
+{
+	struct pollfd	 pfd[2];
+	int64_t		 now, left;
+	size_t		 n;
+
+	pfd[0].fd = STDOUT_FILENO;
+	pfd[0].events = POLLOUT;
+	pfd[1].fd = r->sfd;
+	pfd[1].events = POLLIN;
+	for (;;) {
+		out_flush(r);
+		if ((n = r->obuf.len - r->obuf.off) == 0 || r->out_err)
+			break;
+		now = clock_ns(CLOCK_MONOTONIC);
+		left = r->sig ? r->sig_ns + (int64_t)r->o->grace_ms * 1000000 -
+		    now : -1;
+		if (r->nsig > 1 || (r->sig && left <= 0)) {
+			out_fail(r, -ECANCELED);
+			r->out_on = 0;
+			if (!r->out_same)
+				cli_err("got SIG%s: %zu bytes of output "
+				    "were not written (standard output "
+				    "takes none)", sigabbrev_np(r->sig), n);
+			break;
+		}
+		if (poll(pfd, 2, left < 0 ? -1 : left / 1000000 > INT_MAX ?
+		    INT_MAX : (int)(left / 1000000) + 1) == -1 &&
+		    errno != EINTR)
+			break;
+		if (pfd[1].revents)
+			(void)run_signals(r);
+	}
+	r->out_on = 0;
+}
+
 /* The progress bar: one line on stderr, redrawn on events at most
- * every BAR_PERIOD_NS, never on a timer. */
+ * every BAR_PERIOD_NS, and every BAR_TICK_MS while the run goes; on a
+ * terminal, no wider than it (a wrapped line leaves its first part in
+ * the scrollback). */
 static void
 bar_clear(struct run *r)
 {
@@ -101,16 +258,26 @@ bar_clear(struct run *r)
 
 	if (r == NULL || !r->bar_shown)
 		return;
+	r->bar_shown = 0;
 	if (r->tty)
-		(void)write_all(STDERR_FILENO, "\r\033[K", 4);
+		emit(r, STDERR_FILENO, "\r\033[K", 4);
 	else {
 		n = r->bar_len < sizeof(sp) - 2 ? r->bar_len : sizeof(sp) - 2;
 		sp[0] = '\r';
 		memset(sp + 1, ' ', n);
 		sp[n + 1] = '\r';
-		(void)write_all(STDERR_FILENO, sp, n + 2);
+		emit(r, STDERR_FILENO, sp, n + 2);
 	}
-	r->bar_shown = 0;
+}
+
+/* The terminal's width, now and after each SIGWINCH. */
+static void
+bar_size(struct run *r)
+{
+	struct winsize	 ws;
+
+	if (r->tty && ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0)
+		r->bar_cols = ws.ws_col;
 }
 
 static void
@@ -143,17 +310,20 @@ running(const struct run *r)
 static void
 bar_draw(struct run *r, int force)
 {
-	char		 line[200], tot[32], eta[48] = "";
+	char		 line[240], tot[32], eta[48] = "", el_s[32];
 	int64_t		 now = clock_ns(CLOCK_MONOTONIC);
 	double		 el, rate;
 	unsigned long	 done = r->ok + r->failed + r->stopped;
+	size_t		 pfx = r->tty ? 4 : 1;
 	int		 n;
 
-	if (!r->bar || (!force && now - r->bar_last < BAR_PERIOD_NS))
+	if (!r->bar || r->t0 == 0 ||
+	    (!force && now - r->bar_last < BAR_PERIOD_NS))
 		return;
 	r->bar_last = now;
 	el = (double)(now - r->t0) / 1e9;
 	rate = el > 0 ? (double)done / el : 0;
+	fmt_secs(el_s, sizeof(el_s), el);
 	if (r->total >= 0)
 		snprintf(tot, sizeof(tot), "%ld", r->total);
 	else
@@ -164,15 +334,19 @@ bar_draw(struct run *r, int force)
 		    (double)((unsigned long)r->total - done) / rate);
 	}
 	n = snprintf(line, sizeof(line), "%s%s: %lu/%s done, %zu running, "
-	    "%lu failed, %.1f/s%s", r->tty ? "\r\033[K" : "\r", CLI_NAME,
-	    done, tot, running(r), r->failed, rate, eta);
+	    "%lu failed, %.1f/s, %s elapsed%s", r->tty ? "\r\033[K" : "\r",
+	    CLI_NAME, done, tot, running(r), r->failed, rate, el_s, eta);
 	if (n < 0)
 		return;
 	if ((size_t)n >= sizeof(line))
 		n = sizeof(line) - 1;
+	/* Short of the last column: a character there wraps on some
+	 * terminals. */
+	if (r->bar_cols > 1 && (size_t)n > pfx + (size_t)r->bar_cols - 1)
+		n = (int)pfx + r->bar_cols - 1;
 	if (!r->tty && r->bar_shown && (size_t)n < r->bar_len + 1)
 		bar_clear(r);
-	(void)write_all(STDERR_FILENO, line, (size_t)n);
+	emit(r, STDERR_FILENO, line, (size_t)n);
 	r->bar_len = (size_t)n - 1;
 	r->bar_shown = 1;
 }
@@ -194,7 +368,7 @@ say(const char *pfx, const char *fmt, va_list ap)
 	vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
 	n = (int)strlen(buf);
 	buf[n++] = '\n';
-	(void)write_all(STDERR_FILENO, buf, (size_t)n);
+	emit(cur, STDERR_FILENO, buf, (size_t)n);
 }
 
 void
@@ -243,6 +417,28 @@ worker_init(struct gp_ctx *ctx, void *arg)
 	return 0;
 }
 
+/* hwloc reads the whole of a topology file: /dev/zero would never end,
+ * a FIFO with no writer never start. Only a regular file will do. */
+static int
+topology_check(const char *path, const char *what)
+{
+	struct stat	 st;
+
+	if (path == NULL || *path == '\0')
+		return 0;
+	if (stat(path, &st) == -1) {
+		cli_err("%s: cannot read '%s': %s", what, path,
+		    strerror(errno));
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		cli_err("%s: '%s' is not a regular file (an hwloc XML "
+		    "topology)", what, path);
+		return -1;
+	}
+	return 0;
+}
+
 static void
 pool_opts(const struct opts *o, struct gp_pool_opts *po, unsigned flags,
     char *err, size_t errlen)
@@ -257,7 +453,8 @@ pool_opts(const struct opts *o, struct gp_pool_opts *po, unsigned flags,
 	po->fake_busids = o->fake_busids;
 	/* The worker stops its task itself (TERM, grace, KILL); the pool's
 	 * own limits are only a backstop for a worker that does not. */
-	po->grace_ms = (unsigned)(o->grace_ms + POOL_GRACE_EXTRA_MS);
+	b = o->grace_ms + POOL_GRACE_EXTRA_MS;
+	po->grace_ms = b <= UINT_MAX ? (unsigned)b : UINT_MAX;
 	b = o->timeout_ms ? o->timeout_ms + o->grace_ms + BACKSTOP_EXTRA_MS : 0;
 	po->timeout_ms = b <= UINT_MAX ? (unsigned)b : 0;
 	po->max_msg = 2 * (size_t)OUTPUT_MAX + LINE_MAX_BYTES + 65536;
@@ -274,6 +471,12 @@ run_pool_create(const struct opts *o, unsigned flags, struct gp_pool **pool)
 	char			 err[512];
 	int			 rc;
 
+	/* Here, not in main(): with ranks, the one that cannot start says
+	 * so to rank 0, which then stops them all. */
+	if (topology_check(o->topology, "--topology") < 0 ||
+	    (o->topology == NULL && topology_check(getenv("GPUPOOL_TOPOLOGY"),
+	    "GPUPOOL_TOPOLOGY") < 0))
+		return -EINVAL;
 	pool_opts(o, &po, flags, err, sizeof(err));
 	if ((rc = gp_pool_create(pool, &po)) < 0) {
 		cli_err("%s", err[0] ? err : gp_strerror(rc));
@@ -505,6 +708,9 @@ feed_next(void *arg, struct gp_item **item)
 	struct task	*t;
 	int		 rc;
 
+	/* Until stdout takes more (EV_OUT wakes the pool's poll). */
+	if (out_backlog(r))
+		return GP_FEED_WAIT;
 	if ((rc = source(r, &t)) == GP_FEED_ITEM) {
 		hand(r, t, 0);
 		*item = &t->item;
@@ -641,14 +847,14 @@ print_output(struct run *r, const struct task *t, const struct outcome *oc)
 	if (oc->outlen > 0 || oc->errlen > 0)
 		bar_clear(r);
 	if (oc->outlen > 0) {
-		(void)write_all(STDOUT_FILENO, oc->out, oc->outlen);
+		emit(r, STDOUT_FILENO, oc->out, oc->outlen);
 		if (oc->out[oc->outlen - 1] != '\n')
-			(void)write_all(STDOUT_FILENO, "\n", 1);
+			emit(r, STDOUT_FILENO, "\n", 1);
 	}
 	if (oc->errlen > 0) {
-		(void)write_all(STDERR_FILENO, oc->err, oc->errlen);
+		emit(r, STDERR_FILENO, oc->err, oc->errlen);
 		if (oc->err[oc->errlen - 1] != '\n')
-			(void)write_all(STDERR_FILENO, "\n", 1);
+			emit(r, STDERR_FILENO, "\n", 1);
 	}
 	if (oc->outcut || oc->errcut)
 		cli_warn("task %lu: %llu bytes of its stdout and %llu of its "
@@ -702,6 +908,8 @@ finish(struct run *r, struct task *t)
 		}
 		if (t->attempt > 1)
 			r->failed++;	/* its last run failed */
+		else
+			r->notrun++;
 		goto out;
 	}
 	jr.seq = t->seq;
@@ -766,7 +974,7 @@ out:
 	gp_items_release(it, 1);
 	task_free(r, t);
 	bar_draw(r, 0);
-	return cancel;
+	return cancel | out_halted(r);
 }
 
 static int
@@ -835,7 +1043,7 @@ dispatch(struct run *r)
 
 	if (r->npeer == 1 || r->t0 == 0)
 		return;
-	for (;;) {
+	while (!out_backlog(r)) {
 		best = NULL;
 		most = 0;
 		bi = 0;
@@ -1062,6 +1270,7 @@ on_timer(struct run *r)
 		    "(--rank-timeout)", (double)r->o->rank_timeout_ms / 1000);
 		cancel |= lose(r, i, why);
 	}
+	bar_draw(r, 0);
 	return cancel ? GP_CTL_CANCEL : GP_CTL_GO_ON;
 }
 
@@ -1072,8 +1281,16 @@ run_signals(struct run *r)
 	int				 got = 0;
 
 	while (read(r->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-		if (r->sig == 0)
+		if (si.ssi_signo == SIGWINCH) {
+			bar_size(r);
+			if (r->bar_shown)
+				bar_draw(r, 1);
+			continue;
+		}
+		if (r->sig == 0) {
 			r->sig = (int)si.ssi_signo;
+			r->sig_ns = clock_ns(CLOCK_MONOTONIC);
+		}
 		r->nsig++;
 		got++;
 	}
@@ -1094,9 +1311,10 @@ on_signals(struct run *r)
 		return GP_CTL_GO_ON;
 	if (r->nsig == 1) {
 		halt_start(r, RC_CANCEL);
-		cli_err("got SIG%s: stopping %zu running task%s (again to kill "
-		    "them now)", sigabbrev_np(r->sig), running(r),
-		    running(r) == 1 ? "" : "s");
+		/* No count: a task handed to a worker may not have started
+		 * yet, and the summary counts it apart. */
+		cli_err("got SIG%s: stopping the running tasks (again to kill "
+		    "them now)", sigabbrev_np(r->sig));
 		return GP_CTL_CANCEL;
 	}
 	halt_start(r, RC_KILL);
@@ -1112,8 +1330,6 @@ feed_ctl(void *arg)
 	struct epoll_event	 ev[4];
 	int			 n, i, a, act = GP_CTL_GO_ON;
 
-	if (r->epfd < 0)
-		return on_signals(r);
 	n = epoll_wait(r->epfd, ev, 4, 0);
 	for (i = 0; i < n; i++) {
 		switch (ev[i].data.u32) {
@@ -1125,6 +1341,11 @@ feed_ctl(void *arg)
 			break;
 		case EV_TIMER:
 			a = on_timer(r);
+			break;
+		case EV_OUT:
+			r->out_armed = 0;	/* one shot */
+			out_flush(r);
+			a = out_halted(r) ? GP_CTL_CANCEL : GP_CTL_GO_ON;
 			break;
 		default:
 			r->in_armed = 0;	/* one shot */
@@ -1211,43 +1432,65 @@ bound_warn(const struct run *r)
 	    "--cpus-per-task; see docs/cluster.md)", n, online, r->peer[0].nw);
 }
 
-/* The signalfd, and with ranks an epoll set of it, the ranks' eventfd,
- * a timer for silent ranks and (one shot) a pollable input: the feed's
- * control fd. */
+/*
+ * The feed's control fd, an epoll set of: the signalfd; a timer for
+ * silent ranks and for the bar; stdout, one shot, when a write to it
+ * would wait (rank 0); with ranks, their eventfd and (one shot) a
+ * pollable input.
+ */
 static int
 ctl_setup(struct run *r, const sigset_t *set)
 {
 	struct epoll_event	 ev;
 	struct itimerspec	 its;
-	int64_t			 ms;
+	struct stat		 so, se;
+	int64_t			 ms = BAR_TICK_MS;
 
-	if ((r->sfd = signalfd(-1, set, SFD_CLOEXEC | SFD_NONBLOCK)) == -1)
+	if ((r->sfd = signalfd(-1, set, SFD_CLOEXEC | SFD_NONBLOCK)) == -1 ||
+	    (r->epfd = epoll_create1(EPOLL_CLOEXEC)) == -1)
 		return -errno;
-	if (r->npeer == 1)
+	ev.events = EPOLLIN;
+	ev.data.u32 = EV_SIG;
+	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->sfd, &ev) == -1)
+		return -errno;
+	if (ranks_rank(r->rk) == 0) {
+		/* epoll refuses what never makes a write wait (EPERM): a
+		 * regular file, /dev/null. */
+		ev.events = EPOLLONESHOT;	/* armed when wanted */
+		ev.data.u32 = EV_OUT;
+		if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, STDOUT_FILENO, &ev) == 0)
+			r->out_poll = 1;
+		else if (errno != EPERM)
+			return -errno;
+		r->out_same = fstat(STDOUT_FILENO, &so) == 0 &&
+		    fstat(STDERR_FILENO, &se) == 0 && so.st_dev == se.st_dev &&
+		    so.st_ino == se.st_ino;
+		bar_size(r);
+	}
+	if (r->npeer > 1) {
+		ms = (int64_t)r->o->rank_timeout_ms / 4;
+		if (ms > 1000)
+			ms = 1000;
+		if (ms < 10)
+			ms = 10;
+	} else if (!r->bar)
 		return 0;
-	if ((r->epfd = epoll_create1(EPOLL_CLOEXEC)) == -1 ||
-	    (r->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC |
+	if ((r->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC |
 	    TFD_NONBLOCK)) == -1)
 		return -errno;
-	ms = (int64_t)r->o->rank_timeout_ms / 4;
-	if (ms > 1000)
-		ms = 1000;
-	if (ms < 10)
-		ms = 10;
 	memset(&its, 0, sizeof(its));
 	its.it_interval.tv_sec = ms / 1000;
 	its.it_interval.tv_nsec = (ms % 1000) * 1000000;
 	its.it_value = its.it_interval;
 	ev.events = EPOLLIN;
-	ev.data.u32 = EV_SIG;
-	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->sfd, &ev) == -1)
-		return -errno;
-	ev.data.u32 = EV_RANKS;
-	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, ranks_fd(r->rk), &ev) == -1)
-		return -errno;
 	ev.data.u32 = EV_TIMER;
 	if (timerfd_settime(r->tfd, 0, &its, NULL) == -1 ||
 	    epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->tfd, &ev) == -1)
+		return -errno;
+	if (r->npeer == 1)
+		return 0;
+	ev.data.u32 = EV_RANKS;
+	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, ranks_fd(r->rk), &ev) == -1)
 		return -errno;
 	if (r->in.pollable) {
 		ev.events = EPOLLONESHOT;	/* armed when wanted */
@@ -1296,6 +1539,34 @@ ranks_wait(struct run *r, int want_bye)
 	}
 }
 
+/* ", 2 not started (--halt)": tasks handed out but stopped before they
+ * ran, and those never read; from a pipe, only the first are known. */
+static size_t
+not_started(const struct run *r, char *buf, size_t len)
+{
+	unsigned long	 n = r->notrun;
+	const char	*unread = "";
+	char		 why[64];
+
+	/* Without a halt, what was not read is not there (a tasks file
+	 * cut short while it ran). */
+	if (r->halting && r->total > (long)r->handed)
+		n += (unsigned long)r->total - r->handed;
+	else if (r->halting && r->total < 0 && !r->in.eof)
+		unread = " and the rest of the input not read";
+	if (n == 0 && *unread == '\0')
+		return 0;
+	if (r->sig)
+		snprintf(why, sizeof(why), "got SIG%s", sigabbrev_np(r->sig));
+	else if (r->fatal || r->o->halt == HALT_NEVER)
+		snprintf(why, sizeof(why), "after an error");
+	else
+		snprintf(why, sizeof(why), "--halt %s,fail=%d", r->o->halt ==
+		    HALT_NOW ? "now" : "soon", r->o->halt_fail);
+	return (size_t)snprintf(buf, len, ", %lu not started%s (%s)", n,
+	    unread, why);
+}
+
 static void
 summary(struct run *r)
 {
@@ -1321,6 +1592,7 @@ summary(struct run *r)
 	if (r->skipped)
 		n += (size_t)snprintf(buf + n, sizeof(buf) - n,
 		    ", %lu skipped (in the joblog)", r->skipped);
+	n += not_started(r, buf + n, sizeof(buf) - n);
 	n += (size_t)snprintf(buf + n, sizeof(buf) - n, " in %s; busy:", wall);
 	p = &r->peer[0];
 	for (g = 0; r->npeer == 1 && g < p->ngpu && n < sizeof(buf) - 40; g++)
@@ -1395,6 +1667,7 @@ run_block_signals(sigset_t *set)
 	sigaddset(set, SIGINT);
 	sigaddset(set, SIGTERM);
 	sigaddset(set, SIGHUP);
+	sigaddset(set, SIGWINCH);
 	return sigprocmask(SIG_BLOCK, set, NULL) == -1 ? -errno : 0;
 }
 
@@ -1423,16 +1696,19 @@ run_tasks(struct run *r)
 	    results_dir(o->results)) < 0)
 		goto fail;
 
-	/* Before the pool forks: workers reset their mask, and a signal
-	 * that comes while it starts waits in the signalfd. */
-	if (run_block_signals(&set) < 0) {
-		cli_err("cannot set up signals: %s", strerror(errno));
-		goto fail;
-	}
 	if (run_pool_create(o, 0, &pool) < 0)
 		goto fail;
 	if (map_workers(r, pool) < 0) {
 		cli_err("out of memory");
+		goto fail;
+	}
+	/* Blocked only now, right before the signalfd that reads them is
+	 * polled: until then ^C ends gpupool-run as it ends any program,
+	 * whatever may make it wait (its workers see their pipes close and
+	 * leave). With ranks, main() blocked them before MPI's threads
+	 * started. */
+	if (run_block_signals(&set) < 0) {
+		cli_err("cannot set up signals: %s", strerror(errno));
 		goto fail;
 	}
 	if ((rc = ctl_setup(r, &set)) < 0) {
@@ -1465,11 +1741,12 @@ run_tasks(struct run *r)
 	feed.next = feed_next;
 	feed.done = feed_done;
 	feed.ctl = feed_ctl;
-	feed.ctl_fd = r->epfd >= 0 ? r->epfd : r->sfd;
+	feed.ctl_fd = r->epfd;
 	/* A regular file or /dev/null never makes a read wait. */
 	feed.in_fd = r->in.pollable ? r->in.fd : -1;
 	feed.arg = r;
 	r->t0 = clock_ns(CLOCK_MONOTONIC);
+	r->out_on = 1;
 	bar_draw(r, 1);
 	dispatch(r);
 	rc = gp_run(pool, r->fn, &conf, sizeof(conf), &feed);
@@ -1495,6 +1772,7 @@ run_tasks(struct run *r)
 		    "--resume-failed runs %s again", r->stopped,
 		    r->stopped == 1 ? " is" : "s are", SIGTERM,
 		    r->stopped == 1 ? "it" : "them");
+	out_drain(r);
 	if (rfd >= 0)
 		close(rfd);
 	return exit_code(r);
@@ -1560,6 +1838,7 @@ run_release(struct run *r)
 
 	if (cur == r)
 		cur = NULL;
+	gp_buf_release(&r->obuf);
 	tasks_close(&r->in);
 	joblog_release(&r->jl);
 	if (r->sfd >= 0)

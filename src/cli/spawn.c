@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -499,7 +500,9 @@ wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
 			kill_at = 0;
 		}
 		next = kill_at ? kill_at : stopping ? 0 : deadline;
-		tmo = next ? (int)((next - now) / 1000000 + 1) : -1;
+		/* poll() takes an int: past 24.8 days, wait in steps. */
+		tmo = !next ? -1 : (next - now) / 1000000 >= INT_MAX ?
+		    INT_MAX : (int)((next - now) / 1000000 + 1);
 		if (pidfd < 0 && (tmo < 0 || tmo > NOPIDFD_TICK_MS))
 			tmo = NOPIDFD_TICK_MS;
 		n = 0;

@@ -11,11 +11,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1192,6 +1194,88 @@ START_TEST(bad_input_streamed)
 }
 END_TEST
 
+/* Runs gpupool-run with one more variable in its environment (start()
+ * clears GPUPOOL_FAKE_GPUS and GPUPOOL_TOPOLOGY): env(1) sets it, ahead
+ * of any GPUPOOL_TEST_WRAP tool. Returns the wrap to restore. */
+static char *
+wrap_env(const char *assign)
+{
+	char	*old = getenv("GPUPOOL_TEST_WRAP"), *w;
+
+	old = old != NULL ? strdup(old) : NULL;
+	ck_assert_int_ge(asprintf(&w, "env %s %s", assign, old != NULL ? old :
+	    ""), 0);
+	setenv("GPUPOOL_TEST_WRAP", w, 1);
+	free(w);
+	return old;
+}
+
+static void
+unwrap_env(char *old)
+{
+	if (old != NULL)
+		setenv("GPUPOOL_TEST_WRAP", old, 1);
+	else
+		unsetenv("GPUPOOL_TEST_WRAP");
+	free(old);
+}
+
+/* A topology that is not a regular file, and durations in odd forms,
+ * are refused before anything runs; a tiny duration is not "none". */
+START_TEST(bad_topology_and_durations)
+{
+	static const char *const odd[] = { "0x10", "inf", "nan", "1e3", "+5",
+	    " 5", "5 ", ".", "5.5.5", "-0", "0x1p3" };
+	struct jrec	 j[4];
+	struct res	 res;
+	char		*tasks, *log, *fifo, *jl, *want, *old, line[4200];
+	size_t		 i;
+
+	tmp_make();
+	log = pathf("log");
+	jl = pathf("joblog");
+	tasks = pathf("tasks.txt");
+	fifo = pathf("topo.fifo");
+	snprintf(line, sizeof(line), "%s record %s 0\n", PROBE, log);
+	puts_file(tasks, line);
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+
+	BAD("--topology: '/dev/zero' is not a regular file", log,
+	    "--fake-gpus", "1", "--topology", "/dev/zero", tasks);
+	ck_assert_int_ge(asprintf(&want, "--topology: '%s' is not a regular "
+	    "file", fifo), 0);
+	BAD(want, log, "--fake-gpus", "1", "--topology", fifo, tasks);
+	BAD(want, NULL, "--fake-gpus", "1", "--topology", fifo, "--show-gpus");
+	ck_assert_int_ge(asprintf(&want, "GPUPOOL_TOPOLOGY: '%s' is not a "
+	    "regular file", fifo), 0);
+	ck_assert_int_ge(asprintf(&old, "GPUPOOL_TOPOLOGY=%s", fifo), 0);
+	old = wrap_env(old);
+	BAD(want, log, "--fake-gpus", "1", tasks);
+	unwrap_env(old);
+
+	for (i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+		ck_assert_int_ge(asprintf(&want, "bad duration '%s'", odd[i]),
+		    0);
+		BAD(want, log, "--fake-gpus", "1", "--timeout", odd[i], tasks);
+		BAD(want, log, "--fake-gpus", "1", "--grace", odd[i], tasks);
+		BAD(want, log, "--fake-gpus", "1", "--rank-timeout", odd[i],
+		    tasks);
+	}
+
+	/* 0.0001 s is 1 ms, not 0 (no timeout): the task is stopped. */
+	snprintf(line, sizeof(line), "%s record %s 20000\n", PROBE, log);
+	puts_file(tasks, line);
+	RUN(&res, "--fake-gpus", "1", "--timeout", "0.0001", "--joblog", jl,
+	    tasks);
+	ck_assert_msg(res.code == 1, "exit %d: %s", res.code, res.err);
+	ck_assert_ptr_nonnull(strstr(res.err, "timed out"));
+	ck_assert_double_lt(res.secs, 15);
+	ck_assert_int_eq(read_joblog(jl, j, 4, NULL), 1);
+	ck_assert_int_eq(j[0].sig, SIGTERM);
+	tmp_remove();
+}
+END_TEST
+
 START_TEST(output_blocks_not_interleaved)
 {
 	struct res	 res;
@@ -1224,6 +1308,135 @@ START_TEST(output_blocks_not_interleaved)
 		ck_assert_int_eq(i, next[t]++);
 	}
 	ck_assert_int_eq(blocks, 4);
+	tmp_remove();
+}
+END_TEST
+
+/* Open a FIFO's read end without waiting for a writer, so that the
+ * gpupool-run started next can open it for writing as its stdout. */
+static int
+fifo_reader(const char *path)
+{
+	int	 fd;
+
+	ck_assert_int_eq(mkfifo(path, 0600), 0);
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	return fd;
+}
+
+/* A write error on stdout is the run's failure: one line says so, no
+ * task starts after it, exit 255; the joblog has what ran. */
+START_TEST(stdout_write_error_stops)
+{
+	struct jrec	 j[8];
+	struct res	 res;
+	char		*tasks, *jl, *e, *none, *fifo, *sync, buf[8192], *p;
+	int		 rfd, fd;
+	pid_t		 pid;
+	double		 t0;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	jl = pathf("joblog");
+	e = pathf("err");
+	none = pathf("no-such-output");
+	puts_file(tasks, "echo a\necho b\necho c\n");
+	t0 = now_s();
+	pid = start(-1, "/dev/full", e, (const char *const []){ "--fake-gpus",
+	    "1", "--joblog", jl, tasks, NULL });
+	finish(pid, t0, 60, none, e, &res);
+	ck_assert_msg(res.code == 255, "exit %d: %s", res.code, res.err);
+	ck_assert_ptr_nonnull(p = strstr(res.err, "cannot write standard "
+	    "output: No space left on device"));
+	ck_assert_ptr_null(strstr(p + 1, "cannot write standard output"));
+	ck_assert_ptr_nonnull(strstr(res.err, "1 ok, 0 failed, 2 not started"));
+	ck_assert_int_eq(read_joblog(jl, j, 8, NULL), 1);
+	ck_assert_int_eq(j[0].seq, 1);
+	ck_assert_int_eq(j[0].exitval, 0);
+
+	/* | head -1 with SIGPIPE ignored (inherited through exec): the
+	 * reader takes a line and leaves; task 2 writes only then. */
+	fifo = pathf("fifo");
+	sync = pathf("sync");
+	ck_assert_int_eq(mkfifo(sync, 0600), 0);
+	snprintf(buf, sizeof(buf), "echo a\ncat %s; echo b\necho c\n", sync);
+	puts_file(tasks, buf);
+	rfd = fifo_reader(fifo);
+	ck_assert_ptr_ne(signal(SIGPIPE, SIG_IGN), SIG_ERR);
+	t0 = now_s();
+	pid = start(-1, fifo, e, (const char *const []){ "--fake-gpus", "1",
+	    "--joblog", jl, tasks, NULL });
+	(void)signal(SIGPIPE, SIG_DFL);
+	{
+		struct pollfd	 pfd = { rfd, POLLIN, 0 };
+
+		ck_assert_int_eq(poll(&pfd, 1, 30000), 1);
+		ck_assert_int_eq(read(rfd, buf, sizeof(buf)), 2);
+		ck_assert_int_eq(memcmp(buf, "a\n", 2), 0);
+	}
+	close(rfd);
+	/* Task 2 waits in cat until this opens and closes the FIFO. */
+	while ((fd = open(sync, O_WRONLY | O_NONBLOCK | O_CLOEXEC)) == -1) {
+		ck_assert_int_eq(errno, ENXIO);
+		ck_assert_msg(now_s() - t0 < 30, "task 2 did not start");
+		nap(10);
+	}
+	close(fd);
+	finish(pid, t0, 60, none, e, &res);
+	ck_assert_msg(res.code == 255, "exit %d: %s", res.code, res.err);
+	ck_assert_ptr_nonnull(strstr(res.err, "cannot write standard output: "
+	    "Broken pipe"));
+	ck_assert_ptr_nonnull(strstr(res.err, "2 ok, 0 failed, 1 not started"));
+	ck_assert_int_eq(read_joblog(jl, j, 8, NULL), 2);
+	ck_assert_int_ne(j[0].seq, 3);
+	ck_assert_int_ne(j[1].seq, 3);
+	tmp_remove();
+}
+END_TEST
+
+/* A reader that stops reading (a pager left open) does not make the
+ * master deaf: SIGTERM ends the run within the grace period. */
+START_TEST(stuck_stdout_still_killable)
+{
+	struct want_lines w;
+	struct res	 res;
+	char		*tasks, *jl, *e, *log, *fifo, buf[8192];
+	int		 rfd;
+	pid_t		 pid;
+	double		 t0;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	jl = pathf("joblog");
+	e = pathf("err");
+	log = pathf("log");
+	fifo = pathf("fifo");
+	/* Over 200 KB of output (a pipe holds 64 KiB), and a long task. */
+	snprintf(buf, sizeof(buf), "%s lines 30000 T\n%s record %s 60000\n",
+	    PROBE, PROBE, log);
+	puts_file(tasks, buf);
+	rfd = fifo_reader(fifo);
+	t0 = now_s();
+	pid = start(-1, fifo, e, (const char *const []){ "--fake-gpus", "2",
+	    "--grace", "1", "--joblog", jl, tasks, NULL });
+	/* Task 1 is recorded before its output is written. */
+	w.path = jl;
+	w.n = 2;
+	w.c = 0;
+	wait_for("task 1 in the joblog", 30, have_lines, &w);
+	w.path = log;
+	w.n = 1;
+	w.c = 'B';
+	wait_for("task 2 to start", 30, have_lines, &w);
+	kill(pid, SIGTERM);
+	t0 = now_s();
+	finish(pid, t0, 30, pathf("no-such-output"), e, &res);
+	close(rfd);
+	ck_assert_msg(res.code == 128 + SIGTERM, "exit %d: %s", res.code,
+	    res.err);
+	ck_assert_double_lt(res.secs, 20);
+	ck_assert_ptr_nonnull(strstr(res.err, "were not written"));
 	tmp_remove();
 }
 END_TEST
@@ -1453,6 +1666,151 @@ START_TEST(sigterm_to_the_group_stops_tasks)
 	static const struct sigcase	 c = { SIGTERM, 0, 1 };
 
 	interrupt(&c);
+}
+END_TEST
+
+/* A grace period past 49.7 days (2^32 ms) is not cut down to a few ms
+ * on its way to the pool's own backstop: a stopped task that takes a
+ * moment to clean up on SIGTERM is not SIGKILLed meanwhile. */
+START_TEST(huge_grace_still_terms)
+{
+	struct want_lines w;
+	struct jrec	 j[4];
+	struct res	 res;
+	char		*tasks, *log, *jl, *o, *e, line[4200];
+	pid_t		 pid;
+	double		 t0;
+
+	tmp_make();
+	log = pathf("log");
+	jl = pathf("joblog");
+	o = pathf("out");
+	e = pathf("err");
+	tasks = pathf("tasks");
+	snprintf(line, sizeof(line), "trap 'sleep 0.5; exit 7' TERM; "
+	    "%s record %s 60000 & wait\n", PROBE, log);
+	puts_file(tasks, line);
+	t0 = now_s();
+	pid = start(-1, o, e, (const char *const []){ "--fake-gpus", "1",
+	    "--grace", "4294965297ms", "--joblog", jl, tasks, NULL });
+	w.path = log;
+	w.n = 1;
+	w.c = 'B';
+	wait_for("the task to start", 30, have_lines, &w);
+	kill(pid, SIGTERM);
+	finish(pid, t0, 30, o, e, &res);
+	ck_assert_msg(res.code == 128 + SIGTERM, "exit %d: %s", res.code,
+	    res.err);
+	ck_assert_int_eq(read_joblog(jl, j, 4, NULL), 1);
+	/* Stopped, so recorded with the signal it was sent (not 9). */
+	ck_assert_int_eq(j[0].sig, SIGTERM);
+	tmp_remove();
+}
+END_TEST
+
+/* The pids of pid's children (its workers). */
+static int
+children(pid_t pid, long *kids, int max)
+{
+	char	 p[64], *b, *s, *save = NULL;
+	int	 n = 0;
+
+	snprintf(p, sizeof(p), "/proc/%ld/task/%ld/children", (long)pid,
+	    (long)pid);
+	ck_assert_ptr_nonnull(b = slurp(p, NULL));
+	for (s = strtok_r(b, " \n", &save); s != NULL && n < max;
+	    s = strtok_r(NULL, " \n", &save))
+		kids[n++] = atol(s);
+	free(b);
+	return n;
+}
+
+/* A signal that comes after tasks were handed to workers but before any
+ * started: the message promises no count the summary then contradicts,
+ * and the summary says they were not started. Workers are held stopped
+ * (SIGSTOP) while their tasks arrive, so that none can start first. */
+START_TEST(sigint_before_tasks_start)
+{
+	struct want_lines w;
+	struct res	 res;
+	char		*log, *jl, *o, *e, line[4200];
+	long		 kids[8];
+	int		 p[2], i, n, queued;
+	pid_t		 pid;
+	double		 t0;
+
+	tmp_make();
+	log = pathf("log");
+	jl = pathf("joblog");
+	o = pathf("out");
+	e = pathf("err");
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	t0 = now_s();
+	pid = start(p[0], o, e, (const char *const []){ "--fake-gpus", "2",
+	    "--grace", "60", "--joblog", jl, "-", NULL });
+	close(p[0]);
+	/* The joblog is created once the pool is up. */
+	w.path = jl;
+	w.n = 1;
+	w.c = 0;
+	wait_for("the joblog", 30, have_lines, &w);
+	ck_assert_int_eq(n = children(pid, kids, 8), 2);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(kill((pid_t)kids[i], SIGSTOP), 0);
+	snprintf(line, sizeof(line), "%s record %s 60000\n", PROBE, log);
+	for (i = 0; i < 2; i++)
+		ck_assert_int_eq(write(p[1], line, strlen(line)),
+		    (ssize_t)strlen(line));
+	/* Both read (so both handed out) before the signal. */
+	do {
+		ck_assert_int_eq(ioctl(p[1], FIONREAD, &queued), 0);
+		ck_assert_msg(now_s() - t0 < 30, "tasks not read");
+		if (queued > 0)
+			nap(10);
+	} while (queued > 0);
+	kill(pid, SIGINT);
+	w.path = e;
+	w.n = 1;
+	w.c = 0;
+	wait_for("the SIGINT message", 30, have_lines, &w);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(kill((pid_t)kids[i], SIGCONT), 0);
+	close(p[1]);
+	finish(pid, t0, 60, o, e, &res);
+	ck_assert_msg(res.code == 128 + SIGINT, "exit %d: %s", res.code,
+	    res.err);
+	ck_assert_int_eq(access(log, F_OK), -1);	/* nothing ran */
+	ck_assert_msg(strstr(res.err, "stopping 2 running") == NULL,
+	    "a count the summary contradicts: %s", res.err);
+	ck_assert_ptr_null(strstr(res.err, " stopped"));
+	/* The pipe was still open: more could have come. */
+	ck_assert_msg(strstr(res.err, "0 ok, 0 failed, 2 not started and the "
+	    "rest of the input not read (got SIGINT)") != NULL, "%s", res.err);
+	tmp_remove();
+}
+END_TEST
+
+/* GPUPOOL_FAKE_GPUS=4 in the environment, --fake-gpus 0 on the command
+ * line: the option wins, and 0 means the real GPUs (none here). */
+START_TEST(fake_gpus_zero_beats_env)
+{
+	struct res	 res;
+	char		*old;
+
+	tmp_make();
+	old = wrap_env("GPUPOOL_FAKE_GPUS=4");
+	RUN(&res, "--show-gpus");
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_int_eq(count_lines(res.out), 5);
+	RUN(&res, "--fake-gpus", "2", "--show-gpus");
+	ck_assert_int_eq(res.code, 0);
+	ck_assert_int_eq(count_lines(res.out), 3);
+	RUN(&res, "--fake-gpus", "0", "--show-gpus");
+	unwrap_env(old);
+	ck_assert_msg(res.code == 255, "exit %d: %s", res.code, res.err);
+	ck_assert_ptr_null(strstr(res.out, "fake"));
+	ck_assert_ptr_nonnull(strstr(res.err, "no GPU found"));
+	tmp_remove();
 }
 END_TEST
 
@@ -1753,6 +2111,122 @@ START_TEST(halt_now_and_soon)
 }
 END_TEST
 
+/* The summary says what never started, and why. */
+START_TEST(halt_says_not_started)
+{
+	struct res	 res;
+	char		*tasks, *log, buf[8192];
+
+	tmp_make();
+	tasks = pathf("tasks");
+	log = pathf("log");
+	/* Task 1 outlasts task 2 by far, even on a loaded machine: task 2's
+	 * failure is what frees the first slot. */
+	snprintf(buf, sizeof(buf), "%s record %s 4000\n"
+	    "sh -c 'sleep 0.3; exit 1'\n%s record %s 0\n%s record %s 0\n",
+	    PROBE, log, PROBE, log, PROBE, log);
+	puts_file(tasks, buf);
+	RUN(&res, "--fake-gpus", "2", "--halt", "soon,fail=1", tasks);
+	ck_assert_msg(res.code == 1, "exit %d: %s", res.code, res.err);
+	ck_assert_msg(strstr(res.err, "1 ok, 1 failed, 2 not started (--halt "
+	    "soon,fail=1)") != NULL, "%s", res.err);
+	tmp_remove();
+}
+END_TEST
+
+/* Read the terminal's side (master) for up to ms, appending to buf. */
+static void
+pty_read(int fd, char *buf, size_t *len, size_t cap, int ms)
+{
+	struct pollfd	 pfd = { fd, POLLIN, 0 };
+	ssize_t		 n;
+
+	if (poll(&pfd, 1, ms) != 1)
+		return;
+	if ((n = read(fd, buf + *len, cap - *len - 1)) > 0)
+		*len += (size_t)n;
+	buf[*len] = '\0';
+}
+
+/* The longest bar drawn from byte from on (segments between \r or \n,
+ * less the \033[K that clears the line), and whether one since says a
+ * task is running. */
+static size_t
+bar_widest(const char *buf, size_t from, int *running)
+{
+	const char	*p = buf + from, *q;
+	size_t		 most = 0, n;
+
+	*running = 0;
+	while (*p) {
+		q = p + strcspn(p, "\r\n");
+		if (strncmp(p, "\033[K", 3) == 0)
+			p += 3;
+		n = q > p ? (size_t)(q - p) : 0;
+		if (n > most)
+			most = n;
+		if (n > 0 && memmem(p, n, "1 running", 9) != NULL)
+			*running = 1;
+		p = *q ? q + 1 : q;
+	}
+	return most;
+}
+
+/* On a terminal the bar is redrawn while a long task runs (it shows it
+ * running), fits the terminal's width, and follows a resize. */
+START_TEST(bar_in_a_terminal)
+{
+	struct winsize	 ws = { .ws_row = 24, .ws_col = 40 };
+	char		*tasks, *fifo, *o, *last, buf[65536], line[4200];
+	size_t		 len = 0, mark;
+	int		 m, fd, run;
+	pid_t		 pid;
+	double		 t0;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	fifo = pathf("release");
+	o = pathf("out");
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	/* The task waits in cat until this opens and closes the FIFO. */
+	snprintf(line, sizeof(line), "cat %s\n", fifo);
+	puts_file(tasks, line);
+	ck_assert_int_ge(m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC), 0);
+	ck_assert_int_eq(grantpt(m), 0);
+	ck_assert_int_eq(unlockpt(m), 0);
+	ck_assert_int_eq(ioctl(m, TIOCSWINSZ, &ws), 0);
+	t0 = now_s();
+	pid = start(-1, o, ptsname(m), (const char *const []){ "--fake-gpus",
+	    "1", tasks, NULL });
+	for (run = 0; !run; ) {
+		ck_assert_msg(now_s() - t0 < 30, "no bar shows the task "
+		    "running: '%s'", buf);
+		pty_read(m, buf, &len, sizeof(buf), 100);
+		ck_assert_uint_le(bar_widest(buf, 0, &run), 39);
+	}
+	ws.ws_col = 30;
+	ck_assert_int_eq(ioctl(m, TIOCSWINSZ, &ws), 0);
+	kill(pid, SIGWINCH);
+	/* The last bar drawn is cut to 29 columns (the text is longer). */
+	for (mark = len; ; ) {
+		ck_assert_msg(now_s() - t0 < 30, "no bar of 29 columns after "
+		    "the resize: '%s'", buf + mark);
+		pty_read(m, buf, &len, sizeof(buf), 100);
+		if ((last = memrchr(buf + mark, '\r', len - mark)) != NULL &&
+		    bar_widest(last, 0, &run) == 29)
+			break;
+	}
+	ck_assert_int_ge(fd = open(fifo, O_WRONLY | O_CLOEXEC), 0);
+	close(fd);
+	while (len < sizeof(buf) - 1 && waitpid(pid, NULL, WNOHANG) == 0) {
+		ck_assert_msg(now_s() - t0 < 60, "gpupool-run did not end");
+		pty_read(m, buf, &len, sizeof(buf), 100);
+	}
+	close(m);
+	tmp_remove();
+}
+END_TEST
+
 /* The long options named in text (roff's "\\-\\-name" or "--name"),
  * as " --a --b ... ". */
 static char *
@@ -1870,13 +2344,19 @@ cli_suite(void)
 	tcase_add_test(tc, exit_codes);
 	tcase_add_test(tc, bad_input);
 	tcase_add_test(tc, bad_input_streamed);
+	tcase_add_test(tc, bad_topology_and_durations);
 	tcase_add_test(tc, output_blocks_not_interleaved);
+	tcase_add_test(tc, stdout_write_error_stops);
+	tcase_add_test(tc, stuck_stdout_still_killable);
 	tcase_add_test(tc, bounded_memory);
 	tcase_add_test(tc, stdin_streams);
 	tcase_add_test(tc, sigint_stops_tasks);
 	tcase_add_test(tc, sigterm_stops_tasks);
 	tcase_add_test(tc, sigterm_to_the_group_stops_tasks);
 	tcase_add_test(tc, second_sigint_kills);
+	tcase_add_test(tc, huge_grace_still_terms);
+	tcase_add_test(tc, sigint_before_tasks_start);
+	tcase_add_test(tc, fake_gpus_zero_beats_env);
 	tcase_add_test(tc, dry_run_and_show_gpus_run_nothing);
 	tcase_add_test(tc, tasks_see_only_stdio);
 	tcase_add_test(tc, tasks_see_one_copy_of_each_variable);
@@ -1886,6 +2366,8 @@ cli_suite(void)
 	tcase_add_test(tc, dead_worker_is_replaced);
 	tcase_add_test(tc, ignored_sigchld_keeps_a_dead_workers_status);
 	tcase_add_test(tc, halt_now_and_soon);
+	tcase_add_test(tc, halt_says_not_started);
+	tcase_add_test(tc, bar_in_a_terminal);
 	tcase_add_test(tc, help_and_man_page_agree);
 	suite_add_tcase(s, tc);
 	return s;
