@@ -1801,10 +1801,11 @@ START_TEST(fake_gpus_zero_beats_env)
 	old = wrap_env("GPUPOOL_FAKE_GPUS=4");
 	RUN(&res, "--show-gpus");
 	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
-	ck_assert_int_eq(count_lines(res.out), 5);
+	/* A header, a line per GPU, the task cleanup line. */
+	ck_assert_int_eq(count_lines(res.out), 6);
 	RUN(&res, "--fake-gpus", "2", "--show-gpus");
 	ck_assert_int_eq(res.code, 0);
-	ck_assert_int_eq(count_lines(res.out), 3);
+	ck_assert_int_eq(count_lines(res.out), 4);
 	RUN(&res, "--fake-gpus", "0", "--show-gpus");
 	unwrap_env(old);
 	ck_assert_msg(res.code == 255, "exit %d: %s", res.code, res.err);
