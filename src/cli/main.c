@@ -424,10 +424,15 @@ in_results(const char *path, const struct stat *rst)
 	size_t		 i;
 	int		 in = 0;
 
-	if ((d = strdup(path)) == NULL)
-		return 0;
-	real = realpath(dirname(d), NULL);
-	free(d);
+	/* The file, if it exists: a link to a file in DIR counts. */
+	if ((real = realpath(path, NULL)) != NULL) {
+		*strrchr(real, '/') = '\0';
+	} else {
+		if ((d = strdup(path)) == NULL)
+			return 0;
+		real = realpath(dirname(d), NULL);
+		free(d);
+	}
 	if (real == NULL || (s = strrchr(real, '/')) == NULL) {
 		free(real);
 		return 0;
