@@ -85,7 +85,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const uint8_t	*in;
 	uint8_t		*owned;
 	struct jl_ent	*old = NULL;
-	size_t		 n, nold, i;
+	size_t		 n, nold, i, rows = 1;
 	int		 fd, rc, ok;
 
 	setup();
@@ -94,6 +94,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    0600)) >= 0);
 	fuzz_write_all(fd, in, n);
 	close(fd);
+	for (i = 0; i < n; i++)
+		rows += in[i] == '\n';
 	free(owned);
 
 	joblog_init(&j);
@@ -105,6 +107,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	check_tables(&j);
+	/* Memory follows the rows, whatever their Seqs. */
+	CHECK(j.cap <= 1024 || j.cap <= 4 * rows);
 	nold = j.nent;
 	if (nold > 0) {
 		CHECK((old = malloc(nold * sizeof(*old))) != NULL);
