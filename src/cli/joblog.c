@@ -441,8 +441,8 @@ find(const struct joblog *j, unsigned long seq)
 {
 	struct jl_ent	 key;
 
+	memset(&key, 0, sizeof(key));
 	key.seq = seq;
-	key.line = 0;
 	if (j->nent == 0)
 		return NULL;
 	return bsearch(&key, j->ent, j->nent, sizeof(key), seq_cmp);
