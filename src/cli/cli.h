@@ -20,6 +20,7 @@
 #define CLI_NAME	"gpupool-run"
 #define LINE_MAX_BYTES	(1u << 20)	/* longest task line (joined) */
 #define OUTPUT_MAX	(16u << 20)	/* captured bytes per stream */
+#define RESULTS_LOCK	".gpupool-run.lock"	/* in --results DIR */
 
 /* tasks.c: the tasks file, read incrementally. */
 enum tasks_rc {
@@ -60,18 +61,24 @@ long	tasks_scan(const char *path, int (*skip)(void *, unsigned long,
 	    const char *), void *arg, char *err, size_t errlen);
 
 /* joblog.c: GNU parallel's joblog, plus a trailing GPU column. */
+struct jl_ent {
+	unsigned long	 seq;
+	unsigned long	 line;		/* its line's order in the file */
+	uint32_t	 hash;		/* of its command, never 0 */
+	uint32_t	 ok;		/* Exitval 0 and Signal 0 */
+};
+
 struct joblog {
 	int		 fd;		/* -1: no joblog */
 	const char	*path;
-	uint8_t		*seen;		/* per Seq: JL_SEEN | JL_OK */
-	uint32_t	*hash;		/* per Seq: command hash, 0 unknown */
-	size_t		 nseen;		/* entries in seen[] and hash[] */
+	int		 created;	/* joblog_lock() made the file */
+	struct jl_ent	*ent;		/* after joblog_load(): sorted by Seq,
+					   the last line of each Seq */
+	size_t		 nent, cap;
+	unsigned long	 nline;
 	char		*line;		/* reused for each append */
 	size_t		 lcap;
 };
-
-#define JL_SEEN		0x1
-#define JL_OK		0x2
 
 struct jl_rec {
 	unsigned long	 seq;
@@ -85,11 +92,20 @@ struct jl_rec {
 };
 
 void	joblog_init(struct joblog *j);
+/* Open (create) a joblog that is a regular file and lock it for the life
+ * of the run, before it is read or truncated; with wait, wait for the
+ * run that holds it. -EAGAIN: err names the holder's pid. */
+int	joblog_lock(struct joblog *j, const char *path, int wait, char *err,
+	    size_t errlen);
+/* An exclusive lock on fd (open for writing), held until it is closed;
+ * -EAGAIN if another process holds it (*holder: its pid, 0 unknown). */
+int	file_lock(int fd, int wait, long *holder);
 /* Read an existing joblog for --resume; a missing file is empty. */
 int	joblog_load(struct joblog *j, const char *path, char *err,
 	    size_t errlen);
-/* Open for appending (truncate unless keep), header if empty, and end a
- * torn last line so the next record starts on a line of its own. */
+/* Open for appending (the locked fd, else path; truncate unless keep),
+ * header if empty, and end a torn last line so the next record starts on
+ * a line of its own. */
 int	joblog_open(struct joblog *j, const char *path, int keep, char *err,
 	    size_t errlen);
 /* Whether Seq should be skipped: recorded at all (failed_too), or
@@ -98,9 +114,12 @@ int	joblog_done(const struct joblog *j, unsigned long seq, int failed_too);
 /* 1 if the joblog has a different command for seq, else 0. */
 int	joblog_changed(const struct joblog *j, unsigned long seq,
 	    const char *cmd);
-/* Append one line and make it durable (write + fdatasync). */
+/* Append one line and make it durable (write + fdatasync). A TAB or a
+ * newline in the command or GPU id is written \t or \n. */
 int	joblog_append(struct joblog *j, const struct jl_rec *r);
+/* Close (a joblog it created and never wrote is removed), free. */
 void	joblog_release(struct joblog *j);
+/* The hash of a command as the joblog writes it. */
 uint32_t joblog_hash(const char *s);
 
 /* spawn.c: the worker side. The master encodes a task, a worker runs it
@@ -127,6 +146,7 @@ enum reply_flags {
 	R_NOSTART = (1 << 2),		/* could not be started (see msg) */
 	R_OUTCUT = (1 << 3),		/* stdout over OUTPUT_MAX: cut */
 	R_ERRCUT = (1 << 4),		/* stderr over OUTPUT_MAX: cut */
+	R_NORESULT = (1 << 5),		/* --results files not written (msg) */
 };
 
 struct task_reply {
@@ -255,6 +275,7 @@ struct opts {
 	int		 halt_fail;
 	int		 resume;
 	int		 resume_failed;
+	int		 wait_lock;	/* wait for a locked joblog, DIR */
 	int		 bar;
 	int		 dry_run;
 	int		 show_gpus;
@@ -307,6 +328,7 @@ struct run {
 	int		 fatal;		/* exit 255 */
 	int		 warned_change;
 	int		 jl_broken;	/* a joblog write failed */
+	int		 rlock;		/* --results DIR's lock file, or -1 */
 	unsigned long	 ok, failed, stopped, skipped, changed, handed;
 	unsigned long	 notrun;	/* handed out, stopped before they ran */
 	unsigned long	 nlost;		/* ranks lost */

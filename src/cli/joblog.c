@@ -8,7 +8,11 @@
  * A line counts when it has at least the ten fields we write and its
  * Seq, Exitval and Signal are integers. A line torn by a crash either
  * lacks fields (ignored: its task runs again) or was cut inside the GPU
- * column, after the outcome was complete (counted).
+ * column, after the outcome was complete (counted). A TAB or newline in
+ * a command or a GPU id is written as \t or \n, so the columns hold.
+ *
+ * What --resume keeps of an old joblog is one entry per Seq it records,
+ * sorted: memory follows the rows present, not the largest Seq.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,24 +40,45 @@ joblog_init(struct joblog *j)
 void
 joblog_release(struct joblog *j)
 {
+	struct stat	 st;
+
+	/* A joblog this run created and never wrote (it stopped before the
+	 * first task) is not left behind; the lock is still ours. */
+	if (j->created && fstat(j->fd, &st) == 0 && st.st_size == 0)
+		(void)unlink(j->path);
 	if (j->fd > STDERR_FILENO)
 		close(j->fd);
-	free(j->seen);
-	free(j->hash);
+	free(j->ent);
 	free(j->line);
 	joblog_init(j);
 }
 
-/* FNV-1a; 0 is kept for "unknown". */
+/* What a TAB or a newline becomes in the joblog; NULL: written as is. */
+static const char *
+esc(char c)
+{
+	return c == '\t' ? "\\t" : c == '\n' ? "\\n" : NULL;
+}
+
+static uint32_t
+fnv(uint32_t h, unsigned char c)
+{
+	return (h ^ c) * 16777619u;
+}
+
+/* FNV-1a of s as the joblog writes it (escaped), so that a command read
+ * back and the task's own compare equal; 0 is kept for "unknown". */
 uint32_t
 joblog_hash(const char *s)
 {
 	uint32_t	 h = 2166136261u;
+	const char	*e;
 
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 16777619u;
-	}
+	for (; *s; s++)
+		if ((e = esc(*s)) == NULL)
+			h = fnv(h, (unsigned char)*s);
+		else
+			h = fnv(fnv(h, (unsigned char)e[0]), (unsigned char)e[1]);
 	return h ? h : 1;
 }
 
@@ -73,28 +98,65 @@ num(const char *s, const char *e, long *out)
 	return 0;
 }
 
+/* By Seq, then by line: the last line for a Seq is its last outcome. */
+static int
+ent_cmp(const void *a, const void *b)
+{
+	const struct jl_ent	*x = a, *y = b;
+
+	if (x->seq != y->seq)
+		return x->seq < y->seq ? -1 : 1;
+	return x->line < y->line ? -1 : x->line > y->line;
+}
+
+/* bsearch() on compacted entries: one per Seq. */
+static int
+seq_cmp(const void *a, const void *b)
+{
+	const struct jl_ent	*x = a, *y = b;
+
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Sort, and keep the last entry of each Seq. */
+static void
+compact(struct joblog *j)
+{
+	size_t	 i, n = 0;
+
+	if (j->nent == 0)
+		return;
+	qsort(j->ent, j->nent, sizeof(*j->ent), ent_cmp);
+	for (i = 0; i < j->nent; i++) {
+		if (n > 0 && j->ent[n - 1].seq == j->ent[i].seq)
+			n--;
+		j->ent[n++] = j->ent[i];
+	}
+	j->nent = n;
+}
+
 static int
 mark(struct joblog *j, unsigned long seq, int ok, uint32_t h)
 {
+	struct jl_ent	*e;
 	size_t		 n;
-	uint8_t		*s;
-	uint32_t	*hh;
 
-	if (seq >= j->nseen) {
-		for (n = j->nseen ? j->nseen : 1024; n <= seq; n *= 2)
-			;
-		if ((s = realloc(j->seen, n)) == NULL)
-			return -ENOMEM;
-		j->seen = s;
-		if ((hh = realloc(j->hash, n * sizeof(*hh))) == NULL)
-			return -ENOMEM;
-		j->hash = hh;
-		memset(j->seen + j->nseen, 0, n - j->nseen);
-		memset(j->hash + j->nseen, 0, (n - j->nseen) * sizeof(*hh));
-		j->nseen = n;
+	if (j->nent == j->cap) {
+		/* Retries repeat Seqs: fold them before growing. */
+		compact(j);
+		if (j->nent >= j->cap / 2) {
+			n = j->cap ? j->cap * 2 : 1024;
+			if ((e = realloc(j->ent, n * sizeof(*e))) == NULL)
+				return -ENOMEM;
+			j->ent = e;
+			j->cap = n;
+		}
 	}
-	j->seen[seq] = JL_SEEN | (ok ? JL_OK : 0);
-	j->hash[seq] = h;
+	e = &j->ent[j->nent++];
+	e->seq = seq;
+	e->line = j->nline++;
+	e->hash = h;
+	e->ok = ok != 0;
 	return 0;
 }
 
@@ -201,6 +263,7 @@ joblog_load(struct joblog *j, const char *path, char *err, size_t errlen)
 	}
 	if (rc == -ENOMEM)
 		snprintf(err, errlen, "out of memory");
+	compact(j);
 	free(buf);
 	close(fd);
 	return rc;
@@ -223,6 +286,106 @@ write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
+/*
+ * An exclusive lock on fd (a file open for writing) for as long as the
+ * descriptor lives: an OFD lock, so closing another descriptor of the
+ * file does not drop it and the kernel drops it however we end. An OFD
+ * lock has no pid to report, so ours says who holds it by its extent:
+ * bytes 0 to our pid.
+ */
+int
+file_lock(int fd, int wait, long *holder)
+{
+	struct flock	 fl;
+
+	*holder = 0;
+	for (;;) {
+		memset(&fl, 0, sizeof(fl));
+		fl.l_type = F_WRLCK;
+		fl.l_whence = SEEK_SET;
+		fl.l_start = 0;
+		fl.l_len = (off_t)getpid() + 1;
+		if (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == 0)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EACCES)
+			return -errno;
+		if (fcntl(fd, F_OFD_GETLK, &fl) == -1)
+			return -errno;
+		if (fl.l_type == F_UNLCK)
+			continue;	/* released meanwhile */
+		/* Another program's POSIX lock does carry a pid. */
+		if (fl.l_pid > 0)
+			*holder = fl.l_pid;
+		else if (fl.l_start == 0 && fl.l_len > 1)
+			*holder = (long)fl.l_len - 1;
+		return -EAGAIN;
+	}
+}
+
+int
+joblog_lock(struct joblog *j, const char *path, int wait, char *err,
+    size_t errlen)
+{
+	struct stat	 st, now;
+	long		 holder;
+	/* O_NONBLOCK: a FIFO must not block open(); it is refused below. */
+	int		 fd, rc, fl = O_RDWR | O_APPEND | O_CLOEXEC |
+			    O_NOFOLLOW | O_NOCTTY | O_NONBLOCK;
+
+	j->path = path;
+	for (;;) {
+		j->created = 1;
+		if ((fd = open(path, fl | O_CREAT | O_EXCL, 0666)) == -1 &&
+		    errno == EEXIST) {
+			j->created = 0;
+			if ((fd = open(path, fl)) == -1 && errno == ENOENT)
+				continue;	/* removed meanwhile */
+		}
+		if (fd == -1) {
+			rc = -errno;
+			snprintf(err, errlen, "cannot open joblog '%s': %s",
+			    path, strerror(errno));
+			return rc;
+		}
+		if (fstat(fd, &st) == -1) {
+			rc = -errno;
+			snprintf(err, errlen, "cannot open joblog '%s': %s",
+			    path, strerror(errno));
+			close(fd);
+			return rc;
+		}
+		/* A FIFO or a device holds no past run and can block a
+		 * write for ever (a reader that stops reading). */
+		if (!S_ISREG(st.st_mode)) {
+			snprintf(err, errlen, "joblog '%s' is not a regular "
+			    "file", path);
+			close(fd);
+			return -EINVAL;
+		}
+		if ((rc = file_lock(fd, wait, &holder)) < 0) {
+			if (rc == -EAGAIN)
+				snprintf(err, errlen, "joblog '%s' is in use by "
+				    "process %ld (another gpupool-run?); "
+				    "--wait-lock waits for it", path, holder);
+			else
+				snprintf(err, errlen, "cannot lock joblog "
+				    "'%s': %s", path, strerror(-rc));
+			close(fd);
+			return rc;
+		}
+		/* The run we waited for may have removed or replaced it:
+		 * lock what the path names now. */
+		if (stat(path, &now) == 0 && now.st_dev == st.st_dev &&
+		    now.st_ino == st.st_ino)
+			break;
+		close(fd);
+	}
+	j->fd = fd;
+	return 0;
+}
+
 int
 joblog_open(struct joblog *j, const char *path, int keep, char *err,
     size_t errlen)
@@ -234,7 +397,13 @@ joblog_open(struct joblog *j, const char *path, int keep, char *err,
 			    O_NOFOLLOW | O_NOCTTY;
 
 	j->path = path;
-	if (strcmp(path, "-") == 0)
+	if (j->fd >= 0) {
+		/* Locked by joblog_lock(): truncated only now. */
+		if (!keep && ftruncate(j->fd, 0) == -1) {
+			rc = -errno;
+			goto fail;
+		}
+	} else if (strcmp(path, "-") == 0)
 		j->fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
 	else
 		j->fd = open(path, fl | (keep ? 0 : O_TRUNC), 0666);
@@ -267,27 +436,58 @@ fail:
 	return rc;
 }
 
+static const struct jl_ent *
+find(const struct joblog *j, unsigned long seq)
+{
+	struct jl_ent	 key;
+
+	memset(&key, 0, sizeof(key));
+	key.seq = seq;
+	if (j->nent == 0)
+		return NULL;
+	return bsearch(&key, j->ent, j->nent, sizeof(key), seq_cmp);
+}
+
 int
 joblog_done(const struct joblog *j, unsigned long seq, int failed_too)
 {
-	if (seq >= j->nseen || !(j->seen[seq] & JL_SEEN))
+	const struct jl_ent	*e = find(j, seq);
+
+	if (e == NULL)
 		return 0;
-	return failed_too ? (j->seen[seq] & JL_OK) != 0 : 1;
+	return failed_too ? e->ok : 1;
 }
 
 int
 joblog_changed(const struct joblog *j, unsigned long seq, const char *cmd)
 {
-	if (seq >= j->nseen || j->hash[seq] == 0)
-		return 0;
-	return j->hash[seq] != joblog_hash(cmd);
+	const struct jl_ent	*e = find(j, seq);
+
+	return e != NULL && e->hash != joblog_hash(cmd);
+}
+
+/* s at p, TABs and newlines escaped; returns the end. */
+static char *
+put_esc(char *p, const char *s)
+{
+	const char	*e;
+
+	for (; *s; s++)
+		if ((e = esc(*s)) != NULL) {
+			memcpy(p, e, 2);
+			p += 2;
+		} else
+			*p++ = *s;
+	return p;
 }
 
 int
 joblog_append(struct joblog *j, const struct jl_rec *r)
 {
-	size_t	 need = strlen(r->cmd) + strlen(r->gpu) + strlen(r->host) + 160;
-	char	*l;
+	/* Escaping at most doubles the command and the GPU id. */
+	size_t	 tail = 2 * (strlen(r->cmd) + strlen(r->gpu)) + 2;
+	size_t	 need = tail + strlen(r->host) + 160;
+	char	*l, *p;
 	int	 n, rc;
 
 	if (j->fd < 0)
@@ -298,14 +498,17 @@ joblog_append(struct joblog *j, const struct jl_rec *r)
 		j->line = l;
 		j->lcap = need;
 	}
-	n = snprintf(j->line, j->lcap,
-	    "%lu\t%s\t%.3f\t%.3f\t0\t0\t%d\t%d\t%s\t%s\n", r->seq, r->host,
-	    r->start, r->runtime, r->exitval, r->signal, r->cmd, r->gpu);
-	if (n < 0 || (size_t)n >= j->lcap)
+	n = snprintf(j->line, j->lcap, "%lu\t%s\t%.3f\t%.3f\t0\t0\t%d\t%d\t",
+	    r->seq, r->host, r->start, r->runtime, r->exitval, r->signal);
+	if (n < 0 || (size_t)n >= j->lcap - tail)
 		return -EOVERFLOW;
+	p = put_esc(j->line + n, r->cmd);
+	*p++ = '\t';
+	p = put_esc(p, r->gpu);
+	*p++ = '\n';
 	/* One write per line: with O_APPEND it lands whole or torn, never
 	 * mixed with another line. */
-	if ((rc = write_all(j->fd, j->line, (size_t)n)) < 0)
+	if ((rc = write_all(j->fd, j->line, (size_t)(p - j->line))) < 0)
 		return rc;
 	if (fdatasync(j->fd) == -1 && errno != EINVAL && errno != EROFS)
 		return -errno;

@@ -10,11 +10,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <libgen.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -51,6 +53,8 @@ static const char usage_text[] =
 "                       --resume-failed or +FILE (append)\n"
 "  --resume             skip tasks the joblog already records\n"
 "  --resume-failed      skip only tasks it records as succeeded\n"
+"  --wait-lock          wait while another run holds the joblog or DIR\n"
+"                       (default: refuse, naming its pid)\n"
 "  --retries N          run a failed task up to N more times (any GPU)\n"
 "  --timeout DURATION   stop a task after DURATION: 90, 90s, 500ms, 15m,\n"
 "                       1.5h, 2d (rounded up to the ms; 0: none)\n"
@@ -196,7 +200,7 @@ enum {
 	OPT_GPUS = 256, OPT_FAKE, OPT_PERGPU, OPT_JOBLOG, OPT_RESUME,
 	OPT_RESUMEF, OPT_RETRIES, OPT_TIMEOUT, OPT_GRACE, OPT_HALT,
 	OPT_RESULTS, OPT_BAR, OPT_DRYRUN, OPT_SHOW, OPT_TOPO, OPT_BUSIDS,
-	OPT_RANKTMO,
+	OPT_RANKTMO, OPT_WAITLOCK,
 };
 
 static const struct option longopts[] = {
@@ -206,6 +210,7 @@ static const struct option longopts[] = {
 	{ "joblog",		required_argument, NULL, OPT_JOBLOG },
 	{ "resume",		no_argument,	   NULL, OPT_RESUME },
 	{ "resume-failed",	no_argument,	   NULL, OPT_RESUMEF },
+	{ "wait-lock",		no_argument,	   NULL, OPT_WAITLOCK },
 	{ "retries",		required_argument, NULL, OPT_RETRIES },
 	{ "timeout",		required_argument, NULL, OPT_TIMEOUT },
 	{ "grace",		required_argument, NULL, OPT_GRACE },
@@ -269,12 +274,19 @@ parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_JOBLOG:
 			o->joblog = optarg;
+			if (*optarg == '\0' || strcmp(optarg, "+") == 0) {
+				cli_err("--joblog: empty file name");
+				return -1;
+			}
 			break;
 		case OPT_RESUME:
 			o->resume = 1;
 			break;
 		case OPT_RESUMEF:
 			o->resume_failed = 1;
+			break;
+		case OPT_WAITLOCK:
+			o->wait_lock = 1;
 			break;
 		case OPT_RETRIES:
 			if (parse_int(optarg, 0, 1000000, &n) < 0) {
@@ -311,6 +323,10 @@ parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_RESULTS:
 			o->results = optarg;
+			if (*optarg == '\0') {
+				cli_err("--results: empty directory name");
+				return -1;
+			}
 			break;
 		case OPT_BAR:
 			o->bar = 1;
@@ -406,6 +422,83 @@ fds_sanitize(void)
 			(void)fcntl((int)fd, F_SETFD, FD_CLOEXEC);
 	}
 	closedir(d);
+}
+
+/* Whether path names the file st describes (path may not exist). */
+static int
+same_file(const char *path, const struct stat *st)
+{
+	struct stat	 ps;
+
+	return stat(path, &ps) == 0 && ps.st_dev == st->st_dev &&
+	    ps.st_ino == st->st_ino;
+}
+
+/* Whether path is, or would be, in DIR/<seq>/, whose files --results
+ * replaces (rst: DIR). Symbolic links are followed. */
+static int
+in_results(const char *path, const struct stat *rst)
+{
+	struct stat	 st;
+	char		*d, *real, *s;
+	size_t		 i;
+	int		 in = 0;
+
+	/* The file, if it exists: a link to a file in DIR counts. */
+	if ((real = realpath(path, NULL)) != NULL) {
+		*strrchr(real, '/') = '\0';
+	} else {
+		if ((d = strdup(path)) == NULL)
+			return 0;
+		real = realpath(dirname(d), NULL);
+		free(d);
+	}
+	if (real == NULL || (s = strrchr(real, '/')) == NULL) {
+		free(real);
+		return 0;
+	}
+	for (i = 1; s[i] >= '0' && s[i] <= '9'; i++)
+		;
+	if (i > 1 && s[i] == '\0' && s[1] != '0') {
+		*s = '\0';
+		in = stat(s == real ? "/" : real, &st) == 0 &&
+		    st.st_dev == rst->st_dev && st.st_ino == rst->st_ino;
+	}
+	free(real);
+	return in;
+}
+
+/*
+ * Refuse outputs that would destroy the input or each other: a joblog
+ * that is the tasks file (truncated, or read back as tasks for ever),
+ * or a tasks file or joblog inside --results DIR/<seq>/.
+ */
+static int
+check_outputs(const struct opts *o, const struct run *r, const char *jl)
+{
+	struct stat	 in, rst;
+	int		 file = strcmp(o->file, "-") != 0;
+
+	if (jl != NULL && strcmp(jl, "-") != 0 && fstat(r->in.fd, &in) == 0 &&
+	    S_ISREG(in.st_mode) && same_file(jl, &in)) {
+		cli_err("joblog '%s' is the tasks file %s%s%s: nothing was run",
+		    jl, file ? "'" : "(", file ? o->file : "standard input",
+		    file ? "'" : ")");
+		return -1;
+	}
+	if (o->results == NULL || stat(o->results, &rst) == -1)
+		return 0;	/* a new DIR holds nothing of ours */
+	if (file && in_results(o->file, &rst)) {
+		cli_err("--results '%s' would overwrite the tasks file '%s'",
+		    o->results, o->file);
+		return -1;
+	}
+	if (jl != NULL && strcmp(jl, "-") != 0 && in_results(jl, &rst)) {
+		cli_err("--results '%s' would overwrite the joblog '%s'",
+		    o->results, jl);
+		return -1;
+	}
+	return 0;
 }
 
 static void
@@ -563,6 +656,14 @@ main(int argc, char **argv)
 		goto out;
 	}
 	jl = o.joblog != NULL && o.joblog[0] == '+' ? o.joblog + 1 : o.joblog;
+	if (check_outputs(&o, &r, jl) < 0)
+		goto out;
+	/* Locked before it is read or truncated, for the whole run. */
+	if (jl != NULL && strcmp(jl, "-") != 0 && joblog_lock(&r.jl, jl,
+	    o.wait_lock, err, sizeof(err)) < 0) {
+		cli_err("%s", err);
+		goto out;
+	}
 	if ((o.resume || o.resume_failed) &&
 	    joblog_load(&r.jl, jl, err, sizeof(err)) < 0) {
 		cli_err("%s", err);

@@ -485,16 +485,26 @@ run_pool_create(const struct opts *o, unsigned flags, struct gp_pool **pool)
 	return 0;
 }
 
-/* Resume: is seq recorded (as succeeded, for --resume-failed)? Warns
- * once when the joblog has another command under the same Seq. */
+/* Resume: is seq recorded (as succeeded, for --resume-failed), and with
+ * --results, is its exitval there (else its results are incomplete)?
+ * Warns once when the joblog has another command under the same Seq. */
 int
 run_skip(void *arg, unsigned long seq, const char *cmd)
 {
 	struct run	*r = arg;
+	char		*ev;
+	int		 have;
 
-	if (r->jl.nseen == 0 || !joblog_done(&r->jl, seq,
-	    r->o->resume_failed))
+	if (!joblog_done(&r->jl, seq, r->o->resume_failed))
 		return 0;
+	if (r->o->results != NULL) {
+		if (asprintf(&ev, "%s/%lu/exitval", r->o->results, seq) == -1)
+			return 0;	/* run it rather than guess */
+		have = access(ev, F_OK) == 0;
+		free(ev);
+		if (!have)
+			return 0;
+	}
 	if (joblog_changed(&r->jl, seq, cmd)) {
 		r->changed++;
 		if (!r->warned_change++)
@@ -505,12 +515,16 @@ run_skip(void *arg, unsigned long seq, const char *cmd)
 	return 1;
 }
 
-/* mkdir -p, then prove we can create entries in it. */
+/* mkdir -p, then prove we can create entries in it, and lock it (its
+ * lock file) for the life of the run: two runs would mix their attempts'
+ * files. */
 static int
-results_dir(const char *path)
+results_dir(struct run *r, const char *path)
 {
+	struct stat	 st;
 	char		*p, *s;
 	char		 probe[64];
+	long		 holder;
 	int		 fd, rc = 0;
 
 	if ((p = strdup(path)) == NULL)
@@ -549,6 +563,28 @@ results_dir(const char *path)
 		return rc;
 	}
 	(void)unlinkat(fd, probe, AT_REMOVEDIR);
+	/* O_NONBLOCK: a FIFO planted there must not block open(). */
+	if ((r->rlock = openat(fd, RESULTS_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW |
+	    O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0666)) == -1 ||
+	    fstat(r->rlock, &st) == -1 || !S_ISREG(st.st_mode)) {
+		rc = r->rlock == -1 ? -errno : -EINVAL;
+		cli_err("cannot lock results directory '%s': %s/%s: %s", path,
+		    path, RESULTS_LOCK, rc == -EINVAL ? "not a regular file" :
+		    strerror(-rc));
+		close(fd);
+		return rc;
+	}
+	if ((rc = file_lock(r->rlock, r->o->wait_lock, &holder)) < 0) {
+		if (rc == -EAGAIN)
+			cli_err("results directory '%s' is in use by process "
+			    "%ld (another gpupool-run?); --wait-lock waits for "
+			    "it", path, holder);
+		else
+			cli_err("cannot lock results directory '%s': %s", path,
+			    strerror(-rc));
+		close(fd);
+		return rc;
+	}
 	return fd;
 }
 
@@ -769,8 +805,11 @@ outcome(const struct run *r, const struct task *t, struct outcome *oc)
 		oc->flags = rp.flags;
 		oc->start = (double)rp.start_ns / 1e9;
 		oc->runtime = (double)rp.run_ns / 1e9;
+		/* Its results not written: failed, and not by its code. */
+		if (rp.flags & R_NORESULT)
+			oc->exitval = -1;
 		if (rp.exitval == 0 && rp.signal == 0 &&
-		    !(rp.flags & (R_TIMEDOUT | R_NOSTART)))
+		    !(rp.flags & (R_TIMEDOUT | R_NOSTART | R_NORESULT)))
 			oc->kind = K_OK;
 		else if (rp.flags & R_STOPPED)
 			oc->kind = K_STOPPED;
@@ -1693,7 +1732,7 @@ run_tasks(struct run *r)
 	conf.mpi = r->rk != NULL;
 	/* Workers are forked with the results directory open. */
 	if (o->results != NULL && (rfd = conf.results_fd =
-	    results_dir(o->results)) < 0)
+	    results_dir(r, o->results)) < 0)
 		goto fail;
 
 	if (run_pool_create(o, 0, &pool) < 0)
@@ -1813,7 +1852,7 @@ run_init(struct run *r, const struct opts *o)
 	r->o = o;
 	r->fn = task_run;
 	r->total = -1;
-	r->sfd = r->epfd = r->tfd = -1;
+	r->sfd = r->epfd = r->tfd = r->rlock = -1;
 	joblog_init(&r->jl);
 }
 
@@ -1841,6 +1880,8 @@ run_release(struct run *r)
 	gp_buf_release(&r->obuf);
 	tasks_close(&r->in);
 	joblog_release(&r->jl);
+	if (r->rlock >= 0)
+		close(r->rlock);
 	if (r->sfd >= 0)
 		close(r->sfd);
 	if (r->epfd >= 0)

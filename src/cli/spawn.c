@@ -50,7 +50,13 @@ struct cap {
 struct files {
 	int		 dir;
 	char		 name[24];	/* "<seq>" */
+	int		 made;		/* bit i: we created tmp_name[i] */
 };
+
+static const char *const tmp_name[] = {
+	".stdout.tmp", ".stderr.tmp", ".exitval.tmp"
+};
+static const char *const final_name[] = { "stdout", "stderr", "exitval" };
 
 /* Built once per worker: the environment with our five variables. */
 static char	**envp;
@@ -294,6 +300,22 @@ cap_close(struct cap *c)
 	c->fd = -1;
 }
 
+/* Create temporary i, a regular file of our own. Whatever has its name
+ * (left by a crash, or planted: a link to a file outside DIR, a FIFO
+ * that would block open(), a symbolic link) is unlinked, never opened. */
+static int
+results_tmp(struct files *f, int i)
+{
+	int	 fd;
+
+	if (unlinkat(f->dir, tmp_name[i], 0) == -1 && errno != ENOENT)
+		return -1;
+	if ((fd = openat(f->dir, tmp_name[i], O_WRONLY | O_CREAT | O_EXCL |
+	    O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0666)) >= 0)
+		f->made |= 1 << i;
+	return fd;
+}
+
 static int
 results_open(int rfd, uint64_t seq, struct files *f, int *ofd, int *efd,
     char *msg, size_t mlen)
@@ -301,18 +323,22 @@ results_open(int rfd, uint64_t seq, struct files *f, int *ofd, int *efd,
 	const char	*what = "";
 
 	snprintf(f->name, sizeof(f->name), "%llu", (unsigned long long)seq);
+	f->made = 0;
 	if (mkdirat(rfd, f->name, 0777) == -1 && errno != EEXIST)
 		goto fail;
 	if ((f->dir = openat(rfd, f->name, O_RDONLY | O_DIRECTORY |
 	    O_NOFOLLOW | O_CLOEXEC)) == -1)
 		goto fail;
-	what = ".stdout.tmp";
-	if ((*ofd = openat(f->dir, what, O_WRONLY | O_CREAT | O_TRUNC |
-	    O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0666)) == -1)
+	/* An earlier attempt's exitval goes first: from now until this
+	 * attempt's is written, DIR/<seq> says "not done". */
+	what = "exitval";
+	if (unlinkat(f->dir, what, 0) == -1 && errno != ENOENT)
 		goto fail;
-	what = ".stderr.tmp";
-	if ((*efd = openat(f->dir, what, O_WRONLY | O_CREAT | O_TRUNC |
-	    O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0666)) == -1)
+	what = tmp_name[0];
+	if ((*ofd = results_tmp(f, 0)) == -1)
+		goto fail;
+	what = tmp_name[1];
+	if ((*efd = results_tmp(f, 1)) == -1)
 		goto fail;
 	return 0;
 fail:
@@ -322,36 +348,52 @@ fail:
 }
 
 /* Publish the attempt's files under their final names, exitval last:
- * a reader that sees exitval sees the output of the same attempt. A
- * failure is explained in msg unless it is NULL. */
+ * exitval exists only beside the output of its own attempt. A stream
+ * whose temporary was not made (the task did not start) loses an
+ * earlier attempt's file. A failure is explained in msg unless it is
+ * NULL. */
 static int
 results_close(struct files *f, int code, char *msg, size_t mlen)
 {
-	static const char *const from[] = { ".stdout.tmp", ".stderr.tmp" };
-	static const char *const to[] = { "stdout", "stderr" };
 	char		 buf[16];
-	int		 fd, i, n;
+	ssize_t		 w;
+	int		 fd, i, n, e;
 
 	for (i = 0; i < 2; i++)
-		if (renameat(f->dir, from[i], f->dir, to[i]) == -1)
+		if (f->made & (1 << i)) {
+			if (renameat(f->dir, tmp_name[i], f->dir,
+			    final_name[i]) == -1)
+				goto fail;
+			f->made &= ~(1 << i);
+		} else if (unlinkat(f->dir, final_name[i], 0) == -1 &&
+		    errno != ENOENT)
 			goto fail;
 	n = snprintf(buf, sizeof(buf), "%d\n", code);
-	if ((fd = openat(f->dir, ".exitval.tmp", O_WRONLY | O_CREAT | O_TRUNC |
-	    O_NOFOLLOW | O_CLOEXEC, 0666)) == -1)
+	if ((fd = results_tmp(f, 2)) == -1)
 		goto fail;
-	if (write(fd, buf, (size_t)n) != n) {
+	while ((w = write(fd, buf, (size_t)n)) == -1 && errno == EINTR)
+		;
+	if (w != n) {
+		if (w >= 0)
+			errno = ENOSPC;	/* a short write to a file */
 		close(fd);
 		goto fail;
 	}
-	close(fd);
-	if (renameat(f->dir, ".exitval.tmp", f->dir, "exitval") == -1)
+	/* NFS and some others report a full disk only here. */
+	if (close(fd) == -1 ||
+	    renameat(f->dir, tmp_name[2], f->dir, final_name[2]) == -1)
 		goto fail;
+	f->made = 0;
 	close(f->dir);
 	return 0;
 fail:
+	e = errno;
 	if (msg != NULL)
 		snprintf(msg, mlen, "cannot write '%s' in the results "
-		    "directory: %s", f->name, strerror(errno));
+		    "directory: %s", f->name, strerror(e));
+	for (i = 0; i < 3; i++)
+		if (f->made & (1 << i))
+			(void)unlinkat(f->dir, tmp_name[i], 0);
 	close(f->dir);
 	return -1;
 }
@@ -619,7 +661,7 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	const struct run_conf	*rc = arg;
 	struct task_reply	 rp;
 	struct task_hdr		 h;
-	struct files		 f = { -1, "" };
+	struct files		 f = { -1, "", 0 };
 	struct pollfd		 sp;
 	siginfo_t		 si;
 	const char		*cmd;
@@ -720,9 +762,11 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 		rp.exitval = -1;
 		rp.signal = sent;
 	}
-	if (f.dir >= 0)
-		(void)results_close(&f, rp.exitval >= 0 ? rp.exitval :
-		    128 + rp.signal, msg, sizeof(msg));
+	/* A result that could not be written fails the task: a resume
+	 * must run it again. */
+	if (f.dir >= 0 && results_close(&f, rp.exitval >= 0 ? rp.exitval :
+	    128 + rp.signal, msg, sizeof(msg)) < 0)
+		rp.flags |= R_NORESULT;
 	reply_build(ctx, &rp, msg);
 	return 0;
 

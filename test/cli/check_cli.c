@@ -1119,6 +1119,15 @@ START_TEST(bad_input)
 	BAD("Is a directory", log, "--fake-gpus", "1", "--joblog", dir, tasks);
 	BAD("Not a directory", log, "--fake-gpus", "1", "--results",
 	    pathf("afile/res"), tasks);
+	BAD("--results: empty directory name", log, "--fake-gpus", "1",
+	    "--results", "", tasks);
+	BAD("--joblog: empty file name", log, "--fake-gpus", "1", "--joblog",
+	    "", tasks);
+	/* A FIFO whose reader stops would block the run for ever. */
+	ck_assert_int_eq(mkfifo(pathf("fifo"), 0644), 0);
+	ck_assert_int_ge(asprintf(&want, "joblog '%s' is not a regular file",
+	    pathf("fifo")), 0);
+	BAD(want, log, "--fake-gpus", "1", "--joblog", pathf("fifo"), tasks);
 
 	/* Input errors name file:line, and nothing runs first. */
 	snprintf(line, sizeof(line), "%s record %s 0\n# fine\n", PROBE, log);
@@ -1156,6 +1165,169 @@ START_TEST(bad_input)
 	ck_assert_int_ge(asprintf(&want, "%s:2: unterminated '\\' "
 	    "continuation", tasks), 0);
 	BAD(want, log, "--fake-gpus", "1", tasks);
+	tmp_remove();
+}
+END_TEST
+
+/* The joblog is never the tasks file, by any path, and --results never
+ * holds either: refused before anything runs or is written. */
+START_TEST(joblog_is_not_the_tasks_file)
+{
+	char	*tasks, *log, *other, *hard, *res, *in1, *in2, line[4200];
+	char	*want, *got;
+
+	tmp_make();
+	log = pathf("log");
+	tasks = pathf("tasks");
+	snprintf(line, sizeof(line), "%s record %s 0\n", PROBE, log);
+	puts_file(tasks, line);
+	other = pathf("sub/../tasks");
+	ck_assert_int_eq(mkdir(pathf("sub"), 0755), 0);
+	hard = pathf("hard");
+	ck_assert_int_eq(link(tasks, hard), 0);
+	BAD("is the tasks file", log, "--fake-gpus", "1", "--joblog", tasks,
+	    tasks);
+	BAD("is the tasks file", log, "--fake-gpus", "1", "--joblog", tasks,
+	    "--resume", tasks);
+	BAD("is the tasks file", log, "--fake-gpus", "1", "--joblog", other,
+	    tasks);
+	ck_assert_int_ge(asprintf(&want, "+%s", hard), 0);
+	BAD("is the tasks file", log, "--fake-gpus", "1", "--joblog", want,
+	    tasks);
+	{
+		/* Tasks from standard input that is the joblog. */
+		struct res	 r;
+		int		 fd = open(tasks, O_RDONLY);
+
+		run_in(fd, 60, &r, (const char *const []){ "--fake-gpus", "1",
+		    "--joblog", hard, "-", NULL });
+		close(fd);
+		ck_assert_msg(r.code == 255, "exit %d: %s", r.code, r.err);
+		ck_assert_ptr_nonnull(strstr(r.err, "is the tasks file "
+		    "(standard input)"));
+		ck_assert_int_eq(access(log, F_OK), -1);
+	}
+	got = slurp(tasks, NULL);
+	ck_assert_str_eq(got, line);
+
+	/* --results DIR: the tasks file or the joblog as DIR/<seq>/stdout
+	 * (through a symbolic link too) would be replaced. */
+	res = pathf("res");
+	ck_assert_int_eq(mkdir(res, 0755), 0);
+	ck_assert_int_eq(mkdir(pathf("res/1"), 0755), 0);
+	ck_assert_int_eq(mkdir(pathf("res/2"), 0755), 0);
+	in1 = pathf("res/1/stdout");
+	puts_file(in1, line);
+	ck_assert_int_eq(symlink(in1, pathf("link")), 0);
+	BAD("would overwrite the tasks file", log, "--fake-gpus", "1",
+	    "--results", res, in1);
+	BAD("would overwrite the tasks file", log, "--fake-gpus", "1",
+	    "--results", res, pathf("link"));
+	in2 = pathf("res/2/stdout");
+	BAD("would overwrite the joblog", log, "--fake-gpus", "1",
+	    "--results", res, "--joblog", in2, tasks);
+	ck_assert_int_eq(access(in2, F_OK), -1);
+	ck_assert_str_eq(slurp(in1, NULL), line);
+	tmp_remove();
+}
+END_TEST
+
+/* Whether /proc/locks shows a process waiting for a lock on the inode
+ * *arg. */
+static int
+lock_waiter(void *arg)
+{
+	char	*b = slurp("/proc/locks", NULL), *l, *save = NULL, ino[32];
+	int	 found = 0;
+
+	ck_assert_ptr_nonnull(b);
+	snprintf(ino, sizeof(ino), ":%lu ", *(unsigned long *)arg);
+	for (l = strtok_r(b, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+		if (strstr(l, "->") != NULL && strstr(l, ino) != NULL)
+			found = 1;
+	free(b);
+	return found;
+}
+
+/* Two runs on one joblog and results directory: the second (with or
+ * without --resume, even with no task) is refused at once, naming the
+ * first; with --wait-lock it waits, then runs only what the first did
+ * not. Each task runs once and every record survives. */
+START_TEST(joblog_locked)
+{
+	struct rec	 r[16];
+	struct jrec	 j[16];
+	struct res	 res1, res4;
+	struct want_lines w;
+	struct stat	 st;
+	unsigned long	 ino;
+	char		*log, *jl, *go, *tasks, *empty, *rdir, *want, *o, *e;
+	char		*o4, *e4;
+	FILE		*f;
+	pid_t		 p1, p4;
+	double		 t0;
+	int		 i, n;
+
+	tmp_make();
+	log = pathf("log");
+	jl = pathf("joblog");
+	go = pathf("go");
+	rdir = pathf("res");
+	tasks = pathf("tasks");
+	empty = pathf("empty");
+	o = pathf("out1");
+	e = pathf("err1");
+	o4 = pathf("out4");
+	e4 = pathf("err4");
+	puts_file(empty, "");
+	/* Task 3 holds the first run until the test says go. */
+	ck_assert_ptr_nonnull(f = fopen(tasks, "w"));
+	for (i = 1; i <= 5; i++)
+		fprintf(f, "%s record %s 0%s%s%s\n", PROBE, log,
+		    i == 3 ? "; while [ ! -e " : "", i == 3 ? go : "",
+		    i == 3 ? " ]; do sleep 0.02; done" : "");
+	fclose(f);
+	t0 = now_s();
+	p1 = start(-1, o, e, (const char *const []){ "--fake-gpus", "1",
+	    "--joblog", jl, "--results", rdir, "--quiet", tasks, NULL });
+	w.path = jl;
+	w.n = 1 + 2;
+	w.c = 0;
+	wait_for("2 joblog lines", 60, have_lines, &w);
+	w.path = log;
+	w.n = 3;
+	w.c = 'E';
+	wait_for("task 3 to start", 60, have_lines, &w);
+
+	ck_assert_int_ge(asprintf(&want, "is in use by process %ld",
+	    (long)p1), 0);
+	BAD(want, NULL, "--fake-gpus", "1", "--joblog", jl, "--resume",
+	    "--quiet", tasks);
+	BAD(want, NULL, "--fake-gpus", "1", "--joblog", jl, "--quiet", empty);
+	BAD(want, NULL, "--fake-gpus", "1", "--results", rdir, "--quiet",
+	    empty);
+	ck_assert_int_eq(read_joblog(jl, j, 16, NULL), 2);
+
+	/* --wait-lock: it waits (the kernel lists it as a lock waiter),
+	 * and starts when the first run ends. */
+	ck_assert_int_eq(stat(jl, &st), 0);
+	ino = (unsigned long)st.st_ino;
+	p4 = start(-1, o4, e4, (const char *const []){ "--fake-gpus", "1",
+	    "--joblog", jl, "--results", rdir, "--resume", "--wait-lock",
+	    "--quiet", tasks, NULL });
+	wait_for("the second run to wait for the lock", 60, lock_waiter, &ino);
+	ck_assert_int_eq(read_joblog(jl, j, 16, NULL), 2);
+	puts_file(go, "");
+	finish(p1, t0, 60, o, e, &res1);
+	ck_assert_msg(res1.code == 0, "exit %d: %s", res1.code, res1.err);
+	finish(p4, t0, 60, o4, e4, &res4);
+	ck_assert_msg(res4.code == 0, "exit %d: %s", res4.code, res4.err);
+	n = read_log(log, r, NULL, NULL);
+	check_once(r, n, 5);
+	n = read_joblog(jl, j, 16, NULL);
+	ck_assert_int_eq(n, 5);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(j[i].exitval, 0);
 	tmp_remove();
 }
 END_TEST
@@ -1524,6 +1696,49 @@ START_TEST(bounded_memory)
 		ck_assert_int_eq(res.code, 0);
 		ck_assert_int_lt(res.maxrss_kb, limit);
 	}
+	tmp_remove();
+}
+END_TEST
+
+/* What --resume keeps of a joblog follows its rows, not its largest
+ * Seq: 100,000 rows with Seqs up to 99,999,999 (a hand-edited row used
+ * to cost ~650 MB). */
+START_TEST(resume_memory_sparse_seqs)
+{
+	struct res	 res;
+	struct jrec	*j;
+	char		*tasks, *jl;
+	long		 limit = UNDER_ASAN ? 200 * 1024 : 64 * 1024, i;
+	FILE		*f;
+	int		 nj;
+
+	if (getenv("GPUPOOL_TEST_WRAP") != NULL)
+		return;		/* the tool's own memory is not ours */
+	tmp_make();
+	tasks = pathf("tasks");
+	jl = pathf("joblog");
+	true_tasks(tasks, 3);
+	ck_assert_ptr_nonnull(f = fopen(jl, "w"));
+	fprintf(f, "Seq\tHost\tStarttime\tJobRuntime\tSend\tReceive\tExitval\t"
+	    "Signal\tCommand\tGPU\n");
+	fprintf(f, "99999999\t:\t1700000000.000\t0.001\t0\t0\t0\t0\ttrue\t"
+	    "fake0\n");
+	for (i = 1; i < 100000; i++)
+		fprintf(f, "%ld\t:\t1700000000.000\t0.001\t0\t0\t0\t0\ttrue\t"
+		    "fake0\n", 1000 * i + i % 997);
+	fclose(f);
+	RUN(&res, "--fake-gpus", "1", "--joblog", jl, "--resume", "--quiet",
+	    tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_msg(res.maxrss_kb < limit, "max RSS %ld KiB", res.maxrss_kb);
+	/* Tasks 1-3 are not in it: they ran. */
+	j = calloc(100004, sizeof(*j));
+	ck_assert_ptr_nonnull(j);
+	nj = read_joblog(jl, j, 100004, NULL);
+	ck_assert_int_eq(nj, 100003);
+	for (i = 100000; i < nj; i++)
+		ck_assert_int_le(j[i].seq, 3);
+	free(j);
 	tmp_remove();
 }
 END_TEST
@@ -1954,6 +2169,149 @@ START_TEST(results_layout)
 }
 END_TEST
 
+/* --results: an earlier attempt's exitval goes before anything of the
+ * new one is renamed into place, a result that cannot be written fails
+ * its task (joblog, exit status, stderr), and --resume runs a task whose
+ * exitval is missing again. The failure is forced with a directory
+ * where the exitval's temporary file goes. */
+START_TEST(results_exitval_goes_first)
+{
+	struct res	 res;
+	struct jrec	 j[16];
+	char		*tasks, *jl, *dir, *ev, buf[8192];
+	int		 nj, i;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	jl = pathf("joblog");
+	dir = pathf("res");
+	snprintf(buf, sizeof(buf), "%s say out1 err1 0\n%s say out1 err1 0\n",
+	    PROBE, PROBE);
+	puts_file(tasks, buf);
+	RUN(&res, "--fake-gpus", "1", "--quiet", "--results", dir, tasks);
+	ck_assert_int_eq(res.code, 0);
+	ck_assert_str_eq(slurp(pathf("res/1/exitval"), NULL), "0\n");
+	ck_assert_int_eq(mkdir(pathf("res/1/.exitval.tmp"), 0755), 0);
+	ck_assert_int_eq(mkdir(pathf("res/2/.exitval.tmp"), 0755), 0);
+	snprintf(buf, sizeof(buf), "%s say out2 err2 3\n%s say ok2 e2 0\n",
+	    PROBE, PROBE);
+	puts_file(tasks, buf);
+	RUN(&res, "--fake-gpus", "1", "--joblog", jl, "--results", dir,
+	    tasks);
+	ck_assert_msg(res.code == 2, "exit %d: %s", res.code, res.err);
+	ck_assert_ptr_nonnull(strstr(res.err, "cannot write '2' in the "
+	    "results directory"));
+	/* exitval there => stdout of the same attempt. */
+	ev = slurp(pathf("res/1/exitval"), NULL);
+	ck_assert_msg(ev == NULL || (strcmp(ev, "3\n") == 0 &&
+	    strcmp(slurp(pathf("res/1/stdout"), NULL), "out2\n") == 0),
+	    "exitval '%s' beside stdout '%s'", ev,
+	    slurp(pathf("res/1/stdout"), NULL));
+	ck_assert_ptr_null(slurp(pathf("res/2/exitval"), NULL));
+	nj = read_joblog(jl, j, 16, NULL);
+	ck_assert_int_eq(nj, 2);
+	for (i = 0; i < nj; i++) {
+		ck_assert_int_eq(j[i].exitval, -1);
+		ck_assert_int_eq(j[i].sig, 0);
+	}
+	/* Resume: both are recorded, neither has its exitval: both run. */
+	ck_assert_int_eq(rmdir(pathf("res/1/.exitval.tmp")), 0);
+	ck_assert_int_eq(rmdir(pathf("res/2/.exitval.tmp")), 0);
+	RUN(&res, "--fake-gpus", "1", "--joblog", jl, "--resume", "--quiet",
+	    "--results", dir, tasks);
+	ck_assert_msg(res.code == 1, "exit %d: %s", res.code, res.err);
+	ck_assert_str_eq(slurp(pathf("res/1/exitval"), NULL), "3\n");
+	ck_assert_str_eq(slurp(pathf("res/1/stdout"), NULL), "out2\n");
+	ck_assert_str_eq(slurp(pathf("res/2/exitval"), NULL), "0\n");
+	ck_assert_str_eq(slurp(pathf("res/2/stdout"), NULL), "ok2\n");
+	ck_assert_int_eq(read_joblog(jl, j, 16, NULL), 4);
+	tmp_remove();
+}
+END_TEST
+
+/* --results opens nothing it did not create: a hard link to a file
+ * outside DIR, a FIFO and a symbolic link planted as temporaries are
+ * removed, not written through, waited on or renamed into place. */
+START_TEST(results_planted_files)
+{
+	struct res	 res;
+	struct stat	 st;
+	char		*tasks, *dir, *victim, *victim2, buf[8192];
+
+	tmp_make();
+	tasks = pathf("tasks");
+	dir = pathf("res");
+	victim = pathf("victim");
+	victim2 = pathf("victim2");
+	puts_file(victim, "precious\n");
+	puts_file(victim2, "precious too\n");
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	ck_assert_int_eq(mkdir(pathf("res/1"), 0755), 0);
+	ck_assert_int_eq(mkdir(pathf("res/2"), 0755), 0);
+	ck_assert_int_eq(mkdir(pathf("res/3"), 0755), 0);
+	ck_assert_int_eq(link(victim, pathf("res/1/.stdout.tmp")), 0);
+	ck_assert_int_eq(mkfifo(pathf("res/2/.stderr.tmp"), 0644), 0);
+	ck_assert_int_eq(symlink(victim2, pathf("res/3/.stderr.tmp")), 0);
+	snprintf(buf, sizeof(buf), "%s say out1 err1 0\n%s say out2 err2 0\n"
+	    "%s say out3 err3 0\n", PROBE, PROBE, PROBE);
+	puts_file(tasks, buf);
+	/* A worker blocked in open() would hold the run for ever. */
+	run_in(-1, 45, &res, (const char *const []){ "--fake-gpus", "2",
+	    "--quiet", "--results", dir, tasks, NULL });
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_str_eq(slurp(victim, NULL), "precious\n");
+	ck_assert_str_eq(slurp(victim2, NULL), "precious too\n");
+	ck_assert_str_eq(slurp(pathf("res/1/stdout"), NULL), "out1\n");
+	ck_assert_str_eq(slurp(pathf("res/2/stderr"), NULL), "err2\n");
+	ck_assert_int_eq(lstat(pathf("res/3/stderr"), &st), 0);
+	ck_assert_msg(S_ISREG(st.st_mode), "res/3/stderr is not a file");
+	ck_assert_str_eq(slurp(pathf("res/3/stderr"), NULL), "err3\n");
+	ck_assert_str_eq(slurp(pathf("res/3/exitval"), NULL), "0\n");
+	tmp_remove();
+}
+END_TEST
+
+/* A TAB in a command or a newline in a GPU id does not break the
+ * joblog's columns, and a resume still matches the commands. */
+START_TEST(joblog_escapes_tabs)
+{
+	struct res	 res;
+	struct jrec	 j[8];
+	char		*tasks, *jl, *b, *l, *save = NULL;
+	int		 nj, i, tabs, lines = 0;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	jl = pathf("joblog");
+	puts_file(tasks, "echo a\tb\necho c\n");
+	RUN(&res, "--gpus", "g\t1,h\n2", "--joblog", jl, "--quiet", tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	b = slurp(jl, NULL);
+	ck_assert_ptr_nonnull(b);
+	for (l = strtok_r(b, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		for (i = 0, tabs = 0; l[i]; i++)
+			tabs += l[i] == '\t';
+		ck_assert_msg(tabs == 9, "%d fields in '%s'", tabs + 1, l);
+		lines++;
+	}
+	ck_assert_int_eq(lines, 3);
+	nj = read_joblog(jl, j, 8, NULL);
+	ck_assert_int_eq(nj, 2);
+	for (i = 0; i < nj; i++) {
+		ck_assert_str_eq(j[i].cmd, j[i].seq == 1 ? "echo a\\tb" :
+		    "echo c");
+		ck_assert_msg(strcmp(j[i].gpu, "g\\t1") == 0 ||
+		    strcmp(j[i].gpu, "h\\n2") == 0, "GPU '%s'", j[i].gpu);
+	}
+	RUN(&res, "--gpus", "g\t1,h\n2", "--joblog", jl, "--resume", tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_str_eq(res.out, "");
+	ck_assert_ptr_null(strstr(res.err, "another command"));
+	ck_assert_ptr_nonnull(strstr(res.err, "2 skipped"));
+	tmp_remove();
+}
+END_TEST
+
 /* Output past 16 MiB a stream is dropped, and said so; the task is not
  * held up by it and its exit status stands. */
 START_TEST(huge_output_is_cut)
@@ -2344,12 +2702,16 @@ cli_suite(void)
 	tcase_add_test(tc, orphans_are_reaped_while_the_task_runs);
 	tcase_add_test(tc, exit_codes);
 	tcase_add_test(tc, bad_input);
+	tcase_add_test(tc, joblog_is_not_the_tasks_file);
+	tcase_add_test(tc, joblog_locked);
+	tcase_add_test(tc, joblog_escapes_tabs);
 	tcase_add_test(tc, bad_input_streamed);
 	tcase_add_test(tc, bad_topology_and_durations);
 	tcase_add_test(tc, output_blocks_not_interleaved);
 	tcase_add_test(tc, stdout_write_error_stops);
 	tcase_add_test(tc, stuck_stdout_still_killable);
 	tcase_add_test(tc, bounded_memory);
+	tcase_add_test(tc, resume_memory_sparse_seqs);
 	tcase_add_test(tc, stdin_streams);
 	tcase_add_test(tc, sigint_stops_tasks);
 	tcase_add_test(tc, sigterm_stops_tasks);
@@ -2362,6 +2724,8 @@ cli_suite(void)
 	tcase_add_test(tc, tasks_see_only_stdio);
 	tcase_add_test(tc, tasks_see_one_copy_of_each_variable);
 	tcase_add_test(tc, results_layout);
+	tcase_add_test(tc, results_exitval_goes_first);
+	tcase_add_test(tc, results_planted_files);
 	tcase_add_test(tc, huge_output_is_cut);
 	tcase_add_test(tc, tasks_file_syntax);
 	tcase_add_test(tc, dead_worker_is_replaced);

@@ -9,13 +9,15 @@
  * temporary directory made once per process (the only state kept; the
  * file is rewritten for every input and removed at exit). Checked:
  *   - loading never fails on content (only -ENOMEM may come back);
- *   - seen[] holds only 0, JL_SEEN or JL_SEEN|JL_OK, hash[] is nonzero
- *     exactly where seen[] is;
+ *   - the entries are sorted by Seq, one per Seq, each with a Seq from 1,
+ *     a nonzero hash and ok 0 or 1 (memory follows the rows, whatever
+ *     the Seqs: regress/joblog/big-seq);
  *   - --resume's path: joblog_open(keep=1) on that file, joblog_append()
  *     of a new record, joblog_load() again: the new record is seen with
  *     its outcome and command, and every Seq seen before is still seen
  *     with the same outcome and command (ending a torn line must not eat
- *     or change a record).
+ *     or change a record); a command with a TAB (written \t) reads back
+ *     as unchanged.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -32,8 +34,6 @@
 /* joblog.c grows its buffer to 2 MiB before it skips a line. */
 #define EXPAND_MAX	((2u << 20) + (1u << 18))
 #include "fuzz_common.h"
-
-#define COMPARE_MAX	(1u << 20)	/* compare old/new up to this Seq */
 
 static char	dir[256];
 static char	path[300];
@@ -65,14 +65,15 @@ check_tables(const struct joblog *j)
 {
 	size_t	 i;
 
-	CHECK((j->nseen == 0) == (j->seen == NULL));
-	for (i = 0; i < j->nseen; i++) {
-		CHECK(j->seen[i] == 0 || j->seen[i] == JL_SEEN ||
-		    j->seen[i] == (JL_SEEN | JL_OK));
-		CHECK((j->seen[i] != 0) == (j->hash[i] != 0));
+	CHECK((j->nent == 0) || j->ent != NULL);
+	for (i = 0; i < j->nent; i++) {
+		CHECK(j->ent[i].seq >= 1);
+		CHECK(i == 0 || j->ent[i - 1].seq < j->ent[i].seq);
+		CHECK(j->ent[i].ok == 0 || j->ent[i].ok == 1);
+		CHECK(j->ent[i].hash != 0);
+		CHECK(joblog_done(j, j->ent[i].seq, 0));
+		CHECK(joblog_done(j, j->ent[i].seq, 1) == (int)j->ent[i].ok);
 	}
-	if (j->nseen > 0)
-		CHECK(j->seen[0] == 0);		/* Seq starts at 1 */
 }
 
 int
@@ -82,9 +83,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct jl_rec	 r;
 	char		 err[256], cmd[64];
 	const uint8_t	*in;
-	uint8_t		*owned, *seen = NULL;
-	uint32_t	*hash = NULL;
-	size_t		 n, ncmp, i;
+	uint8_t		*owned;
+	struct jl_ent	*old = NULL;
+	size_t		 n, nold, i, rows = 1;
 	int		 fd, rc, ok;
 
 	setup();
@@ -93,6 +94,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    0600)) >= 0);
 	fuzz_write_all(fd, in, n);
 	close(fd);
+	for (i = 0; i < n; i++)
+		rows += in[i] == '\n';
 	free(owned);
 
 	joblog_init(&j);
@@ -104,12 +107,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	check_tables(&j);
-	ncmp = j.nseen < COMPARE_MAX ? j.nseen : COMPARE_MAX;
-	if (ncmp > 0) {
-		CHECK((seen = malloc(ncmp)) != NULL);
-		CHECK((hash = malloc(ncmp * sizeof(*hash))) != NULL);
-		memcpy(seen, j.seen, ncmp);
-		memcpy(hash, j.hash, ncmp * sizeof(*hash));
+	/* Memory follows the rows, whatever their Seqs. */
+	CHECK(j.cap <= 1024 || j.cap <= 4 * rows);
+	nold = j.nent;
+	if (nold > 0) {
+		CHECK((old = malloc(nold * sizeof(*old))) != NULL);
+		memcpy(old, j.ent, nold * sizeof(*old));
 	}
 	joblog_release(&j);
 
@@ -121,7 +124,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	r.runtime = 1.5;
 	r.exitval = ok ? 0 : 3;
 	r.signal = 0;
-	snprintf(cmd, sizeof(cmd), "echo fuzz %zu", size);
+	snprintf(cmd, sizeof(cmd), "echo%sfuzz %zu", size & 2 ? "\t" : " ",
+	    size);
 	r.cmd = cmd;
 	r.gpu = "0";
 	r.host = ":";
@@ -136,15 +140,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(joblog_done(&j, r.seq, 0));
 	CHECK(joblog_done(&j, r.seq, 1) == ok);
 	CHECK(!joblog_changed(&j, r.seq, cmd));
-	for (i = 0; i < ncmp; i++) {
-		if (i == r.seq || seen[i] == 0)
+	for (i = 0; i < nold; i++) {
+		if (old[i].seq == r.seq)
 			continue;
-		CHECK(i < j.nseen);
-		CHECK(j.seen[i] == seen[i]);
-		CHECK(j.hash[i] == hash[i]);
+		CHECK(joblog_done(&j, old[i].seq, 0));
+		CHECK(joblog_done(&j, old[i].seq, 1) == (int)old[i].ok);
 	}
 	joblog_release(&j);
-	free(seen);
-	free(hash);
+	free(old);
 	return 0;
 }

@@ -7,6 +7,7 @@ BUILD_DIR holds the helpers built by test/stress/meson.build (fdlist,
 soak_map); tests that need one skip (exit 77) without it.
 GPUPOOL_SOAK=1 makes the soak tests run their long variant.
 """
+import errno
 import os
 import random
 import shutil
@@ -332,6 +333,61 @@ def t_joblog_fills(gr, *_):
     shutil.rmtree(d)
 
 
+def t_results_fills(gr, *_):
+    """--results DIR on a full tmpfs (mounted when we are root and may
+    mount; else skip): every exitval write fails with ENOSPC, so every task
+    fails (joblog, exit status, stderr), and --resume, once there is room,
+    runs again each task that has no exitval."""
+    become_subreaper()
+    d = tmpdir("resfull")
+    mnt = os.path.join(d, "tiny")
+    os.mkdir(mnt)
+    if os.geteuid() != 0 or subprocess.call(
+            ["mount", "-t", "tmpfs", "-o", "size=64k", "gpupool-stress",
+             mnt], stderr=subprocess.DEVNULL) != 0:
+        log("tiny tmpfs: cannot mount: skip")
+        shutil.rmtree(d)
+        return SKIP
+    try:
+        res = os.path.join(mnt, "res")
+        os.mkdir(res)
+        filler = os.path.join(mnt, "filler")
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            while True:
+                os.write(fd, b"x" * 4096)
+        except OSError as e:
+            check(e.errno == errno.ENOSPC, "filling: %r" % e)
+        finally:
+            os.close(fd)
+        tasks = os.path.join(d, "tasks")
+        write_tasks(tasks, ["true"] * 3)
+        jl = os.path.join(d, "joblog")
+        cmd = [gr, "--fake-gpus", "2", "--joblog", jl,
+               "--results", res, tasks]
+        rc, out, err = run(cmd, 60, env=ENV)
+        text = err.decode("utf-8", "replace")
+        log("full results dir: rc=%d: %s" % (rc, text.strip()[-300:]))
+        check(rc == 3, "3 tasks without results: exit %d, want 3" % rc)
+        check("No space left" in text, "ENOSPC not said: %r" % text[-300:])
+        recs, torn = parse_joblog(jl)
+        check(len(recs) == 3 and not any(ok(r) for r in recs),
+              "the joblog records success: %r" % recs)
+        os.unlink(filler)
+        rc, out, err = run(cmd + ["--resume"], 60, env=ENV)
+        log("resume with room: rc=%d" % rc)
+        check(rc == 0, "resume: exit %d: %r" % (rc, err[-300:]))
+        for seq in (1, 2, 3):
+            with open(os.path.join(res, str(seq), "exitval")) as f:
+                check(f.read() == "0\n", "task %d: no exitval" % seq)
+        recs, torn = parse_joblog(jl)
+        check(len(recs) == 6, "resume ran %d tasks, want 3" % (len(recs) - 3))
+    finally:
+        subprocess.call(["umount", "-l", mnt])
+    assert_no_leftovers("results full")
+    shutil.rmtree(d)
+
+
 def t_results_unwritable(gr, *_):
     """--results that cannot be written: a file where the directory should
     be, a path under a file, and (as nobody via setpriv, since root ignores
@@ -579,6 +635,7 @@ TESTS = {
     "joblog-devfull": t_joblog_devfull,
     "joblog-fills": t_joblog_fills,
     "results-unwritable": t_results_unwritable,
+    "results-fills": t_results_fills,
     "limits": t_limits,
     "soak-cli": t_soak_cli,
     "soak-map": t_soak_map,
