@@ -139,6 +139,22 @@ frame_get(struct gp_buf *b, struct frame *f, const uint8_t **data)
 	return 1;
 }
 
+/* An MPI message frame as a struct rmsg, or NULL (out of memory). */
+static struct rmsg *
+frame_msg(const struct frame *f, const uint8_t *data)
+{
+	struct rmsg	*m;
+
+	if ((m = malloc(sizeof(*m) + f->len)) == NULL)
+		return NULL;
+	m->next = NULL;
+	m->peer = f->peer;
+	m->type = f->type;
+	m->len = f->len;
+	memcpy(m->data, data, f->len);
+	return m;
+}
+
 static int
 frame_put(struct gp_buf *b, int type, int peer, const void *data,
     size_t len)
@@ -246,9 +262,12 @@ mp_take(struct mproc *mp, struct rmsg ***qtail)
 	struct rmsg	*m;
 	int64_t		 now;
 	ssize_t		 n;
+	size_t		 got = 0;
 	int		 p;
 
-	while ((n = gp_buf_recv(mp->fd, &mp->in, RANKS_READ)) > 0)
+	/* A bounded bite: MPI's side gets its turn under a fast rank. */
+	while ((n = gp_buf_recv(mp->fd, &mp->in, RANKS_READ)) > 0 &&
+	    (got += (size_t)n) < RANKS_COALESCE_MAX)
 		;
 	if (n < 0 && n != -EAGAIN)
 		return (int)n;
@@ -262,13 +281,8 @@ mp_take(struct mproc *mp, struct rmsg ***qtail)
 			memcpy(&mp->end, d, sizeof(mp->end));
 			mp->stop = 1;
 		} else if (f.type < FR_READY && !mp->failed) {
-			if ((m = malloc(sizeof(*m) + f.len)) == NULL)
+			if ((m = frame_msg(&f, d)) == NULL)
 				return -ENOMEM;
-			m->next = NULL;
-			m->peer = f.peer;
-			m->type = f.type;
-			m->len = f.len;
-			memcpy(m->data, d, f.len);
 			**qtail = m;
 			*qtail = &m->next;
 		}
@@ -858,9 +872,12 @@ ranks_recv(struct ranks *rk, char *err, size_t errlen)
 		if (!frame_get(&rk->in, &f, &d)) {
 			if ((rc = pull(rk, 0)) == -EAGAIN)
 				break;
-			if (rc < 0)
+			if (rc == -EPIPE)
 				snprintf(rk->err, sizeof(rk->err), "MPI: its "
 				    "process (pid %ld) is gone", (long)rk->pid);
+			else if (rc < 0)
+				snprintf(rk->err, sizeof(rk->err), "MPI: from "
+				    "its process: %s", strerror(-rc));
 			continue;
 		}
 		if (f.type == FR_ERR && f.len > sizeof(int32_t) &&
@@ -870,16 +887,10 @@ ranks_recv(struct ranks *rk, char *err, size_t errlen)
 		else if (f.type >= FR_READY)
 			snprintf(rk->err, sizeof(rk->err), "MPI: a bad frame "
 			    "(type %d) from its process", (int)f.type);
-		else if ((m = malloc(sizeof(*m) + f.len)) == NULL) {
+		else if ((m = frame_msg(&f, d)) == NULL) {
 			snprintf(rk->err, sizeof(rk->err), "MPI: receive: %s",
 			    strerror(ENOMEM));
 			break;
-		} else {
-			m->next = NULL;
-			m->peer = f.peer;
-			m->type = f.type;
-			m->len = f.len;
-			memcpy(m->data, d, f.len);
 		}
 		gp_buf_consume(&rk->in, sizeof(f) + f.len);
 	}

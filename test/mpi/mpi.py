@@ -276,6 +276,16 @@ def t_resume(gr, probe):
     return 0
 
 
+def resume_failed(m, gr, d):
+    """After kill_run(): --resume-failed completes the run, each of its 60
+    tasks succeeding exactly once."""
+    rc, out, err = run(m + gr_cmd(gr, "--joblog", d + "/jl",
+                       "--resume-failed", d + "/t"), 120, env=ENV)
+    check(rc == 0, "resume: exit %d: %s" % (rc, err.decode()[-2000:]))
+    once(d + "/jl", 60)
+    shutil.rmtree(d)
+
+
 def t_rank_killed(gr, probe):
     """Rank 2 SIGKILLed mid-run under the default mpirun: the job ends
     with a non-zero status and no process left, the joblog is whole, and
@@ -286,11 +296,7 @@ def t_rank_killed(gr, probe):
     m, d, rc, err = k
     check(rc != 0, "mpirun exited 0 after a rank was killed")
     assert_no_leftovers("after rank 2 was killed", wait=15)
-    rc, out, err = run(m + gr_cmd(gr, "--joblog", d + "/jl",
-                       "--resume-failed", d + "/t"), 120, env=ENV)
-    check(rc == 0, "resume: exit %d: %s" % (rc, err.decode()[-2000:]))
-    once(d + "/jl", 60)
-    shutil.rmtree(d)
+    resume_failed(m, gr, d)
     return 0
 
 
@@ -608,11 +614,7 @@ def t_mpi_killed(gr, probe):
     check(err.count("(rank 1): MPI: its process") == 1, "rank 1 did not "
           "say once that its MPI process is gone: %s" % err[-2000:])
     assert_no_leftovers("after rank 1's MPI process was killed", wait=15)
-    rc, out, err = run(m + gr_cmd(gr, "--joblog", d + "/jl",
-                       "--resume-failed", d + "/t"), 120, env=ENV)
-    check(rc == 0, "resume: exit %d: %s" % (rc, err.decode()[-2000:]))
-    once(d + "/jl", 60)
-    shutil.rmtree(d)
+    resume_failed(m, gr, d)
     return 0
 
 
