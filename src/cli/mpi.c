@@ -173,18 +173,7 @@ frame_put(struct gp_buf *b, int type, int peer, const void *data,
 	return 0;
 }
 
-/* ---- The MPI process ---- */
-
-static void
-mpi_errstr(int rc, const char *what, char *err, size_t errlen)
-{
-	char	 s[MPI_MAX_ERROR_STRING];
-	int	 n = 0;
-
-	if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS)
-		snprintf(s, sizeof(s), "error %d", rc);
-	snprintf(err, errlen, "MPI: %s: %s", what, s);
-}
+/* What follows, down to mp_main(), runs in the MPI process. */
 
 /* Everything queued for the rank, waiting for it as need be. */
 static int
@@ -225,10 +214,12 @@ mp_fail(struct mproc *mp, int code, const char *fmt, ...)
 static void
 mp_fail_mpi(struct mproc *mp, int rc, const char *what)
 {
-	char	 s[256];
+	char	 s[MPI_MAX_ERROR_STRING];
+	int	 n = 0;
 
-	mpi_errstr(rc, what, s, sizeof(s));
-	mp_fail(mp, -EIO, "%s", s);
+	if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS)
+		snprintf(s, sizeof(s), "error %d", rc);
+	mp_fail(mp, -EIO, "MPI: %s: %s", what, s);
 }
 
 /* Start-up failed: say why, and leave. */
@@ -542,7 +533,8 @@ mp_main(int fd, int memfd, pid_t parent)
 	long		 n;
 	int		 rc;
 
-	/* With the rank, whatever else holds the socket (its workers). */
+	/* Die with the rank: its workers hold its end of the socket too,
+	 * so its end of file would come only after theirs. */
 	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
 		_exit(1);
@@ -599,7 +591,7 @@ mp_main(int fd, int memfd, pid_t parent)
 	_exit(1);
 }
 
-/* ---- The rank ---- */
+/* The rest runs in the rank's own process (gpupool-run's). */
 
 void
 ranks_handover(char **argv, char *err, size_t errlen)
