@@ -1211,9 +1211,9 @@ bound_warn(const struct run *r)
 	    "--cpus-per-task; see docs/cluster.md)", n, online, r->peer[0].nw);
 }
 
-/* The signalfd, and with ranks an epoll set of it, the ranks' eventfd,
- * a timer for silent ranks and (one shot) a pollable input: the feed's
- * control fd. */
+/* The signalfd, and with ranks an epoll set of it, the socket to the
+ * MPI process, a timer for silent ranks and (one shot) a pollable input:
+ * the feed's control fd. */
 static int
 ctl_setup(struct run *r, const sigset_t *set)
 {
