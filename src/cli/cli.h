@@ -221,8 +221,9 @@ struct ranks;
 void	ranks_handover(char **argv, char *err, size_t errlen);
 
 /* MPI is initialised only when a launcher started us (its variables are
- * set); otherwise *rk is NULL and the run is one machine's. Fails when
- * the launcher started several processes that cannot talk. */
+ * set), in a child process that makes every MPI call (this one never has
+ * MPI's threads); otherwise *rk is NULL and the run is one machine's.
+ * Fails when the launcher started several processes that cannot talk. */
 int	ranks_init(struct ranks **rk, char *err, size_t errlen);
 int	ranks_rank(const struct ranks *rk);	/* 0 for NULL */
 int	ranks_size(const struct ranks *rk);	/* 1 for NULL */
@@ -234,13 +235,13 @@ int	ranks_send(struct ranks *rk, int peer, int type, const void *data,
 	    size_t len);
 /* Stop the heartbeats to a peer that is done or written off. */
 void	ranks_forget(struct ranks *rk, int peer);
-/* The next message (free() it), or NULL: none now (err "") or the MPI
- * thread failed (err says why). */
+/* The next message (free() it), or NULL: none now (err "") or MPI
+ * failed or its process is gone (err says why). */
 struct rmsg *ranks_recv(struct ranks *rk, char *err, size_t errlen);
 int64_t	ranks_silent(struct ranks *rk, int peer);	/* ns since heard */
-/* Flush, stop the thread; MPI_Finalize only if clean and every send
- * completed. Else -EPIPE on a rank other than 0 (exit: the launcher ends
- * the job), and MPI_Abort(rc) on rank 0, which does not return. */
+/* Flush, then MPI_Finalize only if clean and every send completed; else
+ * MPI_Abort(rc) on rank 0 (the launcher ends the job) and -EPIPE. Waits
+ * for the MPI process to end: the launcher watches this one. */
 int	ranks_end(struct ranks *rk, int clean, int rc);
 /* "with MPI (Open MPI v4.1.4...)" or "without MPI", for --version. */
 const char *ranks_build(void);

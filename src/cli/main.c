@@ -633,9 +633,12 @@ main(int argc, char **argv)
 	if (o.show_gpus)
 		return show_gpus(&o);
 	run_init(&r, &o);
-	/* MPI starts threads: they must not take the signals the run reads
-	 * from its signalfd. Without ranks, --show-gpus and --dry-run keep
-	 * the default ^C. */
+	/* Under a launcher, ranks_init() forks the process that runs MPI
+	 * (mpi.c): here, with the signals the run reads from its signalfd
+	 * blocked, which it keeps, and before the pool, so that it holds
+	 * none of the workers' pipes and this process, which forks them,
+	 * never has MPI's threads. Without ranks, --show-gpus and --dry-run
+	 * keep the default ^C. */
 	err[0] = '\0';
 	if (run_block_signals(&set) < 0 ||
 	    ranks_init(&r.rk, err, sizeof(err)) < 0 ||

@@ -191,9 +191,13 @@ on_msgs(struct serve *s)
 		free(m);
 	}
 	if (err[0] != '\0') {
+		/* MPI is gone, and its socket stays readable: once is
+		 * enough. */
 		cli_err("%s", err);
 		s->fatal = 1;
 		act = GP_CTL_KILL;
+		(void)epoll_ctl(s->r->epfd, EPOLL_CTL_DEL, ranks_fd(s->r->rk),
+		    NULL);
 	}
 	return act;
 }

@@ -1474,8 +1474,8 @@ bound_warn(const struct run *r)
 /*
  * The feed's control fd, an epoll set of: the signalfd; a timer for
  * silent ranks and for the bar; stdout, one shot, when a write to it
- * would wait (rank 0); with ranks, their eventfd and (one shot) a
- * pollable input.
+ * would wait (rank 0); with ranks, the socket to the MPI process and
+ * (one shot) a pollable input.
  */
 static int
 ctl_setup(struct run *r, const sigset_t *set)

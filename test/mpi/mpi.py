@@ -276,6 +276,16 @@ def t_resume(gr, probe):
     return 0
 
 
+def resume_failed(m, gr, d):
+    """After kill_run(): --resume-failed completes the run, each of its 60
+    tasks succeeding exactly once."""
+    rc, out, err = run(m + gr_cmd(gr, "--joblog", d + "/jl",
+                       "--resume-failed", d + "/t"), 120, env=ENV)
+    check(rc == 0, "resume: exit %d: %s" % (rc, err.decode()[-2000:]))
+    once(d + "/jl", 60)
+    shutil.rmtree(d)
+
+
 def t_rank_killed(gr, probe):
     """Rank 2 SIGKILLed mid-run under the default mpirun: the job ends
     with a non-zero status and no process left, the joblog is whole, and
@@ -286,11 +296,7 @@ def t_rank_killed(gr, probe):
     m, d, rc, err = k
     check(rc != 0, "mpirun exited 0 after a rank was killed")
     assert_no_leftovers("after rank 2 was killed", wait=15)
-    rc, out, err = run(m + gr_cmd(gr, "--joblog", d + "/jl",
-                       "--resume-failed", d + "/t"), 120, env=ENV)
-    check(rc == 0, "resume: exit %d: %s" % (rc, err.decode()[-2000:]))
-    once(d + "/jl", 60)
-    shutil.rmtree(d)
+    resume_failed(m, gr, d)
     return 0
 
 
@@ -506,6 +512,112 @@ def t_srun(gr, probe):
     return 0
 
 
+def threads(pid):
+    """How many threads pid has (0 when it is gone)."""
+    try:
+        return len(os.listdir("/proc/%d/task" % pid))
+    except OSError:
+        return 0
+
+
+def busy_workers(rank_pid):
+    """The children of a rank's process that run a task (have a child):
+    its workers, while every slot is busy."""
+    return {w for w in children(rank_pid) if children(w)}
+
+
+def t_worker_killed(gr, probe):
+    """A worker of rank 1 SIGKILLed mid-task: the process that forks every
+    rank's workers, the first and the replacement, has exactly one thread
+    (MPI's threads live elsewhere: gpupool.h wants pools created, and
+    workers forked, single-threaded); the worker is replaced, its task
+    runs again (--retries 1), and each task succeeds exactly once.
+    Tasks hold their slots until the test creates a file, so the kill
+    finds every slot busy and the replacement is seen at work."""
+    m = mpirun()
+    if m is None:
+        return SKIP
+    become_subreaper()
+    d = tmpdir("workerkill")
+    n = 30
+    write_tasks(d + "/t", ["%s record %s/rec 0; while [ ! -e %s/go ]; do "
+                           "sleep 0.02; done" % (probe, d, d)] * n)
+    cmd = m + gr_cmd(gr, "--joblog", d + "/jl", "--retries", "1",
+                     d + "/t")
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=ENV, start_new_session=True)
+    most = {}
+
+    def wait_for(what, cond):
+        end = time.monotonic() + 60
+        while True:
+            for pid in ranks.values():
+                most[pid] = max(most.get(pid, 0), threads(pid))
+            if cond():
+                return
+            check(time.monotonic() < end and p.poll() is None,
+                  "the run ended or stalled before %s" % what)
+            time.sleep(0.02)
+
+    try:
+        ranks = {rank_of(pid): pid for pid in rank_pids(p.pid)}
+        slots = RANKS * GPUS
+        wait_for("every slot ran a task", lambda: os.path.exists(
+            d + "/rec") and started(d + "/rec") >= slots and all(
+            len(busy_workers(pid)) == GPUS for pid in ranks.values()))
+        old = busy_workers(ranks[1])
+        victim = sorted(old)[0]
+        log("rank 1 (pid %d): workers %r; SIGKILL to %d"
+            % (ranks[1], sorted(old), victim))
+        os.kill(victim, signal.SIGKILL)
+        wait_for("rank 1 replaced its worker", lambda: len(
+            busy_workers(ranks[1]) - old) == 1 and len(
+            busy_workers(ranks[1])) == GPUS)
+        new = busy_workers(ranks[1]) - old
+        log("replacement: %r" % new)
+        with open(d + "/go", "w"):
+            pass
+        out, err = p.communicate(timeout=120)
+    except (Fail, subprocess.TimeoutExpired):
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise
+    err = err.decode()
+    check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
+    check("%d ok, 0 failed" % n in err, "summary: %s" % err[-1000:])
+    check(all(most[pid] == 1 for pid in ranks.values()), "threads in the "
+          "process that forks the workers, by rank: %r"
+          % {r: most[pid] for r, pid in ranks.items()})
+    recs = once(d + "/jl", n)
+    bad = [r for r in recs if not ok(r)]
+    check(len(bad) == 1 and bad[0]["sig"] == signal.SIGKILL,
+          "the killed worker's task: %r" % bad)
+    assert_no_leftovers("after the run")
+    shutil.rmtree(d)
+    return 0
+
+
+def t_mpi_killed(gr, probe):
+    """Rank 1's MPI process (gpupool-run's child that makes its MPI calls)
+    SIGKILLed mid-run: rank 1 says so once, stops its tasks and exits 255,
+    the launcher ends the job with no process left, and --resume-failed
+    completes it with each task succeeding exactly once."""
+    def pick(mp, ranks):
+        kids = [c for c in children(ranks[1]) if comm(c) == "gpupool-mpi"]
+        check(len(kids) == 1, "rank 1's MPI process: %r" % kids)
+        return kids[0]
+    k = kill_run(gr, probe, "mpikill", pick)
+    if k is None:
+        return SKIP
+    m, d, rc, err = k
+    check(rc != 0, "mpirun exited 0 after rank 1's MPI process was killed")
+    check(err.count("(rank 1): MPI: its process") == 1, "rank 1 did not "
+          "say once that its MPI process is gone: %s" % err[-2000:])
+    assert_no_leftovers("after rank 1's MPI process was killed", wait=15)
+    resume_failed(m, gr, d)
+    return 0
+
+
 TESTS = {
     "exactly-once": t_exactly_once,
     "skew": t_skew,
@@ -517,6 +629,8 @@ TESTS = {
     "timeout-retries": t_timeout_retries,
     "start-fail": t_start_fail,
     "rank-gpus": t_rank_gpus,
+    "worker-killed": t_worker_killed,
+    "mpi-killed": t_mpi_killed,
     "srun": t_srun,
 }
 
