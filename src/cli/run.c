@@ -1592,7 +1592,7 @@ not_started(const struct run *r, char *buf, size_t len)
 	if (r->halting && r->total > (long)r->handed)
 		n += (unsigned long)r->total - r->handed;
 	else if (r->halting && r->total < 0 && !r->in.eof)
-		unread = " and the rest of the input not read";
+		unread = "the rest of the input not read";
 	if (n == 0 && *unread == '\0')
 		return 0;
 	if (r->sig)
@@ -1602,8 +1602,10 @@ not_started(const struct run *r, char *buf, size_t len)
 	else
 		snprintf(why, sizeof(why), "--halt %s,fail=%d", r->o->halt ==
 		    HALT_NOW ? "now" : "soon", r->o->halt_fail);
-	return (size_t)snprintf(buf, len, ", %lu not started%s (%s)", n,
-	    unread, why);
+	if (n == 0)
+		return (size_t)snprintf(buf, len, ", %s (%s)", unread, why);
+	return (size_t)snprintf(buf, len, ", %lu not started%s%s (%s)", n,
+	    *unread != '\0' ? " and " : "", unread, why);
 }
 
 static void
