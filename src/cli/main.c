@@ -633,11 +633,16 @@ main(int argc, char **argv)
 	 * gpupool-run --show-gpus lists a whole allocation. */
 	if (o.show_gpus)
 		return show_gpus(&o);
-	/* Our subreaper, workers: what a task leaves running outside its
+	/* The workers' subreaper: what a task leaves running outside its
 	 * group becomes ours, not init's, when the worker that started it
 	 * is SIGKILLed before it could end it (a second ^C, the pool's
 	 * backstop, a task that kills its worker). Not inherited by the
-	 * processes we fork; the end of main() kills and reaps them. */
+	 * processes we fork. They are killed and reaped only at the end of
+	 * main(): until the pool is destroyed, the library reaps workers
+	 * by pid and may still kill a dead worker's task group, whose
+	 * leader, now ours, must stay unreaped so that its id is not
+	 * reused. Those adopted mid-run (a crash the respawn budget
+	 * bounds) run on, or stay zombies, until then. */
 	(void)prctl(PR_SET_CHILD_SUBREAPER, 1);
 	run_init(&r, &o);
 	/* Under a launcher, ranks_init() forks the process that runs MPI
