@@ -165,6 +165,11 @@ int	task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg);
 /* Whether cmd needs /bin/sh -c (shell syntax or a builtin first). */
 int	needs_shell(const char *cmd);
 int64_t	clock_ns(clockid_t id);	/* clock_gettime(id) in ns */
+/* SIGKILL and reap, by pid, every child this process has, and theirs,
+ * until none is left: call it only when each child of its own has been
+ * reaped, so that every child left is an orphan it adopted as their
+ * subreaper (PR_SET_CHILD_SUBREAPER). */
+void	reap_leftovers(void);
 
 /* mpi.c (mpi_stub.c without MPI): the ranks of a run started by an MPI
  * launcher (mpirun, srun --mpi=pmix), rank 0 the coordinator. Messages

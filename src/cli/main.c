@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -632,6 +633,17 @@ main(int argc, char **argv)
 	 * gpupool-run --show-gpus lists a whole allocation. */
 	if (o.show_gpus)
 		return show_gpus(&o);
+	/* The workers' subreaper: what a task leaves running outside its
+	 * group becomes ours, not init's, when the worker that started it
+	 * is SIGKILLed before it could end it (a second ^C, the pool's
+	 * backstop, a task that kills its worker). Not inherited by the
+	 * processes we fork. They are killed and reaped only at the end of
+	 * main(): until the pool is destroyed, the library reaps workers
+	 * by pid and may still kill a dead worker's task group, whose
+	 * leader, now ours, must stay unreaped so that its id is not
+	 * reused. Those adopted mid-run (a crash the respawn budget
+	 * bounds) run on, or stay zombies, until then. */
+	(void)prctl(PR_SET_CHILD_SUBREAPER, 1);
 	run_init(&r, &o);
 	/* Under a launcher, ranks_init() forks the process that runs MPI
 	 * (mpi.c): here, with the signals the run reads from its signalfd
@@ -687,5 +699,8 @@ main(int argc, char **argv)
 out:
 	rc = run_ranks_end(&r, rc);
 	run_release(&r);
+	/* The pool's workers and the MPI process are reaped: any child
+	 * left is an orphan of a killed worker's task. None: one waitid(). */
+	reap_leftovers();
 	return rc;
 }

@@ -4,8 +4,9 @@
  * command in a process group of its own (so it inherits the worker's CPU,
  * memory and GPU binding but can be killed as a whole), waits on a pidfd,
  * the output pipes, its own deadline and the pool's stop fd, and replies
- * with the outcome and the captured output. Runs only in a worker, never
- * prints, and leaves nothing behind: once the leader has exited, what is
+ * with the outcome and the captured output. Runs only in a worker (but
+ * reap_leftovers(), which the master calls too), never prints, and
+ * leaves nothing behind: once the leader has exited, what is
  * left of its group is SIGKILLed before the leader is reaped (so the
  * group's id cannot have been reused), then every other process the task
  * left (the worker is their subreaper: reap_leftovers()).
@@ -442,9 +443,12 @@ children(pid_t *pids, int max)
  * the task's leader is reaped, every child the worker has is such a
  * leftover: SIGKILL each and reap it by pid, and go on until none is left
  * (a leftover's own children are ours by the time it is reaped). The
- * waitid(P_ALL) only asks whether any child is left: WNOWAIT reaps none.
+ * master is a subreaper too, for what a worker SIGKILLed before it could
+ * do this leaves (main.c), and calls this once its pool and MPI process
+ * are reaped. The waitid(P_ALL) only asks whether any child is left:
+ * WNOWAIT reaps none, and without children it costs one system call.
  */
-static void
+void
 reap_leftovers(void)
 {
 	pid_t		 pids[LEFTOVERS_MAX];

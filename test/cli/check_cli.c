@@ -913,41 +913,103 @@ START_TEST(timeout_reaches_leftovers)
 }
 END_TEST
 
-/* ^C, or the death of gpupool-run, reaches them too: at once for ^C (the
+/* What a test does to gpupool-run once its task's children left. */
+enum blow {
+	B_SIGINT,		/* ^C: its worker kills them, then exits */
+	B_SIGKILL,		/* its death: so do its workers, alone */
+	B_SIGINT_TWICE,		/* ^C, ^C: its workers are SIGKILLed */
+	B_WORKER_KILLED,	/* the task's worker is SIGKILLed */
+};
+
+/* A string in the file at path (a struct want_str). */
+struct want_str {
+	const char	*path;
+	const char	*s;
+};
+
+static int
+have_str(void *arg)
+{
+	struct want_str	*w = arg;
+	char		*b = slurp(w->path, NULL);
+	int		 in = b != NULL && strstr(b, w->s) != NULL;
+
+	free(b);
+	return in;
+}
+
+/*
+ * ^C, or the death of gpupool-run, reaches them too: at once for ^C (the
  * worker is done before gpupool-run exits), within the grace period
- * after a SIGKILL (the workers see their channel close). */
+ * after a SIGKILL (the workers see their channel close). When the worker
+ * itself is SIGKILLed (a second ^C, while the task ignores SIGTERM for a
+ * grace period longer than the test; or from outside), it cannot: they
+ * become gpupool-run's (its subreaper) and are gone before it exits.
+ */
 static void
-leftovers_stopped_by(int sig)
+leftovers_stopped_by(enum blow how)
 {
 	struct res	 res;
 	struct want_lines w;
-	char		*tasks, *o, *e, buf[4096], mark[32];
+	struct want_str	 ws;
+	char		*tasks, *o, *e, *b, buf[4096], mark[32];
 	pid_t		 pid;
 	double		 t0 = now_s();
-	int		 i, left;
+	long		 worker;
+	int		 i, left, want;
 
 	tmp_make();
 	tasks = pathf("tasks");
 	o = pathf("out");
 	e = pathf("err");
-	snprintf(mark, sizeof(mark), "1000.%ld%d", (long)getpid(), sig);
-	snprintf(buf, sizeof(buf),
+	snprintf(mark, sizeof(mark), "1000.%ld%d", (long)getpid(), how);
+	snprintf(buf, sizeof(buf), "%secho $PPID > %s/w; "
 	    "timeout 120 sh -c 'echo $$ > %s/1; exec sleep %s' & "
 	    "until [ -s %s/1 ]; do sleep 0.01; done; "
 	    "setsid sh -c 'echo $$ > %s/2; exec sleep %s' & "
 	    "until [ -s %s/2 ]; do sleep 0.01; done; echo up > %s/up; wait\n",
-	    tmp, mark, tmp, tmp, mark, tmp, tmp);
+	    how == B_SIGINT_TWICE ? "trap '' TERM; " : "", tmp, tmp, mark, tmp,
+	    tmp, mark, tmp, tmp);
 	puts_file(tasks, buf);
 	pid = start(-1, o, e, (const char *const []){ "--fake-gpus", "1",
-	    "--grace", "1", tasks, NULL });
+	    "--grace", how == B_SIGINT_TWICE ? "600" : "1", tasks, NULL });
 	w.path = pathf("up");
 	w.n = 1;
 	w.c = 0;
 	wait_for("the task's children to leave its group", 30, have_lines, &w);
-	kill(pid, sig);
+	switch (how) {
+	case B_SIGINT:
+		kill(pid, SIGINT);
+		want = 128 + SIGINT;
+		break;
+	case B_SIGKILL:
+		kill(pid, SIGKILL);
+		want = 128 + SIGKILL;
+		break;
+	case B_SIGINT_TWICE:
+		/* Two pending SIGINTs are one: the second only once the
+		 * first was read. */
+		kill(pid, SIGINT);
+		ws.path = e;
+		ws.s = "again to kill";
+		wait_for("the first SIGINT to be read", 30, have_str, &ws);
+		kill(pid, SIGINT);
+		want = 128 + SIGINT;
+		break;
+	default:
+		/* The task's shell is the worker's child. */
+		ck_assert_ptr_nonnull(b = slurp(pathf("w"), NULL));
+		worker = atol(b);
+		free(b);
+		ck_assert_int_gt(worker, 1);
+		ck_assert_int_ne(worker, pid);
+		ck_assert_int_eq(kill((pid_t)worker, SIGKILL), 0);
+		want = 1;	/* the task failed: its worker died */
+		break;
+	}
 	finish(pid, t0, 30, o, e, &res);
-	ck_assert_msg(res.code == 128 + sig, "exit %d: %s", res.code, res.err);
-	if (sig == SIGKILL)
+	ck_assert_msg(res.code == want, "exit %d: %s", res.code, res.err);
+	if (how == B_SIGKILL)
 		for (t0 = now_s(); marked(mark, 0) > 0 && now_s() - t0 < 30; )
 			nap(20);
 	left = marked(mark, 1);
@@ -959,13 +1021,25 @@ leftovers_stopped_by(int sig)
 
 START_TEST(sigint_reaches_leftovers)
 {
-	leftovers_stopped_by(SIGINT);
+	leftovers_stopped_by(B_SIGINT);
 }
 END_TEST
 
 START_TEST(master_death_reaches_leftovers)
 {
-	leftovers_stopped_by(SIGKILL);
+	leftovers_stopped_by(B_SIGKILL);
+}
+END_TEST
+
+START_TEST(second_sigint_reaches_leftovers)
+{
+	leftovers_stopped_by(B_SIGINT_TWICE);
+}
+END_TEST
+
+START_TEST(worker_death_reaches_leftovers)
+{
+	leftovers_stopped_by(B_WORKER_KILLED);
 }
 END_TEST
 
@@ -2702,6 +2776,8 @@ cli_suite(void)
 	tcase_add_test(tc, timeout_reaches_leftovers);
 	tcase_add_test(tc, sigint_reaches_leftovers);
 	tcase_add_test(tc, master_death_reaches_leftovers);
+	tcase_add_test(tc, second_sigint_reaches_leftovers);
+	tcase_add_test(tc, worker_death_reaches_leftovers);
 	tcase_add_test(tc, orphans_are_reaped_while_the_task_runs);
 	tcase_add_test(tc, exit_codes);
 	tcase_add_test(tc, bad_input);
