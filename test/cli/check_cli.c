@@ -1869,6 +1869,7 @@ interrupt(const struct sigcase *sc)
 	struct rec	 r[16];
 	struct jrec	 j[16];
 	struct want_lines w;
+	struct want_str	 ws;
 	char		*log, *jl, *tasks, *o, *e, buf[8192];
 	long		 pids[16];
 	int		 nb, nj, i;
@@ -1900,7 +1901,10 @@ interrupt(const struct sigcase *sc)
 	wait_for("two tasks to start", 30, have_lines, &w);
 	kill(sc->group ? -pid : pid, sc->sig);
 	if (sc->twice) {
-		nap(300);
+		/* Two signals pending at once would be read as one. */
+		ws.path = e;
+		ws.s = "stopping the running tasks";
+		wait_for("the first signal to be read", 30, have_str, &ws);
 		kill(pid, sc->sig);
 	}
 	finish(pid, t0, 30, o, e, &res);

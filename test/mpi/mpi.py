@@ -196,10 +196,15 @@ def rank_pids(mp):
 
 
 def rank_of(pid):
-    with open("/proc/%d/environ" % pid, "rb") as f:
-        for v in f.read().split(b"\0"):
-            if v.startswith(b"OMPI_COMM_WORLD_RANK="):
-                return int(v.split(b"=")[1])
+    """A rank's number from its environment; a rank caught in its exec of
+    gpupool-run-mpi shows none for a moment, so look again."""
+    end = time.monotonic() + 10
+    while time.monotonic() < end:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            for v in f.read().split(b"\0"):
+                if v.startswith(b"OMPI_COMM_WORLD_RANK="):
+                    return int(v.split(b"=")[1])
+        time.sleep(0.02)
     raise Fail("no rank in the environment of %d" % pid)
 
 
