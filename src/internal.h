@@ -20,6 +20,8 @@
 #define GP_DEFAULT_MAX_MSG	(64u << 20)
 #define GP_DEFAULT_GRACE_MS	1000
 #define GP_DEFAULT_RESPAWN	64	/* per worker */
+#define GP_START_DEATHS_MAX	3	/* a slot whose replacements die before
+					   READY this often in a row retires */
 #define GP_BATCH_BYTES		(256u << 10)
 #define GP_BATCH_MAX		65536
 #define GP_BATCH_TARGET_NS	2000000	/* aim for 2 ms of work per batch */
@@ -82,6 +84,8 @@ struct gp_worker {
 	int64_t			 kill_at;	/* SIGKILL deadline, 0: none */
 	int64_t			 heard;		/* batch sent or results read */
 	int			 retired;	/* never respawn (init failed) */
+	int			 start_deaths;	/* replacements that died before
+						   READY, in a row */
 	int			 proto_err;	/* it broke the protocol */
 	int			 status;	/* wait status of the last death */
 	struct gp_msg_ready	 ready;		/* what its READY said */

@@ -527,8 +527,10 @@ on_ready(struct gp_worker *w, const uint8_t *pl)
 	w->info.membind_rc = w->ready.membind_rc;
 	if (w->ready.fatal)
 		w->retired = 1;	/* it leaves; never respawned */
-	else
+	else {
 		w->state = GP_W_IDLE;
+		w->start_deaths = 0;
+	}
 	return 0;
 }
 
@@ -655,8 +657,13 @@ lost(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	w->stop_id = 0;
 	w->kill_at = 0;
 	w->proto_err = 0;
-	if (was == GP_W_STARTING)
-		w->retired = 1;	/* died in start-up: never respawned */
+	/* Died in start-up: at pool creation it is never respawned (the
+	 * create fails); a replacement that dies before READY is a death
+	 * like another (a SIGKILL from outside can land there), unless it
+	 * keeps dying in start-up. */
+	if (was == GP_W_STARTING &&
+	    (job == NULL || ++w->start_deaths >= GP_START_DEATHS_MAX))
+		w->retired = 1;
 	if (w->retired || rc < 0)
 		return rc;
 	/* respawn() forks its replacement when there is work. A recycled

@@ -436,6 +436,84 @@ init_fails_on_1(struct gp_ctx *ctx, void *arg)
 	return w == 1 ? 5 : 0;
 }
 
+/* Each start of a worker tells the killer its pid (fds[0] of arg) and
+ * waits for a go (fds[1]); the killer SIGKILLs the second start. */
+static int
+init_tells_killer(struct gp_ctx *ctx, void *arg)
+{
+	const int	*fds = arg;
+	pid_t		 self = getpid();
+	char		 c;
+
+	if (write(fds[0], &self, sizeof(self)) != sizeof(self) ||
+	    read(fds[1], &c, 1) != 1)
+		return 1;
+	return 0;
+}
+
+static int
+crash_on_0(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	int	 x = item_int(in);
+
+	if (x == 0)
+		raise(SIGKILL);
+	return gp_reply(ctx, &x, sizeof(x));
+}
+
+/* A replacement killed from outside before it said READY is a death
+ * like another: the slot is replaced again, not lost for good. */
+START_TEST(replacement_killed_in_start_up_is_replaced)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 1,
+				       .init = init_tells_killer };
+	int			 v[3], pids[2], go[2], fds[2], i, st;
+	struct gp_item		*it = int_items(v, 3);
+	pid_t			 killer, w, victim = 0;
+
+	ck_assert_int_eq(pipe2(pids, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(go, O_CLOEXEC), 0);
+	if ((killer = fork()) == 0) {
+		close(pids[1]);
+		close(go[0]);
+		for (i = 1; i <= 3; i++) {
+			if (read(pids[0], &w, sizeof(w)) != sizeof(w))
+				_exit(1);
+			if (i == 2) {
+				if (kill(w, SIGKILL) < 0)
+					_exit(2);
+				victim = w;
+			} else if (write(go[1], "", 1) != 1)
+				_exit(3);
+		}
+		_exit(victim > 0 ? 0 : 4);
+	}
+	close(pids[0]);
+	close(go[1]);
+	fds[0] = pids[1];
+	fds[1] = go[0];
+	o.init_arg = fds;
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	ck_assert_int_eq(gp_map(p, crash_on_0, NULL, 0, it, 3), 0);
+	ck_assert_int_eq(it[0].status, GP_CRASHED);
+	ck_assert_int_eq(it[0].code, 128 + SIGKILL);
+	for (i = 1; i < 3; i++) {
+		ck_assert_msg(it[i].status == GP_OK, "item %d: status %d", i,
+		    it[i].status);
+		ck_assert_int_eq(item_int(it[i].out), i);
+	}
+	ck_assert_int_eq(waitpid(killer, &st, 0), killer);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "killer: %#x", st);
+	gp_items_release(it, 3);
+	gp_pool_destroy(p);
+	close(pids[1]);
+	close(go[0]);
+	free(it);
+	assert_no_children();
+}
+END_TEST
+
 START_TEST(failed_initialiser_is_reported_not_respawned)
 {
 	struct gp_pool		*p = NULL;
@@ -1067,6 +1145,7 @@ main(void)
 	tcase_add_test(tc, timeout_weeks_away_is_clamped_and_short_one_fires);
 	tcase_add_test(tc, malformed_message_is_eproto_and_worker_replaced);
 	tcase_add_test(tc, failed_initialiser_is_reported_not_respawned);
+	tcase_add_test(tc, replacement_killed_in_start_up_is_replaced);
 	tcase_add_test(tc, cancel_fd_cancels_pending_items);
 	tcase_add_test(tc, busy_workers_die_with_their_master);
 	tcase_add_test(tc, idle_workers_leave_on_eof_without_pdeathsig);
