@@ -637,7 +637,8 @@ frame_send(struct ranks *rk, int type, int peer, const void *data,
 }
 
 /* Read what the MPI process sent; with wait, wait until something comes.
- * Returns 0, -EAGAIN, -EPIPE (it closed its end) or -errno. */
+ * Returns 0, -EAGAIN, -EPIPE (it closed its end, or died with frames of
+ * ours unread: ECONNRESET) or -errno. */
 static int
 pull(struct ranks *rk, int wait)
 {
@@ -647,7 +648,7 @@ pull(struct ranks *rk, int wait)
 	for (;;) {
 		if ((n = gp_buf_recv(rk->fd, &rk->in, RANKS_READ)) > 0)
 			return 0;
-		if (n == 0)
+		if (n == 0 || n == -ECONNRESET)
 			return -EPIPE;
 		if (n != -EAGAIN || !wait)
 			return (int)n;
