@@ -143,6 +143,17 @@ item_end(struct gp_job *job, struct gp_item *it)
 		job->cancel_req = 1;
 }
 
+/* An item ends GP_ERROR with rc, which the call then returns: it needs
+ * no allocation, so an item is never lost to a failed one. */
+static int
+fail_item(struct gp_job *job, struct gp_item *it, int rc)
+{
+	it->status = GP_ERROR;
+	it->code = rc;
+	item_end(job, it);
+	return rc;
+}
+
 static int
 requeue(struct gp_job *job, struct gp_item *it)
 {
@@ -309,13 +320,17 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 			break;
 		rec.id = ++p->ticket;
 		rec.len = (uint32_t)it->inlen;
-		if ((rc = fl_push(w, it, rec.id)) < 0 ||
-		    (rc = gp_buf_add(&w->wbuf, &rec, sizeof(rec))) < 0 ||
-		    (rc = gp_buf_add(&w->wbuf, it->in, it->inlen)) < 0)
+		/* In flight and off the queue at once: an item is in one
+		 * place only, so a failure below ends it once
+		 * (gp_loop_abandon()). */
+		if ((rc = fl_push(w, it, rec.id)) < 0)
 			return rc;
 		take(job);
 		it->attempts++;
 		it->worker = w->idx;
+		if ((rc = gp_buf_add(&w->wbuf, &rec, sizeof(rec))) < 0 ||
+		    (rc = gp_buf_add(&w->wbuf, it->in, it->inlen)) < 0)
+			return rc;
 		bytes += sizeof(rec) + it->inlen;
 	}
 	if (w->nfl == 0) {
@@ -459,7 +474,7 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 			est_update(job, r.ns);
 			if (r.len > 0) {
 				if ((it->out = malloc(r.len)) == NULL)
-					return -ENOMEM;
+					return fail_item(job, it, -ENOMEM);
 				memcpy(it->out, data, r.len);
 				it->outlen = r.len;
 			}
@@ -471,16 +486,14 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 				it->out = NULL;
 				it->outlen = 0;
 				if ((rc = requeue(job, it)) < 0)
-					return rc;
+					return fail_item(job, it, rc);
 				break;
 			} else
 				it->status = GP_TIMEDOUT;
 			item_end(job, it);
 			break;
 		case GP_REC_ERROR:
-			it->status = GP_ERROR;
-			it->code = r.rc;
-			item_end(job, it);
+			(void)fail_item(job, it, r.rc);
 			break;
 		case GP_REC_SKIPPED:
 			it->attempts--;
@@ -488,7 +501,7 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 				it->status = GP_CANCELED;
 				item_end(job, it);
 			} else if ((rc = requeue(job, it)) < 0)
-				return rc;
+				return fail_item(job, it, rc);
 			break;
 		}
 	}
@@ -611,7 +624,7 @@ lost(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	int64_t		 started;
 	uint64_t	 cur = current(w, &started);
 	size_t		 i, at = w->nfl;
-	int		 status = 0, code, rc = 0;
+	int		 status = 0, code, rc = 0, e;
 
 	reap(w, &status);
 	code = gp_wstatus_code(status);
@@ -629,8 +642,8 @@ lost(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 			if (job->canceled) {
 				it->status = GP_CANCELED;
 				item_end(job, it);
-			} else if ((rc = requeue(job, it)) < 0)
-				break;
+			} else if ((e = requeue(job, it)) < 0)
+				rc = fail_item(job, it, e);
 			continue;
 		}
 		it->worker = w->idx;
@@ -648,8 +661,8 @@ lost(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 		}
 		if ((it->status == GP_CRASHED || it->status == GP_TIMEDOUT) &&
 		    it->attempts <= p->o.retries) {
-			if ((rc = requeue(job, it)) < 0)
-				break;
+			if ((e = requeue(job, it)) < 0)
+				rc = fail_item(job, it, e);
 		} else
 			item_end(job, it);
 	}
@@ -852,9 +865,11 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 /*
  * gp_loop_run() failed (-ENOMEM, a poll error) in the middle of a call.
  * Workers holding a batch, or a half-built one, would later write into the
- * caller's items and read a broken message: kill and reap them, and drop
- * every buffer's content. Their items end GP_ERROR with the call's code;
- * queued ones stay GP_NOTRUN (gp_run(): done() is called for each). The
+ * caller's items and read a broken message: kill and reap them (their
+ * buffers are dropped when the slot is started again). Their items end
+ * GP_ERROR with the call's code, as does an item whose own result or
+ * retry could not be kept (on_results(), lost()); queued ones stay
+ * GP_NOTRUN (gp_run(): done() is called for each, once). The
  * slots are replaced by the next call, outside the respawn budget: these
  * deaths are the library's doing.
  */
@@ -862,30 +877,25 @@ void
 gp_loop_abandon(struct gp_pool *p, struct gp_job *job, int rc)
 {
 	struct gp_worker	*w;
-	struct gp_item		*it;
 	size_t			 i;
 	int			 k, status;
 
 	for (k = 0; k < p->nw; k++) {
 		w = &p->w[k];
+		/* A recycled worker holds no item and keeps its deadline:
+		 * a hung fini is still killed (expire()). */
+		if (w->state == GP_W_QUITTING)
+			continue;
 		if ((w->state == GP_W_IDLE || w->state == GP_W_BUSY) &&
 		    (w->nfl > 0 || w->wbuf.len > w->wbuf.off)) {
 			hard_kill(w);
-			reap(w, &status);
+			reap(w, &status);	/* buffers: gp_loop_spawn() */
 		}
-		for (i = w->nres; i < w->nfl; i++) {
-			it = w->fl[i].item;
-			it->status = GP_ERROR;
-			it->code = rc;
-			item_end(job, it);
-		}
+		for (i = w->nres; i < w->nfl; i++)
+			(void)fail_item(job, w->fl[i].item, rc);
 		w->nfl = w->nres = 0;
 		w->stop_id = 0;
 		w->kill_at = 0;
-		if (w->state == GP_W_DEAD) {
-			w->rbuf.off = w->rbuf.len = 0;
-			w->wbuf.off = w->wbuf.len = 0;
-		}
 	}
 	/* Not running: they end as they are, GP_NOTRUN. */
 	while (job->nrq > 0) {
