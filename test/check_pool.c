@@ -916,6 +916,24 @@ START_TEST(given_ids_stay_inside_what_is_visible)
 	o.gpus = "0";
 	ck_assert_int_eq(gp_pool_create(&p, &o), GP_ENOGPU);
 	ck_assert_ptr_nonnull(strstr(err, "set but empty"));
+	/* The usual ways of saying "no GPU", and, as in CUDA, a list ends
+	 * at its first entry that names no GPU. */
+	setenv("CUDA_VISIBLE_DEVICES", "-1", 1);
+	ck_assert_int_eq(gp_pool_create(&p, &o), GP_ENOGPU);
+	ck_assert_ptr_nonnull(strstr(err, "CUDA_VISIBLE_DEVICES='-1' names "
+	    "none"));
+	setenv("CUDA_VISIBLE_DEVICES", "NoDevFiles", 1);
+	ck_assert_int_eq(gp_pool_create(&p, &o), GP_ENOGPU);
+	setenv("CUDA_VISIBLE_DEVICES", "90,-1,91", 1);
+	o.gpus = "1";
+	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+	ck_assert_msg(strstr(err, "no GPU '1' among CUDA_VISIBLE_DEVICES=90")
+	    != NULL && strstr(err, "-1") == NULL, "%s", err);
+	o.gpus = "0";
+	ck_assert_msg(gp_pool_create(&p, &o) == 0, "%s", err);
+	ck_assert_int_eq(gp_pool_info(p, 0, &wi), 0);
+	ck_assert_str_eq(wi.visible, "90");
+	gp_pool_destroy(p);
 
 	/* A UUID outside the inherited set is refused, one inside it is
 	 * taken (with or without GPU-, or a prefix), as is its index. (No
