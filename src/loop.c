@@ -2,8 +2,9 @@
  * loop.c: the master. gp_loop_run() is the only place the master blocks:
  * one poll() over the workers' channels (and the cancel and feed fds),
  * woken by I/O or by the earliest real deadline, never by a fixed tick.
- * Children are reaped only by pid, after their channel reports EOF; there
- * is no SIGCHLD handler and no waitpid(-1). Runs only in the master.
+ * Children are reaped only one by one (through their pidfd, else by pid),
+ * after their channel reports EOF; there is no SIGCHLD handler and no
+ * waitpid(-1). Runs only in the master.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +22,18 @@
 
 static int	lost(struct gp_pool *, struct gp_job *, struct gp_worker *);
 
+/* Signal a worker through its pidfd where it has one: its pid may name
+ * another process by now when the host ignores SIGCHLD (no zombie holds
+ * the pid), and a deadline can fire long after a recycled worker left. */
+static void
+signal_worker(struct gp_worker *w, int sig)
+{
+	if (w->pidfd >= 0)
+		(void)syscall(SYS_pidfd_send_signal, w->pidfd, sig, NULL, 0);
+	else
+		(void)kill(w->pid, sig);
+}
+
 /* SIGKILL a worker and the process group its item declared (a task the
  * worker started): nothing it began may outlive it. */
 static void
@@ -30,7 +43,7 @@ hard_kill(struct gp_worker *w)
 
 	if (pg > 0)
 		kill(-pg, SIGKILL);
-	kill(w->pid, SIGKILL);
+	signal_worker(w, SIGKILL);
 }
 
 void
@@ -592,16 +605,48 @@ on_readable(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	}
 }
 
+/* P_PIDFD (Linux 5.4), spelled out for libcs that do not name it. */
+#define GP_P_PIDFD	((idtype_t)3)
+
+/*
+ * waitpid(w->pid) through the pidfd where there is one: when the host
+ * ignores SIGCHLD, the kernel reaps the worker itself and its pid can be
+ * a host child's by now, which a wait by pid would take (or block on).
+ * Returns as waitpid.
+ */
+static pid_t
+wait_worker(struct gp_worker *w, int *status, int flags)
+{
+	siginfo_t	 si;
+	int		 r;
+
+	if (w->pidfd < 0)
+		return gp_waitpid(w->pid, status, flags);
+	memset(&si, 0, sizeof(si));
+	while ((r = waitid(GP_P_PIDFD, (id_t)w->pidfd, &si, WEXITED | flags))
+	    == -1 && errno == EINTR)
+		;
+	if (r == -1 && errno == EINVAL)	/* a pidfd, but no P_PIDFD */
+		return gp_waitpid(w->pid, status, flags);
+	if (r == -1)
+		return -1;
+	if (si.si_pid == 0)
+		return 0;	/* WNOHANG: still running */
+	*status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0) :
+	    si.si_status | (si.si_code == CLD_DUMPED ? WCOREFLAG : 0);
+	return w->pid;
+}
+
 static void
 reap(struct gp_worker *w, int *status)
 {
 	pid_t	 r;
 	int	 pg;
 
-	if ((r = gp_waitpid(w->pid, status, WNOHANG)) == 0) {
+	if ((r = wait_worker(w, status, WNOHANG)) == 0) {
 		/* EOF but still alive (fn closed its channel?): end it. */
 		hard_kill(w);
-		r = gp_waitpid(w->pid, status, 0);
+		r = wait_worker(w, status, 0);
 	}
 	/* ECHILD: the host ignores SIGCHLD, so the kernel reaped it and its
 	 * status is gone. Say "unknown", never a made-up exit 0. */
@@ -958,7 +1003,7 @@ gp_loop_shutdown(struct gp_pool *p)
 		if (now >= dl) {
 			for (i = 0; i < n; i++)
 				if (phase == 0)
-					kill(map[i]->pid, SIGTERM);
+					signal_worker(map[i], SIGTERM);
 				else
 					hard_kill(map[i]);
 			phase++;

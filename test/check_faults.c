@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -990,6 +991,91 @@ START_TEST(inner_pool_workers_drop_the_outer_watch)
 }
 END_TEST
 
+/*
+ * With SIGCHLD ignored nothing holds a worker's pid once it has exited,
+ * and a deadline of the master can fire after that: a recycled worker's
+ * grace period ends at the next call. The signal must go through the
+ * worker's pidfd, never to a process that took its pid. Run as pid 1 of
+ * a new pid namespace, so that the pid can be handed out again on
+ * purpose (ns_last_pid). Returns an exit status: 0, 1 if the process
+ * that took the pid was killed, 2 if the setup failed.
+ */
+static int
+reused_pid_case(void)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 1, .max_tasks = 1,
+				       .grace_ms = 1, .flags = GP_POOL_NO_BIND };
+	struct gp_worker_info	 wi;
+	struct timespec		 ts = { 0, 1000000 };
+	struct gp_item		 it;
+	int64_t			 t;
+	pid_t			 w, decoy;
+	int			 v = 1, i, fd, alive;
+	char			 s[32];
+
+	signal(SIGCHLD, SIG_IGN);
+	if (gp_pool_create(&p, &o) != 0 || gp_pool_info(p, 0, &wi) != 0)
+		return 2;
+	w = wi.pid;
+	memset(&it, 0, sizeof(it));
+	it.in = &v;
+	it.inlen = sizeof(v);
+	/* It runs the item and leaves (max_tasks): the kernel reaps it. */
+	if (gp_map(p, crash_on_5, NULL, 0, &it, 1) != 0)
+		return 2;
+	gp_items_release(&it, 1);
+	t = now_ms();
+	for (i = 0; i < 10000 && kill(w, 0) == 0; i++)
+		nanosleep(&ts, NULL);
+	while (now_ms() < t + 5)	/* its 1 ms of grace is over */
+		nanosleep(&ts, NULL);
+	/* Another process takes its pid. */
+	snprintf(s, sizeof(s), "%d", (int)w - 1);
+	if ((fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY)) < 0 ||
+	    write(fd, s, strlen(s)) < 0)
+		return 2;
+	close(fd);
+	if ((decoy = fork()) == 0) {
+		for (;;)
+			pause();
+	}
+	if (decoy != w)
+		return 2;
+	/* The next call: the worker's deadline has passed. */
+	if (gp_map(p, crash_on_5, NULL, 0, &it, 1) != 0)
+		return 2;
+	gp_items_release(&it, 1);
+	alive = kill(decoy, 0) == 0;
+	kill(decoy, SIGKILL);
+	gp_pool_destroy(p);
+	return alive ? 0 : 1;
+}
+
+START_TEST(late_deadline_never_kills_a_reused_pid)
+{
+	pid_t	 c, g;
+	int	 st;
+
+	if (!have_pidfd())
+		return;	/* by pid is all there is (valgrind) */
+	if ((c = fork()) == 0) {
+		if (unshare(CLONE_NEWUSER | CLONE_NEWPID) != 0)
+			_exit(77);	/* no namespaces here */
+		if ((g = fork()) == 0)
+			_exit(reused_pid_case());
+		_exit(g > 0 && waitpid(g, &st, 0) == g && WIFEXITED(st) ?
+		    WEXITSTATUS(st) : 3);
+	}
+	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	ck_assert(WIFEXITED(st));
+	ck_assert_msg(WEXITSTATUS(st) != 1, "the pool killed the process "
+	    "that took its exited worker's pid");
+	ck_assert_msg(WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 77,
+	    "setup failed: %d", WEXITSTATUS(st));
+}
+END_TEST
+
 /* What a worker's signal state is: dispositions and mask. */
 struct sigstate {
 	int	 usr1_default, int_ignored, term_blocked;
@@ -1331,6 +1417,7 @@ main(void)
 	tcase_add_test(tc, no_fd_leaks_in_master_or_workers);
 	tcase_add_test(tc, paused_master_keeps_its_workers);
 	tcase_add_test(tc, inner_pool_workers_drop_the_outer_watch);
+	tcase_add_test(tc, late_deadline_never_kills_a_reused_pid);
 	tcase_add_test(tc, signals_without_sa_restart_do_not_break_a_map);
 	tcase_add_test(tc, declared_task_group_dies_with_its_worker);
 	tcase_add_test(tc,
