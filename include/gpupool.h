@@ -236,22 +236,25 @@ GP_API int	gp_pool_create(struct gp_pool **out,
  * with in NULL and inlen > 0: nothing runs), -ENOMEM, -EBUSY
  * while another call runs, -ECHILD from a process that did not create p.
  * A call that fails midway (-ENOMEM, a failed poll) kills and reaps the
- * workers running its items, which end GP_ERROR with that code (the rest
- * GP_NOTRUN): the pool stays usable and keeps no pointer into items.
+ * workers running its items, which end GP_ERROR with that code, as does
+ * an item whose result or retry could not be kept (the rest GP_NOTRUN):
+ * the pool stays usable and keeps no pointer into items.
  */
 GP_API int	gp_map(struct gp_pool *p, gp_fn *fn, const void *arg,
 		    size_t arglen, struct gp_item *items, size_t n);
 
 /*
  * Stream items: take them from feed->next as workers become idle, one item
- * per dispatch, and report each through feed->done (an item with in NULL
- * and inlen > 0 ends GP_ERROR, -EINVAL). Returns as gp_map(), or -EDEADLK
+ * per dispatch, and report each through feed->done, exactly once, even
+ * when the call fails (an item with in NULL and inlen > 0 ends GP_ERROR,
+ * -EINVAL). Returns as gp_map(), or -EDEADLK
  * when next() says "not yet" with no in_fd and nothing running.
  */
 GP_API int	gp_run(struct gp_pool *p, gp_fn *fn, const void *arg,
 		    size_t arglen, const struct gp_feed *feed);
 
-/* Ask workers to leave, then TERM, then KILL; reap each by pid; free. */
+/* Ask workers to leave, then TERM, then KILL; reap each one (through its
+ * pidfd where there is one, else by pid); free. */
 GP_API void	gp_pool_destroy(struct gp_pool *p);
 
 /* Number of workers; placement of one (0 or -EINVAL). */

@@ -150,6 +150,28 @@ index_of(const char *s)
 	return (int)v;
 }
 
+/* Could CUDA honour s as a CUDA_VISIBLE_DEVICES entry: an index, a
+ * GPU- or MIG- UUID (or a prefix of one: only the driver can tell which
+ * exist), or a PCI bus id? "-1" or "NoDevFiles", the usual ways of
+ * saying "no GPU", are not. */
+static int
+cuda_entry(const char *s)
+{
+	int	 colon = 0;
+
+	if (index_of(s) >= 0)
+		return 1;
+	if (strncmp(s, "GPU-", 4) == 0 || strncmp(s, "MIG-", 4) == 0)
+		return s[4] != '\0';
+	for (; *s; s++) {
+		if (*s == ':')
+			colon++;
+		else if (!isxdigit((unsigned char)*s) && *s != '.')
+			return 0;
+	}
+	return colon > 0;
+}
+
 /* Does id name g: its index, its UUID (with or without "GPU-", or a
  * unique prefix), or its bus id (any case, 4- or 8-digit domain)? */
 static int
@@ -226,9 +248,10 @@ select_gpus(const char *spec, const struct gp_gpu *all, int n,
  * No probe result: take the ids as given, but never outside an inherited
  * CUDA_VISIBLE_DEVICES (Slurm's, a container's): its elements are then
  * the candidates (an index names one by position, so "2,3" makes index 1
- * mean "3"; a UUID must be one of them), and set but empty it leaves no
- * GPU at all. Without one, an index is written in decimal ("00" is "0")
- * so that the duplicate check sees through it.
+ * mean "3"; a UUID must be one of them). As in CUDA, the list ends at its
+ * first entry that names no GPU ("2,-1,3" is "2"), so set but empty, or
+ * "-1", it leaves no GPU at all. Without one, an index is written in
+ * decimal ("00" is "0") so that the duplicate check sees through it.
  */
 static int
 given_gpus(const char *spec, struct gp_gpu **out, char *err, size_t errlen)
@@ -238,21 +261,26 @@ given_gpus(const char *spec, struct gp_gpu **out, char *err, size_t errlen)
 	char		 id[96], among[160];
 	int		 k, i, j, ix;
 
-	if (inh != NULL && *inh == '\0')
+	k = list_count(inh != NULL ? inh : spec);
+	for (i = 0; inh != NULL && i < k; i++)
+		if (list_nth(inh, i, id, sizeof(id)) < 0 || !cuda_entry(id))
+			k = i;
+	if (inh != NULL && k == 0 && *inh == '\0')
 		return gp_errf(err, errlen, GP_ENOGPU, "no GPU is visible "
 		    "(CUDA_VISIBLE_DEVICES is set but empty): cannot use "
 		    "GPUs '%s'", spec);
-	k = list_count(inh != NULL ? inh : spec);
+	if (inh != NULL && k == 0)
+		return gp_errf(err, errlen, GP_ENOGPU, "no GPU is visible "
+		    "(CUDA_VISIBLE_DEVICES='%s' names none): cannot use "
+		    "GPUs '%s'", inh, spec);
 	if ((g = calloc((size_t)k, sizeof(*g))) == NULL)
 		return -ENOMEM;
 	for (i = 0; i < k; i++) {
 		if (list_nth(inh != NULL ? inh : spec, i, id, sizeof(id)) < 0 ||
 		    id[0] == '\0') {
 			free(g);
-			return gp_errf(err, errlen, -EINVAL, inh != NULL ?
-			    "bad CUDA_VISIBLE_DEVICES '%s': empty or over-long "
-			    "entry" : "bad GPU list '%s': empty or over-long "
-			    "entry", inh != NULL ? inh : spec);
+			return gp_errf(err, errlen, -EINVAL, "bad GPU list "
+			    "'%s': empty or over-long entry", spec);
 		}
 		if (inh == NULL && (ix = index_of(id)) >= 0)
 			snprintf(g[i].visible, sizeof(g[i].visible), "%d", ix);
@@ -273,7 +301,10 @@ given_gpus(const char *spec, struct gp_gpu **out, char *err, size_t errlen)
 		*out = g;
 		return k;
 	}
-	snprintf(among, sizeof(among), "CUDA_VISIBLE_DEVICES=%s", inh);
+	/* Only what CUDA honours: the k entries before the first bad one. */
+	for (i = j = 0; inh[j] != '\0' && (inh[j] != ',' || ++i < k); j++)
+		;
+	snprintf(among, sizeof(among), "CUDA_VISIBLE_DEVICES=%.*s", j, inh);
 	k = select_gpus(spec, g, k, among, out, err, errlen);
 	free(g);
 	return k;

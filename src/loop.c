@@ -2,8 +2,9 @@
  * loop.c: the master. gp_loop_run() is the only place the master blocks:
  * one poll() over the workers' channels (and the cancel and feed fds),
  * woken by I/O or by the earliest real deadline, never by a fixed tick.
- * Children are reaped only by pid, after their channel reports EOF; there
- * is no SIGCHLD handler and no waitpid(-1). Runs only in the master.
+ * Children are reaped only one by one (through their pidfd, else by pid),
+ * after their channel reports EOF; there is no SIGCHLD handler and no
+ * waitpid(-1). Runs only in the master.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +22,18 @@
 
 static int	lost(struct gp_pool *, struct gp_job *, struct gp_worker *);
 
+/* Signal a worker through its pidfd where it has one: its pid may name
+ * another process by now when the host ignores SIGCHLD (no zombie holds
+ * the pid), and a deadline can fire long after a recycled worker left. */
+static void
+signal_worker(struct gp_worker *w, int sig)
+{
+	if (w->pidfd >= 0)
+		(void)syscall(SYS_pidfd_send_signal, w->pidfd, sig, NULL, 0);
+	else
+		(void)kill(w->pid, sig);
+}
+
 /* SIGKILL a worker and the process group its item declared (a task the
  * worker started): nothing it began may outlive it. */
 static void
@@ -30,7 +43,7 @@ hard_kill(struct gp_worker *w)
 
 	if (pg > 0)
 		kill(-pg, SIGKILL);
-	kill(w->pid, SIGKILL);
+	signal_worker(w, SIGKILL);
 }
 
 void
@@ -141,6 +154,17 @@ item_end(struct gp_job *job, struct gp_item *it)
 	job->running--;
 	if (job->feed != NULL && job->feed->done(job->feed->arg, it) != 0)
 		job->cancel_req = 1;
+}
+
+/* An item ends GP_ERROR with rc, which the call then returns: it needs
+ * no allocation, so an item is never lost to a failed one. */
+static int
+fail_item(struct gp_job *job, struct gp_item *it, int rc)
+{
+	it->status = GP_ERROR;
+	it->code = rc;
+	item_end(job, it);
+	return rc;
 }
 
 static int
@@ -309,13 +333,17 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 			break;
 		rec.id = ++p->ticket;
 		rec.len = (uint32_t)it->inlen;
-		if ((rc = fl_push(w, it, rec.id)) < 0 ||
-		    (rc = gp_buf_add(&w->wbuf, &rec, sizeof(rec))) < 0 ||
-		    (rc = gp_buf_add(&w->wbuf, it->in, it->inlen)) < 0)
+		/* In flight and off the queue at once: an item is in one
+		 * place only, so a failure below ends it once
+		 * (gp_loop_abandon()). */
+		if ((rc = fl_push(w, it, rec.id)) < 0)
 			return rc;
 		take(job);
 		it->attempts++;
 		it->worker = w->idx;
+		if ((rc = gp_buf_add(&w->wbuf, &rec, sizeof(rec))) < 0 ||
+		    (rc = gp_buf_add(&w->wbuf, it->in, it->inlen)) < 0)
+			return rc;
 		bytes += sizeof(rec) + it->inlen;
 	}
 	if (w->nfl == 0) {
@@ -459,7 +487,7 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 			est_update(job, r.ns);
 			if (r.len > 0) {
 				if ((it->out = malloc(r.len)) == NULL)
-					return -ENOMEM;
+					return fail_item(job, it, -ENOMEM);
 				memcpy(it->out, data, r.len);
 				it->outlen = r.len;
 			}
@@ -471,16 +499,14 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 				it->out = NULL;
 				it->outlen = 0;
 				if ((rc = requeue(job, it)) < 0)
-					return rc;
+					return fail_item(job, it, rc);
 				break;
 			} else
 				it->status = GP_TIMEDOUT;
 			item_end(job, it);
 			break;
 		case GP_REC_ERROR:
-			it->status = GP_ERROR;
-			it->code = r.rc;
-			item_end(job, it);
+			(void)fail_item(job, it, r.rc);
 			break;
 		case GP_REC_SKIPPED:
 			it->attempts--;
@@ -488,7 +514,7 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 				it->status = GP_CANCELED;
 				item_end(job, it);
 			} else if ((rc = requeue(job, it)) < 0)
-				return rc;
+				return fail_item(job, it, rc);
 			break;
 		}
 	}
@@ -579,16 +605,48 @@ on_readable(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	}
 }
 
+/* P_PIDFD (Linux 5.4), spelled out for libcs that do not name it. */
+#define GP_P_PIDFD	((idtype_t)3)
+
+/*
+ * waitpid(w->pid) through the pidfd where there is one: when the host
+ * ignores SIGCHLD, the kernel reaps the worker itself and its pid can be
+ * a host child's by now, which a wait by pid would take (or block on).
+ * Returns as waitpid.
+ */
+static pid_t
+wait_worker(struct gp_worker *w, int *status, int flags)
+{
+	siginfo_t	 si;
+	int		 r;
+
+	if (w->pidfd < 0)
+		return gp_waitpid(w->pid, status, flags);
+	memset(&si, 0, sizeof(si));
+	while ((r = waitid(GP_P_PIDFD, (id_t)w->pidfd, &si, WEXITED | flags))
+	    == -1 && errno == EINTR)
+		;
+	if (r == -1 && errno == EINVAL)	/* a pidfd, but no P_PIDFD */
+		return gp_waitpid(w->pid, status, flags);
+	if (r == -1)
+		return -1;
+	if (si.si_pid == 0)
+		return 0;	/* WNOHANG: still running */
+	*status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0) :
+	    si.si_status | (si.si_code == CLD_DUMPED ? WCOREFLAG : 0);
+	return w->pid;
+}
+
 static void
 reap(struct gp_worker *w, int *status)
 {
 	pid_t	 r;
 	int	 pg;
 
-	if ((r = gp_waitpid(w->pid, status, WNOHANG)) == 0) {
+	if ((r = wait_worker(w, status, WNOHANG)) == 0) {
 		/* EOF but still alive (fn closed its channel?): end it. */
 		hard_kill(w);
-		r = gp_waitpid(w->pid, status, 0);
+		r = wait_worker(w, status, 0);
 	}
 	/* ECHILD: the host ignores SIGCHLD, so the kernel reaped it and its
 	 * status is gone. Say "unknown", never a made-up exit 0. */
@@ -611,7 +669,7 @@ lost(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	int64_t		 started;
 	uint64_t	 cur = current(w, &started);
 	size_t		 i, at = w->nfl;
-	int		 status = 0, code, rc = 0;
+	int		 status = 0, code, rc = 0, e;
 
 	reap(w, &status);
 	code = gp_wstatus_code(status);
@@ -629,8 +687,8 @@ lost(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 			if (job->canceled) {
 				it->status = GP_CANCELED;
 				item_end(job, it);
-			} else if ((rc = requeue(job, it)) < 0)
-				break;
+			} else if ((e = requeue(job, it)) < 0)
+				rc = fail_item(job, it, e);
 			continue;
 		}
 		it->worker = w->idx;
@@ -648,8 +706,8 @@ lost(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 		}
 		if ((it->status == GP_CRASHED || it->status == GP_TIMEDOUT) &&
 		    it->attempts <= p->o.retries) {
-			if ((rc = requeue(job, it)) < 0)
-				break;
+			if ((e = requeue(job, it)) < 0)
+				rc = fail_item(job, it, e);
 		} else
 			item_end(job, it);
 	}
@@ -852,9 +910,11 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 /*
  * gp_loop_run() failed (-ENOMEM, a poll error) in the middle of a call.
  * Workers holding a batch, or a half-built one, would later write into the
- * caller's items and read a broken message: kill and reap them, and drop
- * every buffer's content. Their items end GP_ERROR with the call's code;
- * queued ones stay GP_NOTRUN (gp_run(): done() is called for each). The
+ * caller's items and read a broken message: kill and reap them (their
+ * buffers are dropped when the slot is started again). Their items end
+ * GP_ERROR with the call's code, as does an item whose own result or
+ * retry could not be kept (on_results(), lost()); queued ones stay
+ * GP_NOTRUN (gp_run(): done() is called for each, once). The
  * slots are replaced by the next call, outside the respawn budget: these
  * deaths are the library's doing.
  */
@@ -862,30 +922,25 @@ void
 gp_loop_abandon(struct gp_pool *p, struct gp_job *job, int rc)
 {
 	struct gp_worker	*w;
-	struct gp_item		*it;
 	size_t			 i;
 	int			 k, status;
 
 	for (k = 0; k < p->nw; k++) {
 		w = &p->w[k];
+		/* A recycled worker holds no item and keeps its deadline:
+		 * a hung fini is still killed (expire()). */
+		if (w->state == GP_W_QUITTING)
+			continue;
 		if ((w->state == GP_W_IDLE || w->state == GP_W_BUSY) &&
 		    (w->nfl > 0 || w->wbuf.len > w->wbuf.off)) {
 			hard_kill(w);
-			reap(w, &status);
+			reap(w, &status);	/* buffers: gp_loop_spawn() */
 		}
-		for (i = w->nres; i < w->nfl; i++) {
-			it = w->fl[i].item;
-			it->status = GP_ERROR;
-			it->code = rc;
-			item_end(job, it);
-		}
+		for (i = w->nres; i < w->nfl; i++)
+			(void)fail_item(job, w->fl[i].item, rc);
 		w->nfl = w->nres = 0;
 		w->stop_id = 0;
 		w->kill_at = 0;
-		if (w->state == GP_W_DEAD) {
-			w->rbuf.off = w->rbuf.len = 0;
-			w->wbuf.off = w->wbuf.len = 0;
-		}
 	}
 	/* Not running: they end as they are, GP_NOTRUN. */
 	while (job->nrq > 0) {
@@ -948,7 +1003,7 @@ gp_loop_shutdown(struct gp_pool *p)
 		if (now >= dl) {
 			for (i = 0; i < n; i++)
 				if (phase == 0)
-					kill(map[i]->pid, SIGTERM);
+					signal_worker(map[i], SIGTERM);
 				else
 					hard_kill(map[i]);
 			phase++;

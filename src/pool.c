@@ -357,18 +357,27 @@ items_init(struct gp_item *items, size_t n)
 	return rc;
 }
 
+/* gp_map() on items that items_init() accepted. */
+static int
+map_items(struct gp_pool *p, gp_fn *fn, const void *arg, size_t arglen,
+    struct gp_item *items, size_t n)
+{
+	struct gp_job	 job = { 0 };
+
+	job.items = items;
+	job.n = n;
+	return run_job(p, &job, fn, arg, arglen);
+}
+
 int
 gp_map(struct gp_pool *p, gp_fn *fn, const void *arg, size_t arglen,
     struct gp_item *items, size_t n)
 {
-	struct gp_job	 job = { 0 };
-	int		 rc;
+	int	 rc;
 
 	if ((rc = items_init(items, n)) < 0)
 		return rc;
-	job.items = items;
-	job.n = n;
-	return run_job(p, &job, fn, arg, arglen);
+	return map_items(p, fn, arg, arglen, items, n);
 }
 
 int
@@ -480,9 +489,10 @@ pool_map(gp_fn *fn, struct gp_item *items, size_t n)
 		gp_pool_destroy(defpool);	/* only closes fds */
 		defpool = NULL;
 	}
+	/* Items first: they read GP_NOTRUN even if no pool can be made. */
 	if ((rc = items_init(items, n)) == 0 && (defpool != NULL ||
 	    (rc = gp_pool_create(&defpool, &o)) == 0))
-		rc = gp_map(defpool, fn, NULL, 0, items, n);
+		rc = map_items(defpool, fn, NULL, 0, items, n);
 	if (rc < 0 && deferr[0] == '\0')
 		snprintf(deferr, sizeof(deferr), "%s", gp_strerror(rc));
 	return rc;

@@ -107,6 +107,7 @@ reset_signals(void)
  * process: a worker is its own process.
  */
 static int	 master_pidfd = -1;
+static int	 master_epfd = -1;	/* the stop fd watching it, or -1 */
 
 /* Wait until fd is ready for events; leave if the master is gone. */
 static void
@@ -122,6 +123,10 @@ wait_or_die(int fd, short events)
 		_exit(0);	/* the master is gone */
 }
 
+/* Send b's pending bytes, all of them, and empty b. The only way results
+ * leave a worker: with a master pidfd, fd is nonblocking (a full pipe
+ * must not hide a death), so a full pipe is waited out here, never taken
+ * for a dead master. */
 static void
 send_or_die(int fd, struct gp_buf *b)
 {
@@ -130,7 +135,7 @@ send_or_die(int fd, struct gp_buf *b)
 	if (master_pidfd < 0) {
 		if (gp_writev_full(fd, &iov, 1) < 0)
 			_exit(0);	/* the master is gone */
-	} else	/* fd is nonblocking: a full pipe must not hide a death */
+	} else
 		while (b->len > b->off) {
 			if (gp_buf_send(fd, b) < 0)
 				_exit(0);
@@ -183,7 +188,7 @@ outq_close(struct gp_ctx *ctx, size_t at, struct gp_rec_result *r)
 	struct outq		*q = &ctx->q;
 	struct gp_buf		*b = &q->b;
 	struct gp_msg_hdr	 h = { .type = GP_MSG_RESULT };
-	struct iovec		 iov;
+	struct gp_buf		 sent;
 	size_t			 hl = sizeof(h), end;
 
 	if (ctx->reply_rc < 0) {
@@ -201,10 +206,12 @@ outq_close(struct gp_ctx *ctx, size_t at, struct gp_rec_result *r)
 	b->len = b->off + at;
 	gp_msg_finish(b, q->at, q->count - 1);
 	b->len = end;
-	iov.iov_base = b->data + b->off + q->at;
-	iov.iov_len = at - q->at;
-	if (gp_writev_full(ctx->wfd, &iov, 1) < 0)
-		_exit(0);	/* the master is gone */
+	/* A view of the finished part: send_or_die() empties the view,
+	 * not b. */
+	sent.data = b->data + b->off + q->at;
+	sent.off = 0;
+	sent.len = sent.cap = at - q->at;
+	send_or_die(ctx->wfd, &sent);
 	b->off += at - hl;
 	memcpy(b->data + b->off, &h, hl);
 	q->at = 0;
@@ -292,11 +299,15 @@ next_msg(int fd, struct gp_buf *in, size_t max, struct gp_msg_hdr *h,
 			want = h->len + sizeof(*h);
 		if (gp_buf_reserve(in, want) < 0)
 			_exit(GP_EXIT_NOMEM);
-		if (master_pidfd >= 0)
-			wait_or_die(fd, POLLIN);
 		do
 			r = read(fd, in->data + in->len, in->cap - in->len);
 		while (r == -1 && errno == EINTR);
+		if (r == -1 && errno == EAGAIN && master_pidfd >= 0) {
+			/* Nonblocking with a master pidfd: wait for either,
+			 * but only when nothing is there already. */
+			wait_or_die(fd, POLLIN);
+			continue;
+		}
 		if (r <= 0)
 			_exit(0);	/* EOF: the master is gone */
 		in->len += (size_t)r;
@@ -379,6 +390,7 @@ watch_master(struct gp_pool *p, struct gp_ctx *ctx)
 		return;
 	}
 	master_pidfd = pfd;
+	master_epfd = efd;
 	ctx->stop = efd;
 }
 
@@ -415,7 +427,13 @@ gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
 	ctx.wfd = wfd;
 	ctx.stop = fd;
 	ctx.max_msg = p->o.max_msg;
-	master_pidfd = -1;	/* forked by a pool made in fn: not ours */
+	/* Forked by a pool made in fn: the outer worker's watch is not
+	 * ours, and its fds must not stay open here. */
+	if (master_pidfd >= 0)
+		close(master_pidfd);
+	if (master_epfd >= 0)
+		close(master_epfd);
+	master_pidfd = master_epfd = -1;
 	if (p->o.flags & GP_POOL_NO_PDEATHSIG)
 		watch_master(p, &ctx);
 
@@ -454,8 +472,10 @@ gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
 	iov[1].iov_len = sizeof(rd);
 	if (gp_writev_full(wfd, iov, 2) < 0 || rd.fatal)
 		_exit(0);
-	if (master_pidfd >= 0)
+	if (master_pidfd >= 0) {
 		(void)fcntl(wfd, F_SETFL, O_NONBLOCK);
+		(void)fcntl(fd, F_SETFL, O_NONBLOCK);	/* next_msg() */
+	}
 	serve(p, w, &ctx);
 	/* NOTREACHED */
 	_exit(0);

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -814,6 +815,267 @@ START_TEST(no_fd_leaks_in_master_or_workers)
 }
 END_TEST
 
+/*
+ * A master that stops reading for a while (paused, swapped out, busy in
+ * the host's code) must not cost a worker without PR_SET_PDEATHSIG: its
+ * results wait in the pipe. Every 50th item stalls the master in a
+ * SIGUSR1 handler (the test's, not the library's) until its worker
+ * either sleeps (waits for room in the pipe, or for work) or dies. Each
+ * result is larger than the pipe, so a result sent in a stall never fits.
+ */
+static int	 stall_go[2], stall_ack[2];
+static volatile sig_atomic_t stall_rounds, stall_deaths, stall_stuck;
+static size_t	 stall_len;
+
+static void
+on_stall(int sig)
+{
+	struct timespec	 ts = { 0, 1000000 };
+	char		 path[32] = "/proc/", buf[256], *rp;
+	pid_t		 pid;
+	ssize_t		 n;
+	int		 fd, i, k, d;
+
+	stall_rounds++;
+	(void)write(stall_go[1], "g", 1);
+	if (read(stall_ack[0], &pid, sizeof(pid)) != sizeof(pid)) {
+		stall_stuck++;
+		return;
+	}
+	/* "/proc/<pid>/stat", without stdio in a handler. */
+	for (k = 6, d = 1000000000; d > 0; d /= 10)
+		if (pid / d > 0 || d == 1)
+			path[k++] = (char)('0' + pid / d % 10);
+	memcpy(path + k, "/stat", 6);
+	for (i = 0; i < 20000; i++) {
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+			stall_deaths++;
+			return;
+		}
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		buf[n > 0 ? n : 0] = '\0';
+		if ((rp = strrchr(buf, ')')) != NULL && rp[1] != '\0') {
+			if (rp[2] == 'Z' || rp[2] == 'X') {
+				stall_deaths++;
+				return;
+			}
+			if (rp[2] == 'S')
+				return;
+		}
+		nanosleep(&ts, NULL);
+	}
+	stall_stuck++;
+}
+
+static int
+reply_stalling(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	static uint8_t	*big;
+	int		 x = item_int(in);
+	pid_t		 me = getpid();
+	char		 c;
+
+	if (big == NULL && (big = malloc(stall_len)) == NULL)
+		return -ENOMEM;
+	if (x % 50 == 25) {
+		kill(getppid(), SIGUSR1);
+		if (read(stall_go[0], &c, 1) != 1 ||
+		    write(stall_ack[1], &me, sizeof(me)) != sizeof(me))
+			return -EIO;
+	}
+	memset(big, x & 0xff, stall_len);
+	return gp_reply(ctx, big, stall_len);
+}
+
+START_TEST(paused_master_keeps_its_workers)
+{
+	enum { N = 400 };
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 1,
+				       .flags = GP_POOL_NO_PDEATHSIG };
+	struct gp_worker_info	 wi;
+	struct sigaction	 sa;
+	struct gp_item		*it;
+	int			 v[N], i, bad = 0;
+	pid_t			 pid;
+
+	ck_assert_int_eq(pipe2(stall_go, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(stall_ack, O_CLOEXEC), 0);
+	stall_len = (size_t)fcntl(stall_go[0], F_GETPIPE_SZ) + 4096;
+	o.max_msg = stall_len + 4096;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stall;
+	sigemptyset(&sa.sa_mask);
+	ck_assert_int_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	ck_assert_int_eq(gp_pool_info(p, 0, &wi), 0);
+	pid = wi.pid;
+	it = int_items(v, N);
+	ck_assert_int_eq(gp_map(p, reply_stalling, NULL, 0, it, N), 0);
+	for (i = 0; i < N; i++)
+		bad += it[i].status != GP_OK || it[i].outlen != stall_len ||
+		    ((uint8_t *)it[i].out)[stall_len - 1] != (i & 0xff);
+	ck_assert_int_eq(bad, 0);
+	ck_assert_int_ge(stall_rounds, N / 50);
+	ck_assert_int_eq(stall_stuck, 0);
+	ck_assert_msg(stall_deaths == 0, "the worker died in %d of %d "
+	    "stalls", (int)stall_deaths, (int)stall_rounds);
+	ck_assert_int_eq(gp_pool_info(p, 0, &wi), 0);
+	ck_assert_int_eq(wi.pid, pid);	/* never replaced */
+	gp_items_release(it, N);
+	free(it);
+	gp_pool_destroy(p);
+	signal(SIGUSR1, SIG_DFL);
+}
+END_TEST
+
+/* A pool made in fn, under a pool that watches its master's pidfd: the
+ * inner workers do not keep the outer worker's pidfd and epoll fd. */
+static int
+count_anon_fds(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	DIR		*d = opendir("/proc/self/fd");
+	struct dirent	*e;
+	char		 l[64], t[64];
+	ssize_t		 r;
+	int		 n = 0;
+
+	while ((e = readdir(d)) != NULL) {
+		snprintf(l, sizeof(l), "/proc/self/fd/%s", e->d_name);
+		r = readlink(l, t, sizeof(t) - 1);
+		t[r > 0 ? r : 0] = '\0';
+		n += strncmp(t, "anon_inode:", 11) == 0;
+	}
+	closedir(d);
+	return gp_reply(ctx, &n, sizeof(n));
+}
+
+static int
+inner_pool_fds(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 1 };
+	struct gp_item		 it;
+	int			 n = -1;
+
+	if (gp_pool_create(&p, &o) != 0)
+		return 1;
+	memset(&it, 0, sizeof(it));
+	if (gp_map(p, count_anon_fds, NULL, 0, &it, 1) == 0 &&
+	    it.outlen == sizeof(n))
+		memcpy(&n, it.out, sizeof(n));
+	gp_items_release(&it, 1);
+	gp_pool_destroy(p);
+	return gp_reply(ctx, &n, sizeof(n));
+}
+
+START_TEST(inner_pool_workers_drop_the_outer_watch)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 1,
+				       .flags = GP_POOL_NO_PDEATHSIG };
+	struct gp_item		 it;
+	int			 n = -1;
+
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	memset(&it, 0, sizeof(it));
+	ck_assert_int_eq(gp_map(p, inner_pool_fds, NULL, 0, &it, 1), 0);
+	ck_assert_int_eq(it.status, GP_OK);
+	memcpy(&n, it.out, sizeof(n));
+	/* Nothing of the outer watch; the inner pool has PR_SET_PDEATHSIG
+	 * and watches nothing. */
+	ck_assert_int_eq(n, 0);
+	gp_items_release(&it, 1);
+	gp_pool_destroy(p);
+}
+END_TEST
+
+/*
+ * With SIGCHLD ignored nothing holds a worker's pid once it has exited,
+ * and a deadline of the master can fire after that: a recycled worker's
+ * grace period ends at the next call. The signal must go through the
+ * worker's pidfd, never to a process that took its pid. Run as pid 1 of
+ * a new pid namespace, so that the pid can be handed out again on
+ * purpose (ns_last_pid). Returns an exit status: 0, 1 if the process
+ * that took the pid was killed, 2 if the setup failed.
+ */
+static int
+reused_pid_case(void)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 1, .max_tasks = 1,
+				       .grace_ms = 1, .flags = GP_POOL_NO_BIND };
+	struct gp_worker_info	 wi;
+	struct timespec		 ts = { 0, 1000000 };
+	struct gp_item		 it;
+	int64_t			 t;
+	pid_t			 w, decoy;
+	int			 v = 1, i, fd, alive;
+	char			 s[32];
+
+	signal(SIGCHLD, SIG_IGN);
+	if (gp_pool_create(&p, &o) != 0 || gp_pool_info(p, 0, &wi) != 0)
+		return 2;
+	w = wi.pid;
+	memset(&it, 0, sizeof(it));
+	it.in = &v;
+	it.inlen = sizeof(v);
+	/* It runs the item and leaves (max_tasks): the kernel reaps it. */
+	if (gp_map(p, crash_on_5, NULL, 0, &it, 1) != 0)
+		return 2;
+	gp_items_release(&it, 1);
+	t = now_ms();
+	for (i = 0; i < 10000 && kill(w, 0) == 0; i++)
+		nanosleep(&ts, NULL);
+	while (now_ms() < t + 5)	/* its 1 ms of grace is over */
+		nanosleep(&ts, NULL);
+	/* Another process takes its pid. */
+	snprintf(s, sizeof(s), "%d", (int)w - 1);
+	if ((fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY)) < 0 ||
+	    write(fd, s, strlen(s)) < 0)
+		return 2;
+	close(fd);
+	if ((decoy = fork()) == 0) {
+		for (;;)
+			pause();
+	}
+	if (decoy != w)
+		return 2;
+	/* The next call: the worker's deadline has passed. */
+	if (gp_map(p, crash_on_5, NULL, 0, &it, 1) != 0)
+		return 2;
+	gp_items_release(&it, 1);
+	alive = kill(decoy, 0) == 0;
+	kill(decoy, SIGKILL);
+	gp_pool_destroy(p);
+	return alive ? 0 : 1;
+}
+
+START_TEST(late_deadline_never_kills_a_reused_pid)
+{
+	pid_t	 c, g;
+	int	 st;
+
+	if (!have_pidfd())
+		return;	/* by pid is all there is (valgrind) */
+	if ((c = fork()) == 0) {
+		if (unshare(CLONE_NEWUSER | CLONE_NEWPID) != 0)
+			_exit(77);	/* no namespaces here */
+		if ((g = fork()) == 0)
+			_exit(reused_pid_case());
+		_exit(g > 0 && waitpid(g, &st, 0) == g && WIFEXITED(st) ?
+		    WEXITSTATUS(st) : 3);
+	}
+	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	ck_assert(WIFEXITED(st));
+	ck_assert_msg(WEXITSTATUS(st) != 1, "the pool killed the process "
+	    "that took its exited worker's pid");
+	ck_assert_msg(WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 77,
+	    "setup failed: %d", WEXITSTATUS(st));
+}
+END_TEST
+
 /* What a worker's signal state is: dispositions and mask. */
 struct sigstate {
 	int	 usr1_default, int_ignored, term_blocked;
@@ -1153,6 +1415,9 @@ main(void)
 	tcase_add_test(tc, idle_workers_leave_when_a_helper_holds_the_pipes);
 	tcase_add_test(tc, busy_workers_stop_when_a_helper_holds_the_pipes);
 	tcase_add_test(tc, no_fd_leaks_in_master_or_workers);
+	tcase_add_test(tc, paused_master_keeps_its_workers);
+	tcase_add_test(tc, inner_pool_workers_drop_the_outer_watch);
+	tcase_add_test(tc, late_deadline_never_kills_a_reused_pid);
 	tcase_add_test(tc, signals_without_sa_restart_do_not_break_a_map);
 	tcase_add_test(tc, declared_task_group_dies_with_its_worker);
 	tcase_add_test(tc,

@@ -11,7 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <hwloc.h>
@@ -430,6 +433,180 @@ START_TEST(alloc_fail_leaves_the_pool_usable)
 }
 END_TEST
 
+/* A stream of growing items (the master's write buffer grows for each),
+ * each replying 64 bytes (its result is allocated); item 3 crashes its
+ * worker once (its retry is queued). */
+enum { GROW_N = 8 };
+static struct gp_item	 grow_it[GROW_N];
+static int		 grow_given, grow_dones[GROW_N];
+static _Atomic int	*grow_crashed;	/* shared with the workers */
+
+static int
+grow_next(void *arg, struct gp_item **out)
+{
+	if (grow_given == GROW_N)
+		return GP_FEED_END;
+	*out = &grow_it[grow_given++];
+	return GP_FEED_ITEM;
+}
+
+static int
+grow_done(void *arg, struct gp_item *it)
+{
+	grow_dones[it - grow_it]++;
+	return 0;
+}
+
+static int
+grow_fn(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	uint8_t	 r[64];
+
+	if (len == 1000u << 3 && !atomic_exchange(grow_crashed, 1))
+		_exit(3);
+	memset(r, (int)(len >> 10), sizeof(r));
+	return gp_reply(ctx, r, sizeof(r));
+}
+
+/*
+ * gp_run() failing with -ENOMEM at each allocation it makes in turn:
+ * done() is called once for every item next() gave, never twice (an
+ * item in flight and still queued), never not at all (an item whose
+ * result or retry could not be kept); such an item ends GP_ERROR with
+ * the call's code, the others as they are.
+ */
+START_TEST(run_alloc_fail_ends_each_item_once)
+{
+	static uint8_t		 in[1000u << (GROW_N - 1)];
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 1, .retries = 1 };
+	struct gp_feed		 feed = { .next = grow_next, .done = grow_done,
+				       .in_fd = -1, .ctl_fd = -1 };
+	long			 k;
+	int			 i, rc, st;
+
+	grow_crashed = mmap(NULL, sizeof(*grow_crashed), PROT_READ |
+	    PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(grow_crashed, MAP_FAILED);
+	for (k = 1; ; k++) {
+		ck_assert_msg(k < 500, "gp_run allocates without end");
+		ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+		for (i = 0; i < GROW_N; i++) {
+			grow_it[i].in = in;
+			grow_it[i].inlen = 1000u << i;
+			grow_dones[i] = 0;
+		}
+		grow_given = 0;
+		*grow_crashed = 0;
+		failed = 0;
+		fail_at = k;
+		fail_pid = getpid();
+		rc = gp_run(p, grow_fn, NULL, 0, &feed);
+		fail_pid = 0;
+		ck_assert_msg(rc == (failed ? -ENOMEM : 0), "allocation %ld "
+		    "failed: gp_run returned %d", k, rc);
+		for (i = 0; i < GROW_N; i++) {
+			st = grow_it[i].status;
+			ck_assert_msg(grow_dones[i] == (i < grow_given),
+			    "allocation %ld failed: item %d given %d, done() "
+			    "called %d times", k, i, i < grow_given,
+			    grow_dones[i]);
+			ck_assert_msg(i >= grow_given || st == GP_OK ||
+			    (failed && (st == GP_NOTRUN || (st == GP_ERROR &&
+			    grow_it[i].code == -ENOMEM))), "allocation %ld "
+			    "failed: item %d status %d code %d", k, i, st,
+			    grow_it[i].code);
+		}
+		gp_items_release(grow_it, GROW_N);
+		gp_pool_destroy(p);
+		if (!failed)
+			break;
+	}
+	ck_assert_int_eq(grow_given, GROW_N);
+	ck_assert_int_eq(*grow_crashed, 1);
+	ck_assert_int_gt(k, GROW_N);
+	munmap(grow_crashed, sizeof(*grow_crashed));
+}
+END_TEST
+
+/* A recycled worker's fini that never returns; the worker whose death
+ * an item waits for (its pid is the item). */
+static void
+hang_fini(struct gp_ctx *ctx, void *arg)
+{
+	for (;;)
+		pause();
+}
+
+/* Returns 0 once the process in the item is dead (a zombie, or reaped),
+ * 1 if it still lives after 20 s. */
+static int
+wait_dead(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	struct timespec	 ts = { 0, 2000000 };
+	char		 path[64], buf[256], *rp;
+	pid_t		 pid;
+	int		 fd, i;
+	ssize_t		 n;
+
+	memcpy(&pid, in, sizeof(pid));
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	for (i = 0; i < 10000; i++) {
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			return 0;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		buf[n > 0 ? n : 0] = '\0';
+		if ((rp = strrchr(buf, ')')) == NULL || rp[1] == '\0' ||
+		    rp[2] == 'Z' || rp[2] == 'X')
+			return 0;
+		nanosleep(&ts, NULL);
+	}
+	return 1;
+}
+
+/* A call that fails (-ENOMEM) while a recycled worker's fini hangs: the
+ * failure does not cancel that worker's deadline, it is still killed
+ * after grace_ms (and its slot replaced). */
+START_TEST(failed_call_keeps_the_fini_deadline)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 2, .max_tasks = 1,
+				       .grace_ms = 50, .fini = hang_fini };
+	struct gp_worker_info	 wi;
+	struct gp_item		 it;
+	int			 v = 1;
+	pid_t			 a;
+
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	ck_assert_int_eq(gp_pool_info(p, 0, &wi), 0);
+	a = wi.pid;
+	/* Worker 0 runs it and leaves: its fini hangs. */
+	memset(&it, 0, sizeof(it));
+	it.in = &v;
+	it.inlen = sizeof(v);
+	ck_assert_int_eq(gp_map(p, twice, NULL, 0, &it, 1), 0);
+	ck_assert_int_eq(it.worker, 0);
+	gp_items_release(&it, 1);
+	/* The next call fails at its first allocation (worker 1's first
+	 * message). */
+	failed = 0;
+	fail_at = 1;
+	fail_pid = getpid();
+	ck_assert_int_eq(gp_map(p, twice, NULL, 0, &it, 1), -ENOMEM);
+	fail_pid = 0;
+	ck_assert_int_eq(failed, 1);
+	/* Worker 1 waits for worker 0's end: grace_ms, not for ever. */
+	it.in = &a;
+	it.inlen = sizeof(a);
+	ck_assert_int_eq(gp_map(p, wait_dead, NULL, 0, &it, 1), 0);
+	ck_assert_int_eq(it.worker, 1);
+	ck_assert_msg(it.status == GP_OK, "worker 0 (pid %d) still runs "
+	    "its fini", (int)a);
+	gp_pool_destroy(p);
+}
+END_TEST
+
 static int
 fail_odd(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 {
@@ -739,6 +916,24 @@ START_TEST(given_ids_stay_inside_what_is_visible)
 	o.gpus = "0";
 	ck_assert_int_eq(gp_pool_create(&p, &o), GP_ENOGPU);
 	ck_assert_ptr_nonnull(strstr(err, "set but empty"));
+	/* The usual ways of saying "no GPU", and, as in CUDA, a list ends
+	 * at its first entry that names no GPU. */
+	setenv("CUDA_VISIBLE_DEVICES", "-1", 1);
+	ck_assert_int_eq(gp_pool_create(&p, &o), GP_ENOGPU);
+	ck_assert_ptr_nonnull(strstr(err, "CUDA_VISIBLE_DEVICES='-1' names "
+	    "none"));
+	setenv("CUDA_VISIBLE_DEVICES", "NoDevFiles", 1);
+	ck_assert_int_eq(gp_pool_create(&p, &o), GP_ENOGPU);
+	setenv("CUDA_VISIBLE_DEVICES", "90,-1,91", 1);
+	o.gpus = "1";
+	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+	ck_assert_msg(strstr(err, "no GPU '1' among CUDA_VISIBLE_DEVICES=90")
+	    != NULL && strstr(err, "-1") == NULL, "%s", err);
+	o.gpus = "0";
+	ck_assert_msg(gp_pool_create(&p, &o) == 0, "%s", err);
+	ck_assert_int_eq(gp_pool_info(p, 0, &wi), 0);
+	ck_assert_str_eq(wi.visible, "90");
+	gp_pool_destroy(p);
 
 	/* A UUID outside the inherited set is refused, one inside it is
 	 * taken (with or without GPU-, or a prefix), as is its index. (No
@@ -1194,6 +1389,8 @@ main(void)
 	tcase_add_test(tc, small_max_msg_batches_fit_both_ways);
 	tcase_add_test(tc, oversized_reply_is_an_error);
 	tcase_add_test(tc, alloc_fail_leaves_the_pool_usable);
+	tcase_add_test(tc, run_alloc_fail_ends_each_item_once);
+	tcase_add_test(tc, failed_call_keeps_the_fini_deadline);
 	tcase_add_test(tc, item_failure_is_the_items_status);
 	tcase_add_test(tc, workers_see_their_gpu_and_live_across_maps);
 	tcase_add_test(tc, set_variables_replace_every_copy);

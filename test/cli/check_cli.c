@@ -2362,8 +2362,9 @@ START_TEST(joblog_escapes_tabs)
 	tasks = pathf("tasks");
 	jl = pathf("joblog");
 	puts_file(tasks, "echo a\tb\necho c\n");
-	/* Ids as given, inside the inherited list (no machine has these). */
-	inherit_cvd = "g\t1,h\n2";
+	/* Ids as given, inside the inherited list (no machine has these
+	 * UUIDs; only the driver could say they name no GPU). */
+	inherit_cvd = "GPU-g\t1,GPU-h\n2";
 	RUN(&res, "--gpus", "0,1", "--joblog", jl, "--quiet", tasks);
 	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
 	b = slurp(jl, NULL);
@@ -2380,8 +2381,8 @@ START_TEST(joblog_escapes_tabs)
 	for (i = 0; i < nj; i++) {
 		ck_assert_str_eq(j[i].cmd, j[i].seq == 1 ? "echo a\\tb" :
 		    "echo c");
-		ck_assert_msg(strcmp(j[i].gpu, "g\\t1") == 0 ||
-		    strcmp(j[i].gpu, "h\\n2") == 0, "GPU '%s'", j[i].gpu);
+		ck_assert_msg(strcmp(j[i].gpu, "GPU-g\\t1") == 0 ||
+		    strcmp(j[i].gpu, "GPU-h\\n2") == 0, "GPU '%s'", j[i].gpu);
 	}
 	RUN(&res, "--gpus", "0,1", "--joblog", jl, "--resume", tasks);
 	inherit_cvd = "";
