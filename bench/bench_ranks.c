@@ -13,8 +13,13 @@
  * rank ran, then the same as a JSON line (for bench/run.py); the last
  * line has the medians. No joblog (it would
  * measure fdatasync): see docs/cluster.md.
+ *
+ * gpupool-run has one run per MPI job, and rank 0 drops what a rank says
+ * after its bye; here each round is a run, so the ranks start one only on
+ * rank 0's word (round_start()).
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +37,57 @@ null_task(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	memset(&rp, 0, sizeof(rp));
 	rp.start_ns = clock_ns(CLOCK_REALTIME);
 	return gp_reply(ctx, &rp, sizeof(rp)) < 0;
+}
+
+/* Rank 0's word before each round, an RM_CTL outside enum rctl: a rank
+ * that went on by itself would say hello while rank 0 still waits for a
+ * slower rank's bye in the round before, which drops it, and waits for
+ * that hello for good. */
+#define ROUND_GO	(-1)
+#define ROUND_STOP	(-2)
+
+/* Rank 0 says whether a round follows (go), the others hear it: 1 when
+ * one does, 0 when not, -1 on an error (err says why). Each round is a
+ * run of its own: rank 0 beats every rank again (it stopped at each
+ * bye), and the others count rank 0's silence from now. */
+static int
+round_start(struct ranks *rk, int go, char *err, size_t errlen)
+{
+	struct pollfd	 pfd;
+	struct rmsg	*m;
+	int32_t		 v = go ? ROUND_GO : ROUND_STOP;
+	int		 i, rc;
+
+	if (ranks_rank(rk) == 0) {
+		for (i = 1; i < ranks_size(rk); i++)
+			if ((rc = ranks_send(rk, i, RM_CTL, &v,
+			    sizeof(v))) < 0) {
+				snprintf(err, errlen, "MPI: %s",
+				    strerror(-rc));
+				return -1;
+			}
+	} else {
+		pfd.fd = ranks_fd(rk);
+		pfd.events = POLLIN;
+		for (v = 0; v != ROUND_GO && v != ROUND_STOP; free(m)) {
+			while ((m = ranks_recv(rk, err, errlen)) == NULL) {
+				if (err[0] != '\0')
+					return -1;
+				if (poll(&pfd, 1, -1) == -1 && errno != EINTR) {
+					snprintf(err, errlen, "poll: %s",
+					    strerror(errno));
+					return -1;
+				}
+			}
+			/* Else what rank 0 sent us in the last round after
+			 * our bye: a beat, a late word. */
+			if (m->type == RM_CTL && m->len == sizeof(v))
+				memcpy(&v, m->data, sizeof(v));
+		}
+	}
+	if (v == ROUND_STOP)
+		return 0;
+	return ranks_start(rk, err, errlen) < 0 ? -1 : 1;
 }
 
 static int
@@ -54,7 +110,7 @@ main(int argc, char **argv)
 	long		 n = argc > 1 ? atol(argv[1]) : 200000;
 	int		 gpus = argc > 2 ? atoi(argv[2]) : 2;
 	int		 rounds = argc > 3 ? atoi(argv[3]) : 3;
-	int		 fd = -1, i, k, rc = 0;
+	int		 fd = -1, i, k, go, rc = 0;
 	FILE		*f;
 
 	if (n <= 0 || gpus <= 0 || rounds <= 0 || rounds > 64) {
@@ -62,7 +118,7 @@ main(int argc, char **argv)
 		return 2;
 	}
 	if (run_block_signals(&set) < 0 || ranks_init(&rk, err,
-	    sizeof(err)) < 0 || ranks_start(rk, err, sizeof(err)) < 0) {
+	    sizeof(err)) < 0) {
 		fprintf(stderr, "bench_ranks: %s\n", err);
 		return 1;
 	}
@@ -79,7 +135,8 @@ main(int argc, char **argv)
 		printf("bench_ranks: %d ranks x %d fake GPUs, %ld null tasks "
 		    "a round\n", ranks_size(rk), gpus, n);
 	}
-	for (k = 0; k < rounds && rc == 0; k++) {
+	for (k = 0; (go = round_start(rk, k < rounds && rc == 0, err,
+	    sizeof(err))) > 0; k++) {
 		memset(&o, 0, sizeof(o));
 		o.file = path;
 		o.fake_gpus = gpus;
@@ -95,7 +152,9 @@ main(int argc, char **argv)
 			fprintf(stderr, "bench_ranks: %s\n", err);
 			return 1;
 		}
-		rc = run_tasks(&r);
+		/* A rank's first failure stays its exit status. */
+		if ((i = run_tasks(&r)) != 0 && rc == 0)
+			rc = i;
 		secs[k] = (double)(clock_ns(CLOCK_MONOTONIC) - r.t0) / 1e9;
 		if (ranks_rank(rk) == 0) {
 			for (i = 1, far[k] = 0; i < r.npeer; i++)
@@ -117,7 +176,11 @@ main(int argc, char **argv)
 		r.rk = NULL;
 		run_release(&r);
 	}
-	if (ranks_rank(rk) == 0) {
+	if (go < 0) {
+		fprintf(stderr, "bench_ranks: %s\n", err);
+		rc = 1;
+	}
+	if (ranks_rank(rk) == 0 && k > 0) {
 		qsort(secs, (size_t)k, sizeof(secs[0]), cmp);
 		qsort(far, (size_t)k, sizeof(far[0]), cmp);
 		printf("median: %.0f tasks/s, %.0f tasks/s over MPI (to ranks "
@@ -126,6 +189,6 @@ main(int argc, char **argv)
 		unlink(path);
 	}
 	r.rk = rk;
-	r.ended = 0;
+	r.ended = 1;	/* ROUND_STOP was the word */
 	return run_ranks_end(&r, rc);
 }
