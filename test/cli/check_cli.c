@@ -1654,31 +1654,36 @@ START_TEST(stdout_write_error_stops)
 }
 END_TEST
 
-/* A reader that stops reading (a pager left open) does not make the
- * master deaf: SIGTERM ends the run within the grace period. */
-START_TEST(stuck_stdout_still_killable)
+/*
+ * A reader that stops reading (a pager left open, a FIFO, a terminal
+ * paused with ^S) on standard output or error (fd) does not make the
+ * master deaf: SIGTERM ends the run within the grace period, the running
+ * task recorded as stopped. The other stream goes to a file (res).
+ */
+static void
+stuck_stream(int fd, struct res *res)
 {
 	struct want_lines w;
-	struct res	 res;
-	char		*tasks, *jl, *e, *log, *fifo, buf[8192];
+	struct jrec	 j[4];
+	char		*tasks, *jl, *f, *log, *fifo, buf[8192];
 	int		 rfd;
 	pid_t		 pid;
 	double		 t0;
 
-	tmp_make();
 	tasks = pathf("tasks");
 	jl = pathf("joblog");
-	e = pathf("err");
+	f = pathf("file");
 	log = pathf("log");
 	fifo = pathf("fifo");
-	/* Over 200 KB of output (a pipe holds 64 KiB), and a long task. */
-	snprintf(buf, sizeof(buf), "%s lines 30000 T\n%s record %s 60000\n",
-	    PROBE, PROBE, log);
+	/* Over 200 KB on fd (a pipe holds 64 KiB), and a long task. */
+	snprintf(buf, sizeof(buf), "%s lines 30000 T >&%d\n"
+	    "%s record %s 60000\n", PROBE, fd, PROBE, log);
 	puts_file(tasks, buf);
 	rfd = fifo_reader(fifo);
 	t0 = now_s();
-	pid = start(-1, fifo, e, (const char *const []){ "--fake-gpus", "2",
-	    "--grace", "1", "--joblog", jl, tasks, NULL });
+	pid = start(-1, fd == 1 ? fifo : f, fd == 1 ? f : fifo,
+	    (const char *const []){ "--fake-gpus", "2", "--grace", "1",
+	    "--bar", "--joblog", jl, tasks, NULL });
 	/* Task 1 is recorded before its output is written. */
 	w.path = jl;
 	w.n = 2;
@@ -1690,61 +1695,35 @@ START_TEST(stuck_stdout_still_killable)
 	wait_for("task 2 to start", 30, have_lines, &w);
 	kill(pid, SIGTERM);
 	t0 = now_s();
-	finish(pid, t0, 30, pathf("no-such-output"), e, &res);
+	finish(pid, t0, 30, fd == 1 ? pathf("no-such-output") : f,
+	    fd == 1 ? f : pathf("no-such-output"), res);
 	close(rfd);
-	ck_assert_msg(res.code == 128 + SIGTERM, "exit %d: %s", res.code,
-	    res.err);
-	ck_assert_double_lt(res.secs, 20);
+	ck_assert_msg(res->code == 128 + SIGTERM, "exit %d: %s", res->code,
+	    res->err);
+	ck_assert_double_lt(res->secs, 20);
+	ck_assert_int_eq(read_joblog(jl, j, 4, NULL), 2);
+	ck_assert_int_eq(j[1].seq, 2);
+	ck_assert_int_eq(j[1].sig, SIGTERM);
+}
+
+START_TEST(stuck_stdout_still_killable)
+{
+	struct res	 res;
+
+	tmp_make();
+	stuck_stream(1, &res);
 	ck_assert_ptr_nonnull(strstr(res.err, "were not written"));
 	tmp_remove();
 }
 END_TEST
 
-/* The same with stderr to a reader that stops (2> a FIFO, a terminal
- * paused with ^S) and stdout elsewhere: task stderr, messages and the
- * bar wait in a queue of their own, and SIGTERM still ends the run
- * within the grace period, the running task recorded as stopped. */
+/* Task stderr, messages and the bar wait in a queue of their own. */
 START_TEST(stuck_stderr_still_killable)
 {
-	struct want_lines w;
-	struct jrec	 j[4];
 	struct res	 res;
-	char		*tasks, *jl, *o, *log, *fifo, buf[8192];
-	int		 rfd;
-	pid_t		 pid;
-	double		 t0;
 
 	tmp_make();
-	tasks = pathf("tasks");
-	jl = pathf("joblog");
-	o = pathf("out");
-	log = pathf("log");
-	fifo = pathf("fifo");
-	/* Over 200 KB on stderr (a pipe holds 64 KiB), and a long task. */
-	snprintf(buf, sizeof(buf), "%s lines 30000 T >&2\n"
-	    "%s record %s 60000\n", PROBE, PROBE, log);
-	puts_file(tasks, buf);
-	rfd = fifo_reader(fifo);
-	t0 = now_s();
-	pid = start(-1, o, fifo, (const char *const []){ "--fake-gpus", "2",
-	    "--grace", "1", "--bar", "--joblog", jl, tasks, NULL });
-	w.path = jl;
-	w.n = 2;
-	w.c = 0;
-	wait_for("task 1 in the joblog", 30, have_lines, &w);
-	w.path = log;
-	w.n = 1;
-	w.c = 'B';
-	wait_for("task 2 to start", 30, have_lines, &w);
-	kill(pid, SIGTERM);
-	t0 = now_s();
-	finish(pid, t0, 30, o, pathf("no-such-output"), &res);
-	close(rfd);
-	ck_assert_msg(res.code == 128 + SIGTERM, "exit %d", res.code);
-	ck_assert_double_lt(res.secs, 20);
-	ck_assert_int_eq(read_joblog(jl, j, 4, NULL), 2);
-	ck_assert_int_eq(j[1].seq, 2);
-	ck_assert_int_eq(j[1].sig, SIGTERM);
+	stuck_stream(2, &res);
 	tmp_remove();
 }
 END_TEST
