@@ -94,12 +94,16 @@ struct jl_rec {
 void	joblog_init(struct joblog *j);
 /* Open (create) a joblog that is a regular file and lock it for the life
  * of the run, before it is read or truncated; with wait, wait for the
- * run that holds it. -EAGAIN: err names the holder's pid. */
+ * run that holds it. -EAGAIN: err names the holder's pid; -EINTR: a
+ * signal ended the wait (file_lock()). */
 int	joblog_lock(struct joblog *j, const char *path, int wait, char *err,
 	    size_t errlen);
 /* An exclusive lock on fd (open for writing), held until it is closed;
- * -EAGAIN if another process holds it (*holder: its pid, 0 unknown). */
-int	file_lock(int fd, int wait, long *holder);
+ * -EAGAIN if another process holds it (*holder: its pid, 0 unknown).
+ * With wait, until it is ours, or -EINTR when SIGINT, SIGTERM or SIGHUP
+ * comes while blocked (*sig: which; under MPI they are from the start):
+ * a wait that no signal could end would leave only SIGKILL. */
+int	file_lock(int fd, int wait, long *holder, int *sig);
 /* Read an existing joblog for --resume; a missing file is empty. */
 int	joblog_load(struct joblog *j, const char *path, char *err,
 	    size_t errlen);
@@ -308,7 +312,18 @@ struct peer {
 };
 
 /* What woke the feed's control fd (an epoll set): epoll_event.data.u32. */
-enum ctl_ev { EV_SIG = 1, EV_RANKS, EV_INPUT, EV_TIMER, EV_OUT };
+enum ctl_ev { EV_SIG = 1, EV_RANKS, EV_INPUT, EV_TIMER, EV_OUT, EV_ERR };
+
+/* Standard output or error, written only as far as it takes bytes
+ * without blocking (run.c, out_flush()). */
+struct outq {
+	int		 fd;		/* STDOUT_FILENO, STDERR_FILENO */
+	int		 ev;		/* EV_OUT, EV_ERR */
+	struct gp_buf	 buf;		/* not written yet */
+	int		 poll;		/* fd is in epfd: a write can wait */
+	int		 armed;		/* EPOLLOUT armed, one shot */
+	int		 err;		/* writing failed or was given up */
+};
 
 
 struct run {
@@ -322,7 +337,7 @@ struct run {
 	size_t		 inflight;	/* handed out, not done (all ranks) */
 	size_t		 remote;	/* of which on other ranks */
 	int		 sfd;		/* signalfd */
-	int		 epfd;		/* ctl fd: signals, ranks, timer, stdout */
+	int		 epfd;		/* ctl fd: signals, ranks, timer, output */
 	int		 tfd;		/* timerfd: silent ranks, the bar */
 	int		 in_armed;	/* input fd in epfd, one shot */
 	int		 sig;		/* first signal received */
@@ -350,15 +365,11 @@ struct run {
 	int		 bar_cols;	/* terminal width; 0: unknown */
 	size_t		 bar_len;
 	int64_t		 bar_last;
-	/* Standard output, written only as far as it takes bytes without
-	 * blocking (run.c, out_flush()). */
-	struct gp_buf	 obuf;		/* not written yet */
-	int		 out_on;	/* the run writes through obuf */
-	int		 out_poll;	/* stdout is in epfd: it can block */
-	int		 out_armed;	/* EPOLLOUT armed, one shot */
-	int		 out_same;	/* stderr is the same file: one queue */
-	int		 out_err;	/* writing failed or was given up */
-	int		 out_halt;	/* it failed: cancel the running tasks */
+	struct outq	 oq, eq;	/* stdout, stderr */
+	int		 out_on;	/* the run writes through them */
+	int		 out_same;	/* stderr is the same file: oq only */
+	int		 out_halt;	/* stdout failed: cancel the running
+					   tasks */
 };
 
 void	run_init(struct run *r, const struct opts *o);

@@ -16,16 +16,19 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 
 #define SEQ_LIMIT	100000000UL	/* larger Seqs are ignored */
 #define LOG_LINE_MAX	(LINE_MAX_BYTES + 4096)
+#define LOCK_RETRY_MS	100	/* --wait-lock: try again after */
 
 static const char header[] = "Seq\tHost\tStarttime\tJobRuntime\tSend\t"
     "Receive\tExitval\tSignal\tCommand\tGPU\n";
@@ -291,26 +294,48 @@ write_all(int fd, const char *p, size_t n)
  * descriptor lives: an OFD lock, so closing another descriptor of the
  * file does not drop it and the kernel drops it however we end. An OFD
  * lock has no pid to report, so ours says who holds it by its extent:
- * bytes 0 to our pid.
+ * bytes 0 to our pid. --wait-lock tries again every LOCK_RETRY_MS rather
+ * than wait in F_OFD_SETLKW: under MPI the run's signals are blocked from
+ * the start (main.c), and a blocked SIGTERM would never end that wait.
+ * Between tries it takes them, where they are blocked, with
+ * sigtimedwait(); where they are not, they end the process as usual.
  */
 int
-file_lock(int fd, int wait, long *holder)
+file_lock(int fd, int wait, long *holder, int *sig)
 {
-	struct flock	 fl;
+	static const int	 stop[] = { SIGINT, SIGTERM, SIGHUP };
+	struct timespec		 ts = { 0, LOCK_RETRY_MS * 1000000L };
+	struct flock		 fl;
+	sigset_t		 set, blocked;
+	size_t			 i;
+	int			 s;
 
 	*holder = 0;
+	*sig = 0;
+	sigemptyset(&set);
+	if (wait && sigprocmask(SIG_BLOCK, NULL, &blocked) == 0)
+		for (i = 0; i < sizeof(stop) / sizeof(stop[0]); i++)
+			if (sigismember(&blocked, stop[i]))
+				sigaddset(&set, stop[i]);
 	for (;;) {
 		memset(&fl, 0, sizeof(fl));
 		fl.l_type = F_WRLCK;
 		fl.l_whence = SEEK_SET;
 		fl.l_start = 0;
 		fl.l_len = (off_t)getpid() + 1;
-		if (fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl) == 0)
+		if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
 			return 0;
 		if (errno == EINTR)
 			continue;
 		if (errno != EAGAIN && errno != EACCES)
 			return -errno;
+		if (wait) {
+			if ((s = sigtimedwait(&set, NULL, &ts)) > 0) {
+				*sig = s;
+				return -EINTR;
+			}
+			continue;
+		}
 		if (fcntl(fd, F_OFD_GETLK, &fl) == -1)
 			return -errno;
 		if (fl.l_type == F_UNLCK)
@@ -330,6 +355,7 @@ joblog_lock(struct joblog *j, const char *path, int wait, char *err,
 {
 	struct stat	 st, now;
 	long		 holder;
+	int		 sig;
 	/* O_NONBLOCK: a FIFO must not block open(); it is refused below. */
 	int		 fd, rc, fl = O_RDWR | O_APPEND | O_CLOEXEC |
 			    O_NOFOLLOW | O_NOCTTY | O_NONBLOCK;
@@ -364,11 +390,15 @@ joblog_lock(struct joblog *j, const char *path, int wait, char *err,
 			close(fd);
 			return -EINVAL;
 		}
-		if ((rc = file_lock(fd, wait, &holder)) < 0) {
+		if ((rc = file_lock(fd, wait, &holder, &sig)) < 0) {
 			if (rc == -EAGAIN)
 				snprintf(err, errlen, "joblog '%s' is in use by "
 				    "process %ld (another gpupool-run?); "
 				    "--wait-lock waits for it", path, holder);
+			else if (rc == -EINTR)
+				snprintf(err, errlen, "got SIG%s while waiting "
+				    "for joblog '%s' (--wait-lock): nothing was "
+				    "run", sigabbrev_np(sig), path);
 			else
 				snprintf(err, errlen, "cannot lock joblog "
 				    "'%s': %s", path, strerror(-rc));

@@ -7,8 +7,9 @@
  * and the exit status. Nothing here runs in a worker or in a signal
  * handler: the signals are blocked once the pool is up, right before the
  * signalfd that reads them is polled (workers reset their own mask).
- * Messages go through cli_err(), which clears the bar; task output goes
- * through a queue that stdout drains as it can (out_flush()).
+ * Messages go through cli_err(), which clears the bar; task output,
+ * messages and the bar go through a queue per stream that stdout and
+ * stderr drain as they can (out_flush()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -100,97 +101,110 @@ write_all(int fd, const void *buf, size_t n)
 }
 
 /*
- * Standard output. A reader that stops reading (a pager left open) must
- * not stop the master from acting on a signal, so task output is queued
- * in obuf and written only as far as stdout takes it without blocking;
- * epfd says when it has room again (EV_OUT). O_NONBLOCK belongs to the
- * file description, which the shell and the reader's other writers
- * share: it is left alone. A pipe or terminal is written PIPE_BUF bytes
- * at a time after poll() says it has room (a pipe with room for a page
- * takes that much at once); what epoll refuses (a regular file,
- * /dev/null) never blocks for long and is written whole. When stderr is
- * the same file (2>&1, a terminal), messages and the bar take the same
- * queue, so that they stay in order with the output.
+ * Standard output and standard error. A reader that stops reading (a
+ * pager left open, a FIFO, a terminal paused with ^S) must not stop the
+ * master from acting on a signal, so task output, messages and the bar
+ * are queued, each stream in its own struct outq, and written only as
+ * far as the stream takes them without blocking; epfd says when it has
+ * room again (EV_OUT, EV_ERR). O_NONBLOCK belongs to the file
+ * description, which the shell and the reader's other writers share: it
+ * is left alone. A pipe or terminal is written PIPE_BUF bytes at a time
+ * after poll() says it has room (a pipe with room for a page takes that
+ * much at once); what epoll refuses (a regular file, /dev/null) never
+ * blocks for long and is written whole. When stderr is the same file
+ * (2>&1, a terminal), messages and the bar take stdout's queue, so that
+ * they stay in order with the output. A write error on stdout fails the
+ * run; on stderr it only drops what stderr was to show.
  */
 static void
-out_fail(struct run *r, int err)
+out_fail(struct run *r, struct outq *q, int err)
 {
-	char	 buf[160];
-	int	 n;
-
-	r->out_err = err;
-	gp_buf_release(&r->obuf);
-	if (err == -ECANCELED)
+	q->err = err;
+	gp_buf_release(&q->buf);
+	if (err == -ECANCELED || q->fd != STDOUT_FILENO)
 		return;
-	/* Straight to stderr: with 2>&1 it fails as well, at once. */
-	n = snprintf(buf, sizeof(buf), "%s: cannot write standard output: "
-	    "%s; stopping\n", CLI_NAME, strerror(-err));
-	(void)write_all(STDERR_FILENO, buf, (size_t)n);
 	r->fatal = 1;
 	r->out_halt = 1;
+	/* With 2>&1 this fails as well, at once. */
+	cli_err("cannot write standard output: %s; stopping", strerror(-err));
 	halt_start(r, RC_CANCEL);
 }
 
 static void
-out_flush(struct run *r)
+out_flush(struct run *r, struct outq *q)
 {
-	struct pollfd		 pfd = { STDOUT_FILENO, POLLOUT, 0 };
+	struct pollfd		 pfd = { q->fd, POLLOUT, 0 };
 	struct epoll_event	 ev;
 	size_t			 n;
 	ssize_t			 w;
 
-	while (r->obuf.len > r->obuf.off && !r->out_err) {
-		n = r->obuf.len - r->obuf.off;
-		if (r->out_poll) {
+	while (q->buf.len > q->buf.off && !q->err) {
+		n = q->buf.len - q->buf.off;
+		if (q->poll) {
 			if (poll(&pfd, 1, 0) != 1)
 				break;
 			if (n > PIPE_BUF)
 				n = PIPE_BUF;
 		}
-		if ((w = write(STDOUT_FILENO, r->obuf.data + r->obuf.off,
-		    n)) == -1) {
+		if ((w = write(q->fd, q->buf.data + q->buf.off, n)) == -1) {
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN)	/* an inherited O_NONBLOCK */
 				break;
-			out_fail(r, -errno);
+			out_fail(r, q, -errno);
 			return;
 		}
-		gp_buf_consume(&r->obuf, (size_t)w);
+		gp_buf_consume(&q->buf, (size_t)w);
 	}
-	if (r->out_poll && !r->out_armed && !r->out_err &&
-	    r->obuf.len > r->obuf.off) {
+	if (q->poll && !q->armed && !q->err && q->buf.len > q->buf.off) {
 		ev.events = EPOLLOUT | EPOLLONESHOT;
-		ev.data.u32 = EV_OUT;
-		if (epoll_ctl(r->epfd, EPOLL_CTL_MOD, STDOUT_FILENO, &ev) == 0)
-			r->out_armed = 1;
+		ev.data.u32 = (uint32_t)q->ev;
+		if (epoll_ctl(r->epfd, EPOLL_CTL_MOD, q->fd, &ev) == 0)
+			q->armed = 1;
 	}
 }
 
-/* Bytes for fd (stdout, or stderr): through obuf while the run owns
- * stdout, else written at once. */
+/* Bytes not written yet. */
+static size_t
+out_left(const struct outq *q)
+{
+	return q->buf.len - q->buf.off;
+}
+
+/* The queue that bytes for fd (stdout, or stderr) take. */
+static struct outq *
+out_q(struct run *r, int fd)
+{
+	return fd == STDOUT_FILENO || r->out_same ? &r->oq : &r->eq;
+}
+
+/* Bytes for fd: through its queue while the run owns stdout and stderr,
+ * else written at once; nothing once its queue failed or was given up
+ * (a stream that blocked past the end of the run blocks no more). */
 static void
 emit(struct run *r, int fd, const void *p, size_t n)
 {
-	if (r == NULL || !r->out_on ||
-	    (fd == STDERR_FILENO && !r->out_same)) {
+	struct outq	*q = r != NULL ? out_q(r, fd) : NULL;
+
+	if (q != NULL && q->err)
+		return;
+	if (q == NULL || !r->out_on) {
 		(void)write_all(fd, p, n);
 		return;
 	}
-	if (r->out_err)
-		return;
-	if (gp_buf_add(&r->obuf, p, n) < 0) {
-		out_fail(r, -ENOMEM);
+	if (gp_buf_add(&q->buf, p, n) < 0) {
+		out_fail(r, q, -ENOMEM);
 		return;
 	}
-	out_flush(r);
+	out_flush(r, q);
 }
 
-/* Over OUT_BACKLOG waits for stdout: start nothing new meanwhile. */
+/* Over OUT_BACKLOG waits for stdout or stderr: start nothing new
+ * meanwhile. */
 static int
 out_backlog(const struct run *r)
 {
-	return r->obuf.len - r->obuf.off > OUT_BACKLOG;
+	return out_left(&r->oq) > OUT_BACKLOG || out_left(&r->eq) > OUT_BACKLOG;
 }
 
 /* Whether stdout failed since the last call: the pool then stops the
@@ -205,42 +219,49 @@ out_halted(struct run *r)
 }
 
 /*
- * After the run: write what is left, for as long as stdout takes, but
- * once a signal came, for no longer than the grace period it gives the
- * tasks (a second signal: not at all).
+ * After the run: write what is left, for as long as stdout and stderr
+ * take it, but once a signal came, for no longer than the grace period
+ * it gives the tasks (a second signal: not at all).
  */
 static void
 out_drain(struct run *r)
 {
-	struct pollfd	 pfd[2];
+	struct pollfd	 pfd[3];
 	int64_t		 now, left;
 	size_t		 n;
 
-	pfd[0].fd = STDOUT_FILENO;
-	pfd[0].events = POLLOUT;
-	pfd[1].fd = r->sfd;
-	pfd[1].events = POLLIN;
+	pfd[2].fd = r->sfd;
+	pfd[2].events = POLLIN;
 	for (;;) {
-		out_flush(r);
-		if ((n = r->obuf.len - r->obuf.off) == 0 || r->out_err)
+		out_flush(r, &r->oq);
+		out_flush(r, &r->eq);
+		n = out_left(&r->oq);
+		if (n == 0 && out_left(&r->eq) == 0)
 			break;
 		now = clock_ns(CLOCK_MONOTONIC);
 		left = r->sig ? r->sig_ns + (int64_t)r->o->grace_ms * 1000000 -
 		    now : -1;
 		if (r->nsig > 1 || (r->sig && left <= 0)) {
-			out_fail(r, -ECANCELED);
-			r->out_on = 0;
-			if (!r->out_same)
-				cli_err("got SIG%s: %zu bytes of output "
-				    "were not written (standard output "
-				    "takes none)", sigabbrev_np(r->sig), n);
+			if (n > 0) {
+				out_fail(r, &r->oq, -ECANCELED);
+				if (!r->out_same)
+					cli_err("got SIG%s: %zu bytes of "
+					    "output were not written (standard "
+					    "output takes none)",
+					    sigabbrev_np(r->sig), n);
+			}
+			if (out_left(&r->eq) > 0)
+				out_fail(r, &r->eq, -ECANCELED);
 			break;
 		}
-		if (poll(pfd, 2, left < 0 ? -1 : left / 1000000 > INT_MAX ?
+		pfd[0].fd = n > 0 ? STDOUT_FILENO : -1;
+		pfd[1].fd = out_left(&r->eq) > 0 ? STDERR_FILENO : -1;
+		pfd[0].events = pfd[1].events = POLLOUT;
+		if (poll(pfd, 3, left < 0 ? -1 : left / 1000000 > INT_MAX ?
 		    INT_MAX : (int)(left / 1000000) + 1) == -1 &&
 		    errno != EINTR)
 			break;
-		if (pfd[1].revents)
+		if (pfd[2].revents)
 			(void)run_signals(r);
 	}
 	r->out_on = 0;
@@ -317,8 +338,11 @@ bar_draw(struct run *r, int force)
 	size_t		 pfx = r->tty ? 4 : 1;
 	int		 n;
 
+	/* Nor while stderr takes nothing (a terminal paused with ^S): a
+	 * redraw that waits is dropped, not queued. */
 	if (!r->bar || r->t0 == 0 ||
-	    (!force && now - r->bar_last < BAR_PERIOD_NS))
+	    (!force && now - r->bar_last < BAR_PERIOD_NS) ||
+	    out_left(out_q(r, STDERR_FILENO)) > 0)
 		return;
 	r->bar_last = now;
 	el = (double)(now - r->t0) / 1e9;
@@ -408,12 +432,25 @@ note(const struct run *r, const char *fmt, ...)
  * (a launcher ending an MPI job, systemd, a closed terminal) is the
  * master's to act on, as ^C is: it stops the tasks (TERM, grace, KILL)
  * and records them. Workers still leave with the master (EOF on their
- * stop fd); tasks start with every signal at its default. */
+ * stop fd); tasks start with every signal at its default. The joblog and
+ * --results DIR are locked before the pool forks (nothing may wait on a
+ * lock once ranks are up): the worker's copies of the locked fds go, or
+ * the locks would outlive a SIGKILLed master for as long as its workers
+ * (a second run told to wait for a dead pid). An OFD lock stays with the
+ * master's descriptor. */
 static int
 worker_init(struct gp_ctx *ctx, void *arg)
 {
 	(void)signal(SIGTERM, SIG_IGN);
 	(void)signal(SIGHUP, SIG_IGN);
+	if (cur != NULL && cur->jl.fd > STDERR_FILENO) {
+		close(cur->jl.fd);
+		cur->jl.fd = -1;
+	}
+	if (cur != NULL && cur->rlock >= 0) {
+		close(cur->rlock);
+		cur->rlock = -1;
+	}
 	return 0;
 }
 
@@ -517,7 +554,9 @@ run_skip(void *arg, unsigned long seq, const char *cmd)
 
 /* mkdir -p, then prove we can create entries in it, and lock it (its
  * lock file) for the life of the run: two runs would mix their attempts'
- * files. */
+ * files. Only rank 0 locks it: it alone hands out the Seqs, and the
+ * other ranks of its run, on this node or another (NFSv4, Lustre and
+ * GPFS make the lock cluster-wide), would lock one another out. */
 static int
 results_dir(struct run *r, const char *path)
 {
@@ -525,7 +564,7 @@ results_dir(struct run *r, const char *path)
 	char		*p, *s;
 	char		 probe[64];
 	long		 holder;
-	int		 fd, rc = 0;
+	int		 fd, sig, rc = 0;
 
 	if ((p = strdup(path)) == NULL)
 		return -ENOMEM;
@@ -553,8 +592,9 @@ results_dir(struct run *r, const char *path)
 		    strerror(errno));
 		return rc;
 	}
-	snprintf(probe, sizeof(probe), ".gpupool-run-probe.%ld",
-	    (long)getpid());
+	/* The rank too: ranks on other nodes may share a pid. */
+	snprintf(probe, sizeof(probe), ".gpupool-run-probe.%d.%ld",
+	    ranks_rank(r->rk), (long)getpid());
 	if (mkdirat(fd, probe, 0700) == -1) {
 		rc = -errno;
 		cli_err("cannot write to results directory '%s': %s", path,
@@ -563,6 +603,8 @@ results_dir(struct run *r, const char *path)
 		return rc;
 	}
 	(void)unlinkat(fd, probe, AT_REMOVEDIR);
+	if (ranks_rank(r->rk) > 0)
+		return fd;
 	/* O_NONBLOCK: a FIFO planted there must not block open(). */
 	if ((r->rlock = openat(fd, RESULTS_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW |
 	    O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0666)) == -1 ||
@@ -574,11 +616,15 @@ results_dir(struct run *r, const char *path)
 		close(fd);
 		return rc;
 	}
-	if ((rc = file_lock(r->rlock, r->o->wait_lock, &holder)) < 0) {
+	if ((rc = file_lock(r->rlock, r->o->wait_lock, &holder, &sig)) < 0) {
 		if (rc == -EAGAIN)
 			cli_err("results directory '%s' is in use by process "
 			    "%ld (another gpupool-run?); --wait-lock waits for "
 			    "it", path, holder);
+		else if (rc == -EINTR)
+			cli_err("got SIG%s while waiting for results directory "
+			    "'%s' (--wait-lock): nothing was run",
+			    sigabbrev_np(sig), path);
 		else
 			cli_err("cannot lock results directory '%s': %s", path,
 			    strerror(-rc));
@@ -1367,6 +1413,7 @@ feed_ctl(void *arg)
 {
 	struct run		*r = arg;
 	struct epoll_event	 ev[4];
+	struct outq		*q;
 	int			 n, i, a, act = GP_CTL_GO_ON;
 
 	n = epoll_wait(r->epfd, ev, 4, 0);
@@ -1382,8 +1429,10 @@ feed_ctl(void *arg)
 			a = on_timer(r);
 			break;
 		case EV_OUT:
-			r->out_armed = 0;	/* one shot */
-			out_flush(r);
+		case EV_ERR:
+			q = ev[i].data.u32 == EV_OUT ? &r->oq : &r->eq;
+			q->armed = 0;	/* one shot */
+			out_flush(r, q);
 			a = out_halted(r) ? GP_CTL_CANCEL : GP_CTL_GO_ON;
 			break;
 		default:
@@ -1473,8 +1522,8 @@ bound_warn(const struct run *r)
 
 /*
  * The feed's control fd, an epoll set of: the signalfd; a timer for
- * silent ranks and for the bar; stdout, one shot, when a write to it
- * would wait (rank 0); with ranks, the socket to the MPI process and
+ * silent ranks and for the bar; stdout and stderr, one shot each, when
+ * a write to it would wait (rank 0); with ranks, the socket to the MPI process and
  * (one shot) a pollable input.
  */
 static int
@@ -1483,7 +1532,9 @@ ctl_setup(struct run *r, const sigset_t *set)
 	struct epoll_event	 ev;
 	struct itimerspec	 its;
 	struct stat		 so, se;
+	struct outq		*q;
 	int64_t			 ms = BAR_TICK_MS;
+	int			 i;
 
 	if ((r->sfd = signalfd(-1, set, SFD_CLOEXEC | SFD_NONBLOCK)) == -1 ||
 	    (r->epfd = epoll_create1(EPOLL_CLOEXEC)) == -1)
@@ -1493,17 +1544,20 @@ ctl_setup(struct run *r, const sigset_t *set)
 	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->sfd, &ev) == -1)
 		return -errno;
 	if (ranks_rank(r->rk) == 0) {
-		/* epoll refuses what never makes a write wait (EPERM): a
-		 * regular file, /dev/null. */
-		ev.events = EPOLLONESHOT;	/* armed when wanted */
-		ev.data.u32 = EV_OUT;
-		if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, STDOUT_FILENO, &ev) == 0)
-			r->out_poll = 1;
-		else if (errno != EPERM)
-			return -errno;
 		r->out_same = fstat(STDOUT_FILENO, &so) == 0 &&
 		    fstat(STDERR_FILENO, &se) == 0 && so.st_dev == se.st_dev &&
 		    so.st_ino == se.st_ino;
+		for (i = 0; i < (r->out_same ? 1 : 2); i++) {
+			q = i == 0 ? &r->oq : &r->eq;
+			/* epoll refuses what never makes a write wait
+			 * (EPERM): a regular file, /dev/null. */
+			ev.events = EPOLLONESHOT;	/* armed when wanted */
+			ev.data.u32 = (uint32_t)q->ev;
+			if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, q->fd, &ev) == 0)
+				q->poll = 1;
+			else if (errno != EPERM)
+				return -errno;
+		}
 		bar_size(r);
 	}
 	if (r->npeer > 1) {
@@ -1774,7 +1828,7 @@ run_tasks(struct run *r)
 		goto fail;
 	}
 	/* Only now that the GPUs are known good is an old joblog
-	 * truncated (and the workers do not hold it open). */
+	 * truncated (workers closed their copy: worker_init()). */
 	if (joblog_start(r) < 0)
 		goto fail;
 
@@ -1855,6 +1909,10 @@ run_init(struct run *r, const struct opts *o)
 	r->fn = task_run;
 	r->total = -1;
 	r->sfd = r->epfd = r->tfd = r->rlock = -1;
+	r->oq.fd = STDOUT_FILENO;
+	r->oq.ev = EV_OUT;
+	r->eq.fd = STDERR_FILENO;
+	r->eq.ev = EV_ERR;
 	joblog_init(&r->jl);
 }
 
@@ -1879,7 +1937,8 @@ run_release(struct run *r)
 
 	if (cur == r)
 		cur = NULL;
-	gp_buf_release(&r->obuf);
+	gp_buf_release(&r->oq.buf);
+	gp_buf_release(&r->eq.buf);
 	tasks_close(&r->in);
 	joblog_release(&r->jl);
 	if (r->rlock >= 0)

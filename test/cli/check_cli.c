@@ -1306,20 +1306,34 @@ START_TEST(joblog_is_not_the_tasks_file)
 }
 END_TEST
 
-/* Whether /proc/locks shows a process waiting for a lock on the inode
- * *arg. */
-static int
-lock_waiter(void *arg)
-{
-	char	*b = slurp("/proc/locks", NULL), *l, *save = NULL, ino[32];
-	int	 found = 0;
+/* A file that a process has open: wait_for(fd_on, ...). */
+struct fd_of {
+	pid_t		 pid;
+	const char	*path;
+};
 
-	ck_assert_ptr_nonnull(b);
-	snprintf(ino, sizeof(ino), ":%lu ", *(unsigned long *)arg);
-	for (l = strtok_r(b, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
-		if (strstr(l, "->") != NULL && strstr(l, ino) != NULL)
+/* Whether process a->pid has a descriptor on file a->path. */
+static int
+fd_on(void *arg)
+{
+	struct fd_of	*a = arg;
+	struct dirent	*de;
+	struct stat	 want, st;
+	char		 p[64];
+	DIR		*d;
+	int		 found = 0;
+
+	ck_assert_int_eq(stat(a->path, &want), 0);
+	snprintf(p, sizeof(p), "/proc/%ld/fd", (long)a->pid);
+	ck_assert_ptr_nonnull(d = opendir(p));
+	while ((de = readdir(d)) != NULL) {
+		snprintf(p, sizeof(p), "/proc/%ld/fd/%s", (long)a->pid,
+		    de->d_name);
+		if (de->d_name[0] != '.' && stat(p, &st) == 0 &&
+		    st.st_dev == want.st_dev && st.st_ino == want.st_ino)
 			found = 1;
-	free(b);
+	}
+	closedir(d);
 	return found;
 }
 
@@ -1333,8 +1347,7 @@ START_TEST(joblog_locked)
 	struct jrec	 j[16];
 	struct res	 res1, res4;
 	struct want_lines w;
-	struct stat	 st;
-	unsigned long	 ino;
+	struct fd_of	 fo;
 	char		*log, *jl, *go, *tasks, *empty, *rdir, *want, *o, *e;
 	char		*o4, *e4;
 	FILE		*f;
@@ -1382,14 +1395,14 @@ START_TEST(joblog_locked)
 	    empty);
 	ck_assert_int_eq(read_joblog(jl, j, 16, NULL), 2);
 
-	/* --wait-lock: it waits (the kernel lists it as a lock waiter),
-	 * and starts when the first run ends. */
-	ck_assert_int_eq(stat(jl, &st), 0);
-	ino = (unsigned long)st.st_ino;
+	/* --wait-lock: it waits (it has the joblog open, and the first
+	 * run holds the lock), and starts when the first run ends. */
 	p4 = start(-1, o4, e4, (const char *const []){ "--fake-gpus", "1",
 	    "--joblog", jl, "--results", rdir, "--resume", "--wait-lock",
 	    "--quiet", tasks, NULL });
-	wait_for("the second run to wait for the lock", 60, lock_waiter, &ino);
+	fo.pid = p4;
+	fo.path = jl;
+	wait_for("the second run to wait for the lock", 60, fd_on, &fo);
 	ck_assert_int_eq(read_joblog(jl, j, 16, NULL), 2);
 	puts_file(go, "");
 	finish(p1, t0, 60, o, e, &res1);
@@ -1641,31 +1654,36 @@ START_TEST(stdout_write_error_stops)
 }
 END_TEST
 
-/* A reader that stops reading (a pager left open) does not make the
- * master deaf: SIGTERM ends the run within the grace period. */
-START_TEST(stuck_stdout_still_killable)
+/*
+ * A reader that stops reading (a pager left open, a FIFO, a terminal
+ * paused with ^S) on standard output or error (fd) does not make the
+ * master deaf: SIGTERM ends the run within the grace period, the running
+ * task recorded as stopped. The other stream goes to a file (res).
+ */
+static void
+stuck_stream(int fd, struct res *res)
 {
 	struct want_lines w;
-	struct res	 res;
-	char		*tasks, *jl, *e, *log, *fifo, buf[8192];
+	struct jrec	 j[4];
+	char		*tasks, *jl, *f, *log, *fifo, buf[8192];
 	int		 rfd;
 	pid_t		 pid;
 	double		 t0;
 
-	tmp_make();
 	tasks = pathf("tasks");
 	jl = pathf("joblog");
-	e = pathf("err");
+	f = pathf("file");
 	log = pathf("log");
 	fifo = pathf("fifo");
-	/* Over 200 KB of output (a pipe holds 64 KiB), and a long task. */
-	snprintf(buf, sizeof(buf), "%s lines 30000 T\n%s record %s 60000\n",
-	    PROBE, PROBE, log);
+	/* Over 200 KB on fd (a pipe holds 64 KiB), and a long task. */
+	snprintf(buf, sizeof(buf), "%s lines 30000 T >&%d\n"
+	    "%s record %s 60000\n", PROBE, fd, PROBE, log);
 	puts_file(tasks, buf);
 	rfd = fifo_reader(fifo);
 	t0 = now_s();
-	pid = start(-1, fifo, e, (const char *const []){ "--fake-gpus", "2",
-	    "--grace", "1", "--joblog", jl, tasks, NULL });
+	pid = start(-1, fd == 1 ? fifo : f, fd == 1 ? f : fifo,
+	    (const char *const []){ "--fake-gpus", "2", "--grace", "1",
+	    "--bar", "--joblog", jl, tasks, NULL });
 	/* Task 1 is recorded before its output is written. */
 	w.path = jl;
 	w.n = 2;
@@ -1677,12 +1695,65 @@ START_TEST(stuck_stdout_still_killable)
 	wait_for("task 2 to start", 30, have_lines, &w);
 	kill(pid, SIGTERM);
 	t0 = now_s();
-	finish(pid, t0, 30, pathf("no-such-output"), e, &res);
+	finish(pid, t0, 30, fd == 1 ? pathf("no-such-output") : f,
+	    fd == 1 ? f : pathf("no-such-output"), res);
 	close(rfd);
-	ck_assert_msg(res.code == 128 + SIGTERM, "exit %d: %s", res.code,
-	    res.err);
-	ck_assert_double_lt(res.secs, 20);
+	ck_assert_msg(res->code == 128 + SIGTERM, "exit %d: %s", res->code,
+	    res->err);
+	ck_assert_double_lt(res->secs, 20);
+	ck_assert_int_eq(read_joblog(jl, j, 4, NULL), 2);
+	ck_assert_int_eq(j[1].seq, 2);
+	ck_assert_int_eq(j[1].sig, SIGTERM);
+}
+
+START_TEST(stuck_stdout_still_killable)
+{
+	struct res	 res;
+
+	tmp_make();
+	stuck_stream(1, &res);
 	ck_assert_ptr_nonnull(strstr(res.err, "were not written"));
+	tmp_remove();
+}
+END_TEST
+
+/* Task stderr, messages and the bar wait in a queue of their own. */
+START_TEST(stuck_stderr_still_killable)
+{
+	struct res	 res;
+
+	tmp_make();
+	stuck_stream(2, &res);
+	tmp_remove();
+}
+END_TEST
+
+/* Workers hold neither the joblog nor DIR's lock file: their copies
+ * would keep the locks after a SIGKILLed master for as long as they
+ * live, and name a dead pid to the next run. A task lists what its
+ * worker (its shell's parent) has open: DIR, but none of those. */
+START_TEST(workers_hold_no_lock)
+{
+	struct res	 res;
+	char		*tasks, *jl, *dir, *out, *rdir, *rjl, *rlock;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	jl = pathf("joblog");
+	dir = pathf("res");
+	puts_file(tasks, "for f in /proc/$PPID/fd/*; do readlink $f; done\n");
+	RUN(&res, "--fake-gpus", "1", "--quiet", "--joblog", jl, "--results",
+	    dir, tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_ptr_nonnull(out = slurp(pathf("res/1/stdout"), NULL));
+	ck_assert_ptr_nonnull(rdir = realpath(dir, NULL));
+	ck_assert_ptr_nonnull(rjl = realpath(jl, NULL));
+	ck_assert_int_ge(asprintf(&rlock, "%s/.gpupool-run.lock", rdir), 0);
+	ck_assert_msg(strstr(out, rdir) != NULL, "the worker's fds: %s", out);
+	ck_assert_msg(strstr(out, rjl) == NULL, "the worker holds the "
+	    "joblog: %s", out);
+	ck_assert_msg(strstr(out, rlock) == NULL, "the worker holds DIR's "
+	    "lock file: %s", out);
 	tmp_remove();
 }
 END_TEST
@@ -2794,6 +2865,7 @@ cli_suite(void)
 	tcase_add_test(tc, output_blocks_not_interleaved);
 	tcase_add_test(tc, stdout_write_error_stops);
 	tcase_add_test(tc, stuck_stdout_still_killable);
+	tcase_add_test(tc, stuck_stderr_still_killable);
 	tcase_add_test(tc, bounded_memory);
 	tcase_add_test(tc, resume_memory_sparse_seqs);
 	tcase_add_test(tc, stdin_streams);
@@ -2810,6 +2882,7 @@ cli_suite(void)
 	tcase_add_test(tc, results_layout);
 	tcase_add_test(tc, results_exitval_goes_first);
 	tcase_add_test(tc, results_planted_files);
+	tcase_add_test(tc, workers_hold_no_lock);
 	tcase_add_test(tc, huge_output_is_cut);
 	tcase_add_test(tc, tasks_file_syntax);
 	tcase_add_test(tc, dead_worker_is_replaced);

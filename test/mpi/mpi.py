@@ -7,6 +7,7 @@ Each test starts `mpirun --oversubscribe -np 3` ranks of gpupool-run, each
 with its own 2 fake GPUs, on tasks that run PROBE (test/cli/probe.c), which
 records where and when it ran. Skips (77) without mpirun.
 """
+import fcntl
 import os
 import random
 import signal
@@ -623,6 +624,116 @@ def t_mpi_killed(gr, probe):
     return 0
 
 
+def t_results(gr, probe):
+    """--results DIR over 3 ranks: only rank 0 locks DIR (the ranks of one
+    run would lock one another out), every task runs exactly once, every
+    rank runs some, and DIR/SEQ/ holds each task's stdout, stderr and
+    exitval."""
+    m = mpirun()
+    if m is None:
+        return SKIP
+    d = tmpdir("results")
+    n = 60
+    write_tasks(d + "/t", ["%s record %s/rec 0; echo out $GPUPOOL_TASK; "
+                           "echo err $GPUPOOL_TASK >&2" % (probe, d)] * n)
+    rc, out, err = run(m + gr_cmd(gr, "--joblog", d + "/jl", "--results",
+                       d + "/res", d + "/t"), 120, env=ENV)
+    check(rc == 0, "exit %d: %s" % (rc, err.decode()[-2000:]))
+    recs = records(d + "/rec")
+    check(sorted(r["seq"] for r in recs) == list(range(1, n + 1)),
+          "probe records: %d, not each task once" % len(recs))
+    check({r["rank"] for r in recs} == set(range(RANKS)),
+          "ranks that ran tasks: %r" % {r["rank"] for r in recs})
+    once(d + "/jl", n)
+    for s in range(1, n + 1):
+        for name, want in (("stdout", "out %d\n" % s),
+                           ("stderr", "err %d\n" % s), ("exitval", "0\n")):
+            path = "%s/res/%d/%s" % (d, s, name)
+            check(os.path.exists(path), "no %s" % path)
+            with open(path) as f:
+                got = f.read()
+            check(got == want, "%s: %r, not %r" % (path, got, want))
+    shutil.rmtree(d)
+    return 0
+
+
+def holds(pid, path):
+    """Whether process pid has a descriptor on path (stat, never open:
+    the caller may hold a POSIX lock on it, which any close drops)."""
+    want = os.stat(path)
+    try:
+        fds = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            st = os.stat("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (want.st_dev, want.st_ino):
+            return True
+    return False
+
+
+def t_wait_lock(gr, probe):
+    """--wait-lock under mpirun while another process holds the joblog:
+    rank 0 waits with the run's signals blocked (under MPI they are from
+    the start), and a signal still ends the wait and the job: SIGTERM to
+    rank 0, then SIGTERM to the whole process group (as scancel sends
+    it). Each time the job ends, no task runs, the joblog is untouched,
+    no process is left."""
+    m = mpirun()
+    if m is None:
+        return SKIP
+    become_subreaper()
+    d = tmpdir("waitlock")
+    tasks(d, probe, 10, 10)
+    jl = d + "/jl"
+    with open(jl, "w") as f:
+        f.write("Seq\tHost\tStarttime\tJobRuntime\tSend\tReceive\t"
+                "Exitval\tSignal\tCommand\tGPU\n")
+    size = os.stat(jl).st_size
+    holder = open(jl, "a")
+    fcntl.lockf(holder, fcntl.LOCK_EX)   # a POSIX lock: it conflicts
+    try:
+        for to in ("rank 0", "the group"):
+            p = subprocess.Popen(m + gr_cmd(gr, "--joblog", jl,
+                                 "--wait-lock", d + "/t"),
+                                 stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, env=ENV,
+                                 start_new_session=True)
+            try:
+                ranks = {rank_of(pid): pid for pid in rank_pids(p.pid)}
+                end = time.monotonic() + 60
+                while not holds(ranks[0], jl):
+                    check(time.monotonic() < end and p.poll() is None,
+                          "rank 0 did not get to the joblog's lock")
+                    time.sleep(0.02)
+                log("rank 0 (pid %d) waits for the lock; SIGTERM to %s"
+                    % (ranks[0], to))
+                if to == "rank 0":
+                    os.kill(ranks[0], signal.SIGTERM)
+                else:
+                    os.killpg(p.pid, signal.SIGTERM)
+                out, err = p.communicate(timeout=60)
+            except (Fail, subprocess.TimeoutExpired):
+                os.killpg(p.pid, signal.SIGKILL)
+                p.communicate()
+                raise Fail("SIGTERM to %s did not end the wait" % to)
+            err = err.decode()
+            check(p.returncode != 0, "SIGTERM to %s: exit 0" % to)
+            if to == "rank 0":
+                check("got SIGTERM while waiting for joblog" in err,
+                      "SIGTERM to rank 0: %s" % err[-2000:])
+            check(not os.path.exists(d + "/rec"), "a task ran")
+            check(os.stat(jl).st_size == size, "the joblog was written")
+            assert_no_leftovers("after SIGTERM to %s" % to, wait=15)
+    finally:
+        holder.close()
+    shutil.rmtree(d)
+    return 0
+
+
 TESTS = {
     "exactly-once": t_exactly_once,
     "skew": t_skew,
@@ -637,6 +748,8 @@ TESTS = {
     "worker-killed": t_worker_killed,
     "mpi-killed": t_mpi_killed,
     "srun": t_srun,
+    "results": t_results,
+    "wait-lock": t_wait_lock,
 }
 
 if __name__ == "__main__":
