@@ -25,7 +25,10 @@
  * MPI's blocking calls spin; the MPI process sleeps instead, up to
  * RANKS_SLEEP_MAX_NS between looks when nothing moves, and is woken at
  * once by a frame from the rank. It never blocks on the rank (what the
- * rank has not read yet waits in a buffer), so the rank may block on it.
+ * rank has not read yet waits in a buffer), so the rank may block on it,
+ * but not past a signal that stops the run: MPI may block it after all
+ * (an MPI_Recv of a message from a hung peer), and the rank must still
+ * act on the signal (frame_send()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +40,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -83,8 +87,9 @@ struct ranks {
 	char		 host[256];
 	pid_t		 pid;		/* the MPI process */
 	int		 fd;		/* socket to it, nonblocking */
+	int		 sfd;		/* the run's stop signals, polled */
 	struct gp_buf	 in;		/* from it, not yet a whole frame */
-	struct gp_buf	 out;		/* a frame being sent */
+	struct gp_buf	 out;		/* frames being sent */
 	int		 gone;		/* it closed its end */
 	int64_t		*heard;		/* shared: per peer, last receipt */
 	uint8_t		*talk;		/* shared: per peer, beat it */
@@ -599,13 +604,18 @@ ranks_handover(char **argv, char *err, size_t errlen)
 	/* This is the MPI program already. */
 }
 
-/* Send one frame to the MPI process, waiting for room: it always reads.
- * When it is gone, the frame is dropped and ranks_recv() says so. */
+/* Send one frame to the MPI process, waiting for room: it reads unless
+ * MPI blocks it. When a signal that stops the run is pending, stop
+ * waiting: the rest stays queued, sent before the next frame, and the
+ * run reads the signal from its own signalfd (this one is only polled).
+ * When the MPI process is gone, the frame is dropped and ranks_recv()
+ * says so. */
 static int
 frame_send(struct ranks *rk, int type, int peer, const void *data,
     size_t len)
 {
-	struct pollfd	 pfd = { rk->fd, POLLOUT, 0 };
+	struct pollfd	 pfd[2] = { { rk->fd, POLLOUT, 0 },
+			    { rk->sfd, POLLIN, 0 } };
 	ssize_t		 n;
 	int		 rc;
 
@@ -622,8 +632,11 @@ frame_send(struct ranks *rk, int type, int peer, const void *data,
 			continue;
 		}
 		if (errno == EAGAIN) {
-			if (poll(&pfd, 1, -1) == -1 && errno != EINTR)
+			pfd[1].revents = 0;
+			if (poll(pfd, 2, -1) == -1 && errno != EINTR)
 				break;
+			if (pfd[1].revents)
+				return 0;
 		} else if (errno != EINTR)
 			break;
 	}
@@ -661,6 +674,8 @@ ranks_free(struct ranks *rk)
 {
 	if (rk->fd >= 0)
 		close(rk->fd);
+	if (rk->sfd >= 0)
+		close(rk->sfd);
 	if (rk->heard != NULL)
 		munmap(rk->heard, rk->shlen);
 	gp_buf_release(&rk->in);
@@ -696,6 +711,7 @@ mp_start(struct ranks *rk, char *err, size_t errlen)
 	}
 	if (rk->pid == 0) {
 		close(sv[0]);
+		close(rk->sfd);
 		mp_main(sv[1], memfd, self);
 	}
 	close(sv[1]);
@@ -749,6 +765,7 @@ ranks_init(struct ranks **rkp, char *err, size_t errlen)
 {
 	struct ranks	*rk;
 	const char	*var;
+	sigset_t	 set;
 	long		 n;
 	int		 rc;
 
@@ -764,6 +781,16 @@ ranks_init(struct ranks **rkp, char *err, size_t errlen)
 	if ((rk = calloc(1, sizeof(*rk))) == NULL)
 		return -ENOMEM;
 	rk->fd = -1;
+	/* The signals that stop the run (main() blocked them already), not
+	 * SIGWINCH: it only redraws the bar, and frame_send() must not leave
+	 * frames queued for it. */
+	if (run_block_signals(&set) < 0 || sigdelset(&set, SIGWINCH) == -1 ||
+	    (rk->sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) == -1) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot set up ranks: %s", strerror(-rc));
+		free(rk);
+		return rc;
+	}
 	if ((rc = mp_start(rk, err, errlen)) < 0) {
 		if (rk->pid > 0) {
 			/* It said why and left, or will once the socket
