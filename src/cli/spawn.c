@@ -457,9 +457,14 @@ children(pid_t *pids, int max)
 int
 keep_children(void)
 {
-	pid_t	*p;
-	int	 max = LEFTOVERS_MAX, n;
+	siginfo_t	 si;
+	pid_t		*p;
+	int		 max = LEFTOVERS_MAX, n;
 
+	/* Most often there are none: then spare the start a scan of /proc. */
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == -1)
+		return 0;
 	for (;;) {
 		if ((p = realloc(kept, (size_t)max * sizeof(*p))) == NULL)
 			return -ENOMEM;
