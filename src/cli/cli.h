@@ -169,10 +169,15 @@ int	task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg);
 /* Whether cmd needs /bin/sh -c (shell syntax or a builtin first). */
 int	needs_shell(const char *cmd);
 int64_t	clock_ns(clockid_t id);	/* clock_gettime(id) in ns */
+/* Note the children this process has now (inherited across exec), which
+ * reap_leftovers() must leave alone: call it before becoming a subreaper
+ * and before forking. 0 or -ENOMEM. */
+int	keep_children(void);
 /* SIGKILL and reap, by pid, every child this process has, and theirs,
- * until none is left: call it only when each child of its own has been
- * reaped, so that every child left is an orphan it adopted as their
- * subreaper (PR_SET_CHILD_SUBREAPER). */
+ * while a pass reaps some: call it only when each child of its own has
+ * been reaped, so that every child left (but those keep_children()
+ * noted) is an orphan it adopted as their subreaper
+ * (PR_SET_CHILD_SUBREAPER). */
 void	reap_leftovers(void);
 
 /* mpi.c (mpi_stub.c without MPI): the ranks of a run started by an MPI

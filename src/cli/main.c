@@ -642,7 +642,13 @@ main(int argc, char **argv)
 	 * by pid and may still kill a dead worker's task group, whose
 	 * leader, now ours, must stay unreaped so that its id is not
 	 * reused. Those adopted mid-run (a crash the respawn budget
-	 * bounds) run on, or stay zombies, until then. */
+	 * bounds) run on, or stay zombies, until then. The children we
+	 * already have (inherited across exec) are not a task's: noted
+	 * first, they are never touched. */
+	if (keep_children() < 0) {
+		cli_err("out of memory");
+		return EXIT_FATAL;
+	}
 	(void)prctl(PR_SET_CHILD_SUBREAPER, 1);
 	run_init(&r, &o);
 	/* Under a launcher, ranks_init() forks the process that runs MPI
@@ -700,7 +706,8 @@ out:
 	rc = run_ranks_end(&r, rc);
 	run_release(&r);
 	/* The pool's workers and the MPI process are reaped: any child
-	 * left is an orphan of a killed worker's task. None: one waitid(). */
+	 * left (but those we had at the start) is an orphan of a killed
+	 * worker's task. None: one waitid(). */
 	reap_leftovers();
 	return rc;
 }

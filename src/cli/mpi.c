@@ -25,7 +25,10 @@
  * MPI's blocking calls spin; the MPI process sleeps instead, up to
  * RANKS_SLEEP_MAX_NS between looks when nothing moves, and is woken at
  * once by a frame from the rank. It never blocks on the rank (what the
- * rank has not read yet waits in a buffer), so the rank may block on it.
+ * rank has not read yet waits in a buffer), so the rank may block on it,
+ * but not past a signal that stops the run: MPI may block it after all
+ * (an MPI_Recv of a message from a hung peer), and the rank must still
+ * act on the signal (flush()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +40,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -83,8 +87,10 @@ struct ranks {
 	char		 host[256];
 	pid_t		 pid;		/* the MPI process */
 	int		 fd;		/* socket to it, nonblocking */
+	int		 sfd;		/* the run's stop signals, polled */
+	int		 stop;		/* one came while a frame waited */
 	struct gp_buf	 in;		/* from it, not yet a whole frame */
-	struct gp_buf	 out;		/* a frame being sent */
+	struct gp_buf	 out;		/* frames being sent */
 	int		 gone;		/* it closed its end */
 	int64_t		*heard;		/* shared: per peer, last receipt */
 	uint8_t		*talk;		/* shared: per peer, beat it */
@@ -599,20 +605,26 @@ ranks_handover(char **argv, char *err, size_t errlen)
 	/* This is the MPI program already. */
 }
 
-/* Send one frame to the MPI process, waiting for room: it always reads.
- * When it is gone, the frame is dropped and ranks_recv() says so. */
-static int
-frame_send(struct ranks *rk, int type, int peer, const void *data,
-    size_t len)
-{
-	struct pollfd	 pfd = { rk->fd, POLLOUT, 0 };
-	ssize_t		 n;
-	int		 rc;
+enum { FLUSH_TRY, FLUSH_WAIT, FLUSH_END };
 
-	if (rk->gone)
-		return 0;
-	if ((rc = frame_put(&rk->out, type, peer, data, len)) < 0)
-		return rc;
+/*
+ * Send what is queued for the MPI process. It reads unless MPI blocks it
+ * (a receive from a hung peer): FLUSH_WAIT waits for room, but not past
+ * a signal that stops the run, nor at all once one came during such a
+ * wait (rk->stop; the run reads the signal from its own signalfd, this
+ * one is only polled). What is left then goes with the next frame, or
+ * when the MPI process passes one on (ranks_recv(): a peer's BEAT comes
+ * every second), or at the end (FLUSH_END waits for room whatever
+ * comes). When the MPI process is gone, the queue is dropped and
+ * ranks_recv() says so.
+ */
+static int
+flush(struct ranks *rk, int how)
+{
+	struct pollfd	 pfd[2] = { { rk->fd, POLLOUT, 0 },
+			    { rk->sfd, POLLIN, 0 } };
+	ssize_t		 n;
+
 	while (rk->out.len > rk->out.off) {
 		/* Not write(): a dead MPI process must not SIGPIPE us. */
 		n = send(rk->fd, rk->out.data + rk->out.off, rk->out.len -
@@ -621,11 +633,18 @@ frame_send(struct ranks *rk, int type, int peer, const void *data,
 			gp_buf_consume(&rk->out, (size_t)n);
 			continue;
 		}
-		if (errno == EAGAIN) {
-			if (poll(&pfd, 1, -1) == -1 && errno != EINTR)
-				break;
-		} else if (errno != EINTR)
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
 			break;
+		if (how == FLUSH_TRY || (how == FLUSH_WAIT && rk->stop))
+			return 0;
+		pfd[1].revents = 0;
+		if (poll(pfd, how == FLUSH_END ? 1 : 2, -1) == -1 &&
+		    errno != EINTR)
+			break;
+		if (pfd[1].revents)
+			rk->stop = 1;
 	}
 	if (rk->out.len == rk->out.off)
 		return 0;
@@ -634,6 +653,20 @@ frame_send(struct ranks *rk, int type, int peer, const void *data,
 		return -errno;
 	rk->gone = 1;
 	return 0;
+}
+
+/* Queue one frame for the MPI process and send what it can take. */
+static int
+frame_send(struct ranks *rk, int type, int peer, const void *data,
+    size_t len, int how)
+{
+	int	 rc;
+
+	if (rk->gone)
+		return 0;
+	if ((rc = frame_put(&rk->out, type, peer, data, len)) < 0)
+		return rc;
+	return flush(rk, how);
 }
 
 /* Read what the MPI process sent; with wait, wait until something comes.
@@ -662,6 +695,8 @@ ranks_free(struct ranks *rk)
 {
 	if (rk->fd >= 0)
 		close(rk->fd);
+	if (rk->sfd >= 0)
+		close(rk->sfd);
 	if (rk->heard != NULL)
 		munmap(rk->heard, rk->shlen);
 	gp_buf_release(&rk->in);
@@ -697,6 +732,7 @@ mp_start(struct ranks *rk, char *err, size_t errlen)
 	}
 	if (rk->pid == 0) {
 		close(sv[0]);
+		close(rk->sfd);
 		mp_main(sv[1], memfd, self);
 	}
 	close(sv[1]);
@@ -750,6 +786,7 @@ ranks_init(struct ranks **rkp, char *err, size_t errlen)
 {
 	struct ranks	*rk;
 	const char	*var;
+	sigset_t	 set;
 	long		 n;
 	int		 rc;
 
@@ -765,6 +802,16 @@ ranks_init(struct ranks **rkp, char *err, size_t errlen)
 	if ((rk = calloc(1, sizeof(*rk))) == NULL)
 		return -ENOMEM;
 	rk->fd = -1;
+	/* The signals that stop the run (main() blocked them already), not
+	 * SIGWINCH: it only redraws the bar, and flush() must not leave
+	 * frames queued for it. */
+	if (run_block_signals(&set) < 0 || sigdelset(&set, SIGWINCH) == -1 ||
+	    (rk->sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) == -1) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot set up ranks: %s", strerror(-rc));
+		free(rk);
+		return rc;
+	}
 	if ((rc = mp_start(rk, err, errlen)) < 0) {
 		if (rk->pid > 0) {
 			/* It said why and left, or will once the socket
@@ -833,7 +880,7 @@ ranks_start(struct ranks *rk, char *err, size_t errlen)
 		rk->heard[p] = now;
 		rk->talk[p] = p != rk->rank && (rk->rank == 0 || p == 0);
 	}
-	if ((rc = frame_send(rk, FR_START, 0, NULL, 0)) < 0) {
+	if ((rc = frame_send(rk, FR_START, 0, NULL, 0, FLUSH_WAIT)) < 0) {
 		snprintf(err, errlen, "cannot start MPI: %s", strerror(-rc));
 		return rc;
 	}
@@ -850,7 +897,7 @@ int
 ranks_send(struct ranks *rk, int peer, int type, const void *data,
     size_t len)
 {
-	return frame_send(rk, type, peer, data, len);
+	return frame_send(rk, type, peer, data, len, FLUSH_WAIT);
 }
 
 struct rmsg *
@@ -861,11 +908,15 @@ ranks_recv(struct ranks *rk, char *err, size_t errlen)
 	struct rmsg	*m = NULL;
 	int		 rc;
 
+	/* What a stop signal left queued (flush()) goes now, if it can. */
+	if (rk->out.len > rk->out.off)
+		(void)flush(rk, FLUSH_TRY);
 	while (m == NULL && rk->err[0] == '\0') {
 		if (!frame_get(&rk->in, &f, &d)) {
 			if ((rc = pull(rk, 0)) == -EAGAIN)
 				break;
-			if (rc == -EPIPE)
+			/* ECONNRESET: it died before it read all we sent. */
+			if (rc == -EPIPE || rc == -ECONNRESET)
 				snprintf(rk->err, sizeof(rk->err), "MPI: its "
 				    "process (pid %ld) is gone", (long)rk->pid);
 			else if (rc < 0)
@@ -910,7 +961,7 @@ ranks_end(struct ranks *rk, int clean, int rc)
 		return 0;
 	e.clean = clean;
 	e.rc = rc;
-	(void)frame_send(rk, FR_END, 0, &e, sizeof(e));
+	(void)frame_send(rk, FR_END, 0, &e, sizeof(e), FLUSH_END);
 	/* What it still passes on is moot now: wait for FR_DONE (it calls
 	 * MPI_Finalize next) or its end (MPI_Abort, or a failure). */
 	while (!done) {

@@ -36,6 +36,8 @@
 #define KEEP_BUF	(1u << 20)	/* buffers above this are freed */
 #define NOPIDFD_TICK_MS	20	/* no pidfd_open (< Linux 5.3) */
 #define LEFTOVERS_MAX	64	/* killed per pass of reap_leftovers() */
+#define LEFTOVERS_WAIT_MS 5000	/* for those killed in one pass to die */
+#define ORPHANS_AFTER_NS 1000000000LL	/* reap_exited() from then on */
 
 extern char **environ;
 
@@ -62,6 +64,9 @@ static const char *const final_name[] = { "stdout", "stderr", "exitval" };
 /* Built once per worker: the environment with our five variables. */
 static char	**envp;
 static int	  sigfd = -1;	/* SIGCHLD, blocked: an orphan exited */
+/* The children this process had when it started (keep_children()). */
+static pid_t	 *kept;
+static int	  nkept;
 static char	  ev_gpu[32], ev_slot[32], ev_rank[32], ev_task[48], ev_att[48];
 
 static struct cap	 out = { -1, NULL, 0, 0, 0 };
@@ -412,7 +417,7 @@ children(pid_t *pids, int max)
 	long		 ppid;
 	ssize_t		 r;
 	pid_t		 self = getpid();
-	int		 fd, n = 0;
+	int		 fd, i, n = 0;
 
 	if ((d = opendir("/proc")) == NULL)
 		return -1;
@@ -427,12 +432,107 @@ children(pid_t *pids, int max)
 		if (r <= 0)
 			continue;
 		buf[r] = '\0';
-		if ((p = strrchr(buf, ')')) != NULL &&
-		    sscanf(p + 1, " %*c %ld", &ppid) == 1 && ppid == self)
-			pids[n++] = (pid_t)strtol(de->d_name, NULL, 10);
+		if ((p = strrchr(buf, ')')) == NULL ||
+		    sscanf(p + 1, " %*c %ld", &ppid) != 1 || ppid != self)
+			continue;
+		pids[n] = (pid_t)strtol(de->d_name, NULL, 10);
+		for (i = 0; i < nkept && kept[i] != pids[n]; i++)
+			;
+		if (i == nkept)
+			n++;
 	}
 	closedir(d);
 	return n;
+}
+
+/*
+ * A process keeps its children across exec: after sh -c 'nvidia-smi dmon
+ * & exec gpupool-run ...' (a batch script, a container's entrypoint) the
+ * monitor is gpupool-run's child, yet no task's. main() calls this once,
+ * before it becomes a subreaper and forks anything, and reap_leftovers()
+ * never touches the children noted. Nothing reaps them (the pool reaps
+ * its workers by pid), so their pids cannot be reused by a leftover.
+ * Workers inherit the list, harmlessly. Returns 0 or -ENOMEM.
+ */
+int
+keep_children(void)
+{
+	siginfo_t	 si;
+	pid_t		*p;
+	int		 max = LEFTOVERS_MAX, n;
+
+	/* Most often there are none: then spare the start a scan of /proc. */
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == -1)
+		return 0;
+	for (;;) {
+		if ((p = realloc(kept, (size_t)max * sizeof(*p))) == NULL)
+			return -ENOMEM;
+		kept = p;
+		if ((n = children(kept, max)) < max)
+			break;
+		max *= 2;
+	}
+	nkept = n > 0 ? n : 0;
+	return 0;
+}
+
+/* Whether pid is a child of ours (a zombie included): in a /proc of
+ * another PID namespace, the ppid field may name some other process as
+ * our pid. An unreaped child stays ours, so kill() reaches it and no
+ * other process. */
+static int
+is_child(pid_t pid)
+{
+	siginfo_t	 si;
+
+	memset(&si, 0, sizeof(si));
+	return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
+}
+
+/*
+ * Reap the n SIGKILLed children in pids, waiting LEFTOVERS_WAIT_MS at
+ * most for them all: one in uninterruptible sleep (a hung NFS server, a
+ * GPU driver) may take longer to die, and the exit of one traced by
+ * another process (a debugger) is that tracer's to collect first (its
+ * pidfd says it exited, waitid() does not see it). Those are reaped by a
+ * later call, or by init. Returns how many were reaped.
+ */
+static int
+reap_killed(const pid_t *pids, int n)
+{
+	struct pollfd	 pfd;
+	siginfo_t	 si;
+	int64_t		 end, left;
+	int		 i, done = 0, exited;
+
+	end = clock_ns(CLOCK_MONOTONIC) + LEFTOVERS_WAIT_MS * 1000000LL;
+	for (i = 0; i < n; i++) {
+		pfd.fd = (int)syscall(SYS_pidfd_open, pids[i], 0);
+		pfd.events = POLLIN;
+		exited = 0;
+		for (;;) {
+			memset(&si, 0, sizeof(si));
+			if (waitid(P_PID, (id_t)pids[i], &si, WEXITED |
+			    WNOHANG) == -1)
+				break;
+			if (si.si_pid == pids[i]) {
+				done++;
+				break;
+			}
+			left = (end - clock_ns(CLOCK_MONOTONIC)) / 1000000;
+			if (exited || left <= 0)
+				break;
+			if (pfd.fd >= 0)
+				exited = poll(&pfd, 1, (int)left) == 1;
+			else
+				(void)poll(NULL, 0, left < NOPIDFD_TICK_MS ?
+				    (int)left : NOPIDFD_TICK_MS);
+		}
+		if (pfd.fd >= 0)
+			close(pfd.fd);
+	}
+	return done;
 }
 
 /*
@@ -441,19 +541,23 @@ children(pid_t *pids, int max)
  * setsid and job-control shells give their children groups or sessions
  * of their own), becomes the worker's child when its parent exits. Once
  * the task's leader is reaped, every child the worker has is such a
- * leftover: SIGKILL each and reap it by pid, and go on until none is left
- * (a leftover's own children are ours by the time it is reaped). The
- * master is a subreaper too, for what a worker SIGKILLed before it could
- * do this leaves (main.c), and calls this once its pool and MPI process
- * are reaped. The waitid(P_ALL) only asks whether any child is left:
- * WNOWAIT reaps none, and without children it costs one system call.
+ * leftover: SIGKILL each and reap it by pid, and go on while a pass reaps
+ * some (a leftover's own children are ours by the time it is reaped).
+ * One that cannot be killed (EPERM: a setuid program that took another
+ * uid) is left alone, one that does not die in time is left for later:
+ * the slot is not held for either. The master is a subreaper too, for
+ * what a worker SIGKILLed before it could do this leaves (main.c), and
+ * calls this once its pool and MPI process are reaped; the children it
+ * had when it started are not leftovers (keep_children()). The
+ * waitid(P_ALL) only asks whether any child is left: WNOWAIT reaps none,
+ * and without children it costs one system call.
  */
 void
 reap_leftovers(void)
 {
 	pid_t		 pids[LEFTOVERS_MAX];
 	siginfo_t	 si;
-	int		 i, n;
+	int		 i, k, n;
 
 	for (;;) {
 		memset(&si, 0, sizeof(si));
@@ -462,15 +566,14 @@ reap_leftovers(void)
 				continue;
 			return;		/* ECHILD: none left */
 		}
-		/* None found: no /proc to look in (or a foreign one). */
+		/* None found: no /proc to look in, or only kept ones. */
 		if ((n = children(pids, LEFTOVERS_MAX)) <= 0)
 			return;
-		for (i = 0; i < n; i++)
-			(void)kill(pids[i], SIGKILL);
-		for (i = 0; i < n; i++)
-			while (waitid(P_PID, (id_t)pids[i], &si, WEXITED) == -1 &&
-			    errno == EINTR)
-				;
+		for (i = k = 0; i < n; i++)
+			if (is_child(pids[i]) && kill(pids[i], SIGKILL) == 0)
+				pids[k++] = pids[i];
+		if (k == 0 || reap_killed(pids, k) == 0)
+			return;
 	}
 }
 
@@ -546,6 +649,12 @@ wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
 			kill_at = 0;
 		}
 		next = kill_at ? kill_at : stopping ? 0 : deadline;
+		/* Orphans that exit are reaped once the task has run a
+		 * while: a short one's are reap_leftovers()' at its end, and
+		 * the SIGCHLD of every leader would cost it system calls. */
+		if (sigfd >= 0 && now - t0 < ORPHANS_AFTER_NS &&
+		    (!next || next > t0 + ORPHANS_AFTER_NS))
+			next = t0 + ORPHANS_AFTER_NS;
 		/* poll() takes an int: past 24.8 days, wait in steps. */
 		tmo = !next ? -1 : (next - now) / 1000000 >= INT_MAX ?
 		    INT_MAX : (int)((next - now) / 1000000 + 1);
@@ -573,7 +682,7 @@ wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
 			pfd[n].events = POLLIN;
 			istop = n++;
 		}
-		if (sigfd >= 0) {
+		if (sigfd >= 0 && now - t0 >= ORPHANS_AFTER_NS) {
 			pfd[n].fd = sigfd;
 			pfd[n].events = POLLIN;
 			ichld = n++;
@@ -586,7 +695,10 @@ wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
 			drain(&out);
 		if (ierr >= 0 && pfd[ierr].revents)
 			drain(&err);
-		if (ichld >= 0 && pfd[ichld].revents)
+		/* The leader's end (its pidfd) is the task's: the rest
+		 * are reap_leftovers()'. */
+		if (ichld >= 0 && pfd[ichld].revents &&
+		    !(ipid >= 0 && pfd[ipid].revents))
 			reap_exited(pid);
 		if (istop >= 0 && pfd[istop].revents) {
 			/* A STOP for this task, or EOF: the master is gone. */

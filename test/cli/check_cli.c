@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -96,6 +97,9 @@ static char	 tmp[256];
  * empty by default: no real GPU may leak into a test, even on a machine
  * with some (the probe then sees none). */
 static const char *inherit_cvd = "";
+/* A shell script that ends in exec "$@" to start gpupool-run through (a
+ * batch script, a container's entrypoint); NULL: exec it directly. */
+static const char *exec_via;
 
 static double
 now_s(void)
@@ -213,6 +217,12 @@ start(int in_fd, const char *outp, const char *errp, const char *const *args)
 	pid_t		 pid;
 	int		 i, k = 0, fd;
 
+	if (exec_via != NULL) {
+		argv[k++] = "/bin/sh";
+		argv[k++] = "-c";
+		argv[k++] = exec_via;
+		argv[k++] = "sh";
+	}
 	/* GPUPOOL_TEST_WRAP="valgrind --log-file=..." runs gpupool-run
 	 * under a tool: its words come first. */
 	if (wrap != NULL && (wrap = strdup(wrap)) != NULL)
@@ -1061,6 +1071,90 @@ START_TEST(orphans_are_reaped_while_the_task_runs)
 	puts_file(tasks, buf);
 	RUN(&res, "--fake-gpus", "1", "--timeout", "30s", tasks);
 	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	tmp_remove();
+}
+END_TEST
+
+/* A process keeps its children across exec: what gpupool-run's parent
+ * started before it exec'd gpupool-run (a monitor in a batch script:
+ * nvidia-smi dmon -f log & exec gpupool-run ...) is gpupool-run's child
+ * but no task's, and outlives the run. */
+START_TEST(inherited_children_survive)
+{
+	struct res	 res;
+	char		*tasks, *b, buf[512], mark[32];
+	long		 sleeper;
+	int		 left;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	puts_file(tasks, "true\ntrue\n");
+	snprintf(mark, sizeof(mark), "1000.%ld5", (long)getpid());
+	snprintf(buf, sizeof(buf), "sleep %s & echo $! > %s/s; exec \"$@\"",
+	    mark, tmp);
+	exec_via = buf;
+	RUN(&res, "--fake-gpus", "2", "--quiet", tasks);
+	exec_via = NULL;
+	left = marked(mark, 0);
+	ck_assert_ptr_nonnull(b = slurp(pathf("s"), NULL));
+	sleeper = atol(b);
+	free(b);
+	ck_assert_int_gt(sleeper, 1);
+	(void)kill((pid_t)sleeper, SIGKILL);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_msg(left == 1, "the inherited child did not outlive the "
+	    "run (%d found)", left);
+	tmp_remove();
+}
+END_TEST
+
+/*
+ * A leftover the worker kills but cannot reap does not hold its slot,
+ * nor gpupool-run at its end: here one traced by this test (a debugger
+ * attached to it), whose exit only its tracer sees until it collects
+ * it. The worker gives up on it, the run ends; the test, its tracer,
+ * then sees that it was SIGKILLed.
+ */
+START_TEST(unreapable_leftover_does_not_hang)
+{
+	struct res	 res;
+	char		*tasks, *o, *e, *b, buf[1024], mark[32];
+	pid_t		 pid, left;
+	double		 t0 = now_s();
+	struct want_lines w;
+	int		 fd, st;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	o = pathf("out");
+	e = pathf("err");
+	ck_assert_int_eq(mkfifo(pathf("go"), 0600), 0);
+	snprintf(mark, sizeof(mark), "1000.%ld6", (long)getpid());
+	snprintf(buf, sizeof(buf), "sleep %s & echo $! > %s/s; read x < %s/go\n"
+	    "true\n", mark, tmp, tmp);
+	puts_file(tasks, buf);
+	pid = start(-1, o, e, (const char *const []){ "--fake-gpus", "1",
+	    tasks, NULL });
+	w.path = pathf("s");
+	w.n = 1;
+	w.c = 0;
+	wait_for("the task to start its child", 30, have_lines, &w);
+	ck_assert_ptr_nonnull(b = slurp(w.path, NULL));
+	left = (pid_t)atol(b);
+	free(b);
+	ck_assert_int_gt(left, 1);
+	ck_assert_msg(ptrace(PTRACE_SEIZE, left, NULL, NULL) == 0,
+	    "cannot trace the leftover: %s", strerror(errno));
+	/* Let the task end. */
+	ck_assert_int_ge(fd = open(pathf("go"), O_WRONLY), 0);
+	ck_assert_int_eq(write(fd, "\n", 1), 1);
+	close(fd);
+	finish(pid, t0, 60, o, e, &res);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_int_eq(waitpid(left, &st, __WALL), left);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+	    "the leftover was not SIGKILLed (status %#x)", st);
+	ck_assert_int_eq(marked(mark, 1), 0);
 	tmp_remove();
 }
 END_TEST
@@ -2855,6 +2949,8 @@ cli_suite(void)
 	tcase_add_test(tc, second_sigint_reaches_leftovers);
 	tcase_add_test(tc, worker_death_reaches_leftovers);
 	tcase_add_test(tc, orphans_are_reaped_while_the_task_runs);
+	tcase_add_test(tc, inherited_children_survive);
+	tcase_add_test(tc, unreapable_leftover_does_not_hang);
 	tcase_add_test(tc, exit_codes);
 	tcase_add_test(tc, bad_input);
 	tcase_add_test(tc, joblog_is_not_the_tasks_file);

@@ -13,6 +13,7 @@ import random
 import signal
 import shutil
 import subprocess
+import threading
 import sys
 import tempfile
 import time
@@ -624,6 +625,96 @@ def t_mpi_killed(gr, probe):
     return 0
 
 
+def t_stuck_mpi_signal(gr, probe):
+    """Rank 0's MPI process stops reading (SIGSTOP: as when MPI blocks it
+    in a receive from a hung peer) while rank 0 hands tasks to the other
+    ranks, more bytes of them than the socket between the two holds, so
+    rank 0 waits to send. A SIGTERM to rank 0 is acted on then (it says
+    so), not once its MPI process reads again. After SIGCONT the run ends
+    with no process left. Tasks come from a pipe, so that they reach rank
+    0 only once its MPI process is stopped; 20 quick ones first show that
+    the run has started (rank 0 starts none before every rank's hello)."""
+    m = mpirun()
+    if m is None:
+        return SKIP
+    become_subreaper()
+    d = tmpdir("stuckmpi")
+    quick = 20
+    # Under 128 KiB: one argument of sh -c.
+    big = "true #%s\n" % ("x" * 120000)
+    p = subprocess.Popen(m + gr_cmd(gr, "--rank-timeout", "600s", "-"),
+                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                         stderr=open(d + "/err", "wb"), env=ENV,
+                         start_new_session=True)
+    mpi = None
+
+    def wait_for(what, cond):
+        end = time.monotonic() + 60
+        while not cond():
+            check(time.monotonic() < end and p.poll() is None,
+                  "the run ended or stalled before %s" % what)
+            time.sleep(0.02)
+
+    def said(s):
+        with open(d + "/err") as f:
+            return s in f.read()
+
+    def sending(pid):
+        # In frame_send()'s poll(2) (ppoll on arm64), with no timeout, on
+        # the socket (and the signalfd): the pool's loop polls more fds.
+        try:
+            with open("/proc/%d/syscall" % pid) as f:
+                w = f.read().split()
+        except OSError:
+            return False
+        return len(w) > 3 and int(w[2], 16) <= 2 and (
+            w[0] == "7" and int(w[3], 16) & 0xffffffff == 0xffffffff or
+            w[0] == "73" and w[3] == "0x0")
+
+    def feed():
+        try:
+            p.stdin.write(big.encode() * 10)
+            p.stdin.close()
+        except OSError:
+            pass    # the run stopped reading
+
+    try:
+        ranks = {rank_of(pid): pid for pid in rank_pids(p.pid)}
+        p.stdin.write(("%s record %s/rec 0\n" % (probe, d)).encode() *
+                      quick)
+        p.stdin.flush()
+        wait_for("the quick tasks to run", lambda:
+                 os.path.exists(d + "/rec") and
+                 len(records(d + "/rec")) == quick)
+        kids = [c for c in children(ranks[0]) if comm(c) == "gpupool-mpi"]
+        check(len(kids) == 1, "rank 0's MPI process: %r" % kids)
+        mpi = kids[0]
+        os.kill(mpi, signal.SIGSTOP)
+        threading.Thread(target=feed, daemon=True).start()
+        wait_for("rank 0 to wait to send tasks", lambda: sending(ranks[0]))
+        log("rank 0 (pid %d) waits to send; SIGTERM" % ranks[0])
+        os.kill(ranks[0], signal.SIGTERM)
+        wait_for("rank 0 to act on SIGTERM", lambda: said("got SIGTERM"))
+        os.kill(mpi, signal.SIGCONT)
+        p.wait(timeout=120)
+    except (Fail, subprocess.TimeoutExpired):
+        with open(d + "/err") as f:
+            log("stderr: %s" % f.read()[-2000:])
+        if mpi is not None:
+            os.kill(mpi, signal.SIGCONT)
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        raise
+    with open(d + "/err") as f:
+        err = f.read()
+    check(p.returncode != 0, "mpirun exited 0 after rank 0's SIGTERM")
+    check(err.count("got SIGTERM: stopping") == 1, "stderr: %s"
+          % err[-2000:])
+    assert_no_leftovers("after the run", wait=15)
+    shutil.rmtree(d)
+    return 0
+
+
 def t_results(gr, probe):
     """--results DIR over 3 ranks: only rank 0 locks DIR (the ranks of one
     run would lock one another out), every task runs exactly once, every
@@ -747,6 +838,7 @@ TESTS = {
     "rank-gpus": t_rank_gpus,
     "worker-killed": t_worker_killed,
     "mpi-killed": t_mpi_killed,
+    "stuck-mpi-signal": t_stuck_mpi_signal,
     "srun": t_srun,
     "results": t_results,
     "wait-lock": t_wait_lock,
