@@ -915,8 +915,7 @@ ranks_recv(struct ranks *rk, char *err, size_t errlen)
 		if (!frame_get(&rk->in, &f, &d)) {
 			if ((rc = pull(rk, 0)) == -EAGAIN)
 				break;
-			/* ECONNRESET: it died before it read all we sent. */
-			if (rc == -EPIPE || rc == -ECONNRESET)
+			if (rc == -EPIPE)
 				snprintf(rk->err, sizeof(rk->err), "MPI: its "
 				    "process (pid %ld) is gone", (long)rk->pid);
 			else if (rc < 0)
