@@ -35,7 +35,7 @@ null_task(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	struct task_reply	 rp;
 
 	memset(&rp, 0, sizeof(rp));
-	rp.start_ns = clock_ns(CLOCK_REALTIME);
+	rp.start_ns = gp_clock_ns(CLOCK_REALTIME);
 	return gp_reply(ctx, &rp, sizeof(rp)) < 0;
 }
 
@@ -155,7 +155,7 @@ main(int argc, char **argv)
 		/* A rank's first failure stays its exit status. */
 		if ((i = run_tasks(&r)) != 0 && rc == 0)
 			rc = i;
-		secs[k] = (double)(clock_ns(CLOCK_MONOTONIC) - r.t0) / 1e9;
+		secs[k] = (double)(gp_now_ns() - r.t0) / 1e9;
 		if (ranks_rank(rk) == 0) {
 			for (i = 1, far[k] = 0; i < r.npeer; i++)
 				far[k] += (double)r.peer[i].ran;

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
@@ -100,6 +101,7 @@ gp_read_full(int fd, void *p, size_t n)
 int
 gp_writev_full(int fd, struct iovec *iov, int iovcnt)
 {
+	struct pollfd	 pfd = { fd, POLLOUT, 0 };
 	ssize_t		 r;
 	size_t		 left;
 
@@ -108,6 +110,10 @@ gp_writev_full(int fd, struct iovec *iov, int iovcnt)
 		if (r == -1) {
 			if (errno == EINTR)
 				continue;
+			if (errno == EAGAIN) {	/* someone's O_NONBLOCK */
+				(void)poll(&pfd, 1, -1);
+				continue;
+			}
 			return -errno;
 		}
 		left = (size_t)r;
@@ -196,11 +202,25 @@ gp_poll_ms(int64_t dl, int64_t now)
 	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
+int
+gp_write_full(int fd, const void *p, size_t n)
+{
+	struct iovec	 iov = { (void *)p, n };
+
+	return gp_writev_full(fd, &iov, 1);
+}
+
 int64_t
-gp_now_ns(void)
+gp_clock_ns(clockid_t id)
 {
 	struct timespec	 ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t
+gp_now_ns(void)
+{
+	return gp_clock_ns(CLOCK_MONOTONIC);
 }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
+#include <time.h>
 
 /* A byte buffer: data[off..len) is unconsumed. Starts zeroed. */
 struct gp_buf {
@@ -25,8 +26,11 @@ void	gp_buf_release(struct gp_buf *b);
 
 /* Read exactly n bytes; 0 on success, -EPIPE on EOF, -errno otherwise. */
 int	gp_read_full(int fd, void *p, size_t n);
-/* Write all of iov (modified); 0 or -errno. */
+/* Write all of iov (modified), waiting out EINTR, short writes and a
+ * full nonblocking fd (EAGAIN: poll); 0 or -errno. */
 int	gp_writev_full(int fd, struct iovec *iov, int iovcnt);
+/* The same for n bytes at p. */
+int	gp_write_full(int fd, const void *p, size_t n);
 /* Write b's pending bytes to a nonblocking fd; consumes what went out.
  * Returns 0 (maybe partial, maybe EAGAIN) or -errno. */
 int	gp_buf_send(int fd, struct gp_buf *b);
@@ -49,5 +53,6 @@ int	gp_wstatus_code(int status);
 int	gp_poll_ms(int64_t dl, int64_t now);
 /* CLOCK_MONOTONIC in nanoseconds. */
 int64_t	gp_now_ns(void);
+int64_t	gp_clock_ns(clockid_t id);	/* clock_gettime(id) in ns */
 
 #endif /* GP_IO_H */

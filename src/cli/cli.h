@@ -168,7 +168,6 @@ struct task_reply {
 int	task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg);
 /* Whether cmd needs /bin/sh -c (shell syntax or a builtin first). */
 int	needs_shell(const char *cmd);
-int64_t	clock_ns(clockid_t id);	/* clock_gettime(id) in ns */
 /* Note the children this process has now (inherited across exec), which
  * reap_leftovers() must leave alone: call it before becoming a subreaper
  * and before forking. 0 or -ENOMEM. */

@@ -272,23 +272,6 @@ joblog_load(struct joblog *j, const char *path, char *err, size_t errlen)
 	return rc;
 }
 
-static int
-write_all(int fd, const char *p, size_t n)
-{
-	ssize_t	 w;
-
-	while (n > 0) {
-		if ((w = write(fd, p, n)) == -1) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /*
  * An exclusive lock on fd (a file open for writing) for as long as the
  * descriptor lives: an OFD lock, so closing another descriptor of the
@@ -449,13 +432,13 @@ joblog_open(struct joblog *j, const char *path, int keep, char *err,
 	}
 	rc = 0;
 	if (S_ISREG(st.st_mode) && st.st_size == 0)
-		rc = write_all(j->fd, header, sizeof(header) - 1);
+		rc = gp_write_full(j->fd, header, sizeof(header) - 1);
 	else if (S_ISREG(st.st_mode) && pread(j->fd, &c, 1, st.st_size - 1) ==
 	    1 && c != '\n')
-		rc = write_all(j->fd, "\n", 1);	/* end a torn line */
+		rc = gp_write_full(j->fd, "\n", 1);	/* end a torn line */
 	else if (!S_ISREG(st.st_mode))	/* -, a FIFO, a device: and a
 					   write that fails, fails now */
-		rc = write_all(j->fd, header, sizeof(header) - 1);
+		rc = gp_write_full(j->fd, header, sizeof(header) - 1);
 	if (rc == 0)
 		return 0;
 fail:
@@ -538,7 +521,7 @@ joblog_append(struct joblog *j, const struct jl_rec *r)
 	*p++ = '\n';
 	/* One write per line: with O_APPEND it lands whole or torn, never
 	 * mixed with another line. */
-	if ((rc = write_all(j->fd, j->line, (size_t)(p - j->line))) < 0)
+	if ((rc = gp_write_full(j->fd, j->line, (size_t)(p - j->line))) < 0)
 		return rc;
 	if (fdatasync(j->fd) == -1 && errno != EINVAL && errno != EROFS)
 		return -errno;

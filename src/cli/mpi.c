@@ -270,7 +270,7 @@ mp_take(struct mproc *mp, struct rmsg ***qtail)
 		return (int)n;
 	while (frame_get(&mp->in, &f, &d)) {
 		if (f.type == FR_START) {
-			now = clock_ns(CLOCK_MONOTONIC);
+			now = gp_now_ns();
 			for (p = 0; p < mp->size; p++)
 				mp->sent[p] = now;
 			mp->started = 1;
@@ -308,7 +308,7 @@ post(struct mproc *mp, int peer, int type, void *buf, size_t len)
 	}
 	p->next = mp->pend;
 	mp->pend = p;
-	mp->sent[peer] = clock_ns(CLOCK_MONOTONIC);
+	mp->sent[peer] = gp_now_ns();
 	return MPI_SUCCESS;
 }
 
@@ -399,7 +399,7 @@ recv_all(struct mproc *mp)
 		memcpy(mp->out.data + mp->out.len, &f, sizeof(f));
 		mp->out.len += sizeof(f) + (size_t)n;
 		__atomic_store_n(&mp->heard[st.MPI_SOURCE],
-		    clock_ns(CLOCK_MONOTONIC), __ATOMIC_RELAXED);
+		    gp_now_ns(), __ATOMIC_RELAXED);
 		got++;
 	}
 	return got;
@@ -488,7 +488,7 @@ mp_loop(struct mproc *mp)
 			if ((rc = reap_sends(mp)) != MPI_SUCCESS)
 				mp_fail_mpi(mp, rc, "send");
 		}
-		now = clock_ns(CLOCK_MONOTONIC);
+		now = gp_now_ns();
 		if (mp->stop) {
 			if (mp->failed)
 				return;
@@ -869,7 +869,7 @@ ranks_fd(const struct ranks *rk)
 int
 ranks_start(struct ranks *rk, char *err, size_t errlen)
 {
-	int64_t	 now = clock_ns(CLOCK_MONOTONIC);
+	int64_t	 now = gp_now_ns();
 	int	 p, rc;
 
 	if (rk == NULL || rk->size == 1)
@@ -944,7 +944,7 @@ ranks_recv(struct ranks *rk, char *err, size_t errlen)
 int64_t
 ranks_silent(struct ranks *rk, int peer)
 {
-	return clock_ns(CLOCK_MONOTONIC) - __atomic_load_n(&rk->heard[peer],
+	return gp_now_ns() - __atomic_load_n(&rk->heard[peer],
 	    __ATOMIC_RELAXED);
 }
 

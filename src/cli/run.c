@@ -77,29 +77,6 @@ static struct run	*cur;	/* for the bar, in messages */
 
 static void	halt_start(struct run *, int);
 
-static int
-write_all(int fd, const void *buf, size_t n)
-{
-	const char	*p = buf;
-	struct pollfd	 pfd = { fd, POLLOUT, 0 };
-	ssize_t		 w;
-
-	while (n > 0) {
-		if ((w = write(fd, p, n)) == -1) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN) {	/* inherited O_NONBLOCK */
-				(void)poll(&pfd, 1, -1);
-				continue;
-			}
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /*
  * Standard output and standard error. A reader that stops reading (a
  * pager left open, a FIFO, a terminal paused with ^S) must not stop the
@@ -189,7 +166,7 @@ emit(struct run *r, int fd, const void *p, size_t n)
 	if (q != NULL && q->err)
 		return;
 	if (q == NULL || !r->out_on) {
-		(void)write_all(fd, p, n);
+		(void)gp_write_full(fd, p, n);
 		return;
 	}
 	if (gp_buf_add(&q->buf, p, n) < 0) {
@@ -238,7 +215,7 @@ out_drain(struct run *r)
 		n = out_left(&r->oq);
 		if (n == 0 && out_left(&r->eq) == 0)
 			break;
-		now = clock_ns(CLOCK_MONOTONIC);
+		now = gp_now_ns();
 		left = r->sig ? r->sig_ns + (int64_t)r->o->grace_ms * 1000000 -
 		    now : -1;
 		if (r->nsig > 1 || (r->sig && left <= 0)) {
@@ -332,7 +309,7 @@ static void
 bar_draw(struct run *r, int force)
 {
 	char		 line[240], tot[32], eta[48] = "", el_s[32];
-	int64_t		 now = clock_ns(CLOCK_MONOTONIC);
+	int64_t		 now = gp_now_ns();
 	double		 el, rate;
 	unsigned long	 done = r->ok + r->failed + r->stopped;
 	size_t		 pfx = r->tty ? 4 : 1;
@@ -708,8 +685,8 @@ hand(struct run *r, struct task *t, int rank)
 	t->item.attempts = 0;
 	t->rank = rank;
 	t->lost = 0;
-	t->real_ns = clock_ns(CLOCK_REALTIME);
-	t->mono_ns = clock_ns(CLOCK_MONOTONIC);
+	t->real_ns = gp_clock_ns(CLOCK_REALTIME);
+	t->mono_ns = gp_now_ns();
 	r->inflight++;
 	bar_draw(r, 0);
 }
@@ -827,7 +804,7 @@ outcome(const struct run *r, const struct task *t, struct outcome *oc)
 	oc->worker = it->worker;
 	oc->exitval = -1;
 	oc->start = (double)t->real_ns / 1e9;
-	oc->runtime = (double)(clock_ns(CLOCK_MONOTONIC) - t->mono_ns) / 1e9;
+	oc->runtime = (double)(gp_now_ns() - t->mono_ns) / 1e9;
 	if (it->out != NULL && it->outlen >= sizeof(rp)) {
 		memcpy(&rp, it->out, sizeof(rp));
 		if (sizeof(rp) + rp.outlen + rp.errlen + rp.msglen !=
@@ -1374,7 +1351,7 @@ run_signals(struct run *r)
 		}
 		if (r->sig == 0) {
 			r->sig = (int)si.ssi_signo;
-			r->sig_ns = clock_ns(CLOCK_MONOTONIC);
+			r->sig_ns = gp_now_ns();
 		}
 		r->nsig++;
 		got++;
@@ -1672,7 +1649,7 @@ summary(struct run *r)
 	size_t		 n;
 	int		 g, i;
 
-	el = (double)(clock_ns(CLOCK_MONOTONIC) - r->t0) / 1e9;
+	el = (double)(gp_now_ns() - r->t0) / 1e9;
 	bar_clear(r);
 	if (r->o->quiet)
 		return;
@@ -1840,7 +1817,7 @@ run_tasks(struct run *r)
 	/* A regular file or /dev/null never makes a read wait. */
 	feed.in_fd = r->in.pollable ? r->in.fd : -1;
 	feed.arg = r;
-	r->t0 = clock_ns(CLOCK_MONOTONIC);
+	r->t0 = gp_now_ns();
 	r->out_on = 1;
 	bar_draw(r, 1);
 	dispatch(r);

@@ -121,15 +121,6 @@ needs_shell(const char *cmd)
 	return 0;
 }
 
-int64_t
-clock_ns(clockid_t id)
-{
-	struct timespec	 ts;
-
-	clock_gettime(id, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Whether name=value starts with one of the prefixes. */
 static int
 env_has(const char *const *pfx, const char *var)
@@ -506,7 +497,7 @@ reap_killed(const pid_t *pids, int n)
 	int64_t		 end, left;
 	int		 i, done = 0, exited;
 
-	end = clock_ns(CLOCK_MONOTONIC) + LEFTOVERS_WAIT_MS * 1000000LL;
+	end = gp_now_ns() + LEFTOVERS_WAIT_MS * 1000000LL;
 	for (i = 0; i < n; i++) {
 		pfd.fd = (int)syscall(SYS_pidfd_open, pids[i], 0);
 		pfd.events = POLLIN;
@@ -520,7 +511,7 @@ reap_killed(const pid_t *pids, int n)
 				done++;
 				break;
 			}
-			left = (end - clock_ns(CLOCK_MONOTONIC)) / 1000000;
+			left = (end - gp_now_ns()) / 1000000;
 			if (exited || left <= 0)
 				break;
 			if (pfd.fd >= 0)
@@ -633,7 +624,7 @@ wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
 
 	deadline = rc->timeout_ms ? t0 + (int64_t)rc->timeout_ms * 1000000 : 0;
 	for (;;) {
-		now = clock_ns(CLOCK_MONOTONIC);
+		now = gp_now_ns();
 		if (!stopping && deadline && now >= deadline) {
 			flags |= R_TIMEDOUT;
 			stopping = 1;
@@ -826,8 +817,8 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 		goto nostart;
 	}
 
-	rp.start_ns = clock_ns(CLOCK_REALTIME);
-	t0 = clock_ns(CLOCK_MONOTONIC);
+	rp.start_ns = gp_clock_ns(CLOCK_REALTIME);
+	t0 = gp_now_ns();
 	e = -ENOENT;
 	if (!needs_shell(cmd) && (av = split(cmd)) != NULL && av[0] != NULL)
 		e = spawn(&pid, av[0], av, ofd, efd);
@@ -850,7 +841,7 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	gp_ctx_set_pgid(ctx, pid);
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	rp.flags |= wait_task(ctx, rc, pid, pidfd, t0, &sent);
-	rp.run_ns = clock_ns(CLOCK_MONOTONIC) - t0;
+	rp.run_ns = gp_now_ns() - t0;
 	kill(-pid, SIGKILL);	/* grandchildren; the zombie holds the id */
 	memset(&si, 0, sizeof(si));
 	while (waitid(P_PID, (id_t)pid, &si, WEXITED) == -1 && errno == EINTR)
@@ -898,7 +889,7 @@ nostart:
 		(void)results_close(&f, rp.exitval >= 0 ? rp.exitval : 255,
 		    NULL, 0);
 	rp.run_ns = 0;
-	rp.start_ns = clock_ns(CLOCK_REALTIME);
+	rp.start_ns = gp_clock_ns(CLOCK_REALTIME);
 	reply_build(ctx, &rp, msg);
 	return 0;
 }

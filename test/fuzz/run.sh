@@ -60,7 +60,7 @@ for t in $targets; do
 	case $t in
 	msg)	srcs="$root/src/msg.c $root/src/io.c" ;;
 	tasks)	srcs="$root/src/cli/tasks.c" ;;
-	joblog)	srcs="$root/src/cli/joblog.c" ;;
+	joblog)	srcs="$root/src/cli/joblog.c $root/src/io.c" ;;
 	esac
 	# shellcheck disable=SC2086
 	if ! "$CC" $cflags "$here/fuzz_$t.c" $srcs -o "$out/fuzz_$t"; then
