@@ -204,7 +204,7 @@ static void
 out_drain(struct run *r)
 {
 	struct pollfd	 pfd[3];
-	int64_t		 now, left;
+	int64_t		 now, dl;
 	size_t		 n;
 
 	pfd[2].fd = r->sfd;
@@ -216,9 +216,9 @@ out_drain(struct run *r)
 		if (n == 0 && out_left(&r->eq) == 0)
 			break;
 		now = gp_now_ns();
-		left = r->sig ? r->sig_ns + (int64_t)r->o->grace_ms * 1000000 -
-		    now : -1;
-		if (r->nsig > 1 || (r->sig && left <= 0)) {
+		dl = r->sig ? r->sig_ns + (int64_t)r->o->grace_ms * 1000000 :
+		    -1;
+		if (r->nsig > 1 || (r->sig && dl <= now)) {
 			if (n > 0) {
 				out_fail(r, &r->oq, -ECANCELED);
 				if (!r->out_same)
@@ -234,9 +234,7 @@ out_drain(struct run *r)
 		pfd[0].fd = n > 0 ? STDOUT_FILENO : -1;
 		pfd[1].fd = out_left(&r->eq) > 0 ? STDERR_FILENO : -1;
 		pfd[0].events = pfd[1].events = POLLOUT;
-		if (poll(pfd, 3, left < 0 ? -1 : left / 1000000 > INT_MAX ?
-		    INT_MAX : (int)(left / 1000000) + 1) == -1 &&
-		    errno != EINTR)
+		if (poll(pfd, 3, gp_poll_ms(dl, now)) == -1 && errno != EINTR)
 			break;
 		if (pfd[2].revents)
 			(void)run_signals(r);

@@ -15,7 +15,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -647,8 +646,7 @@ wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
 		    (!next || next > t0 + ORPHANS_AFTER_NS))
 			next = t0 + ORPHANS_AFTER_NS;
 		/* poll() takes an int: past 24.8 days, wait in steps. */
-		tmo = !next ? -1 : (next - now) / 1000000 >= INT_MAX ?
-		    INT_MAX : (int)((next - now) / 1000000 + 1);
+		tmo = gp_poll_ms(next ? next : -1, now);
 		if (pidfd < 0 && (tmo < 0 || tmo > NOPIDFD_TICK_MS))
 			tmo = NOPIDFD_TICK_MS;
 		n = 0;
