@@ -99,11 +99,13 @@ void	joblog_init(struct joblog *j);
 int	joblog_lock(struct joblog *j, const char *path, int wait, char *err,
 	    size_t errlen);
 /* An exclusive lock on fd (open for writing), held until it is closed;
- * -EAGAIN if another process holds it (*holder: its pid, 0 unknown).
- * With wait, until it is ours, or -EINTR when SIGINT, SIGTERM or SIGHUP
- * comes while blocked (*sig: which; under MPI they are from the start):
- * a wait that no signal could end would leave only SIGKILL. */
-int	file_lock(int fd, int wait, long *holder, int *sig);
+ * -EAGAIN if another process holds it (err names its pid). With wait,
+ * until it is ours, or -EINTR when SIGINT, SIGTERM or SIGHUP comes while
+ * blocked (under MPI they are from the start): a wait that no signal
+ * could end would leave only SIGKILL. err says why, naming what
+ * ("joblog", "results directory") and path. */
+int	file_lock(int fd, int wait, const char *what, const char *path,
+	    char *err, size_t errlen);
 /* Read an existing joblog for --resume; a missing file is empty. */
 int	joblog_load(struct joblog *j, const char *path, char *err,
 	    size_t errlen);

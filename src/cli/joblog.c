@@ -284,17 +284,17 @@ joblog_load(struct joblog *j, const char *path, char *err, size_t errlen)
  * sigtimedwait(); where they are not, they end the process as usual.
  */
 int
-file_lock(int fd, int wait, long *holder, int *sig)
+file_lock(int fd, int wait, const char *what, const char *path, char *err,
+    size_t errlen)
 {
 	static const int	 stop[] = { SIGINT, SIGTERM, SIGHUP };
 	struct timespec		 ts = { 0, LOCK_RETRY_MS * 1000000L };
 	struct flock		 fl;
 	sigset_t		 set, blocked;
 	size_t			 i;
+	long			 holder = 0;
 	int			 s;
 
-	*holder = 0;
-	*sig = 0;
 	sigemptyset(&set);
 	if (wait && sigprocmask(SIG_BLOCK, NULL, &blocked) == 0)
 		for (i = 0; i < sizeof(stop) / sizeof(stop[0]); i++)
@@ -311,25 +311,34 @@ file_lock(int fd, int wait, long *holder, int *sig)
 		if (errno == EINTR)
 			continue;
 		if (errno != EAGAIN && errno != EACCES)
-			return -errno;
+			break;
 		if (wait) {
 			if ((s = sigtimedwait(&set, NULL, &ts)) > 0) {
-				*sig = s;
+				snprintf(err, errlen, "got SIG%s while waiting "
+				    "for %s '%s' (--wait-lock): nothing was run",
+				    sigabbrev_np(s), what, path);
 				return -EINTR;
 			}
 			continue;
 		}
 		if (fcntl(fd, F_OFD_GETLK, &fl) == -1)
-			return -errno;
+			break;
 		if (fl.l_type == F_UNLCK)
 			continue;	/* released meanwhile */
 		/* Another program's POSIX lock does carry a pid. */
 		if (fl.l_pid > 0)
-			*holder = fl.l_pid;
+			holder = fl.l_pid;
 		else if (fl.l_start == 0 && fl.l_len > 1)
-			*holder = (long)fl.l_len - 1;
+			holder = (long)fl.l_len - 1;
+		snprintf(err, errlen, "%s '%s' is in use by process %ld "
+		    "(another gpupool-run?); --wait-lock waits for it", what,
+		    path, holder);
 		return -EAGAIN;
 	}
+	s = -errno;
+	snprintf(err, errlen, "cannot lock %s '%s': %s", what, path,
+	    strerror(errno));
+	return s;
 }
 
 int
@@ -337,8 +346,6 @@ joblog_lock(struct joblog *j, const char *path, int wait, char *err,
     size_t errlen)
 {
 	struct stat	 st, now;
-	long		 holder;
-	int		 sig;
 	/* O_NONBLOCK: a FIFO must not block open(); it is refused below. */
 	int		 fd, rc, fl = O_RDWR | O_APPEND | O_CLOEXEC |
 			    O_NOFOLLOW | O_NOCTTY | O_NONBLOCK;
@@ -373,18 +380,8 @@ joblog_lock(struct joblog *j, const char *path, int wait, char *err,
 			close(fd);
 			return -EINVAL;
 		}
-		if ((rc = file_lock(fd, wait, &holder, &sig)) < 0) {
-			if (rc == -EAGAIN)
-				snprintf(err, errlen, "joblog '%s' is in use by "
-				    "process %ld (another gpupool-run?); "
-				    "--wait-lock waits for it", path, holder);
-			else if (rc == -EINTR)
-				snprintf(err, errlen, "got SIG%s while waiting "
-				    "for joblog '%s' (--wait-lock): nothing was "
-				    "run", sigabbrev_np(sig), path);
-			else
-				snprintf(err, errlen, "cannot lock joblog "
-				    "'%s': %s", path, strerror(-rc));
+		if ((rc = file_lock(fd, wait, "joblog", path, err,
+		    errlen)) < 0) {
 			close(fd);
 			return rc;
 		}

@@ -537,9 +537,8 @@ results_dir(struct run *r, const char *path)
 {
 	struct stat	 st;
 	char		*p, *s;
-	char		 probe[64];
-	long		 holder;
-	int		 fd, sig, rc = 0;
+	char		 probe[64], err[PATH_MAX + 256];
+	int		 fd, rc = 0;
 
 	if ((p = strdup(path)) == NULL)
 		return -ENOMEM;
@@ -591,18 +590,9 @@ results_dir(struct run *r, const char *path)
 		close(fd);
 		return rc;
 	}
-	if ((rc = file_lock(r->rlock, r->o->wait_lock, &holder, &sig)) < 0) {
-		if (rc == -EAGAIN)
-			cli_err("results directory '%s' is in use by process "
-			    "%ld (another gpupool-run?); --wait-lock waits for "
-			    "it", path, holder);
-		else if (rc == -EINTR)
-			cli_err("got SIG%s while waiting for results directory "
-			    "'%s' (--wait-lock): nothing was run",
-			    sigabbrev_np(sig), path);
-		else
-			cli_err("cannot lock results directory '%s': %s", path,
-			    strerror(-rc));
+	if ((rc = file_lock(r->rlock, r->o->wait_lock, "results directory",
+	    path, err, sizeof(err))) < 0) {
+		cli_err("%s", err);
 		close(fd);
 		return rc;
 	}
