@@ -352,7 +352,6 @@ static int
 results_close(struct files *f, int code, char *msg, size_t mlen)
 {
 	char		 buf[16];
-	ssize_t		 w;
 	int		 fd, i, n, e;
 
 	for (i = 0; i < 2; i++)
@@ -367,12 +366,9 @@ results_close(struct files *f, int code, char *msg, size_t mlen)
 	n = snprintf(buf, sizeof(buf), "%d\n", code);
 	if ((fd = results_tmp(f, 2)) == -1)
 		goto fail;
-	while ((w = write(fd, buf, (size_t)n)) == -1 && errno == EINTR)
-		;
-	if (w != n) {
-		if (w >= 0)
-			errno = ENOSPC;	/* a short write to a file */
+	if ((e = gp_write_full(fd, buf, (size_t)n)) < 0) {
 		close(fd);
+		errno = -e;
 		goto fail;
 	}
 	/* NFS and some others report a full disk only here. */
