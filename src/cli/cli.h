@@ -168,8 +168,6 @@ struct task_reply {
 
 /* The gp_fn every worker runs; arg is a struct run_conf. */
 int	task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg);
-/* Whether cmd needs /bin/sh -c (shell syntax or a builtin first). */
-int	needs_shell(const char *cmd);
 /* Note the children this process has now (inherited across exec), which
  * reap_leftovers() must leave alone: call it before becoming a subreaper
  * and before forking. 0 or -ENOMEM. */
@@ -180,6 +178,23 @@ int	keep_children(void);
  * noted) is an orphan it adopted as their subreaper
  * (PR_SET_CHILD_SUBREAPER). */
 void	reap_leftovers(void);
+
+/* cmdline.c: a task's line as a command: shell or words, and the
+ * environment it gets. Buffers are the file's own, kept across calls. */
+/* Whether cmd needs /bin/sh -c (shell syntax or a builtin first). */
+int	needs_shell(const char *cmd);
+/* The blank-separated words of cmd, NULL-terminated, valid until the
+ * next call; NULL: out of memory. */
+char	**cmdline_split(const char *cmd);
+/* Once per worker: the environment its tasks get, the worker's less
+ * GPUPOOL_* and (mpi_run) the MPI launcher's variables, plus GPUPOOL_GPU,
+ * SLOT and RANK from wi and rank, and TASK and ATTEMPT as
+ * cmdline_env_task() sets them. Kept for the worker's life; NULL: out of
+ * memory. */
+char	**cmdline_env(const struct gp_worker_info *wi, int rank, int mpi_run);
+/* GPUPOOL_TASK and GPUPOOL_ATTEMPT, in cmdline_env()'s array, for the
+ * next task. */
+void	cmdline_env_task(uint64_t seq, uint32_t attempt);
 
 /* mpi.c (mpi_stub.c without MPI): the ranks of a run started by an MPI
  * launcher (mpirun, srun --mpi=pmix), rank 0 the coordinator. Messages

@@ -38,8 +38,6 @@
 #define LEFTOVERS_WAIT_MS 5000	/* for those killed in one pass to die */
 #define ORPHANS_AFTER_NS 1000000000LL	/* reap_exited() from then on */
 
-extern char **environ;
-
 /* One captured stream: its pipe and the bytes kept so far. */
 struct cap {
 	int		 fd;		/* read end; -1 once closed */
@@ -66,133 +64,11 @@ static int	  sigfd = -1;	/* SIGCHLD, blocked: an orphan exited */
 /* The children this process had when it started (keep_children()). */
 static pid_t	 *kept;
 static int	  nkept;
-static char	  ev_gpu[32], ev_slot[32], ev_rank[32], ev_task[48], ev_att[48];
 
 static struct cap	 out = { -1, NULL, 0, 0, 0 };
 static struct cap	 err = { -1, NULL, 0, 0, 0 };
 static char		*reply;
 static size_t		 reply_cap;
-
-/* Words that only mean what they say when the shell reads them. */
-static const char *const shell_words[] = {
-	"!", ".", ":", "{", "}", "alias", "bg", "break", "case", "cd",
-	"command", "continue", "do", "done", "echo", "elif", "else", "esac",
-	"eval", "exec", "exit", "export", "fc", "fg", "fi", "for", "getopts",
-	"hash", "if", "in", "jobs", "local", "printf", "read", "readonly",
-	"return", "set", "shift", "source", "test", "then", "times", "trap",
-	"type", "ulimit", "umask", "unalias", "unset", "until", "wait",
-	"while", NULL
-};
-
-/*
- * Shell syntax anywhere, or where a word starts ('#' comment, '~' home),
- * an assignment in the first word, or a first word that is a keyword or
- * builtin. Anything else means the same to sh as to execvp() on the
- * blank-separated words, so it is run without a shell.
- */
-int
-needs_shell(const char *cmd)
-{
-	const char	*p, *w;
-	size_t		 n;
-	int		 i, first = 1;
-
-	if (strpbrk(cmd, "|&;<>()$`\\\"'*?[]{}!\n\r") != NULL)
-		return 1;
-	for (p = cmd; *p != '\0'; first = 0) {
-		p += strspn(p, " \t");
-		if (*p == '\0')
-			break;
-		w = p;
-		n = strcspn(p, " \t");
-		p += n;
-		if (*w == '#' || *w == '~')
-			return 1;
-		if (!first)
-			continue;
-		if (memchr(w, '=', n) != NULL)
-			return 1;
-		for (i = 0; shell_words[i] != NULL; i++)
-			if (strlen(shell_words[i]) == n &&
-			    memcmp(shell_words[i], w, n) == 0)
-				return 1;
-	}
-	return 0;
-}
-
-/* Whether name=value starts with one of the prefixes. */
-static int
-env_has(const char *const *pfx, const char *var)
-{
-	for (; *pfx != NULL; pfx++)
-		if (strncmp(var, *pfx, strlen(*pfx)) == 0)
-			return 1;
-	return 0;
-}
-
-/* The workers' environment, less our variables (set per task) and, in a
- * rank of an MPI run, the launcher's wire-up: a task that uses MPI
- * itself must start as a program of its own, not as a second copy of
- * this rank. */
-static int
-env_setup(const struct gp_worker_info *wi, const struct run_conf *conf)
-{
-	static const char *const ours[] = { "GPUPOOL_GPU=", "GPUPOOL_SLOT=",
-	    "GPUPOOL_RANK=", "GPUPOOL_TASK=", "GPUPOOL_ATTEMPT=", NULL };
-	static const char *const mpi[] = { "OMPI_", "PMIX_", "PMI_",
-	    "OPAL_", "HYDRA_", "MPIR_", NULL };
-	size_t		 n, i, k = 0;
-
-	for (n = 0; environ[n] != NULL; n++)
-		;
-	if ((envp = calloc(n + 6, sizeof(*envp))) == NULL)
-		return -ENOMEM;
-	for (i = 0; i < n; i++)
-		if (!env_has(ours, environ[i]) &&
-		    !(conf->mpi && env_has(mpi, environ[i])))
-			envp[k++] = environ[i];
-	snprintf(ev_gpu, sizeof(ev_gpu), "GPUPOOL_GPU=%d", wi->gpu);
-	snprintf(ev_slot, sizeof(ev_slot), "GPUPOOL_SLOT=%d", wi->worker);
-	snprintf(ev_rank, sizeof(ev_rank), "GPUPOOL_RANK=%d", conf->rank);
-	envp[k++] = ev_gpu;
-	envp[k++] = ev_slot;
-	envp[k++] = ev_rank;
-	envp[k++] = ev_task;
-	envp[k++] = ev_att;
-	envp[k] = NULL;
-	return 0;
-}
-
-/* The blank-separated words of cmd, in a buffer kept across tasks. */
-static char **
-split(const char *cmd)
-{
-	static char	*buf;
-	static size_t	 cap;
-	size_t		 n = strlen(cmd), words = 0, i, need;
-	char		**av, *s, *p, *save = NULL;
-
-	for (i = 0; i < n; i++)
-		words += (cmd[i] != ' ' && cmd[i] != '\t') &&
-		    (i == 0 || cmd[i - 1] == ' ' || cmd[i - 1] == '\t');
-	need = (words + 1) * sizeof(*av) + n + 1;
-	if (need > cap) {
-		free(buf);
-		cap = need < 4096 ? 4096 : need;
-		if ((buf = malloc(cap)) == NULL) {
-			cap = 0;
-			return NULL;
-		}
-	}
-	av = (char **)(void *)buf;
-	s = buf + (words + 1) * sizeof(*av);
-	memcpy(s, cmd, n + 1);
-	for (i = 0, p = strtok_r(s, " \t", &save); p != NULL;
-	    p = strtok_r(NULL, " \t", &save))
-		av[i++] = p;
-	av[i] = NULL;
-	return av;
-}
 
 static int
 spawn(pid_t *pid, const char *path, char *const argv[], int ofd, int efd)
@@ -784,13 +660,12 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 		return 1;
 	cmd = (const char *)in + sizeof(h);
 	if (envp == NULL) {	/* the worker's first task */
-		if (env_setup(gp_ctx_info(ctx), arg) < 0)
+		if ((envp = cmdline_env(gp_ctx_info(ctx), rc->rank,
+		    rc->mpi)) == NULL)
 			return 1;
 		subreaper_setup();
 	}
-	snprintf(ev_task, sizeof(ev_task), "GPUPOOL_TASK=%llu",
-	    (unsigned long long)h.seq);
-	snprintf(ev_att, sizeof(ev_att), "GPUPOOL_ATTEMPT=%u", h.attempt);
+	cmdline_env_task(h.seq, h.attempt);
 
 	/* Canceled while the task was on its way: do not start it. */
 	sp.fd = gp_ctx_stop_fd(ctx);
@@ -814,7 +689,7 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	rp.start_ns = gp_clock_ns(CLOCK_REALTIME);
 	t0 = gp_now_ns();
 	e = -ENOENT;
-	if (!needs_shell(cmd) && (av = split(cmd)) != NULL && av[0] != NULL)
+	if (!needs_shell(cmd) && (av = cmdline_split(cmd)) != NULL && av[0] != NULL)
 		e = spawn(&pid, av[0], av, ofd, efd);
 	if (e < 0) {
 		/* Not found, not executable, no #! line: let sh say so
