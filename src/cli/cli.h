@@ -179,6 +179,29 @@ int	keep_children(void);
  * (PR_SET_CHILD_SUBREAPER). */
 void	reap_leftovers(void);
 
+/* capture.c: a task's output, through a pipe per stream, and the reply
+ * that carries it with the outcome. */
+struct cap {
+	int		 fd;		/* read end; -1 once closed */
+	char		*data;		/* kept across tasks, owned here */
+	size_t		 len, cap;
+	uint64_t	 cut;		/* bytes dropped past OUTPUT_MAX */
+};
+
+/* A nonblocking pipe for c (emptied: len and cut 0): c->fd the read end,
+ * *wfd the write end for the task (the caller closes it). 0 or -errno. */
+int	cap_open(struct cap *c, int *wfd);
+/* Read what the pipe holds, without blocking. Returns 1 once it is
+ * closed (EOF or an error: c->fd is -1 then), else 0. */
+int	cap_drain(struct cap *c);
+/* Close the read end, if open; the bytes stay. */
+void	cap_close(struct cap *c);
+/* Reply rp (its lengths and R_OUTCUT, R_ERRCUT filled in here), then
+ * out's and err's bytes and msg, through gp_reply(). Out of memory, the
+ * outcome goes without the output. Frees buffers over 1 MiB. */
+void	cap_reply(struct gp_ctx *ctx, struct task_reply *rp, const char *msg,
+	    struct cap *out, struct cap *err);
+
 /* cmdline.c: a task's line as a command: shell or words, and the
  * environment it gets. Buffers are the file's own, kept across calls. */
 /* Whether cmd needs /bin/sh -c (shell syntax or a builtin first). */

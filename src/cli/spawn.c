@@ -31,20 +31,10 @@
 
 #include "cli.h"
 
-#define CAP_CHUNK	65536
-#define KEEP_BUF	(1u << 20)	/* buffers above this are freed */
 #define NOPIDFD_TICK_MS	20	/* no pidfd_open (< Linux 5.3) */
 #define LEFTOVERS_MAX	64	/* killed per pass of reap_leftovers() */
 #define LEFTOVERS_WAIT_MS 5000	/* for those killed in one pass to die */
 #define ORPHANS_AFTER_NS 1000000000LL	/* reap_exited() from then on */
-
-/* One captured stream: its pipe and the bytes kept so far. */
-struct cap {
-	int		 fd;		/* read end; -1 once closed */
-	char		*data;
-	size_t		 len, cap;
-	uint64_t	 cut;		/* bytes dropped past OUTPUT_MAX */
-};
 
 /* Where a task's output goes with --results: DIR/<seq>/. */
 struct files {
@@ -67,8 +57,6 @@ static int	  nkept;
 
 static struct cap	 out = { -1, NULL, 0, 0, 0 };
 static struct cap	 err = { -1, NULL, 0, 0, 0 };
-static char		*reply;
-static size_t		 reply_cap;
 
 static int
 spawn(pid_t *pid, const char *path, char *const argv[], int ofd, int efd)
@@ -101,75 +89,6 @@ spawn(pid_t *pid, const char *path, char *const argv[], int ofd, int efd)
 	posix_spawnattr_destroy(&sa);
 	posix_spawn_file_actions_destroy(&fa);
 	return -rc;
-}
-
-/* Read what the pipe holds. Returns 1 once it is closed, else 0. */
-static int
-drain(struct cap *c)
-{
-	static char	 junk[CAP_CHUNK];
-	size_t		 want, ncap;
-	ssize_t		 r;
-	char		*d;
-	int		 i;
-
-	for (i = 0; i < 64; i++) {	/* then let the other pipe in */
-		if (c->len < OUTPUT_MAX && c->cap - c->len < CAP_CHUNK &&
-		    c->cap < OUTPUT_MAX) {
-			ncap = c->cap ? c->cap * 2 : CAP_CHUNK;
-			if (ncap > OUTPUT_MAX)
-				ncap = OUTPUT_MAX;
-			if ((d = realloc(c->data, ncap)) != NULL) {
-				c->data = d;
-				c->cap = ncap;
-			}
-		}
-		want = c->cap - c->len;
-		if (c->len < OUTPUT_MAX && want > 0)
-			r = read(c->fd, c->data + c->len, want);
-		else if ((r = read(c->fd, junk, sizeof(junk))) > 0)
-			c->cut += (uint64_t)r;
-		if (r > 0) {
-			if (c->len < OUTPUT_MAX && want > 0)
-				c->len += (size_t)r;
-			continue;
-		}
-		if (r == -1 && errno == EINTR)
-			continue;
-		if (r == -1 && errno == EAGAIN)
-			return 0;
-		close(c->fd);
-		c->fd = -1;
-		return 1;
-	}
-	return 0;
-}
-
-static int
-pipe_open(struct cap *c, int *wfd)
-{
-	int	 p[2];
-
-	c->len = 0;
-	c->cut = 0;
-	if (pipe2(p, O_CLOEXEC) == -1)
-		return -errno;
-	if (fcntl(p[0], F_SETFL, O_NONBLOCK) == -1) {
-		close(p[0]);
-		close(p[1]);
-		return -errno;
-	}
-	c->fd = p[0];
-	*wfd = p[1];
-	return 0;
-}
-
-static void
-cap_close(struct cap *c)
-{
-	if (c->fd >= 0)
-		close(c->fd);
-	c->fd = -1;
 }
 
 /* Create temporary i, a regular file of our own. Whatever has its name
@@ -553,9 +472,9 @@ wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
 		if (poll(pfd, (nfds_t)n, tmo) == -1 && errno != EINTR)
 			tmo = 0;	/* cannot happen; keep going */
 		if (iout >= 0 && pfd[iout].revents)
-			drain(&out);
+			cap_drain(&out);
 		if (ierr >= 0 && pfd[ierr].revents)
-			drain(&err);
+			cap_drain(&err);
 		/* The leader's end (its pidfd) is the task's: the rest
 		 * are reap_leftovers()'. */
 		if (ichld >= 0 && pfd[ichld].revents &&
@@ -572,63 +491,6 @@ wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
 		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG |
 		    WNOWAIT) == 0 && si.si_pid == pid)
 			return flags;
-	}
-}
-
-static void
-reply_build(struct gp_ctx *ctx, struct task_reply *rp, const char *msg)
-{
-	size_t	 need;
-	char	*p;
-
-	rp->outlen = out.len;
-	rp->errlen = err.len;
-	rp->outcut = out.cut;
-	rp->errcut = err.cut;
-	rp->msglen = strlen(msg);
-	if (rp->outcut)
-		rp->flags |= R_OUTCUT;
-	if (rp->errcut)
-		rp->flags |= R_ERRCUT;
-	need = sizeof(*rp) + out.len + err.len + rp->msglen;
-	if (need > reply_cap) {
-		if ((p = realloc(reply, need)) == NULL) {
-			/* Keep the outcome, drop the output. */
-			rp->outcut += rp->outlen;
-			rp->errcut += rp->errlen;
-			rp->outlen = rp->errlen = rp->msglen = 0;
-			(void)gp_reply(ctx, rp, sizeof(*rp));
-			return;
-		}
-		reply = p;
-		reply_cap = need;
-	}
-	p = reply;
-	memcpy(p, rp, sizeof(*rp));
-	p += sizeof(*rp);
-	if (out.len > 0)	/* data is NULL when nothing was captured */
-		memcpy(p, out.data, out.len);
-	p += out.len;
-	if (err.len > 0)
-		memcpy(p, err.data, err.len);
-	p += err.len;
-	memcpy(p, msg, rp->msglen);
-	(void)gp_reply(ctx, reply, need);
-	/* One chatty task must not pin tens of MiB in every worker. */
-	if (reply_cap > KEEP_BUF) {
-		free(reply);
-		reply = NULL;
-		reply_cap = 0;
-	}
-	if (out.cap > KEEP_BUF) {
-		free(out.data);
-		out.data = NULL;
-		out.cap = 0;
-	}
-	if (err.cap > KEEP_BUF) {
-		free(err.data);
-		err.data = NULL;
-		err.cap = 0;
 	}
 }
 
@@ -672,15 +534,15 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	sp.events = POLLIN;
 	if (poll(&sp, 1, 0) == 1) {
 		rp.flags = R_STOPPED | R_NOSTART;
-		reply_build(ctx, &rp, "");
+		cap_reply(ctx, &rp, "", &out, &err);
 		return 0;
 	}
 	if (rc->results_fd >= 0) {
 		if (results_open(rc->results_fd, h.seq, &f, &ofd, &efd, msg,
 		    sizeof(msg)) < 0)
 			goto nostart;
-	} else if ((e = pipe_open(&out, &ofd)) < 0 ||
-	    (e = pipe_open(&err, &efd)) < 0) {
+	} else if ((e = cap_open(&out, &ofd)) < 0 ||
+	    (e = cap_open(&err, &efd)) < 0) {
 		snprintf(msg, sizeof(msg), "cannot create a pipe: %s",
 		    strerror(-e));
 		goto nostart;
@@ -722,9 +584,9 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	/* What the task wrote before it ended is in the pipes; do not wait
 	 * for EOF: a leftover not found (no /proc) may hold them open. */
 	if (out.fd >= 0)
-		drain(&out);
+		cap_drain(&out);
 	if (err.fd >= 0)
-		drain(&err);
+		cap_drain(&err);
 	cap_close(&out);
 	cap_close(&err);
 	if (si.si_code == CLD_EXITED) {
@@ -743,7 +605,7 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	if (f.dir >= 0 && results_close(&f, rp.exitval >= 0 ? rp.exitval :
 	    128 + rp.signal, msg, sizeof(msg)) < 0)
 		rp.flags |= R_NORESULT;
-	reply_build(ctx, &rp, msg);
+	cap_reply(ctx, &rp, msg, &out, &err);
 	return 0;
 
 nostart:
@@ -759,6 +621,6 @@ nostart:
 		    NULL, 0);
 	rp.run_ns = 0;
 	rp.start_ns = gp_clock_ns(CLOCK_REALTIME);
-	reply_build(ctx, &rp, msg);
+	cap_reply(ctx, &rp, msg, &out, &err);
 	return 0;
 }
