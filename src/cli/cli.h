@@ -202,6 +202,25 @@ void	cap_close(struct cap *c);
 void	cap_reply(struct gp_ctx *ctx, struct task_reply *rp, const char *msg,
 	    struct cap *out, struct cap *err);
 
+/* results.c: a task's files in --results DIR/<seq>/. */
+struct results_files {
+	int		 dir;		/* DIR/<seq>, or -1 */
+	char		 name[24];	/* "<seq>" */
+	int		 made;		/* bit i: we created temporary i */
+};
+
+/* Open DIR/<seq>/ (rfd: DIR) for an attempt: its earlier exitval
+ * removed, then temporaries for stdout and stderr created (*ofd, *efd:
+ * the caller closes them). 0, or -1 with msg saying why. */
+int	results_open(int rfd, uint64_t seq, struct results_files *f,
+	    int *ofd, int *efd, char *msg, size_t mlen);
+/* Publish the attempt's files, exitval (code) last, and close f->dir; a
+ * stream whose temporary was not made loses an earlier attempt's file.
+ * 0, or -1 with msg (unless NULL) saying why: the temporaries are
+ * removed then. */
+int	results_close(struct results_files *f, int code, char *msg,
+	    size_t mlen);
+
 /* cmdline.c: a task's line as a command: shell or words, and the
  * environment it gets. Buffers are the file's own, kept across calls. */
 /* Whether cmd needs /bin/sh -c (shell syntax or a builtin first). */
