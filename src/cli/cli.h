@@ -168,16 +168,6 @@ struct task_reply {
 
 /* The gp_fn every worker runs; arg is a struct run_conf. */
 int	task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg);
-/* Note the children this process has now (inherited across exec), which
- * reap_leftovers() must leave alone: call it before becoming a subreaper
- * and before forking. 0 or -ENOMEM. */
-int	keep_children(void);
-/* SIGKILL and reap, by pid, every child this process has, and theirs,
- * while a pass reaps some: call it only when each child of its own has
- * been reaped, so that every child left (but those keep_children()
- * noted) is an orphan it adopted as their subreaper
- * (PR_SET_CHILD_SUBREAPER). */
-void	reap_leftovers(void);
 
 /* capture.c: a task's output, through a pipe per stream, and the reply
  * that carries it with the outcome. */
@@ -220,6 +210,27 @@ int	results_open(int rfd, uint64_t seq, struct results_files *f,
  * removed then. */
 int	results_close(struct results_files *f, int code, char *msg,
 	    size_t mlen);
+
+/* reap.c: the processes a task leaves, reaped by pid as their
+ * subreaper. */
+#define NOPIDFD_TICK_MS	20	/* no pidfd_open (< Linux 5.3): poll this */
+/* Note the children this process has now (inherited across exec), which
+ * reap_leftovers() must leave alone: call it before becoming a subreaper
+ * and before forking. 0 or -ENOMEM. */
+int	keep_children(void);
+/* SIGKILL and reap, by pid, every child this process has, and theirs,
+ * while a pass reaps some: call it only when each child of its own has
+ * been reaped, so that every child left (but those keep_children()
+ * noted) is an orphan it adopted as their subreaper
+ * (PR_SET_CHILD_SUBREAPER). */
+void	reap_leftovers(void);
+/* Once per worker: become the tasks' subreaper (PR_SET_CHILD_SUBREAPER)
+ * with SIGCHLD blocked. Returns a signalfd readable when a child exits,
+ * or -1 (then leftovers are reaped only by reap_leftovers()). */
+int	subreaper_setup(void);
+/* While a task runs: drain sigfd, then reap the children that have
+ * exited, but not leader, whose status is the caller's. */
+void	reap_exited(int sigfd, pid_t leader);
 
 /* cmdline.c: a task's line as a command: shell or words, and the
  * environment it gets. Buffers are the file's own, kept across calls. */
