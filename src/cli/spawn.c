@@ -68,6 +68,108 @@ spawn(pid_t *pid, const char *path, char *const argv[], int ofd, int efd)
 	return -rc;
 }
 
+/* A task being waited for: its deadline, how far stopping it went, and
+ * where each fd is in this turn's poll set (-1: not in it). */
+struct wait {
+	pid_t		 pid;
+	int		 pidfd;		/* -1: none (< Linux 5.3) */
+	int64_t		 t0, deadline, kill_at;
+	int		 flags;		/* R_TIMEDOUT, R_STOPPED */
+	int		 stopping;
+	int		*sent;		/* SIGTERM, then SIGKILL, once sent */
+	int		 ipid, iout, ierr, istop, ichld;
+};
+
+/* The deadline, the grace period and a stop: signal the group as they
+ * come. Returns when to wake up next (0: only for an fd). */
+static int64_t
+wait_stop(struct wait *w, const struct run_conf *rc, int64_t now)
+{
+	int64_t		 next;
+
+	if (!w->stopping && w->deadline && now >= w->deadline) {
+		w->flags |= R_TIMEDOUT;
+		w->stopping = 1;
+	}
+	if (w->stopping && !*w->sent) {
+		kill(-w->pid, SIGTERM);
+		*w->sent = SIGTERM;
+		w->kill_at = now + (int64_t)rc->grace_ms * 1000000;
+	}
+	if (w->kill_at && now >= w->kill_at) {
+		kill(-w->pid, SIGKILL);
+		*w->sent = SIGKILL;
+		w->kill_at = 0;
+	}
+	next = w->kill_at ? w->kill_at : w->stopping ? 0 : w->deadline;
+	/* Orphans that exit are reaped once the task has run a
+	 * while: a short one's are reap_leftovers()' at its end, and
+	 * the SIGCHLD of every leader would cost it system calls. */
+	if (sigfd >= 0 && now - w->t0 < ORPHANS_AFTER_NS &&
+	    (!next || next > w->t0 + ORPHANS_AFTER_NS))
+		next = w->t0 + ORPHANS_AFTER_NS;
+	return next;
+}
+
+/* This turn's poll set: the pidfd, the output pipes, the stop fd until
+ * stopping, the orphans' signalfd once the task has run a while. */
+static int
+wait_fill(struct wait *w, struct gp_ctx *ctx, struct pollfd *pfd,
+    int64_t now)
+{
+	int	 n = 0, i;
+
+	w->ipid = w->iout = w->ierr = w->istop = w->ichld = -1;
+	if (w->pidfd >= 0) {
+		pfd[n].fd = w->pidfd;
+		pfd[n].events = POLLIN;
+		w->ipid = n++;
+	}
+	if (out.fd >= 0) {
+		pfd[n].fd = out.fd;
+		pfd[n].events = POLLIN;
+		w->iout = n++;
+	}
+	if (err.fd >= 0) {
+		pfd[n].fd = err.fd;
+		pfd[n].events = POLLIN;
+		w->ierr = n++;
+	}
+	if (!w->stopping) {
+		pfd[n].fd = gp_ctx_stop_fd(ctx);
+		pfd[n].events = POLLIN;
+		w->istop = n++;
+	}
+	if (sigfd >= 0 && now - w->t0 >= ORPHANS_AFTER_NS) {
+		pfd[n].fd = sigfd;
+		pfd[n].events = POLLIN;
+		w->ichld = n++;
+	}
+	for (i = 0; i < n; i++)
+		pfd[i].revents = 0;
+	return n;
+}
+
+/* What poll() found: output, orphans that exited, a stop. */
+static void
+wait_handle(struct wait *w, const struct pollfd *pfd)
+{
+	if (w->iout >= 0 && pfd[w->iout].revents)
+		cap_drain(&out);
+	if (w->ierr >= 0 && pfd[w->ierr].revents)
+		cap_drain(&err);
+	/* The leader's end (its pidfd) is the task's: the rest
+	 * are reap_leftovers()'. */
+	if (w->ichld >= 0 && pfd[w->ichld].revents &&
+	    !(w->ipid >= 0 && pfd[w->ipid].revents))
+		reap_exited(sigfd, w->pid);
+	if (w->istop >= 0 && pfd[w->istop].revents) {
+		/* A STOP for this task, or EOF: the master is gone. */
+		w->flags |= R_STOPPED;
+		w->stopping = 1;
+	}
+}
+
 /*
  * Wait for the leader to exit, reading its output, enforcing the
  * deadline (TERM, then KILL after the grace period) and obeying the stop
@@ -78,173 +180,118 @@ static int
 wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
     int64_t t0, int *sent)
 {
+	struct wait	 w;
 	struct pollfd	 pfd[5];
 	siginfo_t	 si;
-	int64_t		 now, deadline, kill_at = 0, next;
-	int		 n, i, tmo, flags = 0, stopping = 0;
-	int		 ipid, iout, ierr, istop, ichld;
+	int64_t		 now, next;
+	int		 n, tmo;
 
-	deadline = rc->timeout_ms ? t0 + (int64_t)rc->timeout_ms * 1000000 : 0;
+	memset(&w, 0, sizeof(w));
+	w.pid = pid;
+	w.pidfd = pidfd;
+	w.t0 = t0;
+	w.sent = sent;
+	w.deadline = rc->timeout_ms ? t0 + (int64_t)rc->timeout_ms * 1000000 :
+	    0;
 	for (;;) {
 		now = gp_now_ns();
-		if (!stopping && deadline && now >= deadline) {
-			flags |= R_TIMEDOUT;
-			stopping = 1;
-		}
-		if (stopping && !*sent) {
-			kill(-pid, SIGTERM);
-			*sent = SIGTERM;
-			kill_at = now + (int64_t)rc->grace_ms * 1000000;
-		}
-		if (kill_at && now >= kill_at) {
-			kill(-pid, SIGKILL);
-			*sent = SIGKILL;
-			kill_at = 0;
-		}
-		next = kill_at ? kill_at : stopping ? 0 : deadline;
-		/* Orphans that exit are reaped once the task has run a
-		 * while: a short one's are reap_leftovers()' at its end, and
-		 * the SIGCHLD of every leader would cost it system calls. */
-		if (sigfd >= 0 && now - t0 < ORPHANS_AFTER_NS &&
-		    (!next || next > t0 + ORPHANS_AFTER_NS))
-			next = t0 + ORPHANS_AFTER_NS;
+		next = wait_stop(&w, rc, now);
 		/* poll() takes an int: past 24.8 days, wait in steps. */
 		tmo = gp_poll_ms(next ? next : -1, now);
 		if (pidfd < 0 && (tmo < 0 || tmo > NOPIDFD_TICK_MS))
 			tmo = NOPIDFD_TICK_MS;
-		n = 0;
-		ipid = iout = ierr = istop = ichld = -1;
-		if (pidfd >= 0) {
-			pfd[n].fd = pidfd;
-			pfd[n].events = POLLIN;
-			ipid = n++;
-		}
-		if (out.fd >= 0) {
-			pfd[n].fd = out.fd;
-			pfd[n].events = POLLIN;
-			iout = n++;
-		}
-		if (err.fd >= 0) {
-			pfd[n].fd = err.fd;
-			pfd[n].events = POLLIN;
-			ierr = n++;
-		}
-		if (!stopping) {
-			pfd[n].fd = gp_ctx_stop_fd(ctx);
-			pfd[n].events = POLLIN;
-			istop = n++;
-		}
-		if (sigfd >= 0 && now - t0 >= ORPHANS_AFTER_NS) {
-			pfd[n].fd = sigfd;
-			pfd[n].events = POLLIN;
-			ichld = n++;
-		}
-		for (i = 0; i < n; i++)
-			pfd[i].revents = 0;
+		n = wait_fill(&w, ctx, pfd, now);
 		if (poll(pfd, (nfds_t)n, tmo) == -1 && errno != EINTR)
 			tmo = 0;	/* cannot happen; keep going */
-		if (iout >= 0 && pfd[iout].revents)
-			cap_drain(&out);
-		if (ierr >= 0 && pfd[ierr].revents)
-			cap_drain(&err);
-		/* The leader's end (its pidfd) is the task's: the rest
-		 * are reap_leftovers()'. */
-		if (ichld >= 0 && pfd[ichld].revents &&
-		    !(ipid >= 0 && pfd[ipid].revents))
-			reap_exited(sigfd, pid);
-		if (istop >= 0 && pfd[istop].revents) {
-			/* A STOP for this task, or EOF: the master is gone. */
-			flags |= R_STOPPED;
-			stopping = 1;
-		}
-		if (ipid >= 0 && !pfd[ipid].revents)
+		wait_handle(&w, pfd);
+		if (w.ipid >= 0 && !pfd[w.ipid].revents)
 			continue;
 		memset(&si, 0, sizeof(si));
 		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG |
 		    WNOWAIT) == 0 && si.si_pid == pid)
-			return flags;
+			return w.flags;
 	}
 }
 
-int
-task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
+/* The command in a task's bytes (a struct task_hdr, then the command
+ * and its NUL), the header in *h; NULL if they are not that. */
+static const char *
+task_parse(const void *in, size_t inlen, struct task_hdr *h)
 {
-	const struct run_conf	*rc = arg;
-	struct task_reply	 rp;
-	struct task_hdr		 h;
-	struct results_files	 f = { -1, "", 0 };
-	struct pollfd		 sp;
-	siginfo_t		 si;
-	const char		*cmd;
-	char			*sh[] = { "/bin/sh", "-c", NULL, NULL };
-	char			**av, msg[512] = "";
-	int64_t			 t0;
-	int			 ofd = -1, efd = -1, pidfd = -1, e, sent = 0;
-	pid_t			 pid;
-
-	memset(&rp, 0, sizeof(rp));
-	rp.exitval = -1;
-	out.len = err.len = 0;
-	out.cut = err.cut = 0;
-	if (inlen < sizeof(h))
-		return 1;
-	memcpy(&h, in, sizeof(h));
-	if (h.cmdlen == 0 || inlen != sizeof(h) + h.cmdlen ||
+	if (inlen < sizeof(*h))
+		return NULL;
+	memcpy(h, in, sizeof(*h));
+	if (h->cmdlen == 0 || inlen != sizeof(*h) + h->cmdlen ||
 	    ((const char *)in)[inlen - 1] != '\0')
-		return 1;
-	cmd = (const char *)in + sizeof(h);
-	if (envp == NULL) {	/* the worker's first task */
-		if ((envp = cmdline_env(gp_ctx_info(ctx), rc->rank,
-		    rc->mpi)) == NULL)
-			return 1;
-		sigfd = subreaper_setup();
-	}
-	cmdline_env_task(h.seq, h.attempt);
+		return NULL;
+	return (const char *)in + sizeof(*h);
+}
 
-	/* Canceled while the task was on its way: do not start it. */
-	sp.fd = gp_ctx_stop_fd(ctx);
-	sp.events = POLLIN;
-	if (poll(&sp, 1, 0) == 1) {
-		rp.flags = R_STOPPED | R_NOSTART;
-		cap_reply(ctx, &rp, "", &out, &err);
-		return 0;
-	}
+/* Open the task's outputs (--results files, else pipes) and start it:
+ * without a shell if it needs none and can be, else with /bin/sh -c.
+ * *t0 is when it started. -1 if it did not start: msg says why. */
+static int
+task_start(const struct run_conf *rc, uint64_t seq, const char *cmd,
+    struct results_files *f, pid_t *pid, int64_t *t0, struct task_reply *rp,
+    char *msg, size_t mlen)
+{
+	char		*sh[] = { "/bin/sh", "-c", NULL, NULL };
+	char		**av;
+	int		 ofd = -1, efd = -1, e;
+
 	if (rc->results_fd >= 0) {
-		if (results_open(rc->results_fd, h.seq, &f, &ofd, &efd, msg,
-		    sizeof(msg)) < 0)
+		if (results_open(rc->results_fd, seq, f, &ofd, &efd, msg,
+		    mlen) < 0)
 			goto nostart;
 	} else if ((e = cap_open(&out, &ofd)) < 0 ||
 	    (e = cap_open(&err, &efd)) < 0) {
-		snprintf(msg, sizeof(msg), "cannot create a pipe: %s",
-		    strerror(-e));
+		snprintf(msg, mlen, "cannot create a pipe: %s", strerror(-e));
 		goto nostart;
 	}
 
-	rp.start_ns = gp_clock_ns(CLOCK_REALTIME);
-	t0 = gp_now_ns();
+	rp->start_ns = gp_clock_ns(CLOCK_REALTIME);
+	*t0 = gp_now_ns();
 	e = -ENOENT;
-	if (!needs_shell(cmd) && (av = cmdline_split(cmd)) != NULL && av[0] != NULL)
-		e = spawn(&pid, av[0], av, ofd, efd);
+	if (!needs_shell(cmd) && (av = cmdline_split(cmd)) != NULL &&
+	    av[0] != NULL)
+		e = spawn(pid, av[0], av, ofd, efd);
 	if (e < 0) {
 		/* Not found, not executable, no #! line: let sh say so
 		 * (127, 126) or run it as a script, as a shell would. */
 		sh[2] = (char *)cmd;
-		e = spawn(&pid, sh[0], sh, ofd, efd);
+		e = spawn(pid, sh[0], sh, ofd, efd);
 	}
 	close(ofd);
 	close(efd);
-	ofd = efd = -1;
 	if (e < 0) {
-		snprintf(msg, sizeof(msg), "cannot run '/bin/sh': %s",
-		    strerror(-e));
-		rp.exitval = 127;
-		goto nostart;
+		snprintf(msg, mlen, "cannot run '/bin/sh': %s", strerror(-e));
+		rp->exitval = 127;
+		return -1;
 	}
+	return 0;
+
+nostart:
+	if (ofd >= 0)
+		close(ofd);
+	if (efd >= 0)
+		close(efd);
+	return -1;
+}
+
+/* The task started: wait for it, reap it and what it left, take the
+ * rest of its output, and fill in its outcome. */
+static void
+task_wait(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid,
+    int64_t t0, struct task_reply *rp)
+{
+	siginfo_t	 si;
+	int		 pidfd, sent = 0;
+
 	/* From here the master kills the group if it must kill us. */
 	gp_ctx_set_pgid(ctx, pid);
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	rp.flags |= wait_task(ctx, rc, pid, pidfd, t0, &sent);
-	rp.run_ns = gp_now_ns() - t0;
+	rp->flags |= wait_task(ctx, rc, pid, pidfd, t0, &sent);
+	rp->run_ns = gp_now_ns() - t0;
 	kill(-pid, SIGKILL);	/* grandchildren; the zombie holds the id */
 	memset(&si, 0, sizeof(si));
 	while (waitid(P_PID, (id_t)pid, &si, WEXITED) == -1 && errno == EINTR)
@@ -262,16 +309,58 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	cap_close(&out);
 	cap_close(&err);
 	if (si.si_code == CLD_EXITED) {
-		rp.exitval = si.si_status;
+		rp->exitval = si.si_status;
 	} else {
-		rp.exitval = -1;
-		rp.signal = si.si_status;
+		rp->exitval = -1;
+		rp->signal = si.si_status;
 	}
 	/* Stopped by us, it failed even if it then exited 0 by itself. */
-	if ((rp.flags & (R_TIMEDOUT | R_STOPPED)) && rp.signal == 0 && sent) {
-		rp.exitval = -1;
-		rp.signal = sent;
+	if ((rp->flags & (R_TIMEDOUT | R_STOPPED)) && rp->signal == 0 &&
+	    sent) {
+		rp->exitval = -1;
+		rp->signal = sent;
 	}
+}
+
+int
+task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
+{
+	const struct run_conf	*rc = arg;
+	struct task_reply	 rp;
+	struct task_hdr		 h;
+	struct results_files	 f = { -1, "", 0 };
+	struct pollfd		 sp;
+	const char		*cmd;
+	char			 msg[512] = "";
+	int64_t			 t0;
+	pid_t			 pid;
+
+	memset(&rp, 0, sizeof(rp));
+	rp.exitval = -1;
+	out.len = err.len = 0;
+	out.cut = err.cut = 0;
+	if ((cmd = task_parse(in, inlen, &h)) == NULL)
+		return 1;
+	if (envp == NULL) {	/* the worker's first task */
+		if ((envp = cmdline_env(gp_ctx_info(ctx), rc->rank,
+		    rc->mpi)) == NULL)
+			return 1;
+		sigfd = subreaper_setup();
+	}
+	cmdline_env_task(h.seq, h.attempt);
+
+	/* Canceled while the task was on its way: do not start it. */
+	sp.fd = gp_ctx_stop_fd(ctx);
+	sp.events = POLLIN;
+	if (poll(&sp, 1, 0) == 1) {
+		rp.flags = R_STOPPED | R_NOSTART;
+		cap_reply(ctx, &rp, "", &out, &err);
+		return 0;
+	}
+	if (task_start(rc, h.seq, cmd, &f, &pid, &t0, &rp, msg,
+	    sizeof(msg)) < 0)
+		goto nostart;
+	task_wait(ctx, rc, pid, t0, &rp);
 	/* A result that could not be written fails the task: a resume
 	 * must run it again. */
 	if (f.dir >= 0 && results_close(&f, rp.exitval >= 0 ? rp.exitval :
@@ -282,10 +371,6 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 
 nostart:
 	rp.flags |= R_NOSTART;
-	if (ofd >= 0)
-		close(ofd);
-	if (efd >= 0)
-		close(efd);
 	cap_close(&out);
 	cap_close(&err);
 	if (f.dir >= 0)	/* keep the first message: why it did not start */
