@@ -306,8 +306,12 @@ void	ranks_handover(char **argv, char *err, size_t errlen);
 /* MPI is initialised only when a launcher started us (its variables are
  * set), in a child process that makes every MPI call (this one never has
  * MPI's threads); otherwise *rk is NULL and the run is one machine's.
- * Fails when the launcher started several processes that cannot talk. */
-int	ranks_init(struct ranks **rk, char *err, size_t errlen);
+ * stop: the signals that stop the run, blocked already (as
+ * run_block_signals() leaves them); a wait on the MPI process ends when
+ * one comes. Fails when the launcher started several processes that
+ * cannot talk. */
+int	ranks_init(struct ranks **rk, const sigset_t *stop, char *err,
+	    size_t errlen);
 int	ranks_rank(const struct ranks *rk);	/* 0 for NULL */
 int	ranks_size(const struct ranks *rk);	/* 1 for NULL */
 /* The rest only with ranks_size() > 1. */
@@ -335,6 +339,55 @@ long	launcher_procs(const char **var);
  * then, and only then, is MPI initialised, so that a lone gpupool-run
  * starts as fast as a build without MPI. */
 int	launcher_mpi(void);
+
+/* mpi_frame.c (gpupool-run-mpi only): the frames between a rank
+ * (mpi.c) and its MPI process (mpi_proc.c). */
+#define RANKS_READ		65536		/* bytes per read, at least */
+
+/* Between a rank and its MPI process: an MPI message (enum rmsg_type,
+ * peer its sender or receiver) or one of these. */
+enum frame_type {
+	FR_READY = 100,	/* MPI -> rank: int32 rank, size */
+	FR_ERR,		/* MPI -> rank: int32 errno, then why, a string */
+	FR_START,	/* rank -> MPI: beat from now on */
+	FR_END,		/* rank -> MPI: struct fr_end */
+	FR_DONE,	/* MPI -> rank: every send completed: MPI_Finalize */
+};
+
+struct frame {
+	int32_t		 type;
+	int32_t		 peer;
+	uint64_t	 len;		/* bytes that follow */
+};
+
+/* The run is over: MPI_Finalize if clean and every send completed, else
+ * on rank 0 MPI_Abort(rc), which has the launcher end the job. */
+struct fr_end {
+	int32_t		 clean;
+	int32_t		 rc;
+};
+
+/* The bytes of the memory a rank shares with its MPI process for size
+ * ranks: int64_t heard[size] (when each was last heard from, ns), then
+ * uint8_t talk[size] (whether to beat it). */
+size_t	frame_shm_len(int size);
+/* Whether a whole frame is at the head of b: 1 with its header in *f and
+ * its bytes at *data (gp_buf_consume(b, sizeof(*f) + f->len) takes it),
+ * else 0. */
+int	frame_get(struct gp_buf *b, struct frame *f, const uint8_t **data);
+/* An MPI message frame as a struct rmsg (free() it), or NULL: out of
+ * memory. */
+struct rmsg *frame_msg(const struct frame *f, const uint8_t *data);
+/* Append a frame to b. 0 or -ENOMEM. */
+int	frame_put(struct gp_buf *b, int type, int peer, const void *data,
+	    size_t len);
+
+/* mpi_proc.c (gpupool-run-mpi only): the MPI process, forked by
+ * ranks_init(). MPI_Init, FR_READY (or FR_ERR), then pass messages
+ * between MPI and the rank on fd until the rank says FR_END; memfd is the
+ * shared memory, parent the rank's pid. Never returns. */
+void	mproc_main(int fd, int memfd, pid_t parent)
+	    __attribute__((noreturn));
 
 /* main.c: the options, as parsed and checked. */
 #define EXIT_FATAL		255

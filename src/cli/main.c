@@ -659,7 +659,7 @@ main(int argc, char **argv)
 	 * keep the default ^C. */
 	err[0] = '\0';
 	if (run_block_signals(&set) < 0 ||
-	    ranks_init(&r.rk, err, sizeof(err)) < 0 ||
+	    ranks_init(&r.rk, &set, err, sizeof(err)) < 0 ||
 	    ranks_start(r.rk, err, sizeof(err)) < 0) {
 		cli_err("%s", err[0] ? err : strerror(errno));
 		return run_ranks_end(&r, EXIT_FATAL);
