@@ -389,7 +389,7 @@ int	frame_put(struct gp_buf *b, int type, int peer, const void *data,
 void	mproc_main(int fd, int memfd, pid_t parent)
 	    __attribute__((noreturn));
 
-/* main.c: the options, as parsed and checked. */
+/* opts.c: the options, as parsed and checked. */
 #define EXIT_FATAL		255
 #define DEFAULT_GRACE_MS	5000
 #define DEFAULT_RANK_TIMEOUT_MS	30000
@@ -419,6 +419,11 @@ struct opts {
 	int		 quiet;
 	uint64_t	 rank_timeout_ms;
 };
+
+/* Parse argv into *o (which points into argv). Prints what is wrong, or
+ * --help, --version. Returns 0 to go on, 1 to exit 0 (help, version), -1
+ * after an error. */
+int	opts_parse(int argc, char **argv, struct opts *o);
 
 /* run.c: one run, in the master (of rank 0 when there are ranks). */
 struct task;
