@@ -399,7 +399,8 @@ enum halt { HALT_NEVER, HALT_SOON, HALT_NOW };
 struct opts {
 	const char	*file;
 	const char	*gpus;
-	const char	*joblog;
+	const char	*joblog;	/* without +FILE's '+' */
+	int		 joblog_append;	/* it was +FILE: keep what it has */
 	const char	*results;
 	const char	*topology;
 	const char	*fake_busids;

@@ -306,7 +306,7 @@ main(int argc, char **argv)
 		cli_err("%s", err);
 		goto out;
 	}
-	jl = o.joblog != NULL && o.joblog[0] == '+' ? o.joblog + 1 : o.joblog;
+	jl = o.joblog;
 	if (check_outputs(&o, &r, jl) < 0)
 		goto out;
 	/* Locked before it is read or truncated, for the whole run. */

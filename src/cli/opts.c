@@ -307,11 +307,13 @@ opt_name(int c, struct opts *o)
 		}
 		break;
 	case OPT_JOBLOG:
-		o->joblog = optarg;
 		if (*optarg == '\0' || strcmp(optarg, "+") == 0) {
 			cli_err("--joblog: empty file name");
 			return -1;
 		}
+		/* +FILE: GNU parallel's "append". */
+		o->joblog_append = optarg[0] == '+';
+		o->joblog = optarg + o->joblog_append;
 		break;
 	case OPT_RESULTS:
 		o->results = optarg;
