@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <signal.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "gpupool.h"
@@ -127,6 +128,8 @@ int	joblog_append(struct joblog *j, const struct jl_rec *r);
 void	joblog_release(struct joblog *j);
 /* The hash of a command as the joblog writes it. */
 uint32_t joblog_hash(const char *s);
+/* Whether path names the file st describes (path may not exist). */
+int	same_file(const char *path, const struct stat *st);
 
 /* spawn.c: the worker side. The master encodes a task, a worker runs it
  * in a process group of its own and replies with a struct task_reply

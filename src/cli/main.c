@@ -55,22 +55,11 @@ fds_sanitize(void)
 	closedir(d);
 }
 
-/* Whether path names the file st describes (path may not exist). */
-static int
-same_file(const char *path, const struct stat *st)
-{
-	struct stat	 ps;
-
-	return stat(path, &ps) == 0 && ps.st_dev == st->st_dev &&
-	    ps.st_ino == st->st_ino;
-}
-
 /* Whether path is, or would be, in DIR/<seq>/, whose files --results
  * replaces (rst: DIR). Symbolic links are followed. */
 static int
 in_results(const char *path, const struct stat *rst)
 {
-	struct stat	 st;
 	char		*d, *real, *s;
 	size_t		 i;
 	int		 in = 0;
@@ -92,8 +81,7 @@ in_results(const char *path, const struct stat *rst)
 		;
 	if (i > 1 && s[i] == '\0' && s[1] != '0') {
 		*s = '\0';
-		in = stat(s == real ? "/" : real, &st) == 0 &&
-		    st.st_dev == rst->st_dev && st.st_ino == rst->st_ino;
+		in = same_file(s == real ? "/" : real, rst);
 	}
 	free(real);
 	return in;
