@@ -224,15 +224,79 @@ dry_run(struct run *r)
 	return 0;
 }
 
+/*
+ * The workers' subreaper: what a task leaves running outside its
+ * group becomes ours, not init's, when the worker that started it
+ * is SIGKILLed before it could end it (a second ^C, the pool's
+ * backstop, a task that kills its worker). Not inherited by the
+ * processes we fork. They are killed and reaped only at the end of
+ * main(): until the pool is destroyed, the library reaps workers
+ * by pid and may still kill a dead worker's task group, whose
+ * leader, now ours, must stay unreaped so that its id is not
+ * reused. Those adopted mid-run (a crash the respawn budget
+ * bounds) run on, or stay zombies, until then. The children we
+ * already have (inherited across exec) are not a task's: noted
+ * first, they are never touched.
+ */
+static int
+subreaper_start(void)
+{
+	if (keep_children() < 0) {
+		cli_err("out of memory");
+		return -1;
+	}
+	(void)prctl(PR_SET_CHILD_SUBREAPER, 1);
+	return 0;
+}
+
+/* Rank 0's inputs, checked before anything runs: the tasks file, the
+ * joblog (locked, and read for --resume) and what the outputs would
+ * overwrite. 0, or -1 after saying why. */
+static int
+inputs_open(struct run *r, const struct opts *o)
+{
+	const char	*jl = o->joblog;
+	char		 err[512];
+	long		 n;
+
+	if (tasks_open(&r->in, o->file, err, sizeof(err)) < 0) {
+		cli_err("%s", err);
+		return -1;
+	}
+	if (check_outputs(o, r, jl) < 0)
+		return -1;
+	/* Locked before it is read or truncated, for the whole run. */
+	if (jl != NULL && strcmp(jl, "-") != 0 && joblog_lock(&r->jl, jl,
+	    o->wait_lock, err, sizeof(err)) < 0) {
+		cli_err("%s", err);
+		return -1;
+	}
+	if ((o->resume || o->resume_failed) &&
+	    joblog_load(&r->jl, jl, err, sizeof(err)) < 0) {
+		cli_err("%s", err);
+		return -1;
+	}
+	/* A file is checked whole before anything runs (which also gives
+	 * the bar its total); a pipe is checked as it streams. */
+	if (r->in.regular) {
+		if ((n = tasks_scan(o->file, run_skip, r, err,
+		    sizeof(err))) < 0) {
+			cli_err("%s", err);
+			return -1;
+		}
+		r->total = n;
+		r->changed = 0;	/* counted again as the run skips them */
+	}
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
 	struct opts	 o;
 	struct run	 r;
-	const char	*jl;
 	char		 err[512];
 	sigset_t	 set;
-	long		 n;
 	int		 rc;
 
 	fds_sanitize();
@@ -251,23 +315,8 @@ main(int argc, char **argv)
 	 * gpupool-run --show-gpus lists a whole allocation. */
 	if (o.show_gpus)
 		return show_gpus(&o);
-	/* The workers' subreaper: what a task leaves running outside its
-	 * group becomes ours, not init's, when the worker that started it
-	 * is SIGKILLed before it could end it (a second ^C, the pool's
-	 * backstop, a task that kills its worker). Not inherited by the
-	 * processes we fork. They are killed and reaped only at the end of
-	 * main(): until the pool is destroyed, the library reaps workers
-	 * by pid and may still kill a dead worker's task group, whose
-	 * leader, now ours, must stay unreaped so that its id is not
-	 * reused. Those adopted mid-run (a crash the respawn budget
-	 * bounds) run on, or stay zombies, until then. The children we
-	 * already have (inherited across exec) are not a task's: noted
-	 * first, they are never touched. */
-	if (keep_children() < 0) {
-		cli_err("out of memory");
+	if (subreaper_start() < 0)
 		return EXIT_FATAL;
-	}
-	(void)prctl(PR_SET_CHILD_SUBREAPER, 1);
 	run_init(&r, &o);
 	/* Under a launcher, ranks_init() forks the process that runs MPI
 	 * (mpi.c): here, with the signals the run reads from its signalfd
@@ -284,43 +333,13 @@ main(int argc, char **argv)
 	}
 	if (r.rk == NULL)
 		(void)sigprocmask(SIG_UNBLOCK, &set, NULL);
-	if (ranks_rank(r.rk) > 0) {
+	if (ranks_rank(r.rk) > 0)
 		/* Tasks come from rank 0, which alone reads FILE. */
 		rc = o.dry_run ? 0 : run_tasks(&r);
-		goto out;
-	}
-	rc = EXIT_FATAL;
-	if (tasks_open(&r.in, o.file, err, sizeof(err)) < 0) {
-		cli_err("%s", err);
-		goto out;
-	}
-	jl = o.joblog;
-	if (check_outputs(&o, &r, jl) < 0)
-		goto out;
-	/* Locked before it is read or truncated, for the whole run. */
-	if (jl != NULL && strcmp(jl, "-") != 0 && joblog_lock(&r.jl, jl,
-	    o.wait_lock, err, sizeof(err)) < 0) {
-		cli_err("%s", err);
-		goto out;
-	}
-	if ((o.resume || o.resume_failed) &&
-	    joblog_load(&r.jl, jl, err, sizeof(err)) < 0) {
-		cli_err("%s", err);
-		goto out;
-	}
-	/* A file is checked whole before anything runs (which also gives
-	 * the bar its total); a pipe is checked as it streams. */
-	if (r.in.regular) {
-		if ((n = tasks_scan(o.file, run_skip, &r, err,
-		    sizeof(err))) < 0) {
-			cli_err("%s", err);
-			goto out;
-		}
-		r.total = n;
-		r.changed = 0;	/* counted again as the run skips them */
-	}
-	rc = o.dry_run ? dry_run(&r) : run_tasks(&r);
-out:
+	else if (inputs_open(&r, &o) < 0)
+		rc = EXIT_FATAL;
+	else
+		rc = o.dry_run ? dry_run(&r) : run_tasks(&r);
 	rc = run_ranks_end(&r, rc);
 	run_release(&r);
 	/* The pool's workers and the MPI process are reaped: any child
