@@ -15,21 +15,15 @@
  * The two talk over a socketpair, one frame per message (struct frame,
  * then its bytes: mpi_frame.c): MPI messages both ways, and the few of
  * enum frame_type. When each peer was last heard from, and which peers to
- * beat, they share through a memfd. The MPI process makes every MPI call
- * from one thread: it sends what the rank passed it, receives whatever
- * arrives and passes it on. Consecutive records for one peer are sent as
- * one MPI message, so a busy run needs few. Every peer we talk to hears
- * from us at least every RANKS_BEAT_NS, so a silent peer is a lost one;
- * while the rank's own process is stopped its MPI process beats nobody,
- * so a stopped rank falls silent, as it did when MPI ran inside it.
+ * beat, they share through a memfd: ranks_silent() reads it, and a peer
+ * silent too long is a lost one (how the MPI process beats, and
+ * coalesces, is in mpi_proc.c).
  *
- * MPI's blocking calls spin; the MPI process sleeps instead, up to
- * RANKS_SLEEP_MAX_NS between looks when nothing moves, and is woken at
- * once by a frame from the rank. It never blocks on the rank (what the
- * rank has not read yet waits in a buffer), so the rank may block on it,
- * but not past a signal that stops the run: MPI may block it after all
- * (an MPI_Recv of a message from a hung peer), and the rank must still
- * act on the signal (flush()).
+ * The MPI process never blocks on the rank (what the rank has not read
+ * yet waits in a buffer), so the rank may block on it, but not past a
+ * signal that stops the run: MPI may block it after all (an MPI_Recv of
+ * a message from a hung peer), and the rank must still act on the
+ * signal (flush()).
  */
 #include <errno.h>
 #include <fcntl.h>
