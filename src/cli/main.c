@@ -1,9 +1,10 @@
 /*
  * main.c: gpupool-run's entry: the options (opts.c), the checks every
  * input gets before a task runs (tasks file, joblog, GPUs, results
- * directory), --show-gpus and --dry-run, then the run itself (run.c). Exit status
- * as GNU parallel: 0, the number of failed tasks up to 100, 101, or 255
- * for any other error; 128 + signal after SIGINT, SIGTERM or SIGHUP.
+ * directory), --show-gpus and --dry-run, then the run itself (run.c).
+ * Exit status as GNU parallel: 0, the number of failed tasks up to 100,
+ * 101, or 255 for any other error; 128 + signal after SIGINT, SIGTERM or
+ * SIGHUP.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -170,7 +171,7 @@ show_gpus(const struct opts *o)
 			break;
 		printf("\t%s\n", gi.where);
 	}
-	/* How what a task leaves running is found (spawn.c): its
+	/* How what a task leaves running is found (reap.c): its
 	 * worker is its subreaper. */
 	printf("task cleanup: subreaper\n");
 	gp_pool_destroy(pool);
@@ -319,11 +320,11 @@ main(int argc, char **argv)
 		return EXIT_FATAL;
 	run_init(&r, &o);
 	/* Under a launcher, ranks_init() forks the process that runs MPI
-	 * (mpi.c): here, with the signals the run reads from its signalfd
-	 * blocked, which it keeps, and before the pool, so that it holds
-	 * none of the workers' pipes and this process, which forks them,
-	 * never has MPI's threads. Without ranks, --show-gpus and --dry-run
-	 * keep the default ^C. */
+	 * (mpi_proc.c): here, with the signals the run reads from its
+	 * signalfd blocked, which it keeps, and before the pool, so that it
+	 * holds none of the workers' pipes and this process, which forks
+	 * them, never has MPI's threads. Without ranks, --show-gpus and
+	 * --dry-run keep the default ^C. */
 	err[0] = '\0';
 	if (run_block_signals(&set) < 0 ||
 	    ranks_init(&r.rk, &set, err, sizeof(err)) < 0 ||
