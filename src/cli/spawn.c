@@ -70,7 +70,7 @@ spawn(pid_t *pid, const char *path, char *const argv[], int ofd, int efd)
 
 /* A task being waited for: its deadline, how far stopping it went, and
  * where each fd is in this turn's poll set (-1: not in it). */
-struct wait {
+struct waiting {
 	pid_t		 pid;
 	int		 pidfd;		/* -1: none (< Linux 5.3) */
 	int64_t		 t0, deadline, kill_at;
@@ -83,7 +83,7 @@ struct wait {
 /* The deadline, the grace period and a stop: signal the group as they
  * come. Returns when to wake up next (0: only for an fd). */
 static int64_t
-wait_stop(struct wait *w, const struct run_conf *rc, int64_t now)
+wait_stop(struct waiting *w, const struct run_conf *rc, int64_t now)
 {
 	int64_t		 next;
 
@@ -114,7 +114,7 @@ wait_stop(struct wait *w, const struct run_conf *rc, int64_t now)
 /* This turn's poll set: the pidfd, the output pipes, the stop fd until
  * stopping, the orphans' signalfd once the task has run a while. */
 static int
-wait_fill(struct wait *w, struct gp_ctx *ctx, struct pollfd *pfd,
+wait_fill(struct waiting *w, struct gp_ctx *ctx, struct pollfd *pfd,
     int64_t now)
 {
 	int	 n = 0, i;
@@ -152,7 +152,7 @@ wait_fill(struct wait *w, struct gp_ctx *ctx, struct pollfd *pfd,
 
 /* What poll() found: output, orphans that exited, a stop. */
 static void
-wait_handle(struct wait *w, const struct pollfd *pfd)
+wait_handle(struct waiting *w, const struct pollfd *pfd)
 {
 	if (w->iout >= 0 && pfd[w->iout].revents)
 		cap_drain(&out);
@@ -180,7 +180,7 @@ static int
 wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
     int64_t t0, int *sent)
 {
-	struct wait	 w;
+	struct waiting	 w;
 	struct pollfd	 pfd[5];
 	siginfo_t	 si;
 	int64_t		 now, next;
