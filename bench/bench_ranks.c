@@ -117,7 +117,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "usage: bench_ranks [TASKS [GPUS [ROUNDS]]]\n");
 		return 2;
 	}
-	if (run_block_signals(&set) < 0 || ranks_init(&rk, err,
+	if (run_block_signals(&set) < 0 || ranks_init(&rk, &set, err,
 	    sizeof(err)) < 0) {
 		fprintf(stderr, "bench_ranks: %s\n", err);
 		return 1;

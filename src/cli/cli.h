@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <signal.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "gpupool.h"
@@ -127,6 +128,8 @@ int	joblog_append(struct joblog *j, const struct jl_rec *r);
 void	joblog_release(struct joblog *j);
 /* The hash of a command as the joblog writes it. */
 uint32_t joblog_hash(const char *s);
+/* Whether path names the file st describes (path may not exist). */
+int	same_file(const char *path, const struct stat *st);
 
 /* spawn.c: the worker side. The master encodes a task, a worker runs it
  * in a process group of its own and replies with a struct task_reply
@@ -168,8 +171,52 @@ struct task_reply {
 
 /* The gp_fn every worker runs; arg is a struct run_conf. */
 int	task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg);
-/* Whether cmd needs /bin/sh -c (shell syntax or a builtin first). */
-int	needs_shell(const char *cmd);
+
+/* capture.c: a task's output, through a pipe per stream, and the reply
+ * that carries it with the outcome. */
+struct cap {
+	int		 fd;		/* read end; -1 once closed */
+	char		*data;		/* kept across tasks, owned here */
+	size_t		 len, cap;
+	uint64_t	 cut;		/* bytes dropped past OUTPUT_MAX */
+};
+
+/* A nonblocking pipe for c (emptied: len and cut 0): c->fd the read end,
+ * *wfd the write end for the task (the caller closes it). 0 or -errno. */
+int	cap_open(struct cap *c, int *wfd);
+/* Read what the pipe holds, without blocking. Returns 1 once it is
+ * closed (EOF or an error: c->fd is -1 then), else 0. */
+int	cap_drain(struct cap *c);
+/* Close the read end, if open; the bytes stay. */
+void	cap_close(struct cap *c);
+/* Reply rp (its lengths and R_OUTCUT, R_ERRCUT filled in here), then
+ * out's and err's bytes and msg, through gp_reply(). Out of memory, the
+ * outcome goes without the output. Frees buffers over 1 MiB. */
+void	cap_reply(struct gp_ctx *ctx, struct task_reply *rp, const char *msg,
+	    struct cap *out, struct cap *err);
+
+/* results.c: a task's files in --results DIR/<seq>/. */
+struct results_files {
+	int		 dir;		/* DIR/<seq>, or -1 */
+	char		 name[24];	/* "<seq>" */
+	int		 made;		/* bit i: we created temporary i */
+};
+
+/* Open DIR/<seq>/ (rfd: DIR) for an attempt: its earlier exitval
+ * removed, then temporaries for stdout and stderr created (*ofd, *efd:
+ * the caller closes them). 0, or -1 with msg saying why. */
+int	results_open(int rfd, uint64_t seq, struct results_files *f,
+	    int *ofd, int *efd, char *msg, size_t mlen);
+/* Publish the attempt's files, exitval (code) last, and close f->dir; a
+ * stream whose temporary was not made loses an earlier attempt's file.
+ * 0, or -1 with msg (unless NULL) saying why: the temporaries are
+ * removed then. */
+int	results_close(struct results_files *f, int code, char *msg,
+	    size_t mlen);
+
+/* reap.c: the processes a task leaves, reaped by pid as their
+ * subreaper. */
+#define NOPIDFD_TICK_MS	20	/* no pidfd_open (< Linux 5.3): poll this */
 /* Note the children this process has now (inherited across exec), which
  * reap_leftovers() must leave alone: call it before becoming a subreaper
  * and before forking. 0 or -ENOMEM. */
@@ -180,6 +227,30 @@ int	keep_children(void);
  * noted) is an orphan it adopted as their subreaper
  * (PR_SET_CHILD_SUBREAPER). */
 void	reap_leftovers(void);
+/* Once per worker: become the tasks' subreaper (PR_SET_CHILD_SUBREAPER)
+ * with SIGCHLD blocked. Returns a signalfd readable when a child exits,
+ * or -1 (then leftovers are reaped only by reap_leftovers()). */
+int	subreaper_setup(void);
+/* While a task runs: drain sigfd, then reap the children that have
+ * exited, but not leader, whose status is the caller's. */
+void	reap_exited(int sigfd, pid_t leader);
+
+/* cmdline.c: a task's line as a command: shell or words, and the
+ * environment it gets. Buffers are the file's own, kept across calls. */
+/* Whether cmd needs /bin/sh -c (shell syntax or a builtin first). */
+int	needs_shell(const char *cmd);
+/* The blank-separated words of cmd, NULL-terminated, valid until the
+ * next call; NULL: out of memory. */
+char	**cmdline_split(const char *cmd);
+/* Once per worker: the environment its tasks get, the worker's less
+ * GPUPOOL_* and (mpi_run) the MPI launcher's variables, plus GPUPOOL_GPU,
+ * SLOT and RANK from wi and rank, and TASK and ATTEMPT as
+ * cmdline_env_task() sets them. Kept for the worker's life; NULL: out of
+ * memory. */
+char	**cmdline_env(const struct gp_worker_info *wi, int rank, int mpi_run);
+/* GPUPOOL_TASK and GPUPOOL_ATTEMPT, in cmdline_env()'s array, for the
+ * next task. */
+void	cmdline_env_task(uint64_t seq, uint32_t attempt);
 
 /* mpi.c (mpi_stub.c without MPI): the ranks of a run started by an MPI
  * launcher (mpirun, srun --mpi=pmix), rank 0 the coordinator. Messages
@@ -238,8 +309,12 @@ void	ranks_handover(char **argv, char *err, size_t errlen);
 /* MPI is initialised only when a launcher started us (its variables are
  * set), in a child process that makes every MPI call (this one never has
  * MPI's threads); otherwise *rk is NULL and the run is one machine's.
- * Fails when the launcher started several processes that cannot talk. */
-int	ranks_init(struct ranks **rk, char *err, size_t errlen);
+ * stop: the signals that stop the run, blocked already (as
+ * run_block_signals() leaves them); a wait on the MPI process ends when
+ * one comes. Fails when the launcher started several processes that
+ * cannot talk. */
+int	ranks_init(struct ranks **rk, const sigset_t *stop, char *err,
+	    size_t errlen);
 int	ranks_rank(const struct ranks *rk);	/* 0 for NULL */
 int	ranks_size(const struct ranks *rk);	/* 1 for NULL */
 /* The rest only with ranks_size() > 1. */
@@ -268,7 +343,56 @@ long	launcher_procs(const char **var);
  * starts as fast as a build without MPI. */
 int	launcher_mpi(void);
 
-/* main.c: the options, as parsed and checked. */
+/* mpi_frame.c (gpupool-run-mpi only): the frames between a rank
+ * (mpi.c) and its MPI process (mpi_proc.c). */
+#define RANKS_READ		65536		/* bytes per read, at least */
+
+/* Between a rank and its MPI process: an MPI message (enum rmsg_type,
+ * peer its sender or receiver) or one of these. */
+enum frame_type {
+	FR_READY = 100,	/* MPI -> rank: int32 rank, size */
+	FR_ERR,		/* MPI -> rank: int32 errno, then why, a string */
+	FR_START,	/* rank -> MPI: beat from now on */
+	FR_END,		/* rank -> MPI: struct fr_end */
+	FR_DONE,	/* MPI -> rank: every send completed: MPI_Finalize */
+};
+
+struct frame {
+	int32_t		 type;
+	int32_t		 peer;
+	uint64_t	 len;		/* bytes that follow */
+};
+
+/* The run is over: MPI_Finalize if clean and every send completed, else
+ * on rank 0 MPI_Abort(rc), which has the launcher end the job. */
+struct fr_end {
+	int32_t		 clean;
+	int32_t		 rc;
+};
+
+/* The bytes of the memory a rank shares with its MPI process for size
+ * ranks: int64_t heard[size] (when each was last heard from, ns), then
+ * uint8_t talk[size] (whether to beat it). */
+size_t	frame_shm_len(int size);
+/* Whether a whole frame is at the head of b: 1 with its header in *f and
+ * its bytes at *data (gp_buf_consume(b, sizeof(*f) + f->len) takes it),
+ * else 0. */
+int	frame_get(struct gp_buf *b, struct frame *f, const uint8_t **data);
+/* An MPI message frame as a struct rmsg (free() it), or NULL: out of
+ * memory. */
+struct rmsg *frame_msg(const struct frame *f, const uint8_t *data);
+/* Append a frame to b. 0 or -ENOMEM. */
+int	frame_put(struct gp_buf *b, int type, int peer, const void *data,
+	    size_t len);
+
+/* mpi_proc.c (gpupool-run-mpi only): the MPI process, forked by
+ * ranks_init(). MPI_Init, FR_READY (or FR_ERR), then pass messages
+ * between MPI and the rank on fd until the rank says FR_END; memfd is the
+ * shared memory, parent the rank's pid. Never returns. */
+void	mproc_main(int fd, int memfd, pid_t parent)
+	    __attribute__((noreturn));
+
+/* opts.c: the options, as parsed and checked. */
 #define EXIT_FATAL		255
 #define DEFAULT_GRACE_MS	5000
 #define DEFAULT_RANK_TIMEOUT_MS	30000
@@ -278,7 +402,8 @@ enum halt { HALT_NEVER, HALT_SOON, HALT_NOW };
 struct opts {
 	const char	*file;
 	const char	*gpus;
-	const char	*joblog;
+	const char	*joblog;	/* without +FILE's '+' */
+	int		 joblog_append;	/* it was +FILE: keep what it has */
 	const char	*results;
 	const char	*topology;
 	const char	*fake_busids;
@@ -298,6 +423,11 @@ struct opts {
 	int		 quiet;
 	uint64_t	 rank_timeout_ms;
 };
+
+/* Parse argv into *o (which points into argv). Prints what is wrong, or
+ * --help, --version. Returns 0 to go on, 1 to exit 0 (help, version), -1
+ * after an error. */
+int	opts_parse(int argc, char **argv, struct opts *o);
 
 /* run.c: one run, in the master (of rank 0 when there are ranks). */
 struct task;

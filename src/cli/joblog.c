@@ -345,7 +345,7 @@ int
 joblog_lock(struct joblog *j, const char *path, int wait, char *err,
     size_t errlen)
 {
-	struct stat	 st, now;
+	struct stat	 st;
 	/* O_NONBLOCK: a FIFO must not block open(); it is refused below. */
 	int		 fd, rc, fl = O_RDWR | O_APPEND | O_CLOEXEC |
 			    O_NOFOLLOW | O_NOCTTY | O_NONBLOCK;
@@ -387,8 +387,7 @@ joblog_lock(struct joblog *j, const char *path, int wait, char *err,
 		}
 		/* The run we waited for may have removed or replaced it:
 		 * lock what the path names now. */
-		if (stat(path, &now) == 0 && now.st_dev == st.st_dev &&
-		    now.st_ino == st.st_ino)
+		if (same_file(path, &st))
 			break;
 		close(fd);
 	}
@@ -523,4 +522,14 @@ joblog_append(struct joblog *j, const struct jl_rec *r)
 	if (fdatasync(j->fd) == -1 && errno != EINVAL && errno != EROFS)
 		return -errno;
 	return 0;
+}
+
+/* Whether path names the file st describes (path may not exist). */
+int
+same_file(const char *path, const struct stat *st)
+{
+	struct stat	 ps;
+
+	return stat(path, &ps) == 0 && ps.st_dev == st->st_dev &&
+	    ps.st_ino == st->st_ino;
 }

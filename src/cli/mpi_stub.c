@@ -53,7 +53,8 @@ ranks_handover(char **argv, char *err, size_t errlen)
 }
 
 int
-ranks_init(struct ranks **rkp, char *err, size_t errlen)
+ranks_init(struct ranks **rkp, const sigset_t *stop, char *err,
+    size_t errlen)
 {
 	const char	*var;
 	long		 n;

@@ -1422,10 +1422,8 @@ joblog_start(struct run *r)
 
 	if (path == NULL)
 		return 0;
-	if (path[0] == '+' && path[1] != '\0') {
-		path++;		/* GNU parallel's "append" */
-		keep = 1;
-	}
+	if (r->o->joblog_append)
+		keep = 1;	/* +FILE: GNU parallel's "append" */
 	if (joblog_open(&r->jl, path, keep, err, sizeof(err)) < 0) {
 		cli_err("%s", err);
 		return -1;

@@ -4,26 +4,21 @@
  * command in a process group of its own (so it inherits the worker's CPU,
  * memory and GPU binding but can be killed as a whole), waits on a pidfd,
  * the output pipes, its own deadline and the pool's stop fd, and replies
- * with the outcome and the captured output. Runs only in a worker (but
- * reap_leftovers(), which the master calls too), never prints, and
- * leaves nothing behind: once the leader has exited, what is
+ * with the outcome and the captured output. Runs only in a worker, never
+ * prints, and leaves nothing behind: once the leader has exited, what is
  * left of its group is SIGKILLed before the leader is reaped (so the
  * group's id cannot have been reused), then every other process the task
- * left (the worker is their subreaper: reap_leftovers()).
+ * left (the worker is their subreaper: reap.c). What the command is
+ * (cmdline.c), where its output goes (capture.c, results.c) and what it
+ * leaves (reap.c) are each a file of their own; this one runs it.
  */
-#include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/signalfd.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -31,168 +26,14 @@
 
 #include "cli.h"
 
-#define CAP_CHUNK	65536
-#define KEEP_BUF	(1u << 20)	/* buffers above this are freed */
-#define NOPIDFD_TICK_MS	20	/* no pidfd_open (< Linux 5.3) */
-#define LEFTOVERS_MAX	64	/* killed per pass of reap_leftovers() */
-#define LEFTOVERS_WAIT_MS 5000	/* for those killed in one pass to die */
 #define ORPHANS_AFTER_NS 1000000000LL	/* reap_exited() from then on */
-
-extern char **environ;
-
-/* One captured stream: its pipe and the bytes kept so far. */
-struct cap {
-	int		 fd;		/* read end; -1 once closed */
-	char		*data;
-	size_t		 len, cap;
-	uint64_t	 cut;		/* bytes dropped past OUTPUT_MAX */
-};
-
-/* Where a task's output goes with --results: DIR/<seq>/. */
-struct files {
-	int		 dir;
-	char		 name[24];	/* "<seq>" */
-	int		 made;		/* bit i: we created tmp_name[i] */
-};
-
-static const char *const tmp_name[] = {
-	".stdout.tmp", ".stderr.tmp", ".exitval.tmp"
-};
-static const char *const final_name[] = { "stdout", "stderr", "exitval" };
 
 /* Built once per worker: the environment with our five variables. */
 static char	**envp;
 static int	  sigfd = -1;	/* SIGCHLD, blocked: an orphan exited */
-/* The children this process had when it started (keep_children()). */
-static pid_t	 *kept;
-static int	  nkept;
-static char	  ev_gpu[32], ev_slot[32], ev_rank[32], ev_task[48], ev_att[48];
 
 static struct cap	 out = { -1, NULL, 0, 0, 0 };
 static struct cap	 err = { -1, NULL, 0, 0, 0 };
-static char		*reply;
-static size_t		 reply_cap;
-
-/* Words that only mean what they say when the shell reads them. */
-static const char *const shell_words[] = {
-	"!", ".", ":", "{", "}", "alias", "bg", "break", "case", "cd",
-	"command", "continue", "do", "done", "echo", "elif", "else", "esac",
-	"eval", "exec", "exit", "export", "fc", "fg", "fi", "for", "getopts",
-	"hash", "if", "in", "jobs", "local", "printf", "read", "readonly",
-	"return", "set", "shift", "source", "test", "then", "times", "trap",
-	"type", "ulimit", "umask", "unalias", "unset", "until", "wait",
-	"while", NULL
-};
-
-/*
- * Shell syntax anywhere, or where a word starts ('#' comment, '~' home),
- * an assignment in the first word, or a first word that is a keyword or
- * builtin. Anything else means the same to sh as to execvp() on the
- * blank-separated words, so it is run without a shell.
- */
-int
-needs_shell(const char *cmd)
-{
-	const char	*p, *w;
-	size_t		 n;
-	int		 i, first = 1;
-
-	if (strpbrk(cmd, "|&;<>()$`\\\"'*?[]{}!\n\r") != NULL)
-		return 1;
-	for (p = cmd; *p != '\0'; first = 0) {
-		p += strspn(p, " \t");
-		if (*p == '\0')
-			break;
-		w = p;
-		n = strcspn(p, " \t");
-		p += n;
-		if (*w == '#' || *w == '~')
-			return 1;
-		if (!first)
-			continue;
-		if (memchr(w, '=', n) != NULL)
-			return 1;
-		for (i = 0; shell_words[i] != NULL; i++)
-			if (strlen(shell_words[i]) == n &&
-			    memcmp(shell_words[i], w, n) == 0)
-				return 1;
-	}
-	return 0;
-}
-
-/* Whether name=value starts with one of the prefixes. */
-static int
-env_has(const char *const *pfx, const char *var)
-{
-	for (; *pfx != NULL; pfx++)
-		if (strncmp(var, *pfx, strlen(*pfx)) == 0)
-			return 1;
-	return 0;
-}
-
-/* The workers' environment, less our variables (set per task) and, in a
- * rank of an MPI run, the launcher's wire-up: a task that uses MPI
- * itself must start as a program of its own, not as a second copy of
- * this rank. */
-static int
-env_setup(const struct gp_worker_info *wi, const struct run_conf *conf)
-{
-	static const char *const ours[] = { "GPUPOOL_GPU=", "GPUPOOL_SLOT=",
-	    "GPUPOOL_RANK=", "GPUPOOL_TASK=", "GPUPOOL_ATTEMPT=", NULL };
-	static const char *const mpi[] = { "OMPI_", "PMIX_", "PMI_",
-	    "OPAL_", "HYDRA_", "MPIR_", NULL };
-	size_t		 n, i, k = 0;
-
-	for (n = 0; environ[n] != NULL; n++)
-		;
-	if ((envp = calloc(n + 6, sizeof(*envp))) == NULL)
-		return -ENOMEM;
-	for (i = 0; i < n; i++)
-		if (!env_has(ours, environ[i]) &&
-		    !(conf->mpi && env_has(mpi, environ[i])))
-			envp[k++] = environ[i];
-	snprintf(ev_gpu, sizeof(ev_gpu), "GPUPOOL_GPU=%d", wi->gpu);
-	snprintf(ev_slot, sizeof(ev_slot), "GPUPOOL_SLOT=%d", wi->worker);
-	snprintf(ev_rank, sizeof(ev_rank), "GPUPOOL_RANK=%d", conf->rank);
-	envp[k++] = ev_gpu;
-	envp[k++] = ev_slot;
-	envp[k++] = ev_rank;
-	envp[k++] = ev_task;
-	envp[k++] = ev_att;
-	envp[k] = NULL;
-	return 0;
-}
-
-/* The blank-separated words of cmd, in a buffer kept across tasks. */
-static char **
-split(const char *cmd)
-{
-	static char	*buf;
-	static size_t	 cap;
-	size_t		 n = strlen(cmd), words = 0, i, need;
-	char		**av, *s, *p, *save = NULL;
-
-	for (i = 0; i < n; i++)
-		words += (cmd[i] != ' ' && cmd[i] != '\t') &&
-		    (i == 0 || cmd[i - 1] == ' ' || cmd[i - 1] == '\t');
-	need = (words + 1) * sizeof(*av) + n + 1;
-	if (need > cap) {
-		free(buf);
-		cap = need < 4096 ? 4096 : need;
-		if ((buf = malloc(cap)) == NULL) {
-			cap = 0;
-			return NULL;
-		}
-	}
-	av = (char **)(void *)buf;
-	s = buf + (words + 1) * sizeof(*av);
-	memcpy(s, cmd, n + 1);
-	for (i = 0, p = strtok_r(s, " \t", &save); p != NULL;
-	    p = strtok_r(NULL, " \t", &save))
-		av[i++] = p;
-	av[i] = NULL;
-	return av;
-}
 
 static int
 spawn(pid_t *pid, const char *path, char *const argv[], int ofd, int efd)
@@ -227,377 +68,105 @@ spawn(pid_t *pid, const char *path, char *const argv[], int ofd, int efd)
 	return -rc;
 }
 
-/* Read what the pipe holds. Returns 1 once it is closed, else 0. */
-static int
-drain(struct cap *c)
-{
-	static char	 junk[CAP_CHUNK];
-	size_t		 want, ncap;
-	ssize_t		 r;
-	char		*d;
-	int		 i;
+/* A task being waited for: its deadline, how far stopping it went, and
+ * where each fd is in this turn's poll set (-1: not in it). */
+struct waiting {
+	pid_t		 pid;
+	int		 pidfd;		/* -1: none (< Linux 5.3) */
+	int64_t		 t0, deadline, kill_at;
+	int		 flags;		/* R_TIMEDOUT, R_STOPPED */
+	int		 stopping;
+	int		*sent;		/* SIGTERM, then SIGKILL, once sent */
+	int		 ipid, iout, ierr, istop, ichld;
+};
 
-	for (i = 0; i < 64; i++) {	/* then let the other pipe in */
-		if (c->len < OUTPUT_MAX && c->cap - c->len < CAP_CHUNK &&
-		    c->cap < OUTPUT_MAX) {
-			ncap = c->cap ? c->cap * 2 : CAP_CHUNK;
-			if (ncap > OUTPUT_MAX)
-				ncap = OUTPUT_MAX;
-			if ((d = realloc(c->data, ncap)) != NULL) {
-				c->data = d;
-				c->cap = ncap;
-			}
-		}
-		want = c->cap - c->len;
-		if (c->len < OUTPUT_MAX && want > 0)
-			r = read(c->fd, c->data + c->len, want);
-		else if ((r = read(c->fd, junk, sizeof(junk))) > 0)
-			c->cut += (uint64_t)r;
-		if (r > 0) {
-			if (c->len < OUTPUT_MAX && want > 0)
-				c->len += (size_t)r;
-			continue;
-		}
-		if (r == -1 && errno == EINTR)
-			continue;
-		if (r == -1 && errno == EAGAIN)
-			return 0;
-		close(c->fd);
-		c->fd = -1;
-		return 1;
+/* The deadline, the grace period and a stop: signal the group as they
+ * come. Returns when to wake up next (0: only for an fd). */
+static int64_t
+wait_stop(struct waiting *w, const struct run_conf *rc, int64_t now)
+{
+	int64_t		 next;
+
+	if (!w->stopping && w->deadline && now >= w->deadline) {
+		w->flags |= R_TIMEDOUT;
+		w->stopping = 1;
 	}
-	return 0;
-}
-
-static int
-pipe_open(struct cap *c, int *wfd)
-{
-	int	 p[2];
-
-	c->len = 0;
-	c->cut = 0;
-	if (pipe2(p, O_CLOEXEC) == -1)
-		return -errno;
-	if (fcntl(p[0], F_SETFL, O_NONBLOCK) == -1) {
-		close(p[0]);
-		close(p[1]);
-		return -errno;
+	if (w->stopping && !*w->sent) {
+		kill(-w->pid, SIGTERM);
+		*w->sent = SIGTERM;
+		w->kill_at = now + (int64_t)rc->grace_ms * 1000000;
 	}
-	c->fd = p[0];
-	*wfd = p[1];
-	return 0;
-}
-
-static void
-cap_close(struct cap *c)
-{
-	if (c->fd >= 0)
-		close(c->fd);
-	c->fd = -1;
-}
-
-/* Create temporary i, a regular file of our own. Whatever has its name
- * (left by a crash, or planted: a link to a file outside DIR, a FIFO
- * that would block open(), a symbolic link) is unlinked, never opened. */
-static int
-results_tmp(struct files *f, int i)
-{
-	int	 fd;
-
-	if (unlinkat(f->dir, tmp_name[i], 0) == -1 && errno != ENOENT)
-		return -1;
-	if ((fd = openat(f->dir, tmp_name[i], O_WRONLY | O_CREAT | O_EXCL |
-	    O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0666)) >= 0)
-		f->made |= 1 << i;
-	return fd;
-}
-
-static int
-results_open(int rfd, uint64_t seq, struct files *f, int *ofd, int *efd,
-    char *msg, size_t mlen)
-{
-	const char	*what = "";
-
-	snprintf(f->name, sizeof(f->name), "%llu", (unsigned long long)seq);
-	f->made = 0;
-	if (mkdirat(rfd, f->name, 0777) == -1 && errno != EEXIST)
-		goto fail;
-	if ((f->dir = openat(rfd, f->name, O_RDONLY | O_DIRECTORY |
-	    O_NOFOLLOW | O_CLOEXEC)) == -1)
-		goto fail;
-	/* An earlier attempt's exitval goes first: from now until this
-	 * attempt's is written, DIR/<seq> says "not done". */
-	what = "exitval";
-	if (unlinkat(f->dir, what, 0) == -1 && errno != ENOENT)
-		goto fail;
-	what = tmp_name[0];
-	if ((*ofd = results_tmp(f, 0)) == -1)
-		goto fail;
-	what = tmp_name[1];
-	if ((*efd = results_tmp(f, 1)) == -1)
-		goto fail;
-	return 0;
-fail:
-	snprintf(msg, mlen, "cannot create '%s%s%s' in the results directory: "
-	    "%s", f->name, *what ? "/" : "", what, strerror(errno));
-	return -1;
-}
-
-/* Publish the attempt's files under their final names, exitval last:
- * exitval exists only beside the output of its own attempt. A stream
- * whose temporary was not made (the task did not start) loses an
- * earlier attempt's file. A failure is explained in msg unless it is
- * NULL. */
-static int
-results_close(struct files *f, int code, char *msg, size_t mlen)
-{
-	char		 buf[16];
-	int		 fd, i, n, e;
-
-	for (i = 0; i < 2; i++)
-		if (f->made & (1 << i)) {
-			if (renameat(f->dir, tmp_name[i], f->dir,
-			    final_name[i]) == -1)
-				goto fail;
-			f->made &= ~(1 << i);
-		} else if (unlinkat(f->dir, final_name[i], 0) == -1 &&
-		    errno != ENOENT)
-			goto fail;
-	n = snprintf(buf, sizeof(buf), "%d\n", code);
-	if ((fd = results_tmp(f, 2)) == -1)
-		goto fail;
-	if ((e = gp_write_full(fd, buf, (size_t)n)) < 0) {
-		close(fd);
-		errno = -e;
-		goto fail;
+	if (w->kill_at && now >= w->kill_at) {
+		kill(-w->pid, SIGKILL);
+		*w->sent = SIGKILL;
+		w->kill_at = 0;
 	}
-	/* NFS and some others report a full disk only here. */
-	if (close(fd) == -1 ||
-	    renameat(f->dir, tmp_name[2], f->dir, final_name[2]) == -1)
-		goto fail;
-	f->made = 0;
-	close(f->dir);
-	return 0;
-fail:
-	e = errno;
-	if (msg != NULL)
-		snprintf(msg, mlen, "cannot write '%s' in the results "
-		    "directory: %s", f->name, strerror(e));
-	for (i = 0; i < 3; i++)
-		if (f->made & (1 << i))
-			(void)unlinkat(f->dir, tmp_name[i], 0);
-	close(f->dir);
-	return -1;
+	next = w->kill_at ? w->kill_at : w->stopping ? 0 : w->deadline;
+	/* Orphans that exit are reaped once the task has run a
+	 * while: a short one's are reap_leftovers()' at its end, and
+	 * the SIGCHLD of every leader would cost it system calls. */
+	if (sigfd >= 0 && now - w->t0 < ORPHANS_AFTER_NS &&
+	    (!next || next > w->t0 + ORPHANS_AFTER_NS))
+		next = w->t0 + ORPHANS_AFTER_NS;
+	return next;
 }
 
-/* Up to max children of this process, found by the ppid field of
- * /proc/PID/stat (after the command name, which may hold anything):
- * /proc/PID/task/TID/children needs CONFIG_PROC_CHILDREN, which some
- * kernels lack. Returns the count, or -1 without /proc. */
+/* This turn's poll set: the pidfd, the output pipes, the stop fd until
+ * stopping, the orphans' signalfd once the task has run a while. */
 static int
-children(pid_t *pids, int max)
+wait_fill(struct waiting *w, struct gp_ctx *ctx, struct pollfd *pfd,
+    int64_t now)
 {
-	struct dirent	*de;
-	DIR		*d;
-	char		 path[300], buf[256], *p;
-	long		 ppid;
-	ssize_t		 r;
-	pid_t		 self = getpid();
-	int		 fd, i, n = 0;
+	int	 n = 0, i;
 
-	if ((d = opendir("/proc")) == NULL)
-		return -1;
-	while (n < max && (de = readdir(d)) != NULL) {
-		if (!isdigit((unsigned char)de->d_name[0]))
-			continue;
-		snprintf(path, sizeof(path), "%s/stat", de->d_name);
-		if ((fd = openat(dirfd(d), path, O_RDONLY | O_CLOEXEC)) == -1)
-			continue;	/* gone since readdir */
-		r = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (r <= 0)
-			continue;
-		buf[r] = '\0';
-		if ((p = strrchr(buf, ')')) == NULL ||
-		    sscanf(p + 1, " %*c %ld", &ppid) != 1 || ppid != self)
-			continue;
-		pids[n] = (pid_t)strtol(de->d_name, NULL, 10);
-		for (i = 0; i < nkept && kept[i] != pids[n]; i++)
-			;
-		if (i == nkept)
-			n++;
+	w->ipid = w->iout = w->ierr = w->istop = w->ichld = -1;
+	if (w->pidfd >= 0) {
+		pfd[n].fd = w->pidfd;
+		pfd[n].events = POLLIN;
+		w->ipid = n++;
 	}
-	closedir(d);
+	if (out.fd >= 0) {
+		pfd[n].fd = out.fd;
+		pfd[n].events = POLLIN;
+		w->iout = n++;
+	}
+	if (err.fd >= 0) {
+		pfd[n].fd = err.fd;
+		pfd[n].events = POLLIN;
+		w->ierr = n++;
+	}
+	if (!w->stopping) {
+		pfd[n].fd = gp_ctx_stop_fd(ctx);
+		pfd[n].events = POLLIN;
+		w->istop = n++;
+	}
+	if (sigfd >= 0 && now - w->t0 >= ORPHANS_AFTER_NS) {
+		pfd[n].fd = sigfd;
+		pfd[n].events = POLLIN;
+		w->ichld = n++;
+	}
+	for (i = 0; i < n; i++)
+		pfd[i].revents = 0;
 	return n;
 }
 
-/*
- * A process keeps its children across exec: after sh -c 'nvidia-smi dmon
- * & exec gpupool-run ...' (a batch script, a container's entrypoint) the
- * monitor is gpupool-run's child, yet no task's. main() calls this once,
- * before it becomes a subreaper and forks anything, and reap_leftovers()
- * never touches the children noted. Nothing reaps them (the pool reaps
- * its workers by pid), so their pids cannot be reused by a leftover.
- * Workers inherit the list, harmlessly. Returns 0 or -ENOMEM.
- */
-int
-keep_children(void)
-{
-	siginfo_t	 si;
-	pid_t		*p;
-	int		 max = LEFTOVERS_MAX, n;
-
-	/* Most often there are none: then spare the start a scan of /proc. */
-	memset(&si, 0, sizeof(si));
-	if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == -1)
-		return 0;
-	for (;;) {
-		if ((p = realloc(kept, (size_t)max * sizeof(*p))) == NULL)
-			return -ENOMEM;
-		kept = p;
-		if ((n = children(kept, max)) < max)
-			break;
-		max *= 2;
-	}
-	nkept = n > 0 ? n : 0;
-	return 0;
-}
-
-/* Whether pid is a child of ours (a zombie included): in a /proc of
- * another PID namespace, the ppid field may name some other process as
- * our pid. An unreaped child stays ours, so kill() reaches it and no
- * other process. */
-static int
-is_child(pid_t pid)
-{
-	siginfo_t	 si;
-
-	memset(&si, 0, sizeof(si));
-	return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
-}
-
-/*
- * Reap the n SIGKILLed children in pids, waiting LEFTOVERS_WAIT_MS at
- * most for them all: one in uninterruptible sleep (a hung NFS server, a
- * GPU driver) may take longer to die, and the exit of one traced by
- * another process (a debugger) is that tracer's to collect first (its
- * pidfd says it exited, waitid() does not see it). Those are reaped by a
- * later call, or by init. Returns how many were reaped.
- */
-static int
-reap_killed(const pid_t *pids, int n)
-{
-	struct pollfd	 pfd;
-	siginfo_t	 si;
-	int64_t		 end, left;
-	int		 i, done = 0, exited;
-
-	end = gp_now_ns() + LEFTOVERS_WAIT_MS * 1000000LL;
-	for (i = 0; i < n; i++) {
-		pfd.fd = (int)syscall(SYS_pidfd_open, pids[i], 0);
-		pfd.events = POLLIN;
-		exited = 0;
-		for (;;) {
-			memset(&si, 0, sizeof(si));
-			if (waitid(P_PID, (id_t)pids[i], &si, WEXITED |
-			    WNOHANG) == -1)
-				break;
-			if (si.si_pid == pids[i]) {
-				done++;
-				break;
-			}
-			left = (end - gp_now_ns()) / 1000000;
-			if (exited || left <= 0)
-				break;
-			if (pfd.fd >= 0)
-				exited = poll(&pfd, 1, (int)left) == 1;
-			else
-				(void)poll(NULL, 0, left < NOPIDFD_TICK_MS ?
-				    (int)left : NOPIDFD_TICK_MS);
-		}
-		if (pfd.fd >= 0)
-			close(pfd.fd);
-	}
-	return done;
-}
-
-/*
- * The worker is its tasks' subreaper (PR_SET_CHILD_SUBREAPER): whatever a
- * task leaves running, in its process group or not (coreutils timeout,
- * setsid and job-control shells give their children groups or sessions
- * of their own), becomes the worker's child when its parent exits. Once
- * the task's leader is reaped, every child the worker has is such a
- * leftover: SIGKILL each and reap it by pid, and go on while a pass reaps
- * some (a leftover's own children are ours by the time it is reaped).
- * One that cannot be killed (EPERM: a setuid program that took another
- * uid) is left alone, one that does not die in time is left for later:
- * the slot is not held for either. The master is a subreaper too, for
- * what a worker SIGKILLed before it could do this leaves (main.c), and
- * calls this once its pool and MPI process are reaped; the children it
- * had when it started are not leftovers (keep_children()). The
- * waitid(P_ALL) only asks whether any child is left: WNOWAIT reaps none,
- * and without children it costs one system call.
- */
-void
-reap_leftovers(void)
-{
-	pid_t		 pids[LEFTOVERS_MAX];
-	siginfo_t	 si;
-	int		 i, k, n;
-
-	for (;;) {
-		memset(&si, 0, sizeof(si));
-		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == -1) {
-			if (errno == EINTR)
-				continue;
-			return;		/* ECHILD: none left */
-		}
-		/* None found: no /proc to look in, or only kept ones. */
-		if ((n = children(pids, LEFTOVERS_MAX)) <= 0)
-			return;
-		for (i = k = 0; i < n; i++)
-			if (is_child(pids[i]) && kill(pids[i], SIGKILL) == 0)
-				pids[k++] = pids[i];
-		if (k == 0 || reap_killed(pids, k) == 0)
-			return;
-	}
-}
-
-/* Once per worker: become the tasks' subreaper, and learn of the exit of
- * an orphan from a signalfd (spawn() unblocks SIGCHLD for the task). */
+/* What poll() found: output, orphans that exited, a stop. */
 static void
-subreaper_setup(void)
+wait_handle(struct waiting *w, const struct pollfd *pfd)
 {
-	sigset_t	 chld;
-
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1) == -1)
-		return;
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	if (sigprocmask(SIG_BLOCK, &chld, NULL) == 0)
-		sigfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
-}
-
-/* While the task runs: reap, by pid, the orphans it left that have
- * exited (SIGCHLD on sigfd), so that a long task that leaves many does
- * not fill the process table with zombies. Not the leader: its status
- * is wait_task()'s. WNOWAIT looks without reaping. */
-static void
-reap_exited(pid_t leader)
-{
-	struct signalfd_siginfo	 ssi;
-	siginfo_t		 si;
-
-	while (read(sigfd, &ssi, sizeof(ssi)) > 0)
-		;
-	for (;;) {
-		memset(&si, 0, sizeof(si));
-		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == -1 ||
-		    si.si_pid == 0 || si.si_pid == leader)
-			return;
-		if (waitid(P_PID, (id_t)si.si_pid, &si, WEXITED) == -1 &&
-		    errno != EINTR)
-			return;
+	if (w->iout >= 0 && pfd[w->iout].revents)
+		cap_drain(&out);
+	if (w->ierr >= 0 && pfd[w->ierr].revents)
+		cap_drain(&err);
+	/* The leader's end (its pidfd) is the task's: the rest
+	 * are reap_leftovers()'. */
+	if (w->ichld >= 0 && pfd[w->ichld].revents &&
+	    !(w->ipid >= 0 && pfd[w->ipid].revents))
+		reap_exited(sigfd, w->pid);
+	if (w->istop >= 0 && pfd[w->istop].revents) {
+		/* A STOP for this task, or EOF: the master is gone. */
+		w->flags |= R_STOPPED;
+		w->stopping = 1;
 	}
 }
 
@@ -611,231 +180,118 @@ static int
 wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
     int64_t t0, int *sent)
 {
+	struct waiting	 w;
 	struct pollfd	 pfd[5];
 	siginfo_t	 si;
-	int64_t		 now, deadline, kill_at = 0, next;
-	int		 n, i, tmo, flags = 0, stopping = 0;
-	int		 ipid, iout, ierr, istop, ichld;
+	int64_t		 now, next;
+	int		 n, tmo;
 
-	deadline = rc->timeout_ms ? t0 + (int64_t)rc->timeout_ms * 1000000 : 0;
+	memset(&w, 0, sizeof(w));
+	w.pid = pid;
+	w.pidfd = pidfd;
+	w.t0 = t0;
+	w.sent = sent;
+	w.deadline = rc->timeout_ms ? t0 + (int64_t)rc->timeout_ms * 1000000 :
+	    0;
 	for (;;) {
 		now = gp_now_ns();
-		if (!stopping && deadline && now >= deadline) {
-			flags |= R_TIMEDOUT;
-			stopping = 1;
-		}
-		if (stopping && !*sent) {
-			kill(-pid, SIGTERM);
-			*sent = SIGTERM;
-			kill_at = now + (int64_t)rc->grace_ms * 1000000;
-		}
-		if (kill_at && now >= kill_at) {
-			kill(-pid, SIGKILL);
-			*sent = SIGKILL;
-			kill_at = 0;
-		}
-		next = kill_at ? kill_at : stopping ? 0 : deadline;
-		/* Orphans that exit are reaped once the task has run a
-		 * while: a short one's are reap_leftovers()' at its end, and
-		 * the SIGCHLD of every leader would cost it system calls. */
-		if (sigfd >= 0 && now - t0 < ORPHANS_AFTER_NS &&
-		    (!next || next > t0 + ORPHANS_AFTER_NS))
-			next = t0 + ORPHANS_AFTER_NS;
+		next = wait_stop(&w, rc, now);
 		/* poll() takes an int: past 24.8 days, wait in steps. */
 		tmo = gp_poll_ms(next ? next : -1, now);
 		if (pidfd < 0 && (tmo < 0 || tmo > NOPIDFD_TICK_MS))
 			tmo = NOPIDFD_TICK_MS;
-		n = 0;
-		ipid = iout = ierr = istop = ichld = -1;
-		if (pidfd >= 0) {
-			pfd[n].fd = pidfd;
-			pfd[n].events = POLLIN;
-			ipid = n++;
-		}
-		if (out.fd >= 0) {
-			pfd[n].fd = out.fd;
-			pfd[n].events = POLLIN;
-			iout = n++;
-		}
-		if (err.fd >= 0) {
-			pfd[n].fd = err.fd;
-			pfd[n].events = POLLIN;
-			ierr = n++;
-		}
-		if (!stopping) {
-			pfd[n].fd = gp_ctx_stop_fd(ctx);
-			pfd[n].events = POLLIN;
-			istop = n++;
-		}
-		if (sigfd >= 0 && now - t0 >= ORPHANS_AFTER_NS) {
-			pfd[n].fd = sigfd;
-			pfd[n].events = POLLIN;
-			ichld = n++;
-		}
-		for (i = 0; i < n; i++)
-			pfd[i].revents = 0;
+		n = wait_fill(&w, ctx, pfd, now);
 		if (poll(pfd, (nfds_t)n, tmo) == -1 && errno != EINTR)
 			tmo = 0;	/* cannot happen; keep going */
-		if (iout >= 0 && pfd[iout].revents)
-			drain(&out);
-		if (ierr >= 0 && pfd[ierr].revents)
-			drain(&err);
-		/* The leader's end (its pidfd) is the task's: the rest
-		 * are reap_leftovers()'. */
-		if (ichld >= 0 && pfd[ichld].revents &&
-		    !(ipid >= 0 && pfd[ipid].revents))
-			reap_exited(pid);
-		if (istop >= 0 && pfd[istop].revents) {
-			/* A STOP for this task, or EOF: the master is gone. */
-			flags |= R_STOPPED;
-			stopping = 1;
-		}
-		if (ipid >= 0 && !pfd[ipid].revents)
+		wait_handle(&w, pfd);
+		if (w.ipid >= 0 && !pfd[w.ipid].revents)
 			continue;
 		memset(&si, 0, sizeof(si));
 		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG |
 		    WNOWAIT) == 0 && si.si_pid == pid)
-			return flags;
+			return w.flags;
 	}
 }
 
-static void
-reply_build(struct gp_ctx *ctx, struct task_reply *rp, const char *msg)
+/* The command in a task's bytes (a struct task_hdr, then the command
+ * and its NUL), the header in *h; NULL if they are not that. */
+static const char *
+task_parse(const void *in, size_t inlen, struct task_hdr *h)
 {
-	size_t	 need;
-	char	*p;
-
-	rp->outlen = out.len;
-	rp->errlen = err.len;
-	rp->outcut = out.cut;
-	rp->errcut = err.cut;
-	rp->msglen = strlen(msg);
-	if (rp->outcut)
-		rp->flags |= R_OUTCUT;
-	if (rp->errcut)
-		rp->flags |= R_ERRCUT;
-	need = sizeof(*rp) + out.len + err.len + rp->msglen;
-	if (need > reply_cap) {
-		if ((p = realloc(reply, need)) == NULL) {
-			/* Keep the outcome, drop the output. */
-			rp->outcut += rp->outlen;
-			rp->errcut += rp->errlen;
-			rp->outlen = rp->errlen = rp->msglen = 0;
-			(void)gp_reply(ctx, rp, sizeof(*rp));
-			return;
-		}
-		reply = p;
-		reply_cap = need;
-	}
-	p = reply;
-	memcpy(p, rp, sizeof(*rp));
-	p += sizeof(*rp);
-	if (out.len > 0)	/* data is NULL when nothing was captured */
-		memcpy(p, out.data, out.len);
-	p += out.len;
-	if (err.len > 0)
-		memcpy(p, err.data, err.len);
-	p += err.len;
-	memcpy(p, msg, rp->msglen);
-	(void)gp_reply(ctx, reply, need);
-	/* One chatty task must not pin tens of MiB in every worker. */
-	if (reply_cap > KEEP_BUF) {
-		free(reply);
-		reply = NULL;
-		reply_cap = 0;
-	}
-	if (out.cap > KEEP_BUF) {
-		free(out.data);
-		out.data = NULL;
-		out.cap = 0;
-	}
-	if (err.cap > KEEP_BUF) {
-		free(err.data);
-		err.data = NULL;
-		err.cap = 0;
-	}
-}
-
-int
-task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
-{
-	const struct run_conf	*rc = arg;
-	struct task_reply	 rp;
-	struct task_hdr		 h;
-	struct files		 f = { -1, "", 0 };
-	struct pollfd		 sp;
-	siginfo_t		 si;
-	const char		*cmd;
-	char			*sh[] = { "/bin/sh", "-c", NULL, NULL };
-	char			**av, msg[512] = "";
-	int64_t			 t0;
-	int			 ofd = -1, efd = -1, pidfd = -1, e, sent = 0;
-	pid_t			 pid;
-
-	memset(&rp, 0, sizeof(rp));
-	rp.exitval = -1;
-	out.len = err.len = 0;
-	out.cut = err.cut = 0;
-	if (inlen < sizeof(h))
-		return 1;
-	memcpy(&h, in, sizeof(h));
-	if (h.cmdlen == 0 || inlen != sizeof(h) + h.cmdlen ||
+	if (inlen < sizeof(*h))
+		return NULL;
+	memcpy(h, in, sizeof(*h));
+	if (h->cmdlen == 0 || inlen != sizeof(*h) + h->cmdlen ||
 	    ((const char *)in)[inlen - 1] != '\0')
-		return 1;
-	cmd = (const char *)in + sizeof(h);
-	if (envp == NULL) {	/* the worker's first task */
-		if (env_setup(gp_ctx_info(ctx), arg) < 0)
-			return 1;
-		subreaper_setup();
-	}
-	snprintf(ev_task, sizeof(ev_task), "GPUPOOL_TASK=%llu",
-	    (unsigned long long)h.seq);
-	snprintf(ev_att, sizeof(ev_att), "GPUPOOL_ATTEMPT=%u", h.attempt);
+		return NULL;
+	return (const char *)in + sizeof(*h);
+}
 
-	/* Canceled while the task was on its way: do not start it. */
-	sp.fd = gp_ctx_stop_fd(ctx);
-	sp.events = POLLIN;
-	if (poll(&sp, 1, 0) == 1) {
-		rp.flags = R_STOPPED | R_NOSTART;
-		reply_build(ctx, &rp, "");
-		return 0;
-	}
+/* Open the task's outputs (--results files, else pipes) and start it:
+ * without a shell if it needs none and can be, else with /bin/sh -c.
+ * *t0 is when it started. -1 if it did not start: msg says why. */
+static int
+task_start(const struct run_conf *rc, uint64_t seq, const char *cmd,
+    struct results_files *f, pid_t *pid, int64_t *t0, struct task_reply *rp,
+    char *msg, size_t mlen)
+{
+	char		*sh[] = { "/bin/sh", "-c", NULL, NULL };
+	char		**av;
+	int		 ofd = -1, efd = -1, e;
+
 	if (rc->results_fd >= 0) {
-		if (results_open(rc->results_fd, h.seq, &f, &ofd, &efd, msg,
-		    sizeof(msg)) < 0)
+		if (results_open(rc->results_fd, seq, f, &ofd, &efd, msg,
+		    mlen) < 0)
 			goto nostart;
-	} else if ((e = pipe_open(&out, &ofd)) < 0 ||
-	    (e = pipe_open(&err, &efd)) < 0) {
-		snprintf(msg, sizeof(msg), "cannot create a pipe: %s",
-		    strerror(-e));
+	} else if ((e = cap_open(&out, &ofd)) < 0 ||
+	    (e = cap_open(&err, &efd)) < 0) {
+		snprintf(msg, mlen, "cannot create a pipe: %s", strerror(-e));
 		goto nostart;
 	}
 
-	rp.start_ns = gp_clock_ns(CLOCK_REALTIME);
-	t0 = gp_now_ns();
+	rp->start_ns = gp_clock_ns(CLOCK_REALTIME);
+	*t0 = gp_now_ns();
 	e = -ENOENT;
-	if (!needs_shell(cmd) && (av = split(cmd)) != NULL && av[0] != NULL)
-		e = spawn(&pid, av[0], av, ofd, efd);
+	if (!needs_shell(cmd) && (av = cmdline_split(cmd)) != NULL &&
+	    av[0] != NULL)
+		e = spawn(pid, av[0], av, ofd, efd);
 	if (e < 0) {
 		/* Not found, not executable, no #! line: let sh say so
 		 * (127, 126) or run it as a script, as a shell would. */
 		sh[2] = (char *)cmd;
-		e = spawn(&pid, sh[0], sh, ofd, efd);
+		e = spawn(pid, sh[0], sh, ofd, efd);
 	}
 	close(ofd);
 	close(efd);
-	ofd = efd = -1;
 	if (e < 0) {
-		snprintf(msg, sizeof(msg), "cannot run '/bin/sh': %s",
-		    strerror(-e));
-		rp.exitval = 127;
-		goto nostart;
+		snprintf(msg, mlen, "cannot run '/bin/sh': %s", strerror(-e));
+		rp->exitval = 127;
+		return -1;
 	}
+	return 0;
+
+nostart:
+	if (ofd >= 0)
+		close(ofd);
+	if (efd >= 0)
+		close(efd);
+	return -1;
+}
+
+/* The task started: wait for it, reap it and what it left, take the
+ * rest of its output, and fill in its outcome. */
+static void
+task_wait(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid,
+    int64_t t0, struct task_reply *rp)
+{
+	siginfo_t	 si;
+	int		 pidfd, sent = 0;
+
 	/* From here the master kills the group if it must kill us. */
 	gp_ctx_set_pgid(ctx, pid);
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	rp.flags |= wait_task(ctx, rc, pid, pidfd, t0, &sent);
-	rp.run_ns = gp_now_ns() - t0;
+	rp->flags |= wait_task(ctx, rc, pid, pidfd, t0, &sent);
+	rp->run_ns = gp_now_ns() - t0;
 	kill(-pid, SIGKILL);	/* grandchildren; the zombie holds the id */
 	memset(&si, 0, sizeof(si));
 	while (waitid(P_PID, (id_t)pid, &si, WEXITED) == -1 && errno == EINTR)
@@ -847,36 +303,74 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	/* What the task wrote before it ended is in the pipes; do not wait
 	 * for EOF: a leftover not found (no /proc) may hold them open. */
 	if (out.fd >= 0)
-		drain(&out);
+		cap_drain(&out);
 	if (err.fd >= 0)
-		drain(&err);
+		cap_drain(&err);
 	cap_close(&out);
 	cap_close(&err);
 	if (si.si_code == CLD_EXITED) {
-		rp.exitval = si.si_status;
+		rp->exitval = si.si_status;
 	} else {
-		rp.exitval = -1;
-		rp.signal = si.si_status;
+		rp->exitval = -1;
+		rp->signal = si.si_status;
 	}
 	/* Stopped by us, it failed even if it then exited 0 by itself. */
-	if ((rp.flags & (R_TIMEDOUT | R_STOPPED)) && rp.signal == 0 && sent) {
-		rp.exitval = -1;
-		rp.signal = sent;
+	if ((rp->flags & (R_TIMEDOUT | R_STOPPED)) && rp->signal == 0 &&
+	    sent) {
+		rp->exitval = -1;
+		rp->signal = sent;
 	}
+}
+
+int
+task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
+{
+	const struct run_conf	*rc = arg;
+	struct task_reply	 rp;
+	struct task_hdr		 h;
+	struct results_files	 f = { -1, "", 0 };
+	struct pollfd		 sp;
+	const char		*cmd;
+	char			 msg[512] = "";
+	int64_t			 t0;
+	pid_t			 pid;
+
+	memset(&rp, 0, sizeof(rp));
+	rp.exitval = -1;
+	out.len = err.len = 0;
+	out.cut = err.cut = 0;
+	if ((cmd = task_parse(in, inlen, &h)) == NULL)
+		return 1;
+	if (envp == NULL) {	/* the worker's first task */
+		if ((envp = cmdline_env(gp_ctx_info(ctx), rc->rank,
+		    rc->mpi)) == NULL)
+			return 1;
+		sigfd = subreaper_setup();
+	}
+	cmdline_env_task(h.seq, h.attempt);
+
+	/* Canceled while the task was on its way: do not start it. */
+	sp.fd = gp_ctx_stop_fd(ctx);
+	sp.events = POLLIN;
+	if (poll(&sp, 1, 0) == 1) {
+		rp.flags = R_STOPPED | R_NOSTART;
+		cap_reply(ctx, &rp, "", &out, &err);
+		return 0;
+	}
+	if (task_start(rc, h.seq, cmd, &f, &pid, &t0, &rp, msg,
+	    sizeof(msg)) < 0)
+		goto nostart;
+	task_wait(ctx, rc, pid, t0, &rp);
 	/* A result that could not be written fails the task: a resume
 	 * must run it again. */
 	if (f.dir >= 0 && results_close(&f, rp.exitval >= 0 ? rp.exitval :
 	    128 + rp.signal, msg, sizeof(msg)) < 0)
 		rp.flags |= R_NORESULT;
-	reply_build(ctx, &rp, msg);
+	cap_reply(ctx, &rp, msg, &out, &err);
 	return 0;
 
 nostart:
 	rp.flags |= R_NOSTART;
-	if (ofd >= 0)
-		close(ofd);
-	if (efd >= 0)
-		close(efd);
 	cap_close(&out);
 	cap_close(&err);
 	if (f.dir >= 0)	/* keep the first message: why it did not start */
@@ -884,6 +378,6 @@ nostart:
 		    NULL, 0);
 	rp.run_ns = 0;
 	rp.start_ns = gp_clock_ns(CLOCK_REALTIME);
-	reply_build(ctx, &rp, msg);
+	cap_reply(ctx, &rp, msg, &out, &err);
 	return 0;
 }

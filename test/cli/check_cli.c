@@ -2559,6 +2559,39 @@ START_TEST(joblog_escapes_tabs)
 }
 END_TEST
 
+/* --joblog +FILE appends to FILE, as GNU parallel's does: its header
+ * once, every run's lines kept. The last --joblog given wins, '+' or
+ * not: a plain FILE after +FILE rewrites it. */
+START_TEST(joblog_plus_file_appends)
+{
+	struct res	 res;
+	char		*tasks, *jl, *plus, *b;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	jl = pathf("joblog");
+	ck_assert_int_ge(asprintf(&plus, "+%s", jl), 0);
+	puts_file(tasks, "true\ntrue\n");
+	RUN(&res, "--fake-gpus", "1", "--joblog", jl, "--quiet", tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	RUN(&res, "--fake-gpus", "1", "--joblog", plus, "--quiet", tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	b = slurp(jl, NULL);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_msg(count_lines(b) == 5, "joblog:\n%s", b);
+	ck_assert_int_eq(strncmp(b, "Seq\t", 4), 0);
+	ck_assert_ptr_null(strstr(b + 1, "\nSeq\t"));
+	RUN(&res, "--fake-gpus", "1", "--joblog", plus, "--joblog", jl,
+	    "--quiet", tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	b = slurp(jl, NULL);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_msg(count_lines(b) == 3, "joblog:\n%s", b);
+	free(plus);
+	tmp_remove();
+}
+END_TEST
+
 /* Output past 16 MiB a stream is dropped, and said so; the task is not
  * held up by it and its exit status stands. */
 START_TEST(huge_output_is_cut)
@@ -2956,6 +2989,7 @@ cli_suite(void)
 	tcase_add_test(tc, joblog_is_not_the_tasks_file);
 	tcase_add_test(tc, joblog_locked);
 	tcase_add_test(tc, joblog_escapes_tabs);
+	tcase_add_test(tc, joblog_plus_file_appends);
 	tcase_add_test(tc, bad_input_streamed);
 	tcase_add_test(tc, bad_topology_and_durations);
 	tcase_add_test(tc, output_blocks_not_interleaved);

@@ -1,0 +1,149 @@
+/*
+ * capture.c: a task's standard output and error, captured through a
+ * nonblocking pipe each, kept up to OUTPUT_MAX bytes (the rest counted,
+ * not kept), and the reply that carries them to the master with the
+ * task's outcome. Runs in a worker; never blocks (spawn.c polls the
+ * pipes and calls cap_drain() when one is readable). Buffers are kept
+ * across tasks, but for those over KEEP_BUF: one chatty task must not pin
+ * tens of MiB in every worker.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define CAP_CHUNK	65536
+#define KEEP_BUF	(1u << 20)	/* buffers above this are freed */
+
+static char		*reply;
+static size_t		 reply_cap;
+
+/* Read what the pipe holds. Returns 1 once it is closed, else 0. */
+int
+cap_drain(struct cap *c)
+{
+	static char	 junk[CAP_CHUNK];
+	size_t		 want, ncap;
+	ssize_t		 r;
+	char		*d;
+	int		 i;
+
+	for (i = 0; i < 64; i++) {	/* then let the other pipe in */
+		if (c->len < OUTPUT_MAX && c->cap - c->len < CAP_CHUNK &&
+		    c->cap < OUTPUT_MAX) {
+			ncap = c->cap ? c->cap * 2 : CAP_CHUNK;
+			if (ncap > OUTPUT_MAX)
+				ncap = OUTPUT_MAX;
+			if ((d = realloc(c->data, ncap)) != NULL) {
+				c->data = d;
+				c->cap = ncap;
+			}
+		}
+		want = c->cap - c->len;
+		if (c->len < OUTPUT_MAX && want > 0)
+			r = read(c->fd, c->data + c->len, want);
+		else if ((r = read(c->fd, junk, sizeof(junk))) > 0)
+			c->cut += (uint64_t)r;
+		if (r > 0) {
+			if (c->len < OUTPUT_MAX && want > 0)
+				c->len += (size_t)r;
+			continue;
+		}
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r == -1 && errno == EAGAIN)
+			return 0;
+		close(c->fd);
+		c->fd = -1;
+		return 1;
+	}
+	return 0;
+}
+
+int
+cap_open(struct cap *c, int *wfd)
+{
+	int	 p[2];
+
+	c->len = 0;
+	c->cut = 0;
+	if (pipe2(p, O_CLOEXEC) == -1)
+		return -errno;
+	if (fcntl(p[0], F_SETFL, O_NONBLOCK) == -1) {
+		close(p[0]);
+		close(p[1]);
+		return -errno;
+	}
+	c->fd = p[0];
+	*wfd = p[1];
+	return 0;
+}
+
+void
+cap_close(struct cap *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
+void
+cap_reply(struct gp_ctx *ctx, struct task_reply *rp, const char *msg,
+    struct cap *out, struct cap *err)
+{
+	size_t	 need;
+	char	*p;
+
+	rp->outlen = out->len;
+	rp->errlen = err->len;
+	rp->outcut = out->cut;
+	rp->errcut = err->cut;
+	rp->msglen = strlen(msg);
+	if (rp->outcut)
+		rp->flags |= R_OUTCUT;
+	if (rp->errcut)
+		rp->flags |= R_ERRCUT;
+	need = sizeof(*rp) + out->len + err->len + rp->msglen;
+	if (need > reply_cap) {
+		if ((p = realloc(reply, need)) == NULL) {
+			/* Keep the outcome, drop the output. */
+			rp->outcut += rp->outlen;
+			rp->errcut += rp->errlen;
+			rp->outlen = rp->errlen = rp->msglen = 0;
+			(void)gp_reply(ctx, rp, sizeof(*rp));
+			return;
+		}
+		reply = p;
+		reply_cap = need;
+	}
+	p = reply;
+	memcpy(p, rp, sizeof(*rp));
+	p += sizeof(*rp);
+	if (out->len > 0)	/* data is NULL when nothing was captured */
+		memcpy(p, out->data, out->len);
+	p += out->len;
+	if (err->len > 0)
+		memcpy(p, err->data, err->len);
+	p += err->len;
+	memcpy(p, msg, rp->msglen);
+	(void)gp_reply(ctx, reply, need);
+	/* One chatty task must not pin tens of MiB in every worker. */
+	if (reply_cap > KEEP_BUF) {
+		free(reply);
+		reply = NULL;
+		reply_cap = 0;
+	}
+	if (out->cap > KEEP_BUF) {
+		free(out->data);
+		out->data = NULL;
+		out->cap = 0;
+	}
+	if (err->cap > KEEP_BUF) {
+		free(err->data);
+		err->data = NULL;
+		err->cap = 0;
+	}
+}

@@ -1,0 +1,149 @@
+/*
+ * cmdline.c: what a task's line becomes before it is started: whether it
+ * needs /bin/sh -c, its words for execvp() when it does not, and the
+ * environment it runs with (the worker's, less our variables and, in a
+ * rank of an MPI run, the launcher's, plus GPUPOOL_*). Runs in a worker;
+ * no system call, no output: spawn.c starts what this returns. The
+ * buffers returned are kept for the next call, so a worker allocates
+ * once, not per task.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+extern char **environ;
+
+/* Built once per worker: the environment with our five variables. */
+static char	**envp;
+static char	  ev_gpu[32], ev_slot[32], ev_rank[32], ev_task[48], ev_att[48];
+
+/* Words that only mean what they say when the shell reads them. */
+static const char *const shell_words[] = {
+	"!", ".", ":", "{", "}", "alias", "bg", "break", "case", "cd",
+	"command", "continue", "do", "done", "echo", "elif", "else", "esac",
+	"eval", "exec", "exit", "export", "fc", "fg", "fi", "for", "getopts",
+	"hash", "if", "in", "jobs", "local", "printf", "read", "readonly",
+	"return", "set", "shift", "source", "test", "then", "times", "trap",
+	"type", "ulimit", "umask", "unalias", "unset", "until", "wait",
+	"while", NULL
+};
+
+/*
+ * Shell syntax anywhere, or where a word starts ('#' comment, '~' home),
+ * an assignment in the first word, or a first word that is a keyword or
+ * builtin. Anything else means the same to sh as to execvp() on the
+ * blank-separated words, so it is run without a shell.
+ */
+int
+needs_shell(const char *cmd)
+{
+	const char	*p, *w;
+	size_t		 n;
+	int		 i, first = 1;
+
+	if (strpbrk(cmd, "|&;<>()$`\\\"'*?[]{}!\n\r") != NULL)
+		return 1;
+	for (p = cmd; *p != '\0'; first = 0) {
+		p += strspn(p, " \t");
+		if (*p == '\0')
+			break;
+		w = p;
+		n = strcspn(p, " \t");
+		p += n;
+		if (*w == '#' || *w == '~')
+			return 1;
+		if (!first)
+			continue;
+		if (memchr(w, '=', n) != NULL)
+			return 1;
+		for (i = 0; shell_words[i] != NULL; i++)
+			if (strlen(shell_words[i]) == n &&
+			    memcmp(shell_words[i], w, n) == 0)
+				return 1;
+	}
+	return 0;
+}
+
+/* Whether name=value starts with one of the prefixes. */
+static int
+env_has(const char *const *pfx, const char *var)
+{
+	for (; *pfx != NULL; pfx++)
+		if (strncmp(var, *pfx, strlen(*pfx)) == 0)
+			return 1;
+	return 0;
+}
+
+/* The workers' environment, less our variables (set per task) and, in a
+ * rank of an MPI run, the launcher's wire-up: a task that uses MPI
+ * itself must start as a program of its own, not as a second copy of
+ * this rank. */
+char **
+cmdline_env(const struct gp_worker_info *wi, int rank, int mpi_run)
+{
+	static const char *const ours[] = { "GPUPOOL_GPU=", "GPUPOOL_SLOT=",
+	    "GPUPOOL_RANK=", "GPUPOOL_TASK=", "GPUPOOL_ATTEMPT=", NULL };
+	static const char *const mpi[] = { "OMPI_", "PMIX_", "PMI_",
+	    "OPAL_", "HYDRA_", "MPIR_", NULL };
+	size_t		 n, i, k = 0;
+
+	for (n = 0; environ[n] != NULL; n++)
+		;
+	if ((envp = calloc(n + 6, sizeof(*envp))) == NULL)
+		return NULL;
+	for (i = 0; i < n; i++)
+		if (!env_has(ours, environ[i]) &&
+		    !(mpi_run && env_has(mpi, environ[i])))
+			envp[k++] = environ[i];
+	snprintf(ev_gpu, sizeof(ev_gpu), "GPUPOOL_GPU=%d", wi->gpu);
+	snprintf(ev_slot, sizeof(ev_slot), "GPUPOOL_SLOT=%d", wi->worker);
+	snprintf(ev_rank, sizeof(ev_rank), "GPUPOOL_RANK=%d", rank);
+	envp[k++] = ev_gpu;
+	envp[k++] = ev_slot;
+	envp[k++] = ev_rank;
+	envp[k++] = ev_task;
+	envp[k++] = ev_att;
+	envp[k] = NULL;
+	return envp;
+}
+
+void
+cmdline_env_task(uint64_t seq, uint32_t attempt)
+{
+	snprintf(ev_task, sizeof(ev_task), "GPUPOOL_TASK=%llu",
+	    (unsigned long long)seq);
+	snprintf(ev_att, sizeof(ev_att), "GPUPOOL_ATTEMPT=%u", attempt);
+}
+
+/* The blank-separated words of cmd, in a buffer kept across tasks. */
+char **
+cmdline_split(const char *cmd)
+{
+	static char	*buf;
+	static size_t	 cap;
+	size_t		 n = strlen(cmd), words = 0, i, need;
+	char		**av, *s, *p, *save = NULL;
+
+	for (i = 0; i < n; i++)
+		words += (cmd[i] != ' ' && cmd[i] != '\t') &&
+		    (i == 0 || cmd[i - 1] == ' ' || cmd[i - 1] == '\t');
+	need = (words + 1) * sizeof(*av) + n + 1;
+	if (need > cap) {
+		free(buf);
+		cap = need < 4096 ? 4096 : need;
+		if ((buf = malloc(cap)) == NULL) {
+			cap = 0;
+			return NULL;
+		}
+	}
+	av = (char **)(void *)buf;
+	s = buf + (words + 1) * sizeof(*av);
+	memcpy(s, cmd, n + 1);
+	for (i = 0, p = strtok_r(s, " \t", &save); p != NULL;
+	    p = strtok_r(NULL, " \t", &save))
+		av[i++] = p;
+	av[i] = NULL;
+	return av;
+}

@@ -1,0 +1,444 @@
+/*
+ * opts.c: gpupool-run's command line: the options, their values (counts,
+ * durations such as 90s or 1.5h, the --halt policy) and the --help text,
+ * into a struct opts. Checks each value and what the options need of
+ * each other, not the files they name (main.c does, before anything
+ * runs). Prints the errors it finds, git style, and --help or --version.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage_text[] =
+"usage: gpupool-run [OPTIONS] FILE\n"
+"       gpupool-run [OPTIONS] -          (tasks from standard input)\n"
+"       gpupool-run --show-gpus [--gpus LIST]\n"
+"\n"
+"Runs each line of FILE, a shell command, on a free GPU slot: at most K\n"
+"tasks at a time per GPU, each task seeing only its own GPU. Blank lines\n"
+"and lines starting with # are skipped; a line ending in \\ continues on\n"
+"the next. Tasks start as soon as their line is read, so a pipe works as\n"
+"a queue.\n"
+"\n"
+"GPUs and slots:\n"
+"  --gpus LIST          GPUs to use: indexes, UUIDs or PCI bus ids, comma\n"
+"                       separated, or all (default: every GPU found)\n"
+"  --per-gpu K          tasks at a time on each GPU (default 1)\n"
+"  --fake-gpus N        N pretend GPUs (testing, machines without GPU);\n"
+"                       also GPUPOOL_FAKE_GPUS=N; 0: the real GPUs only\n"
+"  --show-gpus          print the GPUs and the cores their workers get\n"
+"  --topology XML       place workers on this hwloc XML topology\n"
+"  --fake-busids LIST   PCI bus ids of the fake GPUs, for --show-gpus\n"
+"\n"
+"Records and recovery:\n"
+"  --joblog FILE        one line per attempt: GNU parallel's joblog plus a\n"
+"                       GPU column; FILE is rewritten unless --resume,\n"
+"                       --resume-failed or +FILE (append)\n"
+"  --resume             skip tasks the joblog already records\n"
+"  --resume-failed      skip only tasks it records as succeeded\n"
+"  --wait-lock          wait while another run holds the joblog or DIR\n"
+"                       (default: refuse, naming its pid)\n"
+"  --retries N          run a failed task up to N more times (any GPU)\n"
+"  --timeout DURATION   stop a task after DURATION: 90, 90s, 500ms, 15m,\n"
+"                       1.5h, 2d (rounded up to the ms; 0: none)\n"
+"  --grace DURATION     from SIGTERM to SIGKILL when stopping (default 5s)\n"
+"  --halt POLICY        never (default); now,fail=N: after N failed tasks\n"
+"                       stop running ones; soon,fail=N: let them finish\n"
+"\n"
+"Output:\n"
+"  --results DIR        write DIR/SEQ/stdout, stderr and exitval instead\n"
+"                       of printing each task's output when it ends\n"
+"  --bar                progress bar on stderr (default on a terminal)\n"
+"  --quiet              no progress bar, notices or summary\n"
+"  --dry-run            print which task would run where; run nothing\n"
+"  --version, --help\n"
+"\n"
+"Across nodes (with MPI):\n"
+"  --rank-timeout DURATION  a rank silent this long is lost; its tasks\n"
+"                       fail or, with --retries, run elsewhere (default 30s)\n"
+"\n"
+"Each task runs in a process group of its own, stdin /dev/null, with\n"
+"  CUDA_VISIBLE_DEVICES  its GPU (the UUID when known)\n"
+"  CUDA_DEVICE_ORDER     PCI_BUS_ID\n"
+"  GPUPOOL_GPU           the GPU's index in this run, from 0\n"
+"  GPUPOOL_SLOT          its slot, from 0 to GPUs x K - 1\n"
+"  GPUPOOL_TASK          its number among FILE's tasks, from 1 (joblog Seq)\n"
+"  GPUPOOL_ATTEMPT       1, then 2, ... when retried\n"
+"  GPUPOOL_RANK          its MPI rank (0 on one machine)\n"
+"\n"
+"Exit status: 0 all succeeded; 1-100 the number of failed tasks; 101 more\n"
+"than 100 failed; 130, 143 or 129 after SIGINT, SIGTERM or SIGHUP; 255\n"
+"any other error (a write error on standard output too). A first ^C\n"
+"stops the running tasks (SIGTERM, SIGKILL after the grace period), a\n"
+"second kills them at once.\n"
+"\n"
+"Across nodes, in a build with MPI: mpirun -np R gpupool-run ... or,\n"
+"under Slurm, srun --mpi=pmix gpupool-run ..., one rank per node, each\n"
+"with its node's GPUs (or the CUDA_VISIBLE_DEVICES Slurm gave it). Rank 0\n"
+"reads FILE, hands tasks to ranks with free slots, writes the one joblog\n"
+"(each task's host in its Host column) and prints output and summary.\n"
+"See docs/cluster.md for an sbatch script and what a lost node costs.\n"
+"\n"
+"Examples:\n"
+"  # A hyper-parameter sweep, one run per GPU at a time, on record:\n"
+"  for lr in 0.1 0.01 0.001; do for bs in 32 64; do\n"
+"    echo \"python train.py --lr $lr --batch $bs --out runs/$lr-$bs\"\n"
+"  done; done > sweep.txt\n"
+"  gpupool-run --joblog sweep.log --retries 1 sweep.txt\n"
+"\n"
+"  # After a crash or ^C, run what the joblog does not record...\n"
+"  gpupool-run --joblog sweep.log --resume sweep.txt\n"
+"  # ...or also what failed:\n"
+"  gpupool-run --joblog sweep.log --resume-failed sweep.txt\n"
+"\n"
+"  # Small jobs: 3 at a time on each of GPUs 0 and 1.\n"
+"  gpupool-run --gpus 0,1 --per-gpu 3 evals.txt\n"
+"\n"
+"  # A queue: each line appended to queue.txt runs when a slot is free.\n"
+"  tail -n +1 -f queue.txt | gpupool-run --joblog queue.log -\n"
+"\n"
+"See gpupool-run(1) for the joblog format, signals and more.\n";
+
+/* Option values. */
+static int
+parse_int(const char *s, long lo, long hi, long *out)
+{
+	char	*end;
+	long	 v;
+
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end != '\0' || v < lo || v > hi)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/*
+ * "90", "90s", "1.5h", "15m", "500ms", "2d" to milliseconds: digits with
+ * at most one '.', then a unit, and nothing else (strtod() alone would
+ * take a sign, blanks, an exponent, hex, inf and nan). A duration over 0
+ * is rounded up to a whole millisecond: 0.0001 must not become 0, which
+ * means "none" to --timeout.
+ */
+static int
+parse_duration(const char *s, uint64_t *ms)
+{
+	static const struct { const char *u; double ms; } units[] = {
+		{ "", 1000 }, { "s", 1000 }, { "ms", 1 }, { "m", 60000 },
+		{ "min", 60000 }, { "h", 3600000 }, { "d", 86400000 },
+	};
+	const char	*unit;
+	char		*end;
+	double		 v;
+	uint64_t	 r;
+	size_t		 i, n;
+
+	n = strspn(s, "0123456789");
+	if (s[n] == '.')
+		n += 1 + strspn(s + n + 1, "0123456789");
+	unit = s + n;
+	if (n == 0 || (n == 1 && *s == '.'))
+		return -EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end != unit)
+		return -EINVAL;
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (strcmp(unit, units[i].u) == 0) {
+			v *= units[i].ms;
+			if (v > 365.0 * 86400000)
+				return -ERANGE;
+			r = (uint64_t)v;
+			*ms = (double)r < v ? r + 1 : r;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+static int
+parse_halt(const char *s, struct opts *o)
+{
+	long	 n;
+
+	if (strcmp(s, "never") == 0) {
+		o->halt = HALT_NEVER;
+		return 0;
+	}
+	if (strncmp(s, "now,fail=", 9) == 0 &&
+	    parse_int(s + 9, 1, INT_MAX, &n) == 0)
+		o->halt = HALT_NOW;
+	else if (strncmp(s, "soon,fail=", 10) == 0 &&
+	    parse_int(s + 10, 1, INT_MAX, &n) == 0)
+		o->halt = HALT_SOON;
+	else
+		return -EINVAL;
+	o->halt_fail = (int)n;
+	return 0;
+}
+
+enum {
+	OPT_GPUS = 256, OPT_FAKE, OPT_PERGPU, OPT_JOBLOG, OPT_RESUME,
+	OPT_RESUMEF, OPT_RETRIES, OPT_TIMEOUT, OPT_GRACE, OPT_HALT,
+	OPT_RESULTS, OPT_BAR, OPT_DRYRUN, OPT_SHOW, OPT_TOPO, OPT_BUSIDS,
+	OPT_RANKTMO, OPT_WAITLOCK,
+};
+
+static const struct option longopts[] = {
+	{ "gpus",		required_argument, NULL, OPT_GPUS },
+	{ "fake-gpus",		required_argument, NULL, OPT_FAKE },
+	{ "per-gpu",		required_argument, NULL, OPT_PERGPU },
+	{ "joblog",		required_argument, NULL, OPT_JOBLOG },
+	{ "resume",		no_argument,	   NULL, OPT_RESUME },
+	{ "resume-failed",	no_argument,	   NULL, OPT_RESUMEF },
+	{ "wait-lock",		no_argument,	   NULL, OPT_WAITLOCK },
+	{ "retries",		required_argument, NULL, OPT_RETRIES },
+	{ "timeout",		required_argument, NULL, OPT_TIMEOUT },
+	{ "grace",		required_argument, NULL, OPT_GRACE },
+	{ "halt",		required_argument, NULL, OPT_HALT },
+	{ "results",		required_argument, NULL, OPT_RESULTS },
+	{ "bar",		no_argument,	   NULL, OPT_BAR },
+	{ "dry-run",		no_argument,	   NULL, OPT_DRYRUN },
+	{ "show-gpus",		no_argument,	   NULL, OPT_SHOW },
+	{ "topology",		required_argument, NULL, OPT_TOPO },
+	{ "fake-busids",	required_argument, NULL, OPT_BUSIDS },
+	{ "rank-timeout",	required_argument, NULL, OPT_RANKTMO },
+	{ "quiet",		no_argument,	   NULL, 'q' },
+	{ "version",		no_argument,	   NULL, 'V' },
+	{ "help",		no_argument,	   NULL, 'h' },
+	{ NULL, 0, NULL, 0 }
+};
+
+/* The counts: --fake-gpus, --per-gpu, --retries. 0, or -1 after an
+ * error. */
+static int
+opt_count(int c, struct opts *o)
+{
+	long		 n;
+
+	switch (c) {
+	case OPT_FAKE:
+		if (parse_int(optarg, 0, 1024, &n) < 0) {
+			cli_err("--fake-gpus: '%s' is not a GPU count "
+			    "(0 to 1024)", optarg);
+			return -1;
+		}
+		o->fake_gpus = (int)n;
+		/* An option beats the environment: 0 is the real
+		 * GPUs, whatever GPUPOOL_FAKE_GPUS says (the pool
+		 * reads it when fake_gpus is 0). */
+		if (n == 0)
+			(void)unsetenv("GPUPOOL_FAKE_GPUS");
+		break;
+	case OPT_PERGPU:
+		if (parse_int(optarg, 1, 1024, &n) < 0) {
+			cli_err("--per-gpu: '%s' is not a count of "
+			    "tasks per GPU (1 to 1024)", optarg);
+			return -1;
+		}
+		o->per_gpu = (int)n;
+		break;
+	case OPT_RETRIES:
+		if (parse_int(optarg, 0, 1000000, &n) < 0) {
+			cli_err("--retries: '%s' is not a number of "
+			    "retries", optarg);
+			return -1;
+		}
+		o->retries = (int)n;
+		break;
+	}
+	return 0;
+}
+
+/* The durations and the policy: --timeout, --grace, --rank-timeout,
+ * --halt. 0, or -1 after an error. */
+static int
+opt_time(int c, struct opts *o)
+{
+	switch (c) {
+	case OPT_TIMEOUT:
+	case OPT_GRACE:
+		if (parse_duration(optarg, c == OPT_TIMEOUT ?
+		    &o->timeout_ms : &o->grace_ms) < 0) {
+			cli_err("%s: bad duration '%s' (say 90, 90s, "
+			    "15m, 2h or 1.5h)", c == OPT_TIMEOUT ?
+			    "--timeout" : "--grace", optarg);
+			return -1;
+		}
+		break;
+	case OPT_RANKTMO:
+		if (parse_duration(optarg, &o->rank_timeout_ms) < 0 ||
+		    o->rank_timeout_ms == 0) {
+			cli_err("--rank-timeout: bad duration '%s' (say "
+			    "30s or 2m)", optarg);
+			return -1;
+		}
+		break;
+	case OPT_HALT:
+		if (parse_halt(optarg, o) < 0) {
+			cli_err("--halt: bad policy '%s' (say never, "
+			    "now,fail=N or soon,fail=N)", optarg);
+			return -1;
+		}
+		break;
+	}
+	return 0;
+}
+
+/* The names: --gpus, --joblog, --results, --topology, --fake-busids. 0,
+ * or -1 after an error. */
+static int
+opt_name(int c, struct opts *o)
+{
+	switch (c) {
+	case OPT_GPUS:
+		o->gpus = optarg;
+		if (*optarg == '\0') {
+			cli_err("--gpus: empty GPU list");
+			return -1;
+		}
+		break;
+	case OPT_JOBLOG:
+		if (*optarg == '\0' || strcmp(optarg, "+") == 0) {
+			cli_err("--joblog: empty file name");
+			return -1;
+		}
+		/* +FILE: GNU parallel's "append". */
+		o->joblog_append = optarg[0] == '+';
+		o->joblog = optarg + o->joblog_append;
+		break;
+	case OPT_RESULTS:
+		o->results = optarg;
+		if (*optarg == '\0') {
+			cli_err("--results: empty directory name");
+			return -1;
+		}
+		break;
+	case OPT_TOPO:
+		o->topology = optarg;
+		break;
+	case OPT_BUSIDS:
+		o->fake_busids = optarg;
+		break;
+	}
+	return 0;
+}
+
+/* One option c, as getopt_long() returned it (opt: as written). Returns
+ * 0 to go on, 1 to exit 0 (help, version), -1 after an error. */
+static int
+opt_set(int c, const char *opt, struct opts *o)
+{
+	switch (c) {
+	case OPT_FAKE:
+	case OPT_PERGPU:
+	case OPT_RETRIES:
+		return opt_count(c, o);
+	case OPT_TIMEOUT:
+	case OPT_GRACE:
+	case OPT_RANKTMO:
+	case OPT_HALT:
+		return opt_time(c, o);
+	case OPT_GPUS:
+	case OPT_JOBLOG:
+	case OPT_RESULTS:
+	case OPT_TOPO:
+	case OPT_BUSIDS:
+		return opt_name(c, o);
+	case OPT_RESUME:
+		o->resume = 1;
+		break;
+	case OPT_RESUMEF:
+		o->resume_failed = 1;
+		break;
+	case OPT_WAITLOCK:
+		o->wait_lock = 1;
+		break;
+	case OPT_BAR:
+		o->bar = 1;
+		break;
+	case OPT_DRYRUN:
+		o->dry_run = 1;
+		break;
+	case OPT_SHOW:
+		o->show_gpus = 1;
+		break;
+	case 'q':
+		o->quiet = 1;
+		break;
+	case 'V':
+		printf("%s %s (libgpupool %s, %s)\n", CLI_NAME,
+		    GP_VERSION, GP_VERSION, ranks_build());
+		return 1;
+	case 'h':
+		fputs(usage_text, stdout);
+		return 1;
+	case ':':
+		cli_err("option '%s' needs a value (see %s --help)",
+		    opt, CLI_NAME);
+		return -1;
+	default:
+		if (optopt != 0)
+			cli_err("unknown option '-%c' (see %s --help)",
+			    optopt, CLI_NAME);
+		else
+			cli_err("unknown option '%s' (see %s --help)",
+			    opt, CLI_NAME);
+		return -1;
+	}
+	return 0;
+}
+
+/* What the options need of each other, and the tasks file. */
+static int
+opts_check(int argc, char **argv, struct opts *o)
+{
+	if ((o->resume || o->resume_failed) && o->joblog == NULL) {
+		cli_err("%s needs --joblog FILE", o->resume_failed ?
+		    "--resume-failed" : "--resume");
+		return -1;
+	}
+	if (o->show_gpus) {
+		if (optind < argc) {
+			cli_err("--show-gpus takes no tasks file");
+			return -1;
+		}
+		return 0;
+	}
+	if (optind == argc) {
+		cli_err("no tasks file given (use - for standard input; "
+		    "see %s --help)", CLI_NAME);
+		return -1;
+	}
+	if (optind + 1 < argc) {
+		cli_err("more than one tasks file given ('%s', '%s')",
+		    argv[optind], argv[optind + 1]);
+		return -1;
+	}
+	o->file = argv[optind];
+	return 0;
+}
+
+int
+opts_parse(int argc, char **argv, struct opts *o)
+{
+	int		 c, rc;
+
+	memset(o, 0, sizeof(*o));
+	o->per_gpu = 1;
+	o->grace_ms = DEFAULT_GRACE_MS;
+	o->rank_timeout_ms = DEFAULT_RANK_TIMEOUT_MS;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":hqV", longopts, NULL)) != -1)
+		if ((rc = opt_set(c, argv[optind - 1], o)) != 0)
+			return rc;
+	return opts_check(argc, argv, o);
+}
