@@ -146,7 +146,8 @@ void	gp_loop_item_init(struct gp_item *it);	/* NOTRUN, no output */
 void	gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
 	    __attribute__((noreturn));
 
-/* pool.c */
+/* err.c: at the bottom, calls nothing here. Writes the printf-style
+ * reason into err (if not NULL and errlen > 0) and returns rc. */
 int	gp_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
 	    __attribute__((format(printf, 4, 5)));
 

@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,26 +13,6 @@
 #include <unistd.h>
 
 #include "internal.h"
-
-void
-gp_bug(const char *file, int line, const char *msg)
-{
-	fprintf(stderr, "gpupool: BUG at %s:%d: %s\n", file, line, msg);
-	abort();
-}
-
-int
-gp_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list	 ap;
-
-	if (err != NULL && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
 
 static int
 env_int(const char *name, int *out, char *err, size_t errlen)
