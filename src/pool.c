@@ -156,102 +156,119 @@ init_reason(struct gp_pool *p, char *err, size_t errlen)
 	}
 }
 
-int
-gp_pool_create(struct gp_pool **out, const struct gp_pool_opts *opts)
+/* Copy the options, check them and fill in the defaults (including those
+ * taken from the environment). */
+static int
+opts_load(struct gp_pool *p, const struct gp_pool_opts *opts, char *err,
+    size_t errlen)
 {
 	static const struct gp_pool_opts	 none;
-	struct gp_pool		*p;
 	const char		*xml;
-	char			*err = opts ? opts->errbuf : NULL;
-	size_t			 errlen = opts ? opts->errlen : 0;
-	int			 i, rc, pci;
+	int			 rc;
 
-	*out = NULL;
-	if (err != NULL && errlen > 0)
-		err[0] = '\0';
-	if ((p = calloc(1, sizeof(*p))) == NULL)
-		return -ENOMEM;
 	p->o = opts ? *opts : none;
-	p->master = getpid();
 	if (p->o.per_gpu < 0 || p->o.fake_gpus < 0 || p->o.retries < 0 ||
-	    ((p->o.flags & GP_POOL_CANCEL_FD) && p->o.cancel_fd < 0)) {
-		rc = gp_errf(err, errlen, -EINVAL, "negative count or fd in "
+	    ((p->o.flags & GP_POOL_CANCEL_FD) && p->o.cancel_fd < 0))
+		return gp_errf(err, errlen, -EINVAL, "negative count or fd in "
 		    "pool options");
-		goto fail;
-	}
 	if (p->o.per_gpu == 0)
 		p->o.per_gpu = 1;
 	if (p->o.grace_ms == 0)
 		p->o.grace_ms = GP_DEFAULT_GRACE_MS;
 	if (p->o.max_msg == 0)
 		p->o.max_msg = GP_DEFAULT_MAX_MSG;
-	if (p->o.max_msg > UINT32_MAX - GP_MSG_OVERHEAD) {
-		rc = gp_errf(err, errlen, -EINVAL, "max_msg over 4 GiB");
-		goto fail;
-	}
+	if (p->o.max_msg > UINT32_MAX - GP_MSG_OVERHEAD)
+		return gp_errf(err, errlen, -EINVAL, "max_msg over 4 GiB");
 	if (p->o.fake_gpus == 0 &&
 	    (rc = env_int("GPUPOOL_FAKE_GPUS", &p->o.fake_gpus, err,
 	    errlen)) < 0)
-		goto fail;
+		return rc;
 	xml = p->o.topology_xml ? p->o.topology_xml : getenv("GPUPOOL_TOPOLOGY");
-	if (xml != NULL && *xml != '\0' && (p->xml = strdup(xml)) == NULL) {
-		rc = -ENOMEM;
-		goto fail;
-	}
+	if (xml != NULL && *xml != '\0' && (p->xml = strdup(xml)) == NULL)
+		return -ENOMEM;
 	p->o.topology_xml = p->xml;
+	return 0;
+}
+
+/* Decide the GPUs, load the topology and place every worker: all a
+ * GP_POOL_PLAN_ONLY pool does. */
+static int
+plan(struct gp_pool *p, char *err, size_t errlen)
+{
+	int	 i, rc, pci;
 
 	if ((rc = gp_gpu_resolve(&p->o, &p->gpus, err, errlen)) < 0)
-		goto fail;
+		return rc;
 	p->ngpus = rc;
-	if ((long)p->ngpus * p->o.per_gpu > GP_MAX_WORKERS) {
-		rc = gp_errf(err, errlen, -EINVAL, "%d GPUs x %d per GPU is "
+	if ((long)p->ngpus * p->o.per_gpu > GP_MAX_WORKERS)
+		return gp_errf(err, errlen, -EINVAL, "%d GPUs x %d per GPU is "
 		    "over %d workers", p->ngpus, p->o.per_gpu, GP_MAX_WORKERS);
-		goto fail;
-	}
 	p->nw = p->ngpus * p->o.per_gpu;
 	p->respawns = p->o.respawn_max < 0 ? -1 : p->o.respawn_max > 0 ?
 	    p->o.respawn_max : GP_DEFAULT_RESPAWN * p->nw;
 	for (i = pci = 0; i < p->ngpus; i++)
 		pci |= p->gpus[i].busid[0] != '\0';
 	if ((rc = gp_topo_load(&p->topo, p->xml, pci, err, errlen)) < 0)
-		goto fail;
-	if ((p->w = calloc((size_t)p->nw, sizeof(*p->w))) == NULL) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	if ((rc = place(p)) < 0)
-		goto fail;
-	if (p->o.flags & GP_POOL_PLAN_ONLY) {
-		*out = p;
-		return 0;
-	}
+		return rc;
+	if ((p->w = calloc((size_t)p->nw, sizeof(*p->w))) == NULL)
+		return -ENOMEM;
+	return place(p);
+}
+
+/* Map the shared page, fork every worker and wait for each READY. On
+ * failure the caller shuts down whatever was started. */
+static int
+start(struct gp_pool *p, char *err, size_t errlen)
+{
+	int	 i, rc;
 
 	p->shmlen = (size_t)p->nw * sizeof(struct gp_shm);
 	p->shm = mmap(NULL, p->shmlen, PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (p->shm == MAP_FAILED) {
 		p->shm = NULL;
-		rc = gp_errf(err, errlen, -errno, "mmap: %s", strerror(errno));
-		goto fail;
+		return gp_errf(err, errlen, -errno, "mmap: %s",
+		    strerror(errno));
 	}
 	for (i = 0; i < p->nw; i++)
 		p->w[i].shm = &p->shm[i];
 	for (i = 0; i < p->nw; i++)
-		if ((rc = gp_loop_spawn(p, &p->w[i])) < 0) {
-			gp_errf(err, errlen, rc, "cannot start worker %d: %s",
-			    i, strerror(-rc));
-			goto fail_workers;
-		}
-	if ((rc = gp_loop_wait_ready(p)) < 0) {
-		if (rc == GP_EINIT)
-			init_reason(p, err, errlen);
-		goto fail_workers;
+		if ((rc = gp_loop_spawn(p, &p->w[i])) < 0)
+			return gp_errf(err, errlen, rc, "cannot start worker "
+			    "%d: %s", i, strerror(-rc));
+	if ((rc = gp_loop_wait_ready(p)) < 0 && rc == GP_EINIT)
+		init_reason(p, err, errlen);
+	return rc;
+}
+
+int
+gp_pool_create(struct gp_pool **out, const struct gp_pool_opts *opts)
+{
+	struct gp_pool		*p;
+	char			*err = opts ? opts->errbuf : NULL;
+	size_t			 errlen = opts ? opts->errlen : 0;
+	int			 rc;
+
+	*out = NULL;
+	if (err != NULL && errlen > 0)
+		err[0] = '\0';
+	if ((p = calloc(1, sizeof(*p))) == NULL)
+		return -ENOMEM;
+	p->master = getpid();
+	if ((rc = opts_load(p, opts, err, errlen)) < 0 ||
+	    (rc = plan(p, err, errlen)) < 0)
+		goto fail;
+	if (p->o.flags & GP_POOL_PLAN_ONLY) {
+		*out = p;
+		return 0;
+	}
+	if ((rc = start(p, err, errlen)) < 0) {
+		gp_loop_shutdown(p);
+		goto fail;
 	}
 	*out = p;
 	return 0;
 
-fail_workers:
-	gp_loop_shutdown(p);
 fail:
 	pool_free(p);
 	return rc;
