@@ -21,7 +21,7 @@ square(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 		return 1;
 	memcpy(&x, in, sizeof(x));
 	x *= x;
-	return gp_reply(ctx, &x, sizeof(x));
+	return gp_ctx_reply(ctx, &x, sizeof(x));
 }
 
 int
@@ -52,6 +52,6 @@ main(void)
 		}
 	}
 	gp_items_release(items, N);
-	gp_shutdown();
+	gp_default_pool_destroy();
 	return failed;
 }

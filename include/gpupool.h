@@ -78,7 +78,7 @@ struct gp_ctx;
 
 /*
  * The task. Runs in a worker process, once per item. Return 0 for success;
- * any other value marks the item GP_FAILED with that code. Call gp_reply()
+ * any other value marks the item GP_FAILED with that code. Call gp_ctx_reply()
  * to return bytes. fn may keep state across items in its process (a loaded
  * model): the worker lives until the pool is destroyed or recycled.
  */
@@ -167,7 +167,7 @@ struct gp_worker_info {
 	int		 membind_rc;	/* 0 or -errno (0 if not bound) */
 };
 
-/* A stream of items for gp_run(). */
+/* A stream of items for gp_pool_run(). */
 struct gp_feed {
 	/*
 	 * Called when a worker is idle. Point *item at the next item (owned by
@@ -240,17 +240,17 @@ GP_API int	gp_pool_create(struct gp_pool **out,
  * an item whose result or retry could not be kept (the rest GP_NOTRUN):
  * the pool stays usable and keeps no pointer into items.
  */
-GP_API int	gp_map(struct gp_pool *p, gp_fn *fn, const void *arg,
+GP_API int	gp_pool_map(struct gp_pool *p, gp_fn *fn, const void *arg,
 		    size_t arglen, struct gp_item *items, size_t n);
 
 /*
  * Stream items: take them from feed->next as workers become idle, one item
  * per dispatch, and report each through feed->done, exactly once, even
  * when the call fails (an item with in NULL and inlen > 0 ends GP_ERROR,
- * -EINVAL). Returns as gp_map(), or -EDEADLK
+ * -EINVAL). Returns as gp_pool_map(), or -EDEADLK
  * when next() says "not yet" with no in_fd and nothing running.
  */
-GP_API int	gp_run(struct gp_pool *p, gp_fn *fn, const void *arg,
+GP_API int	gp_pool_run(struct gp_pool *p, gp_fn *fn, const void *arg,
 		    size_t arglen, const struct gp_feed *feed);
 
 /* Ask workers to leave, then TERM, then KILL; reap each one (through its
@@ -270,7 +270,7 @@ GP_API void	gp_items_release(struct gp_item *items, size_t n);
  * an item (in init or fini). When the last call failed, the item ends
  * GP_ERROR with that code (fn's return value is lost), not with an older
  * or empty result. */
-GP_API int	gp_reply(struct gp_ctx *ctx, const void *buf, size_t len);
+GP_API int	gp_ctx_reply(struct gp_ctx *ctx, const void *buf, size_t len);
 /* In a worker: where it runs. */
 GP_API const struct gp_worker_info *gp_ctx_info(const struct gp_ctx *ctx);
 /* In a worker: an fd that becomes readable when the current item should
@@ -300,16 +300,32 @@ GP_API const char *gp_item_strerror(const struct gp_item *item, char *buf,
  * n items on the default pool (created on first use with { 0 } options:
  * one worker per GPU found, or GPUPOOL_FAKE_GPUS fake ones), and return
  * when all are done. Results and statuses are in items, in item order.
- * Returns as gp_map(), or as gp_pool_create() on first use.
+ * Returns as gp_pool_map(), or as gp_pool_create() on first use.
  */
 GP_API int	pool_map(gp_fn *fn, struct gp_item *items, size_t n);
 /* Destroy the default pool (a later pool_map() creates a new one). */
-GP_API void	gp_shutdown(void);
+GP_API void	gp_default_pool_destroy(void);
 /* Why the last pool_map() call failed, in one line: the reason the default
  * pool could not be created (e.g. "GPUPOOL_FAKE_GPUS='abc' is not a GPU
  * count (0..1024)"), else gp_strerror() of its code; "" when it returned
  * 0. Static storage, valid until the next pool_map(). */
 GP_API const char *gp_last_error(void);
+
+/*
+ * The names of gpupool 0.1, before every call took its gp_<noun>_<verb>
+ * name. Each is an alias: an exported function that calls the one named
+ * beside it and behaves exactly as it does. Programs built against 0.1
+ * keep linking; new code uses the new names.
+ */
+GP_API int	gp_map(struct gp_pool *p, gp_fn *fn, const void *arg,
+		    size_t arglen, struct gp_item *items, size_t n);
+						/* gp_pool_map() */
+GP_API int	gp_run(struct gp_pool *p, gp_fn *fn, const void *arg,
+		    size_t arglen, const struct gp_feed *feed);
+						/* gp_pool_run() */
+GP_API int	gp_reply(struct gp_ctx *ctx, const void *buf, size_t len);
+						/* gp_ctx_reply() */
+GP_API void	gp_shutdown(void);		/* gp_default_pool_destroy() */
 
 #ifdef __cplusplus
 }

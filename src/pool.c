@@ -353,7 +353,7 @@ items_init(struct gp_item *items, size_t n)
 	return rc;
 }
 
-/* gp_map() on items that items_init() accepted. */
+/* gp_pool_map() on items that items_init() accepted. */
 static int
 map_items(struct gp_pool *p, gp_fn *fn, const void *arg, size_t arglen,
     struct gp_item *items, size_t n)
@@ -366,8 +366,8 @@ map_items(struct gp_pool *p, gp_fn *fn, const void *arg, size_t arglen,
 }
 
 int
-gp_map(struct gp_pool *p, gp_fn *fn, const void *arg, size_t arglen,
-    struct gp_item *items, size_t n)
+gp_pool_map(struct gp_pool *p, gp_fn *fn, const void *arg,
+    size_t arglen, struct gp_item *items, size_t n)
 {
 	int	 rc;
 
@@ -377,8 +377,8 @@ gp_map(struct gp_pool *p, gp_fn *fn, const void *arg, size_t arglen,
 }
 
 int
-gp_run(struct gp_pool *p, gp_fn *fn, const void *arg, size_t arglen,
-    const struct gp_feed *feed)
+gp_pool_run(struct gp_pool *p, gp_fn *fn, const void *arg,
+    size_t arglen, const struct gp_feed *feed)
 {
 	struct gp_job	 job = { 0 };
 
@@ -501,7 +501,7 @@ gp_last_error(void)
 }
 
 void
-gp_shutdown(void)
+gp_default_pool_destroy(void)
 {
 	gp_pool_destroy(defpool);
 	defpool = NULL;
