@@ -234,7 +234,9 @@ GP_API int	gp_pool_create(struct gp_pool **out,
  * a final status (whatever it is), GP_ENOWORKER when the pool lost every
  * worker (the rest are GP_NOTRUN), GP_EPLAN, -EINVAL (also for an item
  * with in NULL and inlen > 0: nothing runs), -ENOMEM, -EBUSY
- * while another call runs, -ECHILD from a process that did not create p.
+ * while another call on p runs (of calls made at once from several
+ * threads, exactly one proceeds; the others return -EBUSY and run
+ * nothing), -ECHILD from a process that did not create p.
  * A call that fails midway (-ENOMEM, a failed poll) kills and reaps the
  * workers running its items, which end GP_ERROR with that code, as does
  * an item whose result or retry could not be kept (the rest GP_NOTRUN):
@@ -301,14 +303,16 @@ GP_API const char *gp_item_strerror(const struct gp_item *item, char *buf,
  * one worker per GPU found, or GPUPOOL_FAKE_GPUS fake ones), and return
  * when all are done. Results and statuses are in items, in item order.
  * Returns as gp_pool_map(), or as gp_pool_create() on first use.
+ * Threads may call it at once: the calls take turns on the default pool
+ * (each waits for the one before to end), so none returns -EBUSY.
  */
 GP_API int	pool_map(gp_fn *fn, struct gp_item *items, size_t n);
 /* Destroy the default pool (a later pool_map() creates a new one). */
 GP_API void	gp_default_pool_destroy(void);
-/* Why the last pool_map() call failed, in one line: the reason the default
- * pool could not be created (e.g. "GPUPOOL_FAKE_GPUS='abc' is not a GPU
- * count (0..1024)"), else gp_strerror() of its code; "" when it returned
- * 0. Static storage, valid until the next pool_map(). */
+/* Why this thread's last pool_map() call failed, in one line: the reason
+ * the default pool could not be created (e.g. "GPUPOOL_FAKE_GPUS='abc' is
+ * not a GPU count (0..1024)"), else gp_strerror() of its code; "" when it
+ * returned 0. The thread's own storage, valid until its next pool_map(). */
 GP_API const char *gp_last_error(void);
 
 /*

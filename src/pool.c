@@ -5,7 +5,9 @@
  * and gp_pool_create() explains them in the caller's errbuf.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,17 +322,20 @@ run_job(struct gp_pool *p, struct gp_job *job, gp_fn *fn, const void *arg,
 		return GP_EPLAN;
 	if (getpid() != p->master)
 		return -ECHILD;
-	if (p->job != NULL)
+	/* One call per pool at a time, whichever thread makes it: of the
+	 * calls that find the pool idle at once, the compare-and-swap lets
+	 * exactly one install its job; the others see it and get -EBUSY. */
+	if (!__atomic_compare_exchange_n(&p->job, &(struct gp_job *){ NULL },
+	    job, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return -EBUSY;
 	job->gen = ++p->gen;
-	p->job = job;
 	rc = gp_loop_run(p, job);
 	/* Not an end the loop reached with nothing in flight: the call
 	 * failed, and the pool must not keep pointers into its items. */
 	if (rc < 0 && rc != GP_ENOWORKER && rc != -EDEADLK)
 		gp_loop_abandon(p, job, rc);
-	p->job = NULL;
 	free(job->requeue);
+	__atomic_store_n(&p->job, NULL, __ATOMIC_RELEASE);
 	return rc;
 }
 
@@ -469,9 +474,40 @@ gp_item_strerror(const struct gp_item *it, char *buf, size_t len)
 	return buf;
 }
 
-/* The default pool of pool_map(), and why the last call failed. */
-static struct gp_pool	*defpool;
-static char		 deferr[256];
+/*
+ * The default pool of pool_map(). deflock serialises every use of it, so
+ * threads may call pool_map() at once: one creates the pool, each map runs
+ * whole, in turn. Why a call failed is the calling thread's own (as errno).
+ */
+static pthread_mutex_t		 deflock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic pid_t		 deflock_pid;	/* process holding it, or 0 */
+static struct gp_pool		*defpool;
+static _Thread_local char	 deferr[256];
+
+/* Workers are forked while deflock is held (creation, respawns), and an
+ * application may fork while one of its threads holds it: such a child's
+ * copy is locked by a thread it does not have. deflock_pid tells: in the
+ * process that holds it, it is getpid() or 0; in such a child, the
+ * parent's pid, and the child starts a fresh lock. */
+static void
+deflock_take(void)
+{
+	pid_t	 me = getpid(), holder = atomic_load(&deflock_pid);
+
+	if (holder != 0 && holder != me) {
+		pthread_mutex_init(&deflock, NULL);
+		atomic_store(&deflock_pid, 0);
+	}
+	pthread_mutex_lock(&deflock);
+	atomic_store(&deflock_pid, me);
+}
+
+static void
+deflock_drop(void)
+{
+	atomic_store(&deflock_pid, 0);
+	pthread_mutex_unlock(&deflock);
+}
 
 int
 pool_map(gp_fn *fn, struct gp_item *items, size_t n)
@@ -481,14 +517,18 @@ pool_map(gp_fn *fn, struct gp_item *items, size_t n)
 	int			 rc;
 
 	deferr[0] = '\0';
+	/* Items first: they read GP_NOTRUN even if no pool can be made. */
+	if ((rc = items_init(items, n)) < 0)
+		goto out;
+	deflock_take();
 	if (defpool != NULL && getpid() != defpool->master) {
 		gp_pool_destroy(defpool);	/* only closes fds */
 		defpool = NULL;
 	}
-	/* Items first: they read GP_NOTRUN even if no pool can be made. */
-	if ((rc = items_init(items, n)) == 0 && (defpool != NULL ||
-	    (rc = gp_pool_create(&defpool, &o)) == 0))
+	if (defpool != NULL || (rc = gp_pool_create(&defpool, &o)) == 0)
 		rc = map_items(defpool, fn, NULL, 0, items, n);
+	deflock_drop();
+out:
 	if (rc < 0 && deferr[0] == '\0')
 		snprintf(deferr, sizeof(deferr), "%s", gp_strerror(rc));
 	return rc;
@@ -503,6 +543,8 @@ gp_last_error(void)
 void
 gp_default_pool_destroy(void)
 {
+	deflock_take();
 	gp_pool_destroy(defpool);
 	defpool = NULL;
+	deflock_drop();
 }

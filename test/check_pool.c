@@ -7,6 +7,8 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1415,6 +1417,195 @@ START_TEST(old_names_still_work)
 }
 END_TEST
 
+/*
+ * Threads. Pipes made before the pool, so workers hold them: an item
+ * writes 'S' on started when it begins and blocks until it reads a byte
+ * from release; the test thread releases items one by one. Nothing waits
+ * on a clock: an item stays running until the test lets it go.
+ */
+#define NTHREADS	4
+#define THREAD_ITEMS	4
+
+struct threads {
+	int		 started[2], release[2];
+	struct gp_pool	*p;
+	pthread_barrier_t bar;
+	sem_t		 returned;
+	int		 rc[NTHREADS];
+	int		 tag[NTHREADS];
+	struct gp_item	 it[NTHREADS][THREAD_ITEMS];
+	/* Shared with the workers: items running per calling thread, and
+	 * whether two calls' items ever ran at once. */
+	struct overlap {
+		_Atomic int	 active[NTHREADS];
+		_Atomic int	 mixed;
+	}		*ov;
+};
+
+static struct threads	 th;
+
+/* One item of thread *in: says it started, waits for its release. */
+static int
+held_item(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	int	 t, u;
+	pid_t	 pid = getpid();
+	char	 c = 'S';
+
+	memcpy(&t, in, sizeof(t));
+	atomic_fetch_add(&th.ov->active[t], 1);
+	for (u = 0; u < NTHREADS; u++)
+		if (u != t && atomic_load(&th.ov->active[u]) > 0)
+			atomic_store(&th.ov->mixed, 1);
+	if (write(th.started[1], &c, 1) != 1 || read(th.release[0], &c, 1) != 1)
+		return 98;
+	atomic_fetch_sub(&th.ov->active[t], 1);
+	return gp_ctx_reply(ctx, &pid, sizeof(pid));
+}
+
+static void
+threads_setup(void)
+{
+	int	 t, i;
+
+	ck_assert_int_eq(pipe(th.started), 0);
+	ck_assert_int_eq(pipe(th.release), 0);
+	th.ov = mmap(NULL, sizeof(*th.ov), PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert(th.ov != MAP_FAILED);
+	ck_assert_int_eq(pthread_barrier_init(&th.bar, NULL, NTHREADS), 0);
+	ck_assert_int_eq(sem_init(&th.returned, 0, 0), 0);
+	for (t = 0; t < NTHREADS; t++) {
+		th.tag[t] = t;
+		th.rc[t] = 1;	/* not returned */
+		for (i = 0; i < THREAD_ITEMS; i++) {
+			th.it[t][i].in = &th.tag[t];
+			th.it[t][i].inlen = sizeof(int);
+		}
+	}
+}
+
+/* Let one held item go on. */
+static void
+release_one(void)
+{
+	char	 c;
+
+	ck_assert_int_eq(read(th.started[0], &c, 1), 1);
+	ck_assert_int_eq(c, 'S');
+	ck_assert_int_eq(write(th.release[1], "R", 1), 1);
+}
+
+static void *
+map_thread(void *arg)
+{
+	int	 t = *(int *)arg;
+
+	pthread_barrier_wait(&th.bar);
+	th.rc[t] = gp_pool_map(th.p, held_item, NULL, 0, th.it[t], 1);
+	sem_post(&th.returned);
+	return NULL;
+}
+
+/* Threads that call gp_pool_map() on one pool at once: exactly one call
+ * proceeds, every other returns -EBUSY at once and runs nothing. The
+ * winner's item is held until all the others have returned, so the
+ * calls overlap; two winners would leave one -EBUSY short and hang. */
+START_TEST(concurrent_maps_on_one_pool_one_proceeds)
+{
+	pthread_t	 tid[NTHREADS];
+	int		 t, busy = 0, win = -1;
+
+	threads_setup();
+	th.p = make_pool(1, 1);
+	for (t = 0; t < NTHREADS; t++)
+		ck_assert_int_eq(pthread_create(&tid[t], NULL, map_thread,
+		    &th.tag[t]), 0);
+	for (t = 0; t < NTHREADS - 1; t++)
+		ck_assert_int_eq(sem_wait(&th.returned), 0);
+	for (t = 0; t < NTHREADS; t++) {
+		if (th.rc[t] == -EBUSY) {
+			busy++;
+			ck_assert_int_eq(th.it[t][0].status, GP_NOTRUN);
+			ck_assert_int_eq(th.it[t][0].attempts, 0);
+		} else
+			win = t;
+	}
+	ck_assert_int_eq(busy, NTHREADS - 1);
+	ck_assert_int_eq(th.rc[win], 1);	/* still running */
+	release_one();
+	for (t = 0; t < NTHREADS; t++)
+		ck_assert_int_eq(pthread_join(tid[t], NULL), 0);
+	ck_assert_int_eq(th.rc[win], 0);
+	ck_assert_int_eq(th.it[win][0].status, GP_OK);
+	gp_items_release(th.it[win], 1);
+	/* The pool is idle again: the next call proceeds. */
+	ck_assert_int_eq(gp_pool_map(th.p, held_item, NULL, 0, th.it[0], 0),
+	    0);
+	gp_pool_destroy(th.p);
+}
+END_TEST
+
+static void *
+pool_map_thread(void *arg)
+{
+	int	 t = *(int *)arg, i, notrun = 0;
+
+	pthread_barrier_wait(&th.bar);
+	th.rc[t] = pool_map(held_item, th.it[t], THREAD_ITEMS);
+	for (i = 0; i < THREAD_ITEMS; i++)
+		notrun += th.it[t][i].attempts == 0;
+	/* Items that will never start: 'X' each, so the releaser does not
+	 * wait for them (a refused call must fail the test, not hang it). */
+	while (notrun-- > 0)
+		(void)!write(th.started[1], "X", 1);
+	return NULL;
+}
+
+/* pool_map() from several threads at once, as gpupool.h says: every call
+ * succeeds, on the one default pool (two workers: no item sees a third
+ * pid), and each map runs whole, in turn: no two calls' items ever run
+ * at the same time. */
+START_TEST(pool_map_from_threads_runs_each_map_whole)
+{
+	pthread_t	 tid[NTHREADS];
+	pid_t		 pids[3] = { 0 }, pid;
+	int		 t, i, k, npids = 0, left = NTHREADS * THREAD_ITEMS;
+	char		 c;
+
+	threads_setup();
+	setenv("GPUPOOL_FAKE_GPUS", "2", 1);
+	/* Create the default pool while this process has one thread. */
+	ck_assert_int_eq(pool_map(held_item, NULL, 0), 0);
+	for (t = 0; t < NTHREADS; t++)
+		ck_assert_int_eq(pthread_create(&tid[t], NULL,
+		    pool_map_thread, &th.tag[t]), 0);
+	while (left-- > 0) {
+		ck_assert_int_eq(read(th.started[0], &c, 1), 1);
+		if (c == 'S')
+			ck_assert_int_eq(write(th.release[1], "R", 1), 1);
+	}
+	for (t = 0; t < NTHREADS; t++)
+		ck_assert_int_eq(pthread_join(tid[t], NULL), 0);
+	for (t = 0; t < NTHREADS; t++) {
+		ck_assert_int_eq(th.rc[t], 0);
+		for (i = 0; i < THREAD_ITEMS; i++) {
+			ck_assert_int_eq(th.it[t][i].status, GP_OK);
+			memcpy(&pid, th.it[t][i].out, sizeof(pid));
+			for (k = 0; k < npids && pids[k] != pid; k++)
+				;
+			ck_assert_int_lt(k, 2);
+			if (k == npids)
+				pids[npids++] = pid;
+		}
+		gp_items_release(th.it[t], THREAD_ITEMS);
+	}
+	ck_assert_int_eq(atomic_load(&th.ov->mixed), 0);
+	gp_default_pool_destroy();
+	unsetenv("GPUPOOL_FAKE_GPUS");
+}
+END_TEST
+
 START_TEST(strerror_names_every_code)
 {
 	const int	 codes[] = { GP_ENOGPU, GP_EINIT, GP_ENOWORKER,
@@ -1459,6 +1650,8 @@ main(void)
 	tcase_add_test(tc, run_streams_from_a_pipe);
 	tcase_add_test(tc, recycle_after_max_tasks);
 	tcase_add_test(tc, old_names_still_work);
+	tcase_add_test(tc, concurrent_maps_on_one_pool_one_proceeds);
+	tcase_add_test(tc, pool_map_from_threads_runs_each_map_whole);
 	tcase_add_test(tc, strerror_names_every_code);
 	suite_add_tcase(s, tc);
 	return gp_check_run(s);
