@@ -1606,6 +1606,40 @@ START_TEST(pool_map_from_threads_runs_each_map_whole)
 }
 END_TEST
 
+/* fn that maps in turn, on the worker's own default pool: the worker
+ * was forked while pool_map() held the default pool's lock. */
+static int
+nested_pool_map(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	int		 v = 21, r;
+	struct gp_item	 one = { .in = &v, .inlen = sizeof(v) };
+
+	if (pool_map(twice, &one, 1) != 0 || one.status != GP_OK)
+		return 97;
+	memcpy(&r, one.out, sizeof(r));
+	gp_default_pool_destroy();
+	return gp_ctx_reply(ctx, &r, sizeof(r));
+}
+
+/* A worker of the default pool is a child forked under its lock: in it,
+ * pool_map() starts a fresh lock (and pool) instead of waiting forever
+ * for a thread it does not have. */
+START_TEST(pool_map_in_a_worker_of_the_default_pool)
+{
+	int		 v = 0, r;
+	struct gp_item	 one = { .in = &v, .inlen = sizeof(v) };
+
+	setenv("GPUPOOL_FAKE_GPUS", "1", 1);
+	ck_assert_int_eq(pool_map(nested_pool_map, &one, 1), 0);
+	ck_assert_int_eq(one.status, GP_OK);
+	memcpy(&r, one.out, sizeof(r));
+	ck_assert_int_eq(r, 42);
+	gp_items_release(&one, 1);
+	gp_default_pool_destroy();
+	unsetenv("GPUPOOL_FAKE_GPUS");
+}
+END_TEST
+
 START_TEST(strerror_names_every_code)
 {
 	const int	 codes[] = { GP_ENOGPU, GP_EINIT, GP_ENOWORKER,
@@ -1652,6 +1686,7 @@ main(void)
 	tcase_add_test(tc, old_names_still_work);
 	tcase_add_test(tc, concurrent_maps_on_one_pool_one_proceeds);
 	tcase_add_test(tc, pool_map_from_threads_runs_each_map_whole);
+	tcase_add_test(tc, pool_map_in_a_worker_of_the_default_pool);
 	tcase_add_test(tc, strerror_names_every_code);
 	suite_add_tcase(s, tc);
 	return gp_check_run(s);
