@@ -14,6 +14,17 @@
  * prints, never exits the caller, installs no signal handler and reaps only
  * its own children, by pid. Create pools from a single-threaded process,
  * before anything in it initialises CUDA.
+ *
+ * Room to grow: the structs a program allocates (gp_pool_opts, gp_feed,
+ * gp_item, gp_worker_info) end in reserved fields, so that later versions
+ * add fields without changing their size or layout. Zero them: { 0 },
+ * designated initialisers, memset() and gp_item_init() all do. Options
+ * and feeds with a reserved field set, or unknown bits in
+ * gp_pool_opts.flags, are refused (-EINVAL), so a program built against a
+ * newer header fails clearly instead of being half understood. An item's
+ * reserved fields are room for results: never read, so an array that sets
+ * only in and inlen keeps working. The library zeroes the reserved part
+ * of each gp_worker_info it fills.
  */
 #ifndef GPUPOOL_H
 #define GPUPOOL_H
@@ -71,6 +82,8 @@ struct gp_item {
 	int		 code;		/* see enum gp_status */
 	int		 worker;	/* worker that ran it last, -1 if none */
 	int		 attempts;	/* times it was started */
+	uint64_t	 reserved[2];	/* room for later result fields: not
+					   read (gp_item_init() zeroes it) */
 };
 
 /* Running in a worker: the handle fn and init receive. */
@@ -144,6 +157,7 @@ struct gp_pool_opts {
 	char		*errbuf;	/* if set, create writes a one-line reason
 					   for a failure here */
 	size_t		 errlen;
+	uint64_t	 reserved[8];	/* must be 0: room for later options */
 };
 
 /* Where a worker runs (gp_pool_info(), gp_ctx_info()). */
@@ -165,6 +179,7 @@ struct gp_worker_info {
 					   "gpu-local", "machine: no bus id" */
 	int		 cpubind_rc;	/* 0 or -errno, once the worker started */
 	int		 membind_rc;	/* 0 or -errno (0 if not bound) */
+	char		 reserved[64];	/* 0: room for later fields */
 };
 
 /* A stream of items for gp_pool_run(). */
@@ -191,6 +206,7 @@ struct gp_feed {
 	 * may come from the control channel. */
 	int		 ctl_fd;
 	int		(*ctl)(void *arg);
+	uint64_t	 reserved[4];	/* must be 0: room for later fields */
 };
 
 enum gp_feed_next {
@@ -213,7 +229,8 @@ struct gp_pool;
  * wait until each has bound itself and run init. *out is set on success.
  * Returns 0, GP_ENOGPU (no GPU: errbuf says why), GP_EINIT (a worker
  * failed to start; errbuf names it), -EINVAL (bad option, e.g. a --gpus
- * entry that names no GPU), -ENOMEM, or the negated errno of a failed
+ * entry that names no GPU, a reserved field set or an unknown flag),
+ * -ENOMEM, or the negated errno of a failed
  * fork, pipe or topology load.
  */
 GP_API int	gp_pool_create(struct gp_pool **out,
@@ -249,7 +266,8 @@ GP_API int	gp_pool_map(struct gp_pool *p, gp_fn *fn, const void *arg,
  * Stream items: take them from feed->next as workers become idle, one item
  * per dispatch, and report each through feed->done, exactly once, even
  * when the call fails (an item with in NULL and inlen > 0 ends GP_ERROR,
- * -EINVAL). Returns as gp_pool_map(), or -EDEADLK
+ * -EINVAL). Returns as gp_pool_map() (-EINVAL also for a feed without
+ * next or done, or with a reserved field set: nothing runs), or -EDEADLK
  * when next() says "not yet" with no in_fd and nothing running.
  */
 GP_API int	gp_pool_run(struct gp_pool *p, gp_fn *fn, const void *arg,

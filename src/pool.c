@@ -158,6 +158,35 @@ init_reason(struct gp_pool *p, char *err, size_t errlen)
 	}
 }
 
+/*
+ * The public structs' sizes are the ABI (on LP64): a field added later
+ * takes the place of reserved ones, so these never change.
+ */
+#if UINTPTR_MAX == UINT64_MAX
+_Static_assert(sizeof(struct gp_pool_opts) == 176, "gp_pool_opts size");
+_Static_assert(sizeof(struct gp_item) == 64, "gp_item size");
+_Static_assert(sizeof(struct gp_feed) == 80, "gp_feed size");
+_Static_assert(sizeof(struct gp_worker_info) == 768, "gp_worker_info size");
+#endif
+
+#define GP_POOL_FLAGS_ALL	(GP_POOL_CANCEL_FD | GP_POOL_NO_BIND | \
+				 GP_POOL_STRICT_BIND | GP_POOL_CUDA_INIT | \
+				 GP_POOL_PLAN_ONLY | GP_POOL_NO_PDEATHSIG)
+
+#define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
+
+/* Whether the n reserved words at r are all zero. */
+static int
+zeroed(const uint64_t *r, size_t n)
+{
+	size_t	 i;
+
+	for (i = 0; i < n; i++)
+		if (r[i] != 0)
+			return 0;
+	return 1;
+}
+
 /* Copy the options, check them and fill in the defaults (including those
  * taken from the environment). */
 static int
@@ -169,6 +198,14 @@ opts_load(struct gp_pool *p, const struct gp_pool_opts *opts, char *err,
 	int			 rc;
 
 	p->o = opts ? *opts : none;
+	if (!zeroed(p->o.reserved, NELEM(p->o.reserved)))
+		return gp_errf(err, errlen, -EINVAL, "pool options: reserved "
+		    "fields are not zero (options not zeroed, or from a "
+		    "gpupool.h newer than this library, %s)", GP_VERSION);
+	if (p->o.flags & ~(unsigned)GP_POOL_FLAGS_ALL)
+		return gp_errf(err, errlen, -EINVAL, "pool options: unknown "
+		    "flags %#x (from a gpupool.h newer than this library, %s?)",
+		    p->o.flags & ~(unsigned)GP_POOL_FLAGS_ALL, GP_VERSION);
 	if (p->o.per_gpu < 0 || p->o.fake_gpus < 0 || p->o.retries < 0 ||
 	    ((p->o.flags & GP_POOL_CANCEL_FD) && p->o.cancel_fd < 0))
 		return gp_errf(err, errlen, -EINVAL, "negative count or fd in "
@@ -387,7 +424,8 @@ gp_pool_run(struct gp_pool *p, gp_fn *fn, const void *arg,
 {
 	struct gp_job	 job = { 0 };
 
-	if (feed == NULL || feed->next == NULL || feed->done == NULL)
+	if (feed == NULL || feed->next == NULL || feed->done == NULL ||
+	    !zeroed(feed->reserved, NELEM(feed->reserved)))
 		return -EINVAL;
 	job.feed = feed;
 	return run_job(p, &job, fn, arg, arglen);

@@ -1640,6 +1640,71 @@ START_TEST(pool_map_in_a_worker_of_the_default_pool)
 }
 END_TEST
 
+static int
+count_next(void *arg, struct gp_item **item)
+{
+	(*(int *)arg)++;
+	return GP_FEED_END;
+}
+
+/* Room to grow: reserved fields set in what the library reads (a newer
+ * header, or memory not zeroed) and unknown flags are refused, with
+ * nothing run; the library writes zeros in what it fills. */
+START_TEST(reserved_fields_leave_room_to_grow)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 1 };
+	struct gp_worker_info	 wi;
+	struct gp_item		 it[3];
+	int			 v[3] = { 1, 2, 3 }, calls = 0, i;
+	struct gp_feed		 f = { .next = count_next, .done = arr_done,
+				       .in_fd = -1, .ctl_fd = -1,
+				       .arg = &calls };
+	char			 err[256];
+
+	o.errbuf = err;
+	o.errlen = sizeof(err);
+	o.reserved[7] = 1;
+	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+	ck_assert_ptr_null(p);
+	ck_assert_msg(strstr(err, "reserved fields are not zero") != NULL,
+	    "errbuf: %s", err);
+	o.reserved[7] = 0;
+	o.flags = 1u << 30;
+	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+	ck_assert_msg(strstr(err, "unknown flags 0x40000000") != NULL,
+	    "errbuf: %s", err);
+	o.flags = 0;
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+
+	memset(it, 0, sizeof(it));
+	for (i = 0; i < 3; i++) {
+		it[i].in = &v[i];
+		it[i].inlen = sizeof(int);
+	}
+	/* An item's reserved fields are not read (a malloc'd array that
+	 * sets only in and inlen keeps working): only results go there. */
+	it[2].reserved[1] = 5;
+	ck_assert_int_eq(gp_pool_map(p, twice, NULL, 0, it, 3), 0);
+	for (i = 0; i < 3; i++)
+		ck_assert_int_eq(it[i].status, GP_OK);
+	gp_items_release(it, 3);
+
+	f.reserved[0] = 1;
+	ck_assert_int_eq(gp_pool_run(p, twice, NULL, 0, &f), -EINVAL);
+	ck_assert_int_eq(calls, 0);
+	f.reserved[0] = 0;
+	ck_assert_int_eq(gp_pool_run(p, twice, NULL, 0, &f), 0);
+	ck_assert_int_eq(calls, 1);
+
+	memset(&wi, 0xff, sizeof(wi));
+	ck_assert_int_eq(gp_pool_info(p, 0, &wi), 0);
+	for (i = 0; i < (int)sizeof(wi.reserved); i++)
+		ck_assert_int_eq(wi.reserved[i], 0);
+	gp_pool_destroy(p);
+}
+END_TEST
+
 START_TEST(strerror_names_every_code)
 {
 	const int	 codes[] = { GP_ENOGPU, GP_EINIT, GP_ENOWORKER,
@@ -1684,6 +1749,7 @@ main(void)
 	tcase_add_test(tc, run_streams_from_a_pipe);
 	tcase_add_test(tc, recycle_after_max_tasks);
 	tcase_add_test(tc, old_names_still_work);
+	tcase_add_test(tc, reserved_fields_leave_room_to_grow);
 	tcase_add_test(tc, concurrent_maps_on_one_pool_one_proceeds);
 	tcase_add_test(tc, pool_map_from_threads_runs_each_map_whole);
 	tcase_add_test(tc, pool_map_in_a_worker_of_the_default_pool);
