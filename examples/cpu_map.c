@@ -155,8 +155,7 @@ main(int argc, char *argv[])
 	for (i = 0; i < n; i++) {
 		ranges[i].lo = (uint64_t)i * RANGE;
 		ranges[i].hi = (uint64_t)(i + 1) * RANGE;
-		items[i].in = &ranges[i];
-		items[i].inlen = sizeof(ranges[i]);
+		gp_item_init(&items[i], &ranges[i], sizeof(ranges[i]));
 	}
 
 	t0 = now();

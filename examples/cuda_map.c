@@ -243,8 +243,7 @@ main(int argc, char *argv[])
 	}
 	for (i = 0; i < n; i++) {
 		fill(data + i * len, len, i);
-		items[i].in = data + i * len;
-		items[i].inlen = len;
+		gp_item_init(&items[i], data + i * len, len);
 	}
 
 	t0 = now();

@@ -27,14 +27,13 @@ square(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 int
 main(void)
 {
-	struct gp_item	 items[N] = { 0 };
+	struct gp_item	 items[N];
 	char		 why[128];
 	int		 in[N], out, i, rc, failed = 0;
 
 	for (i = 0; i < N; i++) {
 		in[i] = i;
-		items[i].in = &in[i];
-		items[i].inlen = sizeof(in[i]);
+		gp_item_init(&items[i], &in[i], sizeof(in[i]));
 	}
 	if ((rc = pool_map(square, items, N)) < 0) {
 		fprintf(stderr, "squares: %s\n", gp_strerror(rc));

@@ -282,6 +282,14 @@ GP_API int	gp_pool_size(const struct gp_pool *p);
 GP_API int	gp_pool_info(const struct gp_pool *p, int worker,
 		    struct gp_worker_info *out);
 
+/* Set up an item to run: in and inlen as given (in is read, not copied:
+ * keep it valid until the call that runs the item returns, or until done()
+ * for gp_pool_run()), no result (out NULL, outlen 0: a result left from
+ * an earlier call is not freed; gp_items_release() it first), status
+ * GP_NOTRUN, code 0, worker -1, attempts 0, reserved fields 0. The same
+ * reset gp_pool_map() and gp_pool_run() apply to each item they take. */
+GP_API void	gp_item_init(struct gp_item *it, const void *in, size_t inlen);
+
 /* Free the out buffers of n items and set them to NULL. */
 GP_API void	gp_items_release(struct gp_item *items, size_t n);
 

@@ -432,6 +432,15 @@ gp_pool_run(struct gp_pool *p, gp_fn *fn, const void *arg,
 }
 
 void
+gp_item_init(struct gp_item *it, const void *in, size_t inlen)
+{
+	memset(it, 0, sizeof(*it));
+	it->in = in;
+	it->inlen = inlen;
+	gp_loop_item_init(it);
+}
+
+void
 gp_items_release(struct gp_item *items, size_t n)
 {
 	size_t	 i;

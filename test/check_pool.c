@@ -1705,6 +1705,38 @@ START_TEST(reserved_fields_leave_room_to_grow)
 }
 END_TEST
 
+/* gp_item_init() on memory holding anything: the item reads as one that
+ * never ran, with the given input, and runs. */
+START_TEST(item_init_sets_up_any_memory)
+{
+	struct gp_pool	*p = make_pool(1, 1);
+	struct gp_item	 it;
+	int		 v = 7, r, i;
+
+	memset(&it, 0xa5, sizeof(it));
+	gp_item_init(&it, &v, sizeof(v));
+	ck_assert_ptr_eq(it.in, &v);
+	ck_assert_uint_eq(it.inlen, sizeof(v));
+	ck_assert_ptr_null(it.out);
+	ck_assert_uint_eq(it.outlen, 0);
+	ck_assert_int_eq(it.status, GP_NOTRUN);
+	ck_assert_int_eq(it.code, 0);
+	ck_assert_int_eq(it.worker, -1);
+	ck_assert_int_eq(it.attempts, 0);
+	for (i = 0; i < 2; i++)
+		ck_assert(it.reserved[i] == 0);
+	ck_assert_int_eq(gp_pool_map(p, twice, NULL, 0, &it, 1), 0);
+	ck_assert_int_eq(it.status, GP_OK);
+	memcpy(&r, it.out, sizeof(r));
+	ck_assert_int_eq(r, 14);
+	gp_items_release(&it, 1);
+	gp_item_init(&it, NULL, 0);
+	ck_assert_ptr_null(it.in);
+	ck_assert_int_eq(it.status, GP_NOTRUN);
+	gp_pool_destroy(p);
+}
+END_TEST
+
 START_TEST(strerror_names_every_code)
 {
 	const int	 codes[] = { GP_ENOGPU, GP_EINIT, GP_ENOWORKER,
@@ -1749,6 +1781,7 @@ main(void)
 	tcase_add_test(tc, run_streams_from_a_pipe);
 	tcase_add_test(tc, recycle_after_max_tasks);
 	tcase_add_test(tc, old_names_still_work);
+	tcase_add_test(tc, item_init_sets_up_any_memory);
 	tcase_add_test(tc, reserved_fields_leave_room_to_grow);
 	tcase_add_test(tc, concurrent_maps_on_one_pool_one_proceeds);
 	tcase_add_test(tc, pool_map_from_threads_runs_each_map_whole);
