@@ -15,6 +15,41 @@
  * its own children, by pid. Create pools from a single-threaded process,
  * before anything in it initialises CUDA.
  *
+ * Ownership: the library frees nothing of the caller's and keeps no
+ * pointer into what a call was given once the call returns (options,
+ * items, feeds, arg: arg is copied to the workers). What it hands over is
+ * the caller's: a pool from gp_pool_create(), until gp_pool_destroy(); an
+ * item's out, a malloc'd buffer to free with free() or gp_items_release().
+ * Each call below says what it reads, writes and keeps.
+ *
+ * Threads: the library starts none, and pools share no state, so calls on
+ * different pools may run at the same time in different threads. On one
+ * pool, one map (gp_pool_map() or gp_pool_run()) at a time: a second call
+ * while one runs, from any thread, returns -EBUSY (an atomic check: of
+ * calls made at once, exactly one proceeds). gp_pool_destroy() must not
+ * overlap any other call on the same pool; gp_pool_size() may run any
+ * time, gp_pool_info() from the thread making calls on the pool or while
+ * none runs (a call replaces dead workers). pool_map() and
+ * gp_default_pool_destroy() may be called from any threads: they take
+ * turns on the default pool. gp_item_init(), gp_items_release() and the
+ * strerror functions touch only their arguments. A call that replaces a
+ * worker forks from the thread making it: in a threaded program, fn and
+ * init must not rely on locks other threads could hold at that moment.
+ * gp_ctx_* calls are for the worker side only: inside fn, init or fini,
+ * with the ctx they were given, which is not valid after they return.
+ *
+ * Fork: the workers are children of the process that created the pool,
+ * and only that process can run calls on it or stop it. In a child the
+ * application forks (from a single-threaded parent, or it may call nothing
+ * of the library until it execs), the inherited pool is a copy: calls
+ * return -ECHILD, gp_pool_size() and gp_pool_info() read the copy, and
+ * gp_pool_destroy() only closes the child's copies of the pool's
+ * descriptors and frees its memory, never stopping or waiting for the
+ * parent's workers. pool_map() in such a child leaves the inherited
+ * default pool alone and creates the child's own. exec() drops every
+ * descriptor of a pool (all are close-on-exec). A worker may create pools
+ * of its own, whose workers are its children.
+ *
  * Room to grow: the structs a program allocates (gp_pool_opts, gp_feed,
  * gp_item, gp_worker_info) end in reserved fields, so that later versions
  * add fields without changing their size or layout. Zero them: { 0 },
@@ -72,7 +107,9 @@ enum gp_status {
 	GP_NOTRUN,		/* never ran: the pool lost all its workers */
 };
 
-/* One unit of work: caller's input bytes in, result bytes out. */
+/* One unit of work: caller's input bytes in, result bytes out. The caller
+ * owns the item and in (read only while the call that runs the item
+ * lasts); set it up with gp_item_init() or { .in = ..., .inlen = ... }. */
 struct gp_item {
 	const void	*in;		/* input bytes (may be NULL if inlen 0) */
 	size_t		 inlen;
@@ -186,15 +223,21 @@ struct gp_worker_info {
 struct gp_feed {
 	/*
 	 * Called when a worker is idle. Point *item at the next item (owned by
-	 * the caller, valid until done() is called for it) and return
+	 * the caller, valid until done() is called for it; the pool resets
+	 * its result fields as gp_item_init() does, without freeing an out
+	 * left in it) and return
 	 * GP_FEED_ITEM; GP_FEED_AGAIN when nothing is ready yet (the pool
 	 * waits until in_fd is readable or an item ends); GP_FEED_WAIT when
 	 * only an item's end can bring more (a retry: in_fd is not polled,
 	 * e.g. it is at EOF); GP_FEED_END at the end.
 	 */
 	int		(*next)(void *arg, struct gp_item **item);
-	/* Called once per item as it ends, in completion order. Return 0 to
-	 * go on, nonzero to cancel the rest (as cancel_fd does). */
+	/* Called once per item as it ends, in completion order: the pool
+	 * hands the item back, keeps no pointer to it, and its out is the
+	 * caller's (free() or gp_items_release()). Return 0 to go on,
+	 * nonzero to cancel the rest (as cancel_fd does). next, done and ctl
+	 * run in the thread that called gp_pool_run(), during the call; they
+	 * must not start a map on the same pool (-EBUSY) or destroy it. */
 	int		(*done)(void *arg, struct gp_item *item);
 	int		 in_fd;		/* -1: none */
 	void		*arg;
@@ -226,7 +269,11 @@ struct gp_pool;
 
 /*
  * Create a pool: find GPUs, load the topology, place and fork the workers,
- * wait until each has bound itself and run init. *out is set on success.
+ * wait until each has bound itself and run init. *out is set on success
+ * (NULL on failure): the caller owns the pool until gp_pool_destroy().
+ * opts and the strings it points to are read during the call only, except
+ * init_arg, which init and fini get as is (in the workers' copy of
+ * memory); errbuf is written only by this call.
  * Returns 0, GP_ENOGPU (no GPU: errbuf says why), GP_EINIT (a worker
  * failed to start; errbuf names it), -EINVAL (bad option, e.g. a --gpus
  * entry that names no GPU, a reserved field set or an unknown flag),
@@ -242,9 +289,11 @@ GP_API int	gp_pool_create(struct gp_pool **out,
  * created (workers are forked copies); arglen bytes at arg are copied to
  * each worker, and fn gets a pointer to its copy (NULL when arglen is 0).
  * Each item's out,
- * outlen, status, code, worker and attempts are reset first and then set
- * (free out with gp_items_release(); out is not read, so release the
- * results of an earlier call on the same array first, or they leak).
+ * outlen, status, code, worker and attempts are reset first and then set:
+ * out is overwritten, never read or freed, so release the results of an
+ * earlier call on the same array first (gp_items_release()), or they
+ * leak; each new out is a malloc'd buffer the caller owns and frees.
+ * in is read while the call runs, never written or freed.
  * Until it ends an item reads GP_NOTRUN, whatever the call returns.
  * Items are dispatched dynamically in batches sized to
  * what remains and to the measured item time. Returns 0 when every item has
@@ -274,10 +323,13 @@ GP_API int	gp_pool_run(struct gp_pool *p, gp_fn *fn, const void *arg,
 		    size_t arglen, const struct gp_feed *feed);
 
 /* Ask workers to leave, then TERM, then KILL; reap each one (through its
- * pidfd where there is one, else by pid); free. */
+ * pidfd where there is one, else by pid); free. NULL does nothing. No
+ * other call on p may run meanwhile, and p is not valid after it. Items
+ * and their out buffers are the caller's and stay so. */
 GP_API void	gp_pool_destroy(struct gp_pool *p);
 
-/* Number of workers; placement of one (0 or -EINVAL). */
+/* Number of workers; placement of one (0 or -EINVAL), copied to the
+ * caller's *out. */
 GP_API int	gp_pool_size(const struct gp_pool *p);
 GP_API int	gp_pool_info(const struct gp_pool *p, int worker,
 		    struct gp_worker_info *out);
@@ -290,16 +342,18 @@ GP_API int	gp_pool_info(const struct gp_pool *p, int worker,
  * reset gp_pool_map() and gp_pool_run() apply to each item they take. */
 GP_API void	gp_item_init(struct gp_item *it, const void *in, size_t inlen);
 
-/* Free the out buffers of n items and set them to NULL. */
+/* Free (with free()) the out buffers of n items and set them to NULL,
+ * outlen 0. The items themselves stay the caller's. */
 GP_API void	gp_items_release(struct gp_item *items, size_t n);
 
-/* In a worker: set the current item's result bytes (copied; the last call
- * wins). Returns 0, -EMSGSIZE (over max_msg), -ENOMEM, or -EINVAL outside
+/* In a worker: set the current item's result bytes (buf is copied and
+ * stays the caller's; the last call wins). Returns 0, -EMSGSIZE (over max_msg), -ENOMEM, or -EINVAL outside
  * an item (in init or fini). When the last call failed, the item ends
  * GP_ERROR with that code (fn's return value is lost), not with an older
  * or empty result. */
 GP_API int	gp_ctx_reply(struct gp_ctx *ctx, const void *buf, size_t len);
-/* In a worker: where it runs. */
+/* In a worker: where it runs. The library's memory, valid for the
+ * worker's life: read it, do not free it. */
 GP_API const struct gp_worker_info *gp_ctx_info(const struct gp_ctx *ctx);
 /* In a worker: an fd that becomes readable when the current item should
  * stop (timeout, cancel) or the master is gone. Poll it; do not read.
@@ -316,10 +370,12 @@ GP_API int	gp_ctx_stop_fd(const struct gp_ctx *ctx);
  * gpupool-run does. */
 GP_API void	gp_ctx_set_pgid(struct gp_ctx *ctx, pid_t pgid);
 
-/* Text for any code returned above or any item code < 0. */
+/* Text for any code returned above or any item code < 0: a static
+ * string (strerror()'s for plain errno values). */
 GP_API const char *gp_strerror(int code);
 /* Text for an item's outcome: "ok", "failed (fn returned 3)", "crashed
- * (killed by signal 11: Segmentation fault)", "timed out after 500 ms". */
+ * (killed by signal 11: Segmentation fault)", "timed out". Written into
+ * the caller's buf of len bytes (cut to fit), which it returns. */
 GP_API const char *gp_item_strerror(const struct gp_item *item, char *buf,
 		    size_t len);
 
@@ -327,13 +383,15 @@ GP_API const char *gp_item_strerror(const struct gp_item *item, char *buf,
  * Python's Pool(processes).map, in C: run fn(ctx, item, NULL) on each of
  * n items on the default pool (created on first use with { 0 } options:
  * one worker per GPU found, or GPUPOOL_FAKE_GPUS fake ones), and return
- * when all are done. Results and statuses are in items, in item order.
+ * when all are done. Results and statuses are in items, in item order,
+ * owned as with gp_pool_map().
  * Returns as gp_pool_map(), or as gp_pool_create() on first use.
  * Threads may call it at once: the calls take turns on the default pool
  * (each waits for the one before to end), so none returns -EBUSY.
  */
 GP_API int	pool_map(gp_fn *fn, struct gp_item *items, size_t n);
-/* Destroy the default pool (a later pool_map() creates a new one). */
+/* Destroy the default pool (a later pool_map() creates a new one); waits
+ * for a pool_map() running in another thread to end first. */
 GP_API void	gp_default_pool_destroy(void);
 /* Why this thread's last pool_map() call failed, in one line: the reason
  * the default pool could not be created (e.g. "GPUPOOL_FAKE_GPUS='abc' is
