@@ -1737,6 +1737,53 @@ START_TEST(item_init_sets_up_any_memory)
 }
 END_TEST
 
+/* Fork rules: in a child the application forks, the inherited pool is a
+ * copy: maps return -ECHILD, size and info read the copy, and destroy only
+ * closes the child's descriptors: the parent's workers live on and serve
+ * the parent's next map. */
+START_TEST(forked_child_cannot_use_or_stop_the_pool)
+{
+	struct gp_pool		*p = make_pool(2, 1);
+	struct gp_worker_info	 before[2], after;
+	struct gp_item		 it[4];
+	struct gp_feed		 f = { .next = count_next, .done = arr_done,
+				       .in_fd = -1, .ctl_fd = -1 };
+	int			 v[4] = { 1, 2, 3, 4 }, i, st, calls = 0;
+	pid_t			 pid;
+
+	f.arg = &calls;
+	for (i = 0; i < 2; i++)
+		ck_assert_int_eq(gp_pool_info(p, i, &before[i]), 0);
+	for (i = 0; i < 4; i++)
+		gp_item_init(&it[i], &v[i], sizeof(v[i]));
+	if ((pid = fork()) == 0) {
+		int	 bad = 0;
+
+		bad |= gp_pool_map(p, twice, NULL, 0, it, 4) != -ECHILD;
+		bad |= (gp_pool_run(p, twice, NULL, 0, &f) != -ECHILD) << 1;
+		bad |= (calls != 0) << 2;
+		bad |= (gp_pool_size(p) != 2) << 3;
+		bad |= (gp_pool_info(p, 1, &after) != 0 ||
+		    after.pid != before[1].pid) << 4;
+		gp_pool_destroy(p);
+		_exit(bad);
+	}
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	    "child: status %#x", st);
+	ck_assert_int_eq(gp_pool_map(p, twice, NULL, 0, it, 4), 0);
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(it[i].status, GP_OK);
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(gp_pool_info(p, i, &after), 0);
+		ck_assert_int_eq(after.pid, before[i].pid);
+	}
+	gp_items_release(it, 4);
+	gp_pool_destroy(p);
+}
+END_TEST
+
 START_TEST(strerror_names_every_code)
 {
 	const int	 codes[] = { GP_ENOGPU, GP_EINIT, GP_ENOWORKER,
@@ -1781,6 +1828,7 @@ main(void)
 	tcase_add_test(tc, run_streams_from_a_pipe);
 	tcase_add_test(tc, recycle_after_max_tasks);
 	tcase_add_test(tc, old_names_still_work);
+	tcase_add_test(tc, forked_child_cannot_use_or_stop_the_pool);
 	tcase_add_test(tc, item_init_sets_up_any_memory);
 	tcase_add_test(tc, reserved_fields_leave_room_to_grow);
 	tcase_add_test(tc, concurrent_maps_on_one_pool_one_proceeds);
