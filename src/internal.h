@@ -31,7 +31,7 @@
 #define GP_EXIT_PROTO		70	/* the master sent a bad message */
 #define GP_EXIT_NOMEM		71	/* out of memory in the library */
 
-/* Broken invariant: abort with a location (git's BUG()). */
+/* Broken invariant: abort with a location (git's BUG()); err.c. */
 #define GP_BUG(msg)	gp_bug(__FILE__, __LINE__, (msg))
 void	gp_bug(const char *file, int line, const char *msg)
 	    __attribute__((noreturn));
