@@ -6,7 +6,7 @@
  * itself, interleaved, for `meson test --benchmark`.
  *
  *	bench_pool [ROUNDS]		everything, ROUNDS rounds (default 5)
- *	bench_pool roundtrip N [nobind]	one item in flight (gp_run, 1 worker)
+ *	bench_pool roundtrip N [nobind]	one item in flight (gp_pool_run, 1 worker)
  *	bench_pool raw-pipe N		ping-pong with a child over two pipes
  *	bench_pool raw-sock N		the same over a socketpair
  *	bench_pool pingpong N BLOCKS [nobind]
@@ -121,13 +121,13 @@ twice(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 
 	memcpy(&x, in, sizeof(x));
 	x *= 2;
-	return gp_reply(ctx, &x, sizeof(x));
+	return gp_ctx_reply(ctx, &x, sizeof(x));
 }
 
 static int
 echo(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 {
-	return gp_reply(ctx, in, len);
+	return gp_ctx_reply(ctx, in, len);
 }
 
 static int
@@ -393,8 +393,8 @@ pool_pingpong(struct gp_pool *p, int n)
 	double		 t0 = now_s();
 	int		 rc;
 
-	if ((rc = gp_run(p, twice, NULL, 0, &f)) < 0)
-		die("gp_run", rc);
+	if ((rc = gp_pool_run(p, twice, NULL, 0, &f)) < 0)
+		die("gp_pool_run", rc);
 	return (now_s() - t0) / n * 1e6;
 }
 
@@ -575,7 +575,7 @@ legacy(int rounds)
 	printf("{\"bench\":\"skewed_lpt_over_ideal\",\"median\":%.3f}\n",
 	    median(sk[1], rounds));
 	gp_pool_destroy(p1);
-	gp_shutdown();
+	gp_default_pool_destroy();
 	return 0;
 }
 
@@ -694,6 +694,6 @@ main(int argc, char **argv)
 		    "raw-batch N [B] | skewed FILE | payload SIZE N\n");
 		return 2;
 	}
-	gp_shutdown();
+	gp_default_pool_destroy();
 	return 0;
 }

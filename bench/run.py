@@ -1326,7 +1326,7 @@ def panels(res):
                             key) for k, lab_, key in (
                       ("raw_pipe_us", "raw pipe ping-pong", "spawn4"),
                       ("raw_sock_us", "raw socketpair ping-pong", "spawn4"),
-                      ("pool_us", "pool_map (gp_run, 1 worker)",
+                      ("pool_us", "pool_map (gp_pool_run, 1 worker)",
                        "gpupool-run"))]})
         sk = pm["skewed"]["orders"]
         names = {"gpupool": "pool_map", "map": "Pool.map (default chunks)",

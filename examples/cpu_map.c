@@ -48,7 +48,7 @@ is_prime(uint64_t n)
 
 /*
  * The task. It runs in a worker process, not in main()'s: it gets a copy
- * of the item's bytes and returns its result with gp_reply(). A nonzero
+ * of the item's bytes and returns its result with gp_ctx_reply(). A nonzero
  * return marks the item GP_FAILED with that code.
  */
 static int
@@ -62,7 +62,7 @@ count_primes(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	memcpy(&r, in, sizeof(r));	/* in has no alignment guarantee */
 	for (n = r.lo; n < r.hi; n++)
 		count += is_prime(n);
-	return gp_reply(ctx, &count, sizeof(count)) == 0 ? 0 : 3;
+	return gp_ctx_reply(ctx, &count, sizeof(count)) == 0 ? 0 : 3;
 }
 
 static double
@@ -155,12 +155,11 @@ main(int argc, char *argv[])
 	for (i = 0; i < n; i++) {
 		ranges[i].lo = (uint64_t)i * RANGE;
 		ranges[i].hi = (uint64_t)(i + 1) * RANGE;
-		items[i].in = &ranges[i];
-		items[i].inlen = sizeof(ranges[i]);
+		gp_item_init(&items[i], &ranges[i], sizeof(ranges[i]));
 	}
 
 	t0 = now();
-	rc = gp_map(pool, count_primes, NULL, 0, items, n);
+	rc = gp_pool_map(pool, count_primes, NULL, 0, items, n);
 	t1 = now();
 	if (rc < 0) {
 		fprintf(stderr, "cpu_map: map: %s\n", gp_strerror(rc));

@@ -118,14 +118,14 @@ sums_item(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 		if (cm_gpu_sums(in, inlen, &r.sums, err, sizeof(err)) < 0) {
 			/* The reason goes back as the item's bytes; if even
 			 * that fails, the status alone says it failed. */
-			(void)gp_reply(ctx, err, strlen(err) + 1);
+			(void)gp_ctx_reply(ctx, err, strlen(err) + 1);
 			return 1;
 		}
 	} else
 		cpu_sums(in, inlen, &r.sums);
 	r.on_gpu = on_gpu;
 	snprintf(r.where, sizeof(r.where), "%s", where);
-	return gp_reply(ctx, &r, sizeof(r)) == 0 ? 0 : 2;
+	return gp_ctx_reply(ctx, &r, sizeof(r)) == 0 ? 0 : 2;
 }
 
 /* Item i's bytes: xorshift64* noise, seeded by i, reproducible. */
@@ -243,12 +243,11 @@ main(int argc, char *argv[])
 	}
 	for (i = 0; i < n; i++) {
 		fill(data + i * len, len, i);
-		items[i].in = data + i * len;
-		items[i].inlen = len;
+		gp_item_init(&items[i], data + i * len, len);
 	}
 
 	t0 = now();
-	rc = gp_map(pool, sums_item, NULL, 0, items, n);
+	rc = gp_pool_map(pool, sums_item, NULL, 0, items, n);
 	t1 = now();
 	if (rc < 0) {
 		fprintf(stderr, "cuda_map: map: %s\n", gp_strerror(rc));

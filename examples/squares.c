@@ -21,20 +21,19 @@ square(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 		return 1;
 	memcpy(&x, in, sizeof(x));
 	x *= x;
-	return gp_reply(ctx, &x, sizeof(x));
+	return gp_ctx_reply(ctx, &x, sizeof(x));
 }
 
 int
 main(void)
 {
-	struct gp_item	 items[N] = { 0 };
+	struct gp_item	 items[N];
 	char		 why[128];
 	int		 in[N], out, i, rc, failed = 0;
 
 	for (i = 0; i < N; i++) {
 		in[i] = i;
-		items[i].in = &in[i];
-		items[i].inlen = sizeof(in[i]);
+		gp_item_init(&items[i], &in[i], sizeof(in[i]));
 	}
 	if ((rc = pool_map(square, items, N)) < 0) {
 		fprintf(stderr, "squares: %s\n", gp_strerror(rc));
@@ -52,6 +51,6 @@ main(void)
 		}
 	}
 	gp_items_release(items, N);
-	gp_shutdown();
+	gp_default_pool_destroy();
 	return failed;
 }

@@ -14,6 +14,52 @@
  * prints, never exits the caller, installs no signal handler and reaps only
  * its own children, by pid. Create pools from a single-threaded process,
  * before anything in it initialises CUDA.
+ *
+ * Ownership: the library frees nothing of the caller's and keeps no
+ * pointer into what a call was given once the call returns (options,
+ * items, feeds, arg: arg is copied to the workers). What it hands over is
+ * the caller's: a pool from gp_pool_create(), until gp_pool_destroy(); an
+ * item's out, a malloc'd buffer to free with free() or gp_items_release().
+ * Each call below says what it reads, writes and keeps.
+ *
+ * Threads: the library starts none, and pools share no state, so calls on
+ * different pools may run at the same time in different threads. On one
+ * pool, one map (gp_pool_map() or gp_pool_run()) at a time: a second call
+ * while one runs, from any thread, returns -EBUSY (an atomic check: of
+ * calls made at once, exactly one proceeds). gp_pool_destroy() must not
+ * overlap any other call on the same pool; gp_pool_size() may run any
+ * time, gp_pool_info() from the thread making calls on the pool or while
+ * none runs (a call replaces dead workers). pool_map() and
+ * gp_default_pool_destroy() may be called from any threads: they take
+ * turns on the default pool. gp_item_init(), gp_items_release() and the
+ * strerror functions touch only their arguments. A call that replaces a
+ * worker forks from the thread making it: in a threaded program, fn and
+ * init must not rely on locks other threads could hold at that moment.
+ * gp_ctx_* calls are for the worker side only: inside fn, init or fini,
+ * with the ctx they were given, which is not valid after they return.
+ *
+ * Fork: the workers are children of the process that created the pool,
+ * and only that process can run calls on it or stop it. In a child the
+ * application forks (from a single-threaded parent, or it may call nothing
+ * of the library until it execs), the inherited pool is a copy: calls
+ * return -ECHILD, gp_pool_size() and gp_pool_info() read the copy, and
+ * gp_pool_destroy() only closes the child's copies of the pool's
+ * descriptors and frees its memory, never stopping or waiting for the
+ * parent's workers. pool_map() in such a child leaves the inherited
+ * default pool alone and creates the child's own. exec() drops every
+ * descriptor of a pool (all are close-on-exec). A worker may create pools
+ * of its own, whose workers are its children.
+ *
+ * Room to grow: the structs a program allocates (gp_pool_opts, gp_feed,
+ * gp_item, gp_worker_info) end in reserved fields, so that later versions
+ * add fields without changing their size or layout. Zero them: { 0 },
+ * designated initialisers, memset() and gp_item_init() all do. Options
+ * and feeds with a reserved field set, or unknown bits in
+ * gp_pool_opts.flags, are refused (-EINVAL), so a program built against a
+ * newer header fails clearly instead of being half understood. An item's
+ * reserved fields are room for results: never read, so an array that sets
+ * only in and inlen keeps working. The library zeroes the reserved part
+ * of each gp_worker_info it fills.
  */
 #ifndef GPUPOOL_H
 #define GPUPOOL_H
@@ -61,7 +107,9 @@ enum gp_status {
 	GP_NOTRUN,		/* never ran: the pool lost all its workers */
 };
 
-/* One unit of work: caller's input bytes in, result bytes out. */
+/* One unit of work: caller's input bytes in, result bytes out. The caller
+ * owns the item and in (read only while the call that runs the item
+ * lasts); set it up with gp_item_init() or { .in = ..., .inlen = ... }. */
 struct gp_item {
 	const void	*in;		/* input bytes (may be NULL if inlen 0) */
 	size_t		 inlen;
@@ -71,6 +119,8 @@ struct gp_item {
 	int		 code;		/* see enum gp_status */
 	int		 worker;	/* worker that ran it last, -1 if none */
 	int		 attempts;	/* times it was started */
+	uint64_t	 reserved[2];	/* room for later result fields: not
+					   read (gp_item_init() zeroes it) */
 };
 
 /* Running in a worker: the handle fn and init receive. */
@@ -78,7 +128,7 @@ struct gp_ctx;
 
 /*
  * The task. Runs in a worker process, once per item. Return 0 for success;
- * any other value marks the item GP_FAILED with that code. Call gp_reply()
+ * any other value marks the item GP_FAILED with that code. Call gp_ctx_reply()
  * to return bytes. fn may keep state across items in its process (a loaded
  * model): the worker lives until the pool is destroyed or recycled.
  */
@@ -144,6 +194,7 @@ struct gp_pool_opts {
 	char		*errbuf;	/* if set, create writes a one-line reason
 					   for a failure here */
 	size_t		 errlen;
+	uint64_t	 reserved[8];	/* must be 0: room for later options */
 };
 
 /* Where a worker runs (gp_pool_info(), gp_ctx_info()). */
@@ -165,21 +216,28 @@ struct gp_worker_info {
 					   "gpu-local", "machine: no bus id" */
 	int		 cpubind_rc;	/* 0 or -errno, once the worker started */
 	int		 membind_rc;	/* 0 or -errno (0 if not bound) */
+	char		 reserved[64];	/* 0: room for later fields */
 };
 
-/* A stream of items for gp_run(). */
+/* A stream of items for gp_pool_run(). */
 struct gp_feed {
 	/*
 	 * Called when a worker is idle. Point *item at the next item (owned by
-	 * the caller, valid until done() is called for it) and return
+	 * the caller, valid until done() is called for it; the pool resets
+	 * its result fields as gp_item_init() does, without freeing an out
+	 * left in it) and return
 	 * GP_FEED_ITEM; GP_FEED_AGAIN when nothing is ready yet (the pool
 	 * waits until in_fd is readable or an item ends); GP_FEED_WAIT when
 	 * only an item's end can bring more (a retry: in_fd is not polled,
 	 * e.g. it is at EOF); GP_FEED_END at the end.
 	 */
 	int		(*next)(void *arg, struct gp_item **item);
-	/* Called once per item as it ends, in completion order. Return 0 to
-	 * go on, nonzero to cancel the rest (as cancel_fd does). */
+	/* Called once per item as it ends, in completion order: the pool
+	 * hands the item back, keeps no pointer to it, and its out is the
+	 * caller's (free() or gp_items_release()). Return 0 to go on,
+	 * nonzero to cancel the rest (as cancel_fd does). next, done and ctl
+	 * run in the thread that called gp_pool_run(), during the call; they
+	 * must not start a map on the same pool (-EBUSY) or destroy it. */
 	int		(*done)(void *arg, struct gp_item *item);
 	int		 in_fd;		/* -1: none */
 	void		*arg;
@@ -191,6 +249,7 @@ struct gp_feed {
 	 * may come from the control channel. */
 	int		 ctl_fd;
 	int		(*ctl)(void *arg);
+	uint64_t	 reserved[4];	/* must be 0: room for later fields */
 };
 
 enum gp_feed_next {
@@ -210,10 +269,15 @@ struct gp_pool;
 
 /*
  * Create a pool: find GPUs, load the topology, place and fork the workers,
- * wait until each has bound itself and run init. *out is set on success.
+ * wait until each has bound itself and run init. *out is set on success
+ * (NULL on failure): the caller owns the pool until gp_pool_destroy().
+ * opts and the strings it points to are read during the call only, except
+ * init_arg, which init and fini get as is (in the workers' copy of
+ * memory); errbuf is written only by this call.
  * Returns 0, GP_ENOGPU (no GPU: errbuf says why), GP_EINIT (a worker
  * failed to start; errbuf names it), -EINVAL (bad option, e.g. a --gpus
- * entry that names no GPU), -ENOMEM, or the negated errno of a failed
+ * entry that names no GPU, a reserved field set or an unknown flag),
+ * -ENOMEM, or the negated errno of a failed
  * fork, pipe or topology load.
  */
 GP_API int	gp_pool_create(struct gp_pool **out,
@@ -225,53 +289,71 @@ GP_API int	gp_pool_create(struct gp_pool **out,
  * created (workers are forked copies); arglen bytes at arg are copied to
  * each worker, and fn gets a pointer to its copy (NULL when arglen is 0).
  * Each item's out,
- * outlen, status, code, worker and attempts are reset first and then set
- * (free out with gp_items_release(); out is not read, so release the
- * results of an earlier call on the same array first, or they leak).
+ * outlen, status, code, worker and attempts are reset first and then set:
+ * out is overwritten, never read or freed, so release the results of an
+ * earlier call on the same array first (gp_items_release()), or they
+ * leak; each new out is a malloc'd buffer the caller owns and frees.
+ * in is read while the call runs, never written or freed.
  * Until it ends an item reads GP_NOTRUN, whatever the call returns.
  * Items are dispatched dynamically in batches sized to
  * what remains and to the measured item time. Returns 0 when every item has
  * a final status (whatever it is), GP_ENOWORKER when the pool lost every
  * worker (the rest are GP_NOTRUN), GP_EPLAN, -EINVAL (also for an item
  * with in NULL and inlen > 0: nothing runs), -ENOMEM, -EBUSY
- * while another call runs, -ECHILD from a process that did not create p.
+ * while another call on p runs (of calls made at once from several
+ * threads, exactly one proceeds; the others return -EBUSY and run
+ * nothing), -ECHILD from a process that did not create p.
  * A call that fails midway (-ENOMEM, a failed poll) kills and reaps the
  * workers running its items, which end GP_ERROR with that code, as does
  * an item whose result or retry could not be kept (the rest GP_NOTRUN):
  * the pool stays usable and keeps no pointer into items.
  */
-GP_API int	gp_map(struct gp_pool *p, gp_fn *fn, const void *arg,
+GP_API int	gp_pool_map(struct gp_pool *p, gp_fn *fn, const void *arg,
 		    size_t arglen, struct gp_item *items, size_t n);
 
 /*
  * Stream items: take them from feed->next as workers become idle, one item
  * per dispatch, and report each through feed->done, exactly once, even
  * when the call fails (an item with in NULL and inlen > 0 ends GP_ERROR,
- * -EINVAL). Returns as gp_map(), or -EDEADLK
+ * -EINVAL). Returns as gp_pool_map() (-EINVAL also for a feed without
+ * next or done, or with a reserved field set: nothing runs), or -EDEADLK
  * when next() says "not yet" with no in_fd and nothing running.
  */
-GP_API int	gp_run(struct gp_pool *p, gp_fn *fn, const void *arg,
+GP_API int	gp_pool_run(struct gp_pool *p, gp_fn *fn, const void *arg,
 		    size_t arglen, const struct gp_feed *feed);
 
 /* Ask workers to leave, then TERM, then KILL; reap each one (through its
- * pidfd where there is one, else by pid); free. */
+ * pidfd where there is one, else by pid); free. NULL does nothing. No
+ * other call on p may run meanwhile, and p is not valid after it. Items
+ * and their out buffers are the caller's and stay so. */
 GP_API void	gp_pool_destroy(struct gp_pool *p);
 
-/* Number of workers; placement of one (0 or -EINVAL). */
+/* Number of workers; placement of one (0 or -EINVAL), copied to the
+ * caller's *out. */
 GP_API int	gp_pool_size(const struct gp_pool *p);
 GP_API int	gp_pool_info(const struct gp_pool *p, int worker,
 		    struct gp_worker_info *out);
 
-/* Free the out buffers of n items and set them to NULL. */
+/* Set up an item to run: in and inlen as given (in is read, not copied:
+ * keep it valid until the call that runs the item returns, or until done()
+ * for gp_pool_run()), no result (out NULL, outlen 0: a result left from
+ * an earlier call is not freed; gp_items_release() it first), status
+ * GP_NOTRUN, code 0, worker -1, attempts 0, reserved fields 0. The same
+ * reset gp_pool_map() and gp_pool_run() apply to each item they take. */
+GP_API void	gp_item_init(struct gp_item *it, const void *in, size_t inlen);
+
+/* Free (with free()) the out buffers of n items and set them to NULL,
+ * outlen 0. The items themselves stay the caller's. */
 GP_API void	gp_items_release(struct gp_item *items, size_t n);
 
-/* In a worker: set the current item's result bytes (copied; the last call
- * wins). Returns 0, -EMSGSIZE (over max_msg), -ENOMEM, or -EINVAL outside
+/* In a worker: set the current item's result bytes (buf is copied and
+ * stays the caller's; the last call wins). Returns 0, -EMSGSIZE (over max_msg), -ENOMEM, or -EINVAL outside
  * an item (in init or fini). When the last call failed, the item ends
  * GP_ERROR with that code (fn's return value is lost), not with an older
  * or empty result. */
-GP_API int	gp_reply(struct gp_ctx *ctx, const void *buf, size_t len);
-/* In a worker: where it runs. */
+GP_API int	gp_ctx_reply(struct gp_ctx *ctx, const void *buf, size_t len);
+/* In a worker: where it runs. The library's memory, valid for the
+ * worker's life: read it, do not free it. */
 GP_API const struct gp_worker_info *gp_ctx_info(const struct gp_ctx *ctx);
 /* In a worker: an fd that becomes readable when the current item should
  * stop (timeout, cancel) or the master is gone. Poll it; do not read.
@@ -288,10 +370,12 @@ GP_API int	gp_ctx_stop_fd(const struct gp_ctx *ctx);
  * gpupool-run does. */
 GP_API void	gp_ctx_set_pgid(struct gp_ctx *ctx, pid_t pgid);
 
-/* Text for any code returned above or any item code < 0. */
+/* Text for any code returned above or any item code < 0: a static
+ * string (strerror()'s for plain errno values). */
 GP_API const char *gp_strerror(int code);
 /* Text for an item's outcome: "ok", "failed (fn returned 3)", "crashed
- * (killed by signal 11: Segmentation fault)", "timed out after 500 ms". */
+ * (killed by signal 11: Segmentation fault)", "timed out". Written into
+ * the caller's buf of len bytes (cut to fit), which it returns. */
 GP_API const char *gp_item_strerror(const struct gp_item *item, char *buf,
 		    size_t len);
 
@@ -299,17 +383,37 @@ GP_API const char *gp_item_strerror(const struct gp_item *item, char *buf,
  * Python's Pool(processes).map, in C: run fn(ctx, item, NULL) on each of
  * n items on the default pool (created on first use with { 0 } options:
  * one worker per GPU found, or GPUPOOL_FAKE_GPUS fake ones), and return
- * when all are done. Results and statuses are in items, in item order.
- * Returns as gp_map(), or as gp_pool_create() on first use.
+ * when all are done. Results and statuses are in items, in item order,
+ * owned as with gp_pool_map().
+ * Returns as gp_pool_map(), or as gp_pool_create() on first use.
+ * Threads may call it at once: the calls take turns on the default pool
+ * (each waits for the one before to end), so none returns -EBUSY.
  */
 GP_API int	pool_map(gp_fn *fn, struct gp_item *items, size_t n);
-/* Destroy the default pool (a later pool_map() creates a new one). */
-GP_API void	gp_shutdown(void);
-/* Why the last pool_map() call failed, in one line: the reason the default
- * pool could not be created (e.g. "GPUPOOL_FAKE_GPUS='abc' is not a GPU
- * count (0..1024)"), else gp_strerror() of its code; "" when it returned
- * 0. Static storage, valid until the next pool_map(). */
+/* Destroy the default pool (a later pool_map() creates a new one); waits
+ * for a pool_map() running in another thread to end first. */
+GP_API void	gp_default_pool_destroy(void);
+/* Why this thread's last pool_map() call failed, in one line: the reason
+ * the default pool could not be created (e.g. "GPUPOOL_FAKE_GPUS='abc' is
+ * not a GPU count (0..1024)"), else gp_strerror() of its code; "" when it
+ * returned 0. The thread's own storage, valid until its next pool_map(). */
 GP_API const char *gp_last_error(void);
+
+/*
+ * The names of gpupool 0.1, before every call took its gp_<noun>_<verb>
+ * name. Each is an alias: an exported function that calls the one named
+ * beside it and behaves exactly as it does. Programs built against 0.1
+ * keep linking; new code uses the new names.
+ */
+GP_API int	gp_map(struct gp_pool *p, gp_fn *fn, const void *arg,
+		    size_t arglen, struct gp_item *items, size_t n);
+						/* gp_pool_map() */
+GP_API int	gp_run(struct gp_pool *p, gp_fn *fn, const void *arg,
+		    size_t arglen, const struct gp_feed *feed);
+						/* gp_pool_run() */
+GP_API int	gp_reply(struct gp_ctx *ctx, const void *buf, size_t len);
+						/* gp_ctx_reply() */
+GP_API void	gp_shutdown(void);		/* gp_default_pool_destroy() */
 
 #ifdef __cplusplus
 }

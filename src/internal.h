@@ -31,7 +31,7 @@
 #define GP_EXIT_PROTO		70	/* the master sent a bad message */
 #define GP_EXIT_NOMEM		71	/* out of memory in the library */
 
-/* Broken invariant: abort with a location (git's BUG()). */
+/* Broken invariant: abort with a location (git's BUG()); err.c. */
 #define GP_BUG(msg)	gp_bug(__FILE__, __LINE__, (msg))
 void	gp_bug(const char *file, int line, const char *msg)
 	    __attribute__((noreturn));
@@ -146,7 +146,8 @@ void	gp_loop_item_init(struct gp_item *it);	/* NOTRUN, no output */
 void	gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
 	    __attribute__((noreturn));
 
-/* pool.c */
+/* err.c: at the bottom, calls nothing here. Writes the printf-style
+ * reason into err (if not NULL and errlen > 0) and returns rc. */
 int	gp_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
 	    __attribute__((format(printf, 4, 5)));
 

@@ -5,8 +5,9 @@
  * and gp_pool_create() explains them in the caller's errbuf.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,26 +15,6 @@
 #include <unistd.h>
 
 #include "internal.h"
-
-void
-gp_bug(const char *file, int line, const char *msg)
-{
-	fprintf(stderr, "gpupool: BUG at %s:%d: %s\n", file, line, msg);
-	abort();
-}
-
-int
-gp_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-	va_list	 ap;
-
-	if (err != NULL && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
 
 static int
 env_int(const char *name, int *out, char *err, size_t errlen)
@@ -177,102 +158,156 @@ init_reason(struct gp_pool *p, char *err, size_t errlen)
 	}
 }
 
-int
-gp_pool_create(struct gp_pool **out, const struct gp_pool_opts *opts)
+/*
+ * The public structs' sizes are the ABI (on LP64): a field added later
+ * takes the place of reserved ones, so these never change.
+ */
+#if UINTPTR_MAX == UINT64_MAX
+_Static_assert(sizeof(struct gp_pool_opts) == 176, "gp_pool_opts size");
+_Static_assert(sizeof(struct gp_item) == 64, "gp_item size");
+_Static_assert(sizeof(struct gp_feed) == 80, "gp_feed size");
+_Static_assert(sizeof(struct gp_worker_info) == 768, "gp_worker_info size");
+#endif
+
+#define GP_POOL_FLAGS_ALL	(GP_POOL_CANCEL_FD | GP_POOL_NO_BIND | \
+				 GP_POOL_STRICT_BIND | GP_POOL_CUDA_INIT | \
+				 GP_POOL_PLAN_ONLY | GP_POOL_NO_PDEATHSIG)
+
+#define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
+
+/* Whether the n reserved words at r are all zero. */
+static int
+zeroed(const uint64_t *r, size_t n)
+{
+	size_t	 i;
+
+	for (i = 0; i < n; i++)
+		if (r[i] != 0)
+			return 0;
+	return 1;
+}
+
+/* Copy the options, check them and fill in the defaults (including those
+ * taken from the environment). */
+static int
+opts_load(struct gp_pool *p, const struct gp_pool_opts *opts, char *err,
+    size_t errlen)
 {
 	static const struct gp_pool_opts	 none;
-	struct gp_pool		*p;
 	const char		*xml;
-	char			*err = opts ? opts->errbuf : NULL;
-	size_t			 errlen = opts ? opts->errlen : 0;
-	int			 i, rc, pci;
+	int			 rc;
 
-	*out = NULL;
-	if (err != NULL && errlen > 0)
-		err[0] = '\0';
-	if ((p = calloc(1, sizeof(*p))) == NULL)
-		return -ENOMEM;
 	p->o = opts ? *opts : none;
-	p->master = getpid();
+	if (!zeroed(p->o.reserved, NELEM(p->o.reserved)))
+		return gp_errf(err, errlen, -EINVAL, "pool options: reserved "
+		    "fields are not zero (options not zeroed, or from a "
+		    "gpupool.h newer than this library, %s)", GP_VERSION);
+	if (p->o.flags & ~(unsigned)GP_POOL_FLAGS_ALL)
+		return gp_errf(err, errlen, -EINVAL, "pool options: unknown "
+		    "flags %#x (from a gpupool.h newer than this library, %s?)",
+		    p->o.flags & ~(unsigned)GP_POOL_FLAGS_ALL, GP_VERSION);
 	if (p->o.per_gpu < 0 || p->o.fake_gpus < 0 || p->o.retries < 0 ||
-	    ((p->o.flags & GP_POOL_CANCEL_FD) && p->o.cancel_fd < 0)) {
-		rc = gp_errf(err, errlen, -EINVAL, "negative count or fd in "
+	    ((p->o.flags & GP_POOL_CANCEL_FD) && p->o.cancel_fd < 0))
+		return gp_errf(err, errlen, -EINVAL, "negative count or fd in "
 		    "pool options");
-		goto fail;
-	}
 	if (p->o.per_gpu == 0)
 		p->o.per_gpu = 1;
 	if (p->o.grace_ms == 0)
 		p->o.grace_ms = GP_DEFAULT_GRACE_MS;
 	if (p->o.max_msg == 0)
 		p->o.max_msg = GP_DEFAULT_MAX_MSG;
-	if (p->o.max_msg > UINT32_MAX - GP_MSG_OVERHEAD) {
-		rc = gp_errf(err, errlen, -EINVAL, "max_msg over 4 GiB");
-		goto fail;
-	}
+	if (p->o.max_msg > UINT32_MAX - GP_MSG_OVERHEAD)
+		return gp_errf(err, errlen, -EINVAL, "max_msg over 4 GiB");
 	if (p->o.fake_gpus == 0 &&
 	    (rc = env_int("GPUPOOL_FAKE_GPUS", &p->o.fake_gpus, err,
 	    errlen)) < 0)
-		goto fail;
+		return rc;
 	xml = p->o.topology_xml ? p->o.topology_xml : getenv("GPUPOOL_TOPOLOGY");
-	if (xml != NULL && *xml != '\0' && (p->xml = strdup(xml)) == NULL) {
-		rc = -ENOMEM;
-		goto fail;
-	}
+	if (xml != NULL && *xml != '\0' && (p->xml = strdup(xml)) == NULL)
+		return -ENOMEM;
 	p->o.topology_xml = p->xml;
+	return 0;
+}
+
+/* Decide the GPUs, load the topology and place every worker: all a
+ * GP_POOL_PLAN_ONLY pool does. */
+static int
+plan(struct gp_pool *p, char *err, size_t errlen)
+{
+	int	 i, rc, pci;
 
 	if ((rc = gp_gpu_resolve(&p->o, &p->gpus, err, errlen)) < 0)
-		goto fail;
+		return rc;
 	p->ngpus = rc;
-	if ((long)p->ngpus * p->o.per_gpu > GP_MAX_WORKERS) {
-		rc = gp_errf(err, errlen, -EINVAL, "%d GPUs x %d per GPU is "
+	if ((long)p->ngpus * p->o.per_gpu > GP_MAX_WORKERS)
+		return gp_errf(err, errlen, -EINVAL, "%d GPUs x %d per GPU is "
 		    "over %d workers", p->ngpus, p->o.per_gpu, GP_MAX_WORKERS);
-		goto fail;
-	}
 	p->nw = p->ngpus * p->o.per_gpu;
 	p->respawns = p->o.respawn_max < 0 ? -1 : p->o.respawn_max > 0 ?
 	    p->o.respawn_max : GP_DEFAULT_RESPAWN * p->nw;
 	for (i = pci = 0; i < p->ngpus; i++)
 		pci |= p->gpus[i].busid[0] != '\0';
 	if ((rc = gp_topo_load(&p->topo, p->xml, pci, err, errlen)) < 0)
-		goto fail;
-	if ((p->w = calloc((size_t)p->nw, sizeof(*p->w))) == NULL) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	if ((rc = place(p)) < 0)
-		goto fail;
-	if (p->o.flags & GP_POOL_PLAN_ONLY) {
-		*out = p;
-		return 0;
-	}
+		return rc;
+	if ((p->w = calloc((size_t)p->nw, sizeof(*p->w))) == NULL)
+		return -ENOMEM;
+	return place(p);
+}
+
+/* Map the shared page, fork every worker and wait for each READY. On
+ * failure the caller shuts down whatever was started. */
+static int
+start(struct gp_pool *p, char *err, size_t errlen)
+{
+	int	 i, rc;
 
 	p->shmlen = (size_t)p->nw * sizeof(struct gp_shm);
 	p->shm = mmap(NULL, p->shmlen, PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (p->shm == MAP_FAILED) {
 		p->shm = NULL;
-		rc = gp_errf(err, errlen, -errno, "mmap: %s", strerror(errno));
-		goto fail;
+		return gp_errf(err, errlen, -errno, "mmap: %s",
+		    strerror(errno));
 	}
 	for (i = 0; i < p->nw; i++)
 		p->w[i].shm = &p->shm[i];
 	for (i = 0; i < p->nw; i++)
-		if ((rc = gp_loop_spawn(p, &p->w[i])) < 0) {
-			gp_errf(err, errlen, rc, "cannot start worker %d: %s",
-			    i, strerror(-rc));
-			goto fail_workers;
-		}
-	if ((rc = gp_loop_wait_ready(p)) < 0) {
-		if (rc == GP_EINIT)
-			init_reason(p, err, errlen);
-		goto fail_workers;
+		if ((rc = gp_loop_spawn(p, &p->w[i])) < 0)
+			return gp_errf(err, errlen, rc, "cannot start worker "
+			    "%d: %s", i, strerror(-rc));
+	if ((rc = gp_loop_wait_ready(p)) < 0 && rc == GP_EINIT)
+		init_reason(p, err, errlen);
+	return rc;
+}
+
+int
+gp_pool_create(struct gp_pool **out, const struct gp_pool_opts *opts)
+{
+	struct gp_pool		*p;
+	char			*err = opts ? opts->errbuf : NULL;
+	size_t			 errlen = opts ? opts->errlen : 0;
+	int			 rc;
+
+	*out = NULL;
+	if (err != NULL && errlen > 0)
+		err[0] = '\0';
+	if ((p = calloc(1, sizeof(*p))) == NULL)
+		return -ENOMEM;
+	p->master = getpid();
+	if ((rc = opts_load(p, opts, err, errlen)) < 0 ||
+	    (rc = plan(p, err, errlen)) < 0)
+		goto fail;
+	if (p->o.flags & GP_POOL_PLAN_ONLY) {
+		*out = p;
+		return 0;
+	}
+	if ((rc = start(p, err, errlen)) < 0) {
+		gp_loop_shutdown(p);
+		goto fail;
 	}
 	*out = p;
 	return 0;
 
-fail_workers:
-	gp_loop_shutdown(p);
 fail:
 	pool_free(p);
 	return rc;
@@ -324,17 +359,20 @@ run_job(struct gp_pool *p, struct gp_job *job, gp_fn *fn, const void *arg,
 		return GP_EPLAN;
 	if (getpid() != p->master)
 		return -ECHILD;
-	if (p->job != NULL)
+	/* One call per pool at a time, whichever thread makes it: of the
+	 * calls that find the pool idle at once, the compare-and-swap lets
+	 * exactly one install its job; the others see it and get -EBUSY. */
+	if (!__atomic_compare_exchange_n(&p->job, &(struct gp_job *){ NULL },
+	    job, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return -EBUSY;
 	job->gen = ++p->gen;
-	p->job = job;
 	rc = gp_loop_run(p, job);
 	/* Not an end the loop reached with nothing in flight: the call
 	 * failed, and the pool must not keep pointers into its items. */
 	if (rc < 0 && rc != GP_ENOWORKER && rc != -EDEADLK)
 		gp_loop_abandon(p, job, rc);
-	p->job = NULL;
 	free(job->requeue);
+	__atomic_store_n(&p->job, NULL, __ATOMIC_RELEASE);
 	return rc;
 }
 
@@ -357,7 +395,7 @@ items_init(struct gp_item *items, size_t n)
 	return rc;
 }
 
-/* gp_map() on items that items_init() accepted. */
+/* gp_pool_map() on items that items_init() accepted. */
 static int
 map_items(struct gp_pool *p, gp_fn *fn, const void *arg, size_t arglen,
     struct gp_item *items, size_t n)
@@ -370,8 +408,8 @@ map_items(struct gp_pool *p, gp_fn *fn, const void *arg, size_t arglen,
 }
 
 int
-gp_map(struct gp_pool *p, gp_fn *fn, const void *arg, size_t arglen,
-    struct gp_item *items, size_t n)
+gp_pool_map(struct gp_pool *p, gp_fn *fn, const void *arg,
+    size_t arglen, struct gp_item *items, size_t n)
 {
 	int	 rc;
 
@@ -381,15 +419,25 @@ gp_map(struct gp_pool *p, gp_fn *fn, const void *arg, size_t arglen,
 }
 
 int
-gp_run(struct gp_pool *p, gp_fn *fn, const void *arg, size_t arglen,
-    const struct gp_feed *feed)
+gp_pool_run(struct gp_pool *p, gp_fn *fn, const void *arg,
+    size_t arglen, const struct gp_feed *feed)
 {
 	struct gp_job	 job = { 0 };
 
-	if (feed == NULL || feed->next == NULL || feed->done == NULL)
+	if (feed == NULL || feed->next == NULL || feed->done == NULL ||
+	    !zeroed(feed->reserved, NELEM(feed->reserved)))
 		return -EINVAL;
 	job.feed = feed;
 	return run_job(p, &job, fn, arg, arglen);
+}
+
+void
+gp_item_init(struct gp_item *it, const void *in, size_t inlen)
+{
+	memset(it, 0, sizeof(*it));
+	it->in = in;
+	it->inlen = inlen;
+	gp_loop_item_init(it);
 }
 
 void
@@ -473,9 +521,40 @@ gp_item_strerror(const struct gp_item *it, char *buf, size_t len)
 	return buf;
 }
 
-/* The default pool of pool_map(), and why the last call failed. */
-static struct gp_pool	*defpool;
-static char		 deferr[256];
+/*
+ * The default pool of pool_map(). deflock serialises every use of it, so
+ * threads may call pool_map() at once: one creates the pool, each map runs
+ * whole, in turn. Why a call failed is the calling thread's own (as errno).
+ */
+static pthread_mutex_t		 deflock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic pid_t		 deflock_pid;	/* process holding it, or 0 */
+static struct gp_pool		*defpool;
+static _Thread_local char	 deferr[256];
+
+/* Workers are forked while deflock is held (creation, respawns), and an
+ * application may fork while one of its threads holds it: such a child's
+ * copy is locked by a thread it does not have. deflock_pid tells: in the
+ * process that holds it, it is getpid() or 0; in such a child, the
+ * parent's pid, and the child starts a fresh lock. */
+static void
+deflock_take(void)
+{
+	pid_t	 me = getpid(), holder = atomic_load(&deflock_pid);
+
+	if (holder != 0 && holder != me) {
+		pthread_mutex_init(&deflock, NULL);
+		atomic_store(&deflock_pid, 0);
+	}
+	pthread_mutex_lock(&deflock);
+	atomic_store(&deflock_pid, me);
+}
+
+static void
+deflock_drop(void)
+{
+	atomic_store(&deflock_pid, 0);
+	pthread_mutex_unlock(&deflock);
+}
 
 int
 pool_map(gp_fn *fn, struct gp_item *items, size_t n)
@@ -485,14 +564,18 @@ pool_map(gp_fn *fn, struct gp_item *items, size_t n)
 	int			 rc;
 
 	deferr[0] = '\0';
+	/* Items first: they read GP_NOTRUN even if no pool can be made. */
+	if ((rc = items_init(items, n)) < 0)
+		goto out;
+	deflock_take();
 	if (defpool != NULL && getpid() != defpool->master) {
 		gp_pool_destroy(defpool);	/* only closes fds */
 		defpool = NULL;
 	}
-	/* Items first: they read GP_NOTRUN even if no pool can be made. */
-	if ((rc = items_init(items, n)) == 0 && (defpool != NULL ||
-	    (rc = gp_pool_create(&defpool, &o)) == 0))
+	if (defpool != NULL || (rc = gp_pool_create(&defpool, &o)) == 0)
 		rc = map_items(defpool, fn, NULL, 0, items, n);
+	deflock_drop();
+out:
 	if (rc < 0 && deferr[0] == '\0')
 		snprintf(deferr, sizeof(deferr), "%s", gp_strerror(rc));
 	return rc;
@@ -505,8 +588,10 @@ gp_last_error(void)
 }
 
 void
-gp_shutdown(void)
+gp_default_pool_destroy(void)
 {
+	deflock_take();
 	gp_pool_destroy(defpool);
 	defpool = NULL;
+	deflock_drop();
 }

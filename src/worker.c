@@ -48,7 +48,7 @@ struct gp_ctx {
  * failed or not: a reply that could not be kept ends the item GP_ERROR
  * (outq_close()), never GP_OK with an older or an empty result. */
 int
-gp_reply(struct gp_ctx *ctx, const void *buf, size_t len)
+gp_ctx_reply(struct gp_ctx *ctx, const void *buf, size_t len)
 {
 	if (ctx->data == 0)
 		return -EINVAL;		/* in init or fini */

@@ -68,7 +68,7 @@ START_TEST(probe_and_workers_touch_cuda_master_never)
 	o.flags = 0;
 	ck_assert_msg(gp_pool_create(&p, &o) == 0, "%s", err);
 	memset(it, 0, sizeof(it));
-	ck_assert_int_eq(gp_map(p, noop, NULL, 0, it, 4), 0);
+	ck_assert_int_eq(gp_pool_map(p, noop, NULL, 0, it, 4), 0);
 	gp_pool_destroy(p);
 	loads();
 	unlink(logpath);

@@ -77,7 +77,7 @@ crash_on_5(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 		raise(SIGSEGV);
 	if (x == 6)
 		_exit(3);
-	return gp_reply(ctx, &x, sizeof(x));
+	return gp_ctx_reply(ctx, &x, sizeof(x));
 }
 
 START_TEST(crash_fails_only_that_item_and_respawns)
@@ -89,7 +89,7 @@ START_TEST(crash_fails_only_that_item_and_respawns)
 	char			 msg[128];
 
 	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
-	ck_assert_int_eq(gp_map(p, crash_on_5, NULL, 0, it, 50), 0);
+	ck_assert_int_eq(gp_pool_map(p, crash_on_5, NULL, 0, it, 50), 0);
 	for (i = 0; i < 50; i++) {
 		if (i == 5) {
 			ck_assert_int_eq(it[i].status, GP_CRASHED);
@@ -115,7 +115,7 @@ START_TEST(crash_fails_only_that_item_and_respawns)
 	}
 	gp_items_release(it, 50);
 	/* Both slots were replaced: the pool still has two workers. */
-	ck_assert_int_eq(gp_map(p, crash_on_5, NULL, 0, it, 5), 0);
+	ck_assert_int_eq(gp_pool_map(p, crash_on_5, NULL, 0, it, 5), 0);
 	for (i = 0; i < 5; i++)
 		ck_assert_int_eq(it[i].status, GP_OK);
 	gp_items_release(it, 5);
@@ -147,7 +147,7 @@ crash_with_sigchld(int flags, void (*handler)(int))
 	sigemptyset(&sa.sa_mask);
 	ck_assert_int_eq(sigaction(SIGCHLD, &sa, NULL), 0);
 	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
-	ck_assert_int_eq(gp_map(p, crash_on_5, NULL, 0, it, 8), 0);
+	ck_assert_int_eq(gp_pool_map(p, crash_on_5, NULL, 0, it, 8), 0);
 	for (i = 0; i < 8; i++) {
 		if (i != 5 && i != 6) {
 			ck_assert_int_eq(it[i].status, GP_OK);
@@ -212,7 +212,7 @@ START_TEST(retries_rerun_crashed_items)
 	ck_assert_ptr_nonnull(mkdtemp(base));
 	strcat(base, "/m");
 	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
-	ck_assert_int_eq(gp_map(p, flaky, base, strlen(base) + 1, it, 8), 0);
+	ck_assert_int_eq(gp_pool_map(p, flaky, base, strlen(base) + 1, it, 8), 0);
 	for (i = 0; i < 8; i++) {
 		ck_assert_int_eq(it[i].status, GP_OK);
 		ck_assert_int_ge(it[i].attempts, 2);
@@ -221,7 +221,7 @@ START_TEST(retries_rerun_crashed_items)
 	}
 	*strrchr(base, '/') = '\0';
 	rmdir(base);
-	ck_assert_int_eq(gp_map(p, always_crash, NULL, 0, it, 2), 0);
+	ck_assert_int_eq(gp_pool_map(p, always_crash, NULL, 0, it, 2), 0);
 	for (i = 0; i < 2; i++) {
 		ck_assert_int_eq(it[i].status, GP_CRASHED);
 		ck_assert_int_eq(it[i].code, 128 + SIGABRT);
@@ -240,7 +240,7 @@ START_TEST(respawn_budget_spent_is_a_pool_failure)
 	struct gp_item		*it = int_items(v, 10);
 
 	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
-	ck_assert_int_eq(gp_map(p, always_crash, NULL, 0, it, 10),
+	ck_assert_int_eq(gp_pool_map(p, always_crash, NULL, 0, it, 10),
 	    GP_ENOWORKER);
 	for (i = 0; i < 10; i++) {
 		crashed += it[i].status == GP_CRASHED;
@@ -249,7 +249,7 @@ START_TEST(respawn_budget_spent_is_a_pool_failure)
 	/* The first worker and its two replacements each took one item. */
 	ck_assert_int_eq(crashed, 3);
 	ck_assert_int_eq(notrun, 7);
-	ck_assert_int_eq(gp_map(p, always_crash, NULL, 0, it, 1), GP_ENOWORKER);
+	ck_assert_int_eq(gp_pool_map(p, always_crash, NULL, 0, it, 1), GP_ENOWORKER);
 	gp_pool_destroy(p);
 	free(it);
 	assert_no_children();
@@ -278,13 +278,13 @@ START_TEST(hung_item_times_out_and_worker_is_replaced)
 
 	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
 	t0 = now_ms();
-	ck_assert_int_eq(gp_map(p, sleepy, NULL, 0, it, 20), 0);
+	ck_assert_int_eq(gp_pool_map(p, sleepy, NULL, 0, it, 20), 0);
 	ck_assert_int_lt(now_ms() - t0, 5000);
 	for (i = 0; i < 20; i++)
 		ck_assert_int_eq(it[i].status, i == 3 ? GP_TIMEDOUT : GP_OK);
 	ck_assert_str_eq(gp_item_strerror(&it[3], msg, sizeof(msg)),
 	    "timed out");
-	ck_assert_int_eq(gp_map(p, sleepy, NULL, 0, it, 3), 0);
+	ck_assert_int_eq(gp_pool_map(p, sleepy, NULL, 0, it, 3), 0);
 	gp_pool_destroy(p);
 	free(it);
 	assert_no_children();
@@ -298,7 +298,7 @@ cooperative(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 	struct pollfd	 pfd = { gp_ctx_stop_fd(ctx), POLLIN, 0 };
 	pid_t		 pid = getpid();
 
-	gp_reply(ctx, &pid, sizeof(pid));
+	gp_ctx_reply(ctx, &pid, sizeof(pid));
 	if (item_int(in) != 1)
 		return 0;
 	if (poll(&pfd, 1, 20000) != 1)
@@ -316,7 +316,7 @@ START_TEST(cooperative_item_stops_without_losing_its_worker)
 	pid_t			 a, b;
 
 	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
-	ck_assert_int_eq(gp_map(p, cooperative, NULL, 0, it, 4), 0);
+	ck_assert_int_eq(gp_pool_map(p, cooperative, NULL, 0, it, 4), 0);
 	ck_assert_int_eq(it[1].status, GP_TIMEDOUT);
 	ck_assert_int_eq(it[1].code, 7);
 	ck_assert_int_eq(it[0].status, GP_OK);
@@ -335,7 +335,7 @@ reply_pid(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 {
 	pid_t	 pid = getpid();
 
-	return gp_reply(ctx, &pid, sizeof(pid));
+	return gp_ctx_reply(ctx, &pid, sizeof(pid));
 }
 
 static void
@@ -358,7 +358,7 @@ START_TEST(recycled_worker_whose_fini_hangs_is_killed_and_replaced)
 	pid_t			 pid[3];
 
 	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
-	ck_assert_int_eq(gp_map(p, reply_pid, NULL, 0, it, 3), 0);
+	ck_assert_int_eq(gp_pool_map(p, reply_pid, NULL, 0, it, 3), 0);
 	for (i = 0; i < 3; i++) {
 		ck_assert_int_eq(it[i].status, GP_OK);
 		ck_assert_uint_eq(it[i].outlen, sizeof(pid_t));
@@ -410,7 +410,7 @@ START_TEST(timeout_weeks_away_is_clamped_and_short_one_fires)
 	for (k = 0; k < 3; k++) {
 		o.timeout_ms = huge[k];
 		ck_assert_int_eq(gp_pool_create(&p, &o), 0);
-		ck_assert_int_eq(gp_map(p, stop_within_500ms, NULL, 0, it, 2),
+		ck_assert_int_eq(gp_pool_map(p, stop_within_500ms, NULL, 0, it, 2),
 		    0);
 		for (i = 0; i < 2; i++)
 			if (huge[k] == 100) {
@@ -459,7 +459,7 @@ crash_on_0(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 
 	if (x == 0)
 		raise(SIGKILL);
-	return gp_reply(ctx, &x, sizeof(x));
+	return gp_ctx_reply(ctx, &x, sizeof(x));
 }
 
 /* A replacement killed from outside before it said READY is a death
@@ -496,7 +496,7 @@ START_TEST(replacement_killed_in_start_up_is_replaced)
 	fds[1] = go[0];
 	o.init_arg = fds;
 	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
-	ck_assert_int_eq(gp_map(p, crash_on_0, NULL, 0, it, 3), 0);
+	ck_assert_int_eq(gp_pool_map(p, crash_on_0, NULL, 0, it, 3), 0);
 	ck_assert_int_eq(it[0].status, GP_CRASHED);
 	ck_assert_int_eq(it[0].code, 128 + SIGKILL);
 	for (i = 1; i < 3; i++) {
@@ -563,7 +563,7 @@ START_TEST(cancel_fd_cancels_pending_items)
 	ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
 	o.cancel_fd = fds[0];
 	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
-	ck_assert_int_eq(gp_map(p, cancel_at_10, &fds[1], sizeof(int), it,
+	ck_assert_int_eq(gp_pool_map(p, cancel_at_10, &fds[1], sizeof(int), it,
 	    100), 0);
 	for (i = 0; i < 100; i++) {
 		ok += it[i].status == GP_OK;
@@ -683,7 +683,7 @@ master_dies(unsigned flags, int busy, int helper)
 			_exit(1);
 		memset(it, 0, sizeof(it));
 		if (busy)	/* one item per worker: each is idle */
-			gp_map(p, started_then_wait, &a, sizeof(a), it, 3);
+			gp_pool_map(p, started_then_wait, &a, sizeof(a), it, 3);
 		for (;;)
 			pause();
 	}
@@ -769,7 +769,7 @@ report_fds(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 {
 	int	 n = count_fds();
 
-	return gp_reply(ctx, &n, sizeof(n));
+	return gp_ctx_reply(ctx, &n, sizeof(n));
 }
 
 START_TEST(no_fd_leaks_in_master_or_workers)
@@ -802,7 +802,7 @@ START_TEST(no_fd_leaks_in_master_or_workers)
 	 * and a pidfd per worker, no more. */
 	ck_assert_int_eq(count_fds(), before + 4 * (3 + have_pidfd()));
 	memset(it, 0, sizeof(it));
-	ck_assert_int_eq(gp_map(p, report_fds, NULL, 0, it, 16), 0);
+	ck_assert_int_eq(gp_pool_map(p, report_fds, NULL, 0, it, 16), 0);
 	for (i = 0; i < 16; i++) {
 		memcpy(&n, it[i].out, sizeof(n));
 		/* A worker: what the host had, plus its own two pipe ends. */
@@ -885,7 +885,7 @@ reply_stalling(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 			return -EIO;
 	}
 	memset(big, x & 0xff, stall_len);
-	return gp_reply(ctx, big, stall_len);
+	return gp_ctx_reply(ctx, big, stall_len);
 }
 
 START_TEST(paused_master_keeps_its_workers)
@@ -912,7 +912,7 @@ START_TEST(paused_master_keeps_its_workers)
 	ck_assert_int_eq(gp_pool_info(p, 0, &wi), 0);
 	pid = wi.pid;
 	it = int_items(v, N);
-	ck_assert_int_eq(gp_map(p, reply_stalling, NULL, 0, it, N), 0);
+	ck_assert_int_eq(gp_pool_map(p, reply_stalling, NULL, 0, it, N), 0);
 	for (i = 0; i < N; i++)
 		bad += it[i].status != GP_OK || it[i].outlen != stall_len ||
 		    ((uint8_t *)it[i].out)[stall_len - 1] != (i & 0xff);
@@ -948,7 +948,7 @@ count_anon_fds(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 		n += strncmp(t, "anon_inode:", 11) == 0;
 	}
 	closedir(d);
-	return gp_reply(ctx, &n, sizeof(n));
+	return gp_ctx_reply(ctx, &n, sizeof(n));
 }
 
 static int
@@ -962,12 +962,12 @@ inner_pool_fds(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 	if (gp_pool_create(&p, &o) != 0)
 		return 1;
 	memset(&it, 0, sizeof(it));
-	if (gp_map(p, count_anon_fds, NULL, 0, &it, 1) == 0 &&
+	if (gp_pool_map(p, count_anon_fds, NULL, 0, &it, 1) == 0 &&
 	    it.outlen == sizeof(n))
 		memcpy(&n, it.out, sizeof(n));
 	gp_items_release(&it, 1);
 	gp_pool_destroy(p);
-	return gp_reply(ctx, &n, sizeof(n));
+	return gp_ctx_reply(ctx, &n, sizeof(n));
 }
 
 START_TEST(inner_pool_workers_drop_the_outer_watch)
@@ -980,7 +980,7 @@ START_TEST(inner_pool_workers_drop_the_outer_watch)
 
 	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
 	memset(&it, 0, sizeof(it));
-	ck_assert_int_eq(gp_map(p, inner_pool_fds, NULL, 0, &it, 1), 0);
+	ck_assert_int_eq(gp_pool_map(p, inner_pool_fds, NULL, 0, &it, 1), 0);
 	ck_assert_int_eq(it.status, GP_OK);
 	memcpy(&n, it.out, sizeof(n));
 	/* Nothing of the outer watch; the inner pool has PR_SET_PDEATHSIG
@@ -1022,7 +1022,7 @@ reused_pid_case(void)
 	it.in = &v;
 	it.inlen = sizeof(v);
 	/* It runs the item and leaves (max_tasks): the kernel reaps it. */
-	if (gp_map(p, crash_on_5, NULL, 0, &it, 1) != 0)
+	if (gp_pool_map(p, crash_on_5, NULL, 0, &it, 1) != 0)
 		return 2;
 	gp_items_release(&it, 1);
 	t = now_ms();
@@ -1043,7 +1043,7 @@ reused_pid_case(void)
 	if (decoy != w)
 		return 2;
 	/* The next call: the worker's deadline has passed. */
-	if (gp_map(p, crash_on_5, NULL, 0, &it, 1) != 0)
+	if (gp_pool_map(p, crash_on_5, NULL, 0, &it, 1) != 0)
 		return 2;
 	gp_items_release(&it, 1);
 	alive = kill(decoy, 0) == 0;
@@ -1099,7 +1099,7 @@ report_signals(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 	st.int_ignored = sa.sa_handler == SIG_IGN;
 	sigprocmask(SIG_SETMASK, NULL, &m);
 	st.term_blocked = sigismember(&m, SIGTERM);
-	return gp_reply(ctx, &st, sizeof(st));
+	return gp_ctx_reply(ctx, &st, sizeof(st));
 }
 
 START_TEST(library_leaves_master_signals_alone_and_resets_workers)
@@ -1125,7 +1125,7 @@ START_TEST(library_leaves_master_signals_alone_and_resets_workers)
 
 	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
 	memset(it, 0, sizeof(it));
-	ck_assert_int_eq(gp_map(p, report_signals, NULL, 0, it, 4), 0);
+	ck_assert_int_eq(gp_pool_map(p, report_signals, NULL, 0, it, 4), 0);
 	gp_pool_destroy(p);
 
 	for (i = 0; i < 4; i++) {
@@ -1178,8 +1178,8 @@ START_TEST(workers_never_flush_host_stdio_or_run_atexit)
 		printf("mark ");	/* buffered, unflushed at fork */
 		memset(it, 0, sizeof(it));
 		if (gp_pool_create(&p, &o) < 0 ||
-		    gp_map(p, always_crash, NULL, 0, it, 2) < 0 ||
-		    gp_map(p, nap, NULL, 0, it, 9) < 0)
+		    gp_pool_map(p, always_crash, NULL, 0, it, 2) < 0 ||
+		    gp_pool_map(p, nap, NULL, 0, it, 9) < 0)
 			_exit(2);
 		gp_pool_destroy(p);
 		exit(0);
@@ -1214,7 +1214,7 @@ short_nap(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 	int	 x = item_int(in);
 
 	usleep(1000);
-	return gp_reply(ctx, &x, sizeof(x));
+	return gp_ctx_reply(ctx, &x, sizeof(x));
 }
 
 START_TEST(signals_without_sa_restart_do_not_break_a_map)
@@ -1232,7 +1232,7 @@ START_TEST(signals_without_sa_restart_do_not_break_a_map)
 	ck_assert_int_eq(sigaction(SIGALRM, &sa, NULL), 0);
 	ck_assert_int_eq(setitimer(ITIMER_REAL, &tv, NULL), 0);
 	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
-	ck_assert_int_eq(gp_map(p, short_nap, NULL, 0, it, 2000), 0);
+	ck_assert_int_eq(gp_pool_map(p, short_nap, NULL, 0, it, 2000), 0);
 	memset(&tv, 0, sizeof(tv));
 	setitimer(ITIMER_REAL, &tv, NULL);
 	for (i = 0; i < 2000; i++)
@@ -1280,7 +1280,7 @@ START_TEST(declared_task_group_dies_with_its_worker)
 
 	ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
 	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
-	ck_assert_int_eq(gp_map(p, spawn_group, &fds[1], sizeof(int), it, 2),
+	ck_assert_int_eq(gp_pool_map(p, spawn_group, &fds[1], sizeof(int), it, 2),
 	    0);
 	/* Without pidfds (valgrind), the group's hold on the channel hides
 	 * the death until the item's timeout. */
@@ -1333,7 +1333,7 @@ bad_message(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 	int			 fd, res = -1, n = 0;
 
 	if (item_int(in) != 1)
-		return gp_reply(ctx, &pid, sizeof(pid));
+		return gp_ctx_reply(ctx, &pid, sizeof(pid));
 	pipe_write_ends(&now);
 	for (fd = 0; fd < FD_SETSIZE; fd++)
 		if (FD_ISSET(fd, &now.set) && !FD_ISSET(fd, &host->set)) {
@@ -1363,7 +1363,7 @@ START_TEST(malformed_message_is_eproto_and_worker_replaced)
 
 	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
 	pipe_write_ends(&host);
-	ck_assert_int_eq(gp_map(p, bad_message, &host, sizeof(host), it, 4),
+	ck_assert_int_eq(gp_pool_map(p, bad_message, &host, sizeof(host), it, 4),
 	    0);
 	ck_assert_msg(it[1].status == GP_ERROR, "item 1: status %d code %d",
 	    it[1].status, it[1].code);

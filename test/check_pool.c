@@ -7,6 +7,8 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,7 +85,7 @@ twice(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 		return 99;
 	memcpy(&x, in, sizeof(x));
 	x = arg ? x * *(int *)arg : x * 2;
-	return gp_reply(ctx, &x, sizeof(x));
+	return gp_ctx_reply(ctx, &x, sizeof(x));
 }
 
 static struct gp_item *
@@ -112,7 +114,7 @@ START_TEST(map_results_in_item_order)
 		int		*v = calloc(n + 1, sizeof(int));
 		struct gp_item	*it = int_items(v, n);
 
-		ck_assert_int_eq(gp_map(p, twice, NULL, 0, it, n), 0);
+		ck_assert_int_eq(gp_pool_map(p, twice, NULL, 0, it, n), 0);
 		/* One assertion per map: Check writes a record per call. */
 		for (i = 0, bad = 0; i < n && !bad; i++) {
 			if (it[i].outlen == sizeof(int))
@@ -140,12 +142,12 @@ START_TEST(arg_is_copied_per_map)
 	int		 v[10], mul = 3, r;
 	struct gp_item	*it = int_items(v, 10);
 
-	ck_assert_int_eq(gp_map(p, twice, &mul, sizeof(mul), it, 10), 0);
+	ck_assert_int_eq(gp_pool_map(p, twice, &mul, sizeof(mul), it, 10), 0);
 	memcpy(&r, it[7].out, sizeof(r));
 	ck_assert_int_eq(r, 21);
 	gp_items_release(it, 10);
 	mul = 5;	/* a new value after the workers were forked */
-	ck_assert_int_eq(gp_map(p, twice, &mul, sizeof(mul), it, 10), 0);
+	ck_assert_int_eq(gp_pool_map(p, twice, &mul, sizeof(mul), it, 10), 0);
 	memcpy(&r, it[7].out, sizeof(r));
 	ck_assert_int_eq(r, 35);
 	gp_items_release(it, 10);
@@ -167,7 +169,7 @@ echo_rev(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 	if (len == 0 && in != NULL)
 		rc = 98;	/* zero bytes must arrive as NULL */
 	else
-		rc = gp_reply(ctx, b, len);
+		rc = gp_ctx_reply(ctx, b, len);
 	free(b);
 	return rc;
 }
@@ -189,7 +191,7 @@ START_TEST(any_item_size_zero_to_megabytes)
 		it[i].in = sz[i] ? buf[i] : NULL;
 		it[i].inlen = sz[i];
 	}
-	ck_assert_int_eq(gp_map(p, echo_rev, NULL, 0, it, n), 0);
+	ck_assert_int_eq(gp_pool_map(p, echo_rev, NULL, 0, it, n), 0);
 	for (i = 0; i < n; i++) {
 		ck_assert_int_eq(it[i].status, GP_OK);
 		ck_assert_uint_eq(it[i].outlen, sz[i]);
@@ -220,7 +222,7 @@ START_TEST(max_msg_enforced_both_ways)
 	it[1].inlen = 1025;
 	it[2].in = big;
 	it[2].inlen = 10;
-	ck_assert_int_eq(gp_map(p, echo_rev, NULL, 0, it, 3), 0);
+	ck_assert_int_eq(gp_pool_map(p, echo_rev, NULL, 0, it, 3), 0);
 	ck_assert_int_eq(it[0].status, GP_OK);
 	ck_assert_uint_eq(it[0].outlen, 1024);
 	ck_assert_int_eq(it[1].status, GP_ERROR);
@@ -256,7 +258,7 @@ START_TEST(small_max_msg_batches_fit_both_ways)
 			ck_assert_int_eq(gp_pool_info(p, w, &wi), 0);
 			pid[w] = wi.pid;
 		}
-		ck_assert_int_eq(gp_map(p, twice, NULL, 0, it, n), 0);
+		ck_assert_int_eq(gp_pool_map(p, twice, NULL, 0, it, n), 0);
 		for (i = 0, bad = 0; i < n; i++) {
 			r = -1;
 			if (it[i].outlen == sizeof(r))
@@ -281,7 +283,7 @@ START_TEST(small_max_msg_batches_fit_both_ways)
 END_TEST
 
 /* Input byte: 0 replies small then too big; 1 too big only; 2 too big
- * then small; 3 too big and returns 5. fn ignores gp_reply()'s -EMSGSIZE
+ * then small; 3 too big and returns 5. fn ignores gp_ctx_reply()'s -EMSGSIZE
  * but checks it was returned. */
 static int
 big_reply(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
@@ -289,11 +291,11 @@ big_reply(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 	static uint8_t	 big[2048];
 	int		 mode = *(const uint8_t *)in;
 
-	if (mode == 0 && gp_reply(ctx, "small", 5) != 0)
+	if (mode == 0 && gp_ctx_reply(ctx, "small", 5) != 0)
 		return 90;
-	if (gp_reply(ctx, big, sizeof(big)) != -EMSGSIZE)
+	if (gp_ctx_reply(ctx, big, sizeof(big)) != -EMSGSIZE)
 		return 91;
-	if (mode == 2 && gp_reply(ctx, "ok", 2) != 0)
+	if (mode == 2 && gp_ctx_reply(ctx, "ok", 2) != 0)
 		return 92;
 	return mode == 3 ? 5 : 0;
 }
@@ -312,7 +314,7 @@ START_TEST(oversized_reply_is_an_error)
 		it[i].in = &mode[i];
 		it[i].inlen = 1;
 	}
-	ck_assert_int_eq(gp_map(p, big_reply, NULL, 0, it, 4), 0);
+	ck_assert_int_eq(gp_pool_map(p, big_reply, NULL, 0, it, 4), 0);
 	for (i = 0; i < 4; i++) {
 		if (i == 2)
 			continue;
@@ -345,7 +347,7 @@ few_big(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 	if (x % 50 != 0)
 		return 0;
 	memset(big, x & 0xff, sizeof(big));
-	return gp_reply(ctx, big, sizeof(big));
+	return gp_ctx_reply(ctx, big, sizeof(big));
 }
 
 /* Items that read GP_OK have their result; no other status but GP_NOTRUN
@@ -371,7 +373,7 @@ few_big_bad(const struct gp_item *it, size_t n, int rc)
 }
 
 /*
- * gp_map() failing with -ENOMEM at each allocation it makes in turn: the
+ * gp_pool_map() failing with -ENOMEM at each allocation it makes in turn: the
  * call fails cleanly, and the pool stays usable: the next call runs every
  * item, and nothing touches the failed call's items once it has returned
  * (no worker kept a batch of them, no half-built message was sent).
@@ -391,7 +393,7 @@ START_TEST(alloc_fail_leaves_the_pool_usable)
 		v[i] = (int)i;
 	memset(canary, 0xa5, sizeof(canary));
 	for (k = 1; ; k++) {
-		ck_assert_msg(k < 2000, "gp_map allocates without end");
+		ck_assert_msg(k < 2000, "gp_pool_map allocates without end");
 		for (i = 0; i < N; i++) {
 			a[i].in = &v[i];
 			a[i].inlen = sizeof(int);
@@ -399,7 +401,7 @@ START_TEST(alloc_fail_leaves_the_pool_usable)
 		failed = 0;
 		fail_at = k;
 		fail_pid = getpid();
-		rc = gp_map(p, few_big, NULL, 0, a, N);
+		rc = gp_pool_map(p, few_big, NULL, 0, a, N);
 		fail_pid = 0;
 		bad = few_big_bad(a, N, failed ? -ENOMEM : 0);
 		if (!failed) {
@@ -409,7 +411,7 @@ START_TEST(alloc_fail_leaves_the_pool_usable)
 			break;
 		}
 		ck_assert_msg(rc == -ENOMEM, "allocation %ld failed: "
-		    "gp_map returned %d", k, rc);
+		    "gp_pool_map returned %d", k, rc);
 		ck_assert_msg(bad == 0, "allocation %ld failed: %zu items "
 		    "with a wrong status or result", k, bad);
 		/* The caller reuses the memory of the failed call's items. */
@@ -419,7 +421,7 @@ START_TEST(alloc_fail_leaves_the_pool_usable)
 			b[i].in = &v[i];
 			b[i].inlen = sizeof(int);
 		}
-		ck_assert_int_eq(gp_map(p, few_big, NULL, 0, b, N), 0);
+		ck_assert_int_eq(gp_pool_map(p, few_big, NULL, 0, b, N), 0);
 		ck_assert_msg(few_big_bad(b, N, 0) == 0, "allocation %ld "
 		    "failed: the next call went wrong", k);
 		ck_assert_msg(memcmp(a, canary, sizeof(a)) == 0, "allocation "
@@ -465,11 +467,11 @@ grow_fn(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 	if (len == 1000u << 3 && !atomic_exchange(grow_crashed, 1))
 		_exit(3);
 	memset(r, (int)(len >> 10), sizeof(r));
-	return gp_reply(ctx, r, sizeof(r));
+	return gp_ctx_reply(ctx, r, sizeof(r));
 }
 
 /*
- * gp_run() failing with -ENOMEM at each allocation it makes in turn:
+ * gp_pool_run() failing with -ENOMEM at each allocation it makes in turn:
  * done() is called once for every item next() gave, never twice (an
  * item in flight and still queued), never not at all (an item whose
  * result or retry could not be kept); such an item ends GP_ERROR with
@@ -489,7 +491,7 @@ START_TEST(run_alloc_fail_ends_each_item_once)
 	    PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ck_assert_ptr_ne(grow_crashed, MAP_FAILED);
 	for (k = 1; ; k++) {
-		ck_assert_msg(k < 500, "gp_run allocates without end");
+		ck_assert_msg(k < 500, "gp_pool_run allocates without end");
 		ck_assert_int_eq(gp_pool_create(&p, &o), 0);
 		for (i = 0; i < GROW_N; i++) {
 			grow_it[i].in = in;
@@ -501,10 +503,10 @@ START_TEST(run_alloc_fail_ends_each_item_once)
 		failed = 0;
 		fail_at = k;
 		fail_pid = getpid();
-		rc = gp_run(p, grow_fn, NULL, 0, &feed);
+		rc = gp_pool_run(p, grow_fn, NULL, 0, &feed);
 		fail_pid = 0;
 		ck_assert_msg(rc == (failed ? -ENOMEM : 0), "allocation %ld "
-		    "failed: gp_run returned %d", k, rc);
+		    "failed: gp_pool_run returned %d", k, rc);
 		for (i = 0; i < GROW_N; i++) {
 			st = grow_it[i].status;
 			ck_assert_msg(grow_dones[i] == (i < grow_given),
@@ -585,7 +587,7 @@ START_TEST(failed_call_keeps_the_fini_deadline)
 	memset(&it, 0, sizeof(it));
 	it.in = &v;
 	it.inlen = sizeof(v);
-	ck_assert_int_eq(gp_map(p, twice, NULL, 0, &it, 1), 0);
+	ck_assert_int_eq(gp_pool_map(p, twice, NULL, 0, &it, 1), 0);
 	ck_assert_int_eq(it.worker, 0);
 	gp_items_release(&it, 1);
 	/* The next call fails at its first allocation (worker 1's first
@@ -593,13 +595,13 @@ START_TEST(failed_call_keeps_the_fini_deadline)
 	failed = 0;
 	fail_at = 1;
 	fail_pid = getpid();
-	ck_assert_int_eq(gp_map(p, twice, NULL, 0, &it, 1), -ENOMEM);
+	ck_assert_int_eq(gp_pool_map(p, twice, NULL, 0, &it, 1), -ENOMEM);
 	fail_pid = 0;
 	ck_assert_int_eq(failed, 1);
 	/* Worker 1 waits for worker 0's end: grace_ms, not for ever. */
 	it.in = &a;
 	it.inlen = sizeof(a);
-	ck_assert_int_eq(gp_map(p, wait_dead, NULL, 0, &it, 1), 0);
+	ck_assert_int_eq(gp_pool_map(p, wait_dead, NULL, 0, &it, 1), 0);
 	ck_assert_int_eq(it.worker, 1);
 	ck_assert_msg(it.status == GP_OK, "worker 0 (pid %d) still runs "
 	    "its fini", (int)a);
@@ -624,7 +626,7 @@ START_TEST(item_failure_is_the_items_status)
 	char		 msg[128];
 	int		 i;
 
-	ck_assert_int_eq(gp_map(p, fail_odd, NULL, 0, it, 101), 0);
+	ck_assert_int_eq(gp_pool_map(p, fail_odd, NULL, 0, it, 101), 0);
 	for (i = 0; i < 101; i++) {
 		ck_assert_int_eq(it[i].status, (i % 2) ? GP_FAILED : GP_OK);
 		ck_assert_int_eq(it[i].code, (i % 2) ? i : 0);
@@ -654,7 +656,7 @@ count_init(struct gp_ctx *ctx, void *arg)
 	const char	*v = getenv("CUDA_VISIBLE_DEVICES");
 
 	/* No item to reply to: refused, and nothing is corrupted. */
-	if (gp_reply(ctx, "junk", 4) != -EINVAL)
+	if (gp_ctx_reply(ctx, "junk", 4) != -EINVAL)
 		return 2;
 
 	/* CUDA_VISIBLE_DEVICES is set before init runs. */
@@ -720,7 +722,7 @@ where(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 		snprintf(s.env, sizeof(s.env), "%s", e);
 	if ((e = getenv("CUDA_DEVICE_ORDER")) != NULL)
 		snprintf(s.order, sizeof(s.order), "%s", e);
-	return gp_reply(ctx, &s, sizeof(s));
+	return gp_ctx_reply(ctx, &s, sizeof(s));
 }
 
 START_TEST(workers_see_their_gpu_and_live_across_maps)
@@ -746,7 +748,7 @@ START_TEST(workers_see_their_gpu_and_live_across_maps)
 		b.round = round;
 		helper = barrier_helper(arrived[0], go[1], 6);
 		ck_assert_int_gt(helper, 0);
-		ck_assert_int_eq(gp_map(p, where, &b, sizeof(b), it, 60), 0);
+		ck_assert_int_eq(gp_pool_map(p, where, &b, sizeof(b), it, 60), 0);
 		ck_assert_int_eq(waitpid(helper, &st, 0), helper);
 		ck_assert_int_eq(st, 0);	/* all six arrived */
 		used = 0;
@@ -803,7 +805,7 @@ env_copies(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 			if (strncmp(environ[i], set[k], strlen(set[k])) == 0)
 				n += (size_t)snprintf(buf + n, n < sizeof(buf) ?
 				    sizeof(buf) - n : 0, "%s\n", environ[i]);
-	return gp_reply(ctx, buf, strlen(buf) + 1);
+	return gp_ctx_reply(ctx, buf, strlen(buf) + 1);
 }
 
 /* A launcher can leave a variable twice in environ: setenv() replaces
@@ -830,7 +832,7 @@ START_TEST(set_variables_replace_every_copy)
 	environ = env;
 	p = make_pool(2, 1);
 	memset(it, 0, sizeof(it));
-	ck_assert_int_eq(gp_map(p, env_copies, NULL, 0, it, 8), 0);
+	ck_assert_int_eq(gp_pool_map(p, env_copies, NULL, 0, it, 8), 0);
 	for (i = 0; i < 8; i++) {
 		ck_assert_int_eq(it[i].status, GP_OK);
 		snprintf(want, sizeof(want), "CUDA_VISIBLE_DEVICES=fake%d\n"
@@ -1000,7 +1002,7 @@ START_TEST(pool_map_default_pool_from_environment)
 		ck_assert(it[i].worker >= 0 && it[i].worker < 3);
 	}
 	gp_items_release(it, 50);
-	gp_shutdown();
+	gp_default_pool_destroy();
 	setenv("GPUPOOL_FAKE_GPUS", "three", 1);
 	memset(one, 0, sizeof(one));
 	ck_assert_int_eq(pool_map(twice, one, 1), -EINVAL);
@@ -1009,7 +1011,7 @@ START_TEST(pool_map_default_pool_from_environment)
 }
 END_TEST
 
-/* An array as a gp_run() feed. */
+/* An array as a gp_pool_run() feed. */
 struct arrfeed {
 	struct gp_item	*items;
 	size_t		 n, next, ndone;
@@ -1051,13 +1053,13 @@ START_TEST(missing_input_is_refused)
 	}
 	it[1].in = NULL;
 	it[1].inlen = 100;
-	ck_assert_int_eq(gp_map(p, twice, NULL, 0, it, 3), -EINVAL);
+	ck_assert_int_eq(gp_pool_map(p, twice, NULL, 0, it, 3), -EINVAL);
 	for (i = 0; i < 3; i++) {
 		ck_assert_int_eq(it[i].status, GP_NOTRUN);
 		ck_assert_int_eq(it[i].attempts, 0);
 	}
 	/* A stream cannot be refused whole: that item is an error. */
-	ck_assert_int_eq(gp_run(p, twice, NULL, 0, &f), 0);
+	ck_assert_int_eq(gp_pool_run(p, twice, NULL, 0, &f), 0);
 	ck_assert_uint_eq(af.ndone, 3);
 	ck_assert_int_eq(it[1].status, GP_ERROR);
 	ck_assert_int_eq(it[1].code, -EINVAL);
@@ -1099,7 +1101,7 @@ START_TEST(pool_map_says_why_it_failed)
 	for (i = 0; i < 4; i++)
 		ck_assert_int_eq(it[i].status, GP_OK);
 	gp_items_release(it, 4);
-	gp_shutdown();
+	gp_default_pool_destroy();
 	unsetenv("GPUPOOL_FAKE_GPUS");
 }
 END_TEST
@@ -1132,7 +1134,7 @@ START_TEST(plan_on_dgx2_fixture)
 	ck_assert_int_eq(per[0], 8);
 	ck_assert_int_eq(per[1], 8);
 	memset(it, 0, sizeof(it));
-	ck_assert_int_eq(gp_map(p, twice, NULL, 0, it, 1), GP_EPLAN);
+	ck_assert_int_eq(gp_pool_map(p, twice, NULL, 0, it, 1), GP_EPLAN);
 	gp_pool_destroy(p);
 }
 END_TEST
@@ -1152,7 +1154,7 @@ affinity(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 		if (CPU_ISSET(c, &set))
 			o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%s%d",
 			    o ? "," : "", c);
-	return gp_reply(ctx, buf, strlen(buf) + 1);
+	return gp_ctx_reply(ctx, buf, strlen(buf) + 1);
 }
 
 /* Expand a hwloc list ("0-2,5") to the comma form affinity() sends. */
@@ -1185,7 +1187,7 @@ START_TEST(workers_are_really_bound)
 		ck_assert_int_eq(gp_pool_info(p, i, &wi[i]), 0);
 		ck_assert_int_eq(wi[i].cpubind_rc, 0);
 	}
-	ck_assert_int_eq(gp_map(p, affinity, NULL, 0, it, 40), 0);
+	ck_assert_int_eq(gp_pool_map(p, affinity, NULL, 0, it, 40), 0);
 	for (i = 0; i < 40; i++) {
 		ck_assert_int_eq(it[i].status, GP_OK);
 		expand(wi[it[i].worker].cpuset, want, sizeof(want));
@@ -1218,7 +1220,7 @@ START_TEST(placement_stays_inside_inherited_affinity)
 		ck_assert_str_eq(wi.cpuset, "1");
 	}
 	memset(it, 0, sizeof(it));
-	ck_assert_int_eq(gp_map(p, affinity, NULL, 0, it, 8), 0);
+	ck_assert_int_eq(gp_pool_map(p, affinity, NULL, 0, it, 8), 0);
 	for (i = 0; i < 8; i++)
 		ck_assert_str_eq((char *)it[i].out, "1");
 	gp_items_release(it, 8);
@@ -1226,7 +1228,7 @@ START_TEST(placement_stays_inside_inherited_affinity)
 }
 END_TEST
 
-/* gp_run: items arrive through a pipe from another process, ten at a
+/* gp_pool_run: items arrive through a pipe from another process, ten at a
  * time: the writer waits for the tenth result of each ten (a byte on go),
  * so the feed must say "not yet" and wait on in_fd in between. */
 struct stream {
@@ -1308,7 +1310,7 @@ START_TEST(run_streams_from_a_pipe)
 	s.go = go[1];
 	fcntl(fds[0], F_SETFL, O_NONBLOCK);
 	s.fd = f.in_fd = fds[0];
-	ck_assert_int_eq(gp_run(p, echo_rev, NULL, 0, &f), 0);
+	ck_assert_int_eq(gp_pool_run(p, echo_rev, NULL, 0, &f), 0);
 	ck_assert_int_eq(s.nitems, 30);
 	ck_assert_int_eq(s.ndone, 30);
 	for (i = 0; i < 30; i++) {
@@ -1332,7 +1334,7 @@ whoami(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 {
 	pid_t	 pid = getpid();
 
-	return gp_reply(ctx, &pid, sizeof(pid));
+	return gp_ctx_reply(ctx, &pid, sizeof(pid));
 }
 
 START_TEST(recycle_after_max_tasks)
@@ -1346,7 +1348,7 @@ START_TEST(recycle_after_max_tasks)
 
 	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
 	memset(it, 0, sizeof(it));
-	ck_assert_int_eq(gp_map(p, whoami, NULL, 0, it, 200), 0);
+	ck_assert_int_eq(gp_pool_map(p, whoami, NULL, 0, it, 200), 0);
 	for (i = 0; i < 200; i++) {
 		ck_assert_int_eq(it[i].status, GP_OK);
 		memcpy(&pid[i], it[i].out, sizeof(pid_t));
@@ -1358,6 +1360,426 @@ START_TEST(recycle_after_max_tasks)
 		ck_assert_int_le(same, 10);
 	}
 	gp_items_release(it, 200);
+	gp_pool_destroy(p);
+}
+END_TEST
+
+/* fn through the 0.1 name of gp_ctx_reply(). */
+static int
+twice_old(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	int	 x;
+
+	memcpy(&x, in, sizeof(x));
+	x *= 2;
+	return gp_reply(ctx, &x, sizeof(x));
+}
+
+/* Programs written for 0.1 still build and behave: each old name is the
+ * new call (gp_map, gp_run, gp_reply, gp_shutdown). */
+START_TEST(old_names_still_work)
+{
+	struct gp_pool	*p = make_pool(2, 1);
+	int		 v[20], r, i;
+	struct gp_item	*it = int_items(v, 20);
+	struct arrfeed	 af = { .items = it, .n = 20 };
+	struct gp_feed	 f = { .next = arr_next, .done = arr_done,
+			       .in_fd = -1, .ctl_fd = -1, .arg = &af };
+
+	ck_assert_int_eq(gp_map(p, twice_old, NULL, 0, it, 20), 0);
+	for (i = 0; i < 20; i++) {
+		ck_assert_int_eq(it[i].status, GP_OK);
+		memcpy(&r, it[i].out, sizeof(r));
+		ck_assert_int_eq(r, 2 * i);
+	}
+	gp_items_release(it, 20);
+	ck_assert_int_eq(gp_run(p, twice_old, NULL, 0, &f), 0);
+	ck_assert_uint_eq(af.ndone, 20);
+	for (i = 0; i < 20; i++) {
+		ck_assert_int_eq(it[i].status, GP_OK);
+		memcpy(&r, it[i].out, sizeof(r));
+		ck_assert_int_eq(r, 2 * i);
+	}
+	gp_items_release(it, 20);
+	ck_assert_int_eq(gp_map(p, NULL, NULL, 0, it, 1), -EINVAL);
+	gp_pool_destroy(p);
+
+	setenv("GPUPOOL_FAKE_GPUS", "2", 1);
+	ck_assert_int_eq(pool_map(twice_old, it, 20), 0);
+	ck_assert_int_eq(it[19].status, GP_OK);
+	gp_items_release(it, 20);
+	gp_shutdown();
+	unsetenv("GPUPOOL_FAKE_GPUS");
+	/* The default pool's workers are reaped: no child is left. */
+	ck_assert_int_eq(waitpid(-1, NULL, WNOHANG), -1);
+	ck_assert_int_eq(errno, ECHILD);
+	free(it);
+}
+END_TEST
+
+/*
+ * Threads. Pipes made before the pool, so workers hold them: an item
+ * writes 'S' on started when it begins and blocks until it reads a byte
+ * from release; the test thread releases items one by one. Nothing waits
+ * on a clock: an item stays running until the test lets it go.
+ */
+#define NTHREADS	4
+#define THREAD_ITEMS	4
+
+struct threads {
+	int		 started[2], release[2];
+	struct gp_pool	*p;
+	pthread_barrier_t bar;
+	sem_t		 returned;
+	int		 rc[NTHREADS];
+	int		 tag[NTHREADS];
+	struct gp_item	 it[NTHREADS][THREAD_ITEMS];
+	/* Shared with the workers: items running per calling thread, and
+	 * whether two calls' items ever ran at once. */
+	struct overlap {
+		_Atomic int	 active[NTHREADS];
+		_Atomic int	 mixed;
+	}		*ov;
+};
+
+static struct threads	 th;
+
+/* One item of thread *in: says it started, waits for its release. */
+static int
+held_item(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	int	 t, u;
+	pid_t	 pid = getpid();
+	char	 c = 'S';
+
+	memcpy(&t, in, sizeof(t));
+	atomic_fetch_add(&th.ov->active[t], 1);
+	for (u = 0; u < NTHREADS; u++)
+		if (u != t && atomic_load(&th.ov->active[u]) > 0)
+			atomic_store(&th.ov->mixed, 1);
+	if (write(th.started[1], &c, 1) != 1 || read(th.release[0], &c, 1) != 1)
+		return 98;
+	atomic_fetch_sub(&th.ov->active[t], 1);
+	return gp_ctx_reply(ctx, &pid, sizeof(pid));
+}
+
+static void
+threads_setup(void)
+{
+	int	 t, i;
+
+	ck_assert_int_eq(pipe(th.started), 0);
+	ck_assert_int_eq(pipe(th.release), 0);
+	th.ov = mmap(NULL, sizeof(*th.ov), PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert(th.ov != MAP_FAILED);
+	ck_assert_int_eq(pthread_barrier_init(&th.bar, NULL, NTHREADS), 0);
+	ck_assert_int_eq(sem_init(&th.returned, 0, 0), 0);
+	for (t = 0; t < NTHREADS; t++) {
+		th.tag[t] = t;
+		th.rc[t] = 1;	/* not returned */
+		for (i = 0; i < THREAD_ITEMS; i++) {
+			th.it[t][i].in = &th.tag[t];
+			th.it[t][i].inlen = sizeof(int);
+		}
+	}
+}
+
+/* Let one held item go on. */
+static void
+release_one(void)
+{
+	char	 c;
+
+	ck_assert_int_eq(read(th.started[0], &c, 1), 1);
+	ck_assert_int_eq(c, 'S');
+	ck_assert_int_eq(write(th.release[1], "R", 1), 1);
+}
+
+static void *
+map_thread(void *arg)
+{
+	int	 t = *(int *)arg;
+
+	pthread_barrier_wait(&th.bar);
+	th.rc[t] = gp_pool_map(th.p, held_item, NULL, 0, th.it[t], 1);
+	sem_post(&th.returned);
+	return NULL;
+}
+
+/* Threads that call gp_pool_map() on one pool at once: exactly one call
+ * proceeds, every other returns -EBUSY at once and runs nothing. The
+ * winner's item is held until all the others have returned, so the
+ * calls overlap; two winners would leave one -EBUSY short and hang. */
+START_TEST(concurrent_maps_on_one_pool_one_proceeds)
+{
+	pthread_t	 tid[NTHREADS];
+	int		 t, busy = 0, win = -1;
+
+	threads_setup();
+	th.p = make_pool(1, 1);
+	for (t = 0; t < NTHREADS; t++)
+		ck_assert_int_eq(pthread_create(&tid[t], NULL, map_thread,
+		    &th.tag[t]), 0);
+	for (t = 0; t < NTHREADS - 1; t++)
+		ck_assert_int_eq(sem_wait(&th.returned), 0);
+	for (t = 0; t < NTHREADS; t++) {
+		if (th.rc[t] == -EBUSY) {
+			busy++;
+			ck_assert_int_eq(th.it[t][0].status, GP_NOTRUN);
+			ck_assert_int_eq(th.it[t][0].attempts, 0);
+		} else
+			win = t;
+	}
+	ck_assert_int_eq(busy, NTHREADS - 1);
+	ck_assert_int_eq(th.rc[win], 1);	/* still running */
+	release_one();
+	for (t = 0; t < NTHREADS; t++)
+		ck_assert_int_eq(pthread_join(tid[t], NULL), 0);
+	ck_assert_int_eq(th.rc[win], 0);
+	ck_assert_int_eq(th.it[win][0].status, GP_OK);
+	gp_items_release(th.it[win], 1);
+	/* The pool is idle again: the next call proceeds. */
+	ck_assert_int_eq(gp_pool_map(th.p, held_item, NULL, 0, th.it[0], 0),
+	    0);
+	gp_pool_destroy(th.p);
+}
+END_TEST
+
+static void *
+pool_map_thread(void *arg)
+{
+	int	 t = *(int *)arg, i, notrun = 0;
+
+	pthread_barrier_wait(&th.bar);
+	th.rc[t] = pool_map(held_item, th.it[t], THREAD_ITEMS);
+	for (i = 0; i < THREAD_ITEMS; i++)
+		notrun += th.it[t][i].attempts == 0;
+	/* Items that will never start: 'X' each, so the releaser does not
+	 * wait for them (a refused call must fail the test, not hang it). */
+	while (notrun-- > 0)
+		(void)!write(th.started[1], "X", 1);
+	return NULL;
+}
+
+/* pool_map() from several threads at once, as gpupool.h says: every call
+ * succeeds, on the one default pool (two workers: no item sees a third
+ * pid), and each map runs whole, in turn: no two calls' items ever run
+ * at the same time. */
+START_TEST(pool_map_from_threads_runs_each_map_whole)
+{
+	pthread_t	 tid[NTHREADS];
+	pid_t		 pids[3] = { 0 }, pid;
+	int		 t, i, k, npids = 0, left = NTHREADS * THREAD_ITEMS;
+	char		 c;
+
+	threads_setup();
+	setenv("GPUPOOL_FAKE_GPUS", "2", 1);
+	/* Create the default pool while this process has one thread. */
+	ck_assert_int_eq(pool_map(held_item, NULL, 0), 0);
+	for (t = 0; t < NTHREADS; t++)
+		ck_assert_int_eq(pthread_create(&tid[t], NULL,
+		    pool_map_thread, &th.tag[t]), 0);
+	while (left-- > 0) {
+		ck_assert_int_eq(read(th.started[0], &c, 1), 1);
+		if (c == 'S')
+			ck_assert_int_eq(write(th.release[1], "R", 1), 1);
+	}
+	for (t = 0; t < NTHREADS; t++)
+		ck_assert_int_eq(pthread_join(tid[t], NULL), 0);
+	for (t = 0; t < NTHREADS; t++) {
+		ck_assert_int_eq(th.rc[t], 0);
+		for (i = 0; i < THREAD_ITEMS; i++) {
+			ck_assert_int_eq(th.it[t][i].status, GP_OK);
+			memcpy(&pid, th.it[t][i].out, sizeof(pid));
+			for (k = 0; k < npids && pids[k] != pid; k++)
+				;
+			ck_assert_int_lt(k, 2);
+			if (k == npids)
+				pids[npids++] = pid;
+		}
+		gp_items_release(th.it[t], THREAD_ITEMS);
+	}
+	ck_assert_int_eq(atomic_load(&th.ov->mixed), 0);
+	gp_default_pool_destroy();
+	unsetenv("GPUPOOL_FAKE_GPUS");
+}
+END_TEST
+
+/* fn that maps in turn, on the worker's own default pool: the worker
+ * was forked while pool_map() held the default pool's lock. */
+static int
+nested_pool_map(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	int		 v = 21, r;
+	struct gp_item	 one = { .in = &v, .inlen = sizeof(v) };
+
+	if (pool_map(twice, &one, 1) != 0 || one.status != GP_OK)
+		return 97;
+	memcpy(&r, one.out, sizeof(r));
+	gp_default_pool_destroy();
+	return gp_ctx_reply(ctx, &r, sizeof(r));
+}
+
+/* A worker of the default pool is a child forked under its lock: in it,
+ * pool_map() starts a fresh lock (and pool) instead of waiting forever
+ * for a thread it does not have. */
+START_TEST(pool_map_in_a_worker_of_the_default_pool)
+{
+	int		 v = 0, r;
+	struct gp_item	 one = { .in = &v, .inlen = sizeof(v) };
+
+	setenv("GPUPOOL_FAKE_GPUS", "1", 1);
+	ck_assert_int_eq(pool_map(nested_pool_map, &one, 1), 0);
+	ck_assert_int_eq(one.status, GP_OK);
+	memcpy(&r, one.out, sizeof(r));
+	ck_assert_int_eq(r, 42);
+	gp_items_release(&one, 1);
+	gp_default_pool_destroy();
+	unsetenv("GPUPOOL_FAKE_GPUS");
+}
+END_TEST
+
+static int
+count_next(void *arg, struct gp_item **item)
+{
+	(*(int *)arg)++;
+	return GP_FEED_END;
+}
+
+/* Room to grow: reserved fields set in what the library reads (a newer
+ * header, or memory not zeroed) and unknown flags are refused, with
+ * nothing run; the library writes zeros in what it fills. */
+START_TEST(reserved_fields_leave_room_to_grow)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 1 };
+	struct gp_worker_info	 wi;
+	struct gp_item		 it[3];
+	int			 v[3] = { 1, 2, 3 }, calls = 0, i;
+	struct gp_feed		 f = { .next = count_next, .done = arr_done,
+				       .in_fd = -1, .ctl_fd = -1,
+				       .arg = &calls };
+	char			 err[256];
+
+	o.errbuf = err;
+	o.errlen = sizeof(err);
+	o.reserved[7] = 1;
+	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+	ck_assert_ptr_null(p);
+	ck_assert_msg(strstr(err, "reserved fields are not zero") != NULL,
+	    "errbuf: %s", err);
+	o.reserved[7] = 0;
+	o.flags = 1u << 30;
+	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+	ck_assert_msg(strstr(err, "unknown flags 0x40000000") != NULL,
+	    "errbuf: %s", err);
+	o.flags = 0;
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+
+	memset(it, 0, sizeof(it));
+	for (i = 0; i < 3; i++) {
+		it[i].in = &v[i];
+		it[i].inlen = sizeof(int);
+	}
+	/* An item's reserved fields are not read (a malloc'd array that
+	 * sets only in and inlen keeps working): only results go there. */
+	it[2].reserved[1] = 5;
+	ck_assert_int_eq(gp_pool_map(p, twice, NULL, 0, it, 3), 0);
+	for (i = 0; i < 3; i++)
+		ck_assert_int_eq(it[i].status, GP_OK);
+	gp_items_release(it, 3);
+
+	f.reserved[0] = 1;
+	ck_assert_int_eq(gp_pool_run(p, twice, NULL, 0, &f), -EINVAL);
+	ck_assert_int_eq(calls, 0);
+	f.reserved[0] = 0;
+	ck_assert_int_eq(gp_pool_run(p, twice, NULL, 0, &f), 0);
+	ck_assert_int_eq(calls, 1);
+
+	memset(&wi, 0xff, sizeof(wi));
+	ck_assert_int_eq(gp_pool_info(p, 0, &wi), 0);
+	for (i = 0; i < (int)sizeof(wi.reserved); i++)
+		ck_assert_int_eq(wi.reserved[i], 0);
+	gp_pool_destroy(p);
+}
+END_TEST
+
+/* gp_item_init() on memory holding anything: the item reads as one that
+ * never ran, with the given input, and runs. */
+START_TEST(item_init_sets_up_any_memory)
+{
+	struct gp_pool	*p = make_pool(1, 1);
+	struct gp_item	 it;
+	int		 v = 7, r, i;
+
+	memset(&it, 0xa5, sizeof(it));
+	gp_item_init(&it, &v, sizeof(v));
+	ck_assert_ptr_eq(it.in, &v);
+	ck_assert_uint_eq(it.inlen, sizeof(v));
+	ck_assert_ptr_null(it.out);
+	ck_assert_uint_eq(it.outlen, 0);
+	ck_assert_int_eq(it.status, GP_NOTRUN);
+	ck_assert_int_eq(it.code, 0);
+	ck_assert_int_eq(it.worker, -1);
+	ck_assert_int_eq(it.attempts, 0);
+	for (i = 0; i < 2; i++)
+		ck_assert(it.reserved[i] == 0);
+	ck_assert_int_eq(gp_pool_map(p, twice, NULL, 0, &it, 1), 0);
+	ck_assert_int_eq(it.status, GP_OK);
+	memcpy(&r, it.out, sizeof(r));
+	ck_assert_int_eq(r, 14);
+	gp_items_release(&it, 1);
+	gp_item_init(&it, NULL, 0);
+	ck_assert_ptr_null(it.in);
+	ck_assert_int_eq(it.status, GP_NOTRUN);
+	gp_pool_destroy(p);
+}
+END_TEST
+
+/* Fork rules: in a child the application forks, the inherited pool is a
+ * copy: maps return -ECHILD, size and info read the copy, and destroy only
+ * closes the child's descriptors: the parent's workers live on and serve
+ * the parent's next map. */
+START_TEST(forked_child_cannot_use_or_stop_the_pool)
+{
+	struct gp_pool		*p = make_pool(2, 1);
+	struct gp_worker_info	 before[2], after;
+	struct gp_item		 it[4];
+	struct gp_feed		 f = { .next = count_next, .done = arr_done,
+				       .in_fd = -1, .ctl_fd = -1 };
+	int			 v[4] = { 1, 2, 3, 4 }, i, st, calls = 0;
+	pid_t			 pid;
+
+	f.arg = &calls;
+	for (i = 0; i < 2; i++)
+		ck_assert_int_eq(gp_pool_info(p, i, &before[i]), 0);
+	for (i = 0; i < 4; i++)
+		gp_item_init(&it[i], &v[i], sizeof(v[i]));
+	if ((pid = fork()) == 0) {
+		int	 bad = 0;
+
+		bad |= gp_pool_map(p, twice, NULL, 0, it, 4) != -ECHILD;
+		bad |= (gp_pool_run(p, twice, NULL, 0, &f) != -ECHILD) << 1;
+		bad |= (calls != 0) << 2;
+		bad |= (gp_pool_size(p) != 2) << 3;
+		bad |= (gp_pool_info(p, 1, &after) != 0 ||
+		    after.pid != before[1].pid) << 4;
+		gp_pool_destroy(p);
+		_exit(bad);
+	}
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	    "child: status %#x", st);
+	ck_assert_int_eq(gp_pool_map(p, twice, NULL, 0, it, 4), 0);
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(it[i].status, GP_OK);
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(gp_pool_info(p, i, &after), 0);
+		ck_assert_int_eq(after.pid, before[i].pid);
+	}
+	gp_items_release(it, 4);
 	gp_pool_destroy(p);
 }
 END_TEST
@@ -1405,6 +1827,13 @@ main(void)
 	tcase_add_test(tc, placement_stays_inside_inherited_affinity);
 	tcase_add_test(tc, run_streams_from_a_pipe);
 	tcase_add_test(tc, recycle_after_max_tasks);
+	tcase_add_test(tc, old_names_still_work);
+	tcase_add_test(tc, forked_child_cannot_use_or_stop_the_pool);
+	tcase_add_test(tc, item_init_sets_up_any_memory);
+	tcase_add_test(tc, reserved_fields_leave_room_to_grow);
+	tcase_add_test(tc, concurrent_maps_on_one_pool_one_proceeds);
+	tcase_add_test(tc, pool_map_from_threads_runs_each_map_whole);
+	tcase_add_test(tc, pool_map_in_a_worker_of_the_default_pool);
 	tcase_add_test(tc, strerror_names_every_code);
 	suite_add_tcase(s, tc);
 	return gp_check_run(s);

@@ -30,7 +30,7 @@ fn(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 		return 2;
 	memcpy(&v, in, sizeof(v));
 	v = v * 2 + 1;
-	return gp_reply(ctx, &v, sizeof(v)) == 0 ? 0 : 3;
+	return gp_ctx_reply(ctx, &v, sizeof(v)) == 0 ? 0 : 3;
 }
 
 static int
@@ -184,13 +184,13 @@ main(int argc, char **argv)
 		    rss1, rssmax, RSS_BOUND_KIB(rss1));
 		fail = 1;
 	}
-	gp_shutdown();
+	gp_default_pool_destroy();
 	ch = count_children(&zo);
 	fds = count_fds();
-	printf("after gp_shutdown: children %d, fds %d (%d before the pool)\n",
+	printf("after gp_default_pool_destroy: children %d, fds %d (%d before the pool)\n",
 	    ch, fds, fdstart);
 	if (ch != 0 || fds != fdstart) {
-		fprintf(stderr, "after gp_shutdown: %d children, %d fds (%d "
+		fprintf(stderr, "after gp_default_pool_destroy: %d children, %d fds (%d "
 		    "before the pool)\n", ch, fds, fdstart);
 		fail = 1;
 	}
