@@ -140,7 +140,61 @@ int	gp_loop_run(struct gp_pool *p, struct gp_job *job);
 void	gp_loop_abandon(struct gp_pool *p, struct gp_job *job, int rc);
 void	gp_loop_shutdown(struct gp_pool *p);
 void	gp_loop_close_fds(struct gp_worker *w);	/* all four, set to -1 */
+
+/*
+ * job.c: a call's items, with no system call. "Ends" means the item has
+ * its final status and the feed's done() was called for it (which may set
+ * job->cancel_req); job->running counts the items taken and not ended.
+ */
 void	gp_loop_item_init(struct gp_item *it);	/* NOTRUN, no output */
+/* The next item to start, without taking it; NULL if none now. A
+ * requeued item comes first, the last requeued first; then items[] in
+ * order, or what feed->next() gives (held until taken). */
+struct gp_item *gp_job_peek(struct gp_job *job);
+/* Take what gp_job_peek() returned: it is running from now on. */
+void	gp_job_take(struct gp_job *job);
+/* Items for a worker's next batch: 1 with a feed or no estimate yet;
+ * else GP_BATCH_TARGET_NS of estimated work, at most a 1/(2 x live) share
+ * of what remains and GP_BATCH_MAX, and no more than the worker has left
+ * before max_tasks recycles it (0: no limit). Never 0. */
+size_t	gp_job_batch_size(const struct gp_job *job, int live,
+	    unsigned max_tasks, unsigned ntasks);
+/* A running item ends GP_ERROR with rc (a negative errno). Returns rc;
+ * allocates nothing. */
+int	gp_job_fail(struct gp_job *job, struct gp_item *it, int rc);
+/* A running item did not run, or its result was lost: it runs again
+ * (status GP_NOTRUN, first in line), or, in a canceled call, ends
+ * GP_CANCELED. Returns 0, or the -ENOMEM it ended GP_ERROR with. */
+int	gp_job_again(struct gp_job *job, struct gp_item *it);
+/* A running item ended badly, as status (GP_CRASHED with the worker's
+ * code, GP_TIMEDOUT with fn's return or -1, GP_ERROR with -errno). A
+ * crash or a timeout runs again, its output freed, while attempts <=
+ * retries and the call is not canceled; a crash in a canceled call ends
+ * GP_CANCELED; anything else ends as status with code. Returns 0, or
+ * the -ENOMEM it ended GP_ERROR with. */
+int	gp_job_end_bad(struct gp_job *job, struct gp_item *it, int status,
+	    int code, int retries);
+/* A running item's result record r (its bytes at data, r->len of them,
+ * copied), which came after a STOP for a timeout if timed_out. Returns
+ * 0, or the -ENOMEM it ended GP_ERROR with (then the call fails). */
+int	gp_job_result(struct gp_job *job, struct gp_item *it,
+	    const struct gp_rec_result *r, const uint8_t *data, int timed_out,
+	    int retries);
+/* w died with its batch unfinished (w->fl from w->nres on), running item
+ * id cur (0: between items), its wait status code code (gp_wstatus_code()).
+ * The item that was running ended badly (gp_job_end_bad(): -EPROTO if
+ * w->proto_err, a timeout if w's STOP named it for one, else a crash);
+ * the others run again. Leaves w's batch as it is. Returns 0, or the
+ * last -ENOMEM an item ended GP_ERROR with. */
+int	gp_job_lost(struct gp_job *job, struct gp_worker *w, uint64_t cur,
+	    int code, int retries);
+/* Cancel the call: every item not yet running ends GP_CANCELED and no
+ * more start (gp_job_peek() then gives only requeued ones: none). */
+void	gp_job_cancel(struct gp_job *job);
+/* The call failed: items not running end as they are (GP_NOTRUN). */
+void	gp_job_abandon(struct gp_job *job);
+/* Every item ended (or, canceled, every started one), and no more come. */
+int	gp_job_done(const struct gp_job *job);
 
 /* worker.c: the child after fork; never returns. */
 void	gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)

@@ -147,122 +147,6 @@ live_workers(const struct gp_pool *p)
 	return n;
 }
 
-/* An item has its final status. */
-static void
-item_end(struct gp_job *job, struct gp_item *it)
-{
-	job->running--;
-	if (job->feed != NULL && job->feed->done(job->feed->arg, it) != 0)
-		job->cancel_req = 1;
-}
-
-/* An item ends GP_ERROR with rc, which the call then returns: it needs
- * no allocation, so an item is never lost to a failed one. */
-static int
-fail_item(struct gp_job *job, struct gp_item *it, int rc)
-{
-	it->status = GP_ERROR;
-	it->code = rc;
-	item_end(job, it);
-	return rc;
-}
-
-static int
-requeue(struct gp_job *job, struct gp_item *it)
-{
-	struct gp_item	**q;
-	size_t		 cap;
-
-	if (job->nrq == job->caprq) {
-		cap = job->caprq ? job->caprq * 2 : 16;
-		if ((q = realloc(job->requeue, cap * sizeof(*q))) == NULL)
-			return -ENOMEM;
-		job->requeue = q;
-		job->caprq = cap;
-	}
-	job->requeue[job->nrq++] = it;
-	job->running--;
-	it->status = GP_NOTRUN;
-	return 0;
-}
-
-void
-gp_loop_item_init(struct gp_item *it)
-{
-	it->out = NULL;
-	it->outlen = 0;
-	it->status = GP_NOTRUN;
-	it->code = 0;
-	it->worker = -1;
-	it->attempts = 0;
-}
-
-/* The next item to start, without taking it; NULL if none now. */
-static struct gp_item *
-peek(struct gp_job *job)
-{
-	struct gp_item	*it;
-	int		 r;
-
-	if (job->nrq > 0)
-		return job->requeue[job->nrq - 1];
-	if (job->canceled)
-		return NULL;
-	if (job->feed == NULL)
-		return job->next < job->n ? &job->items[job->next] : NULL;
-	if (job->held != NULL)
-		return job->held;
-	if (job->feed_end || job->feed_wait)
-		return NULL;
-	r = job->feed->next(job->feed->arg, &it);
-	if (r < 0)
-		job->feed_end = 1;
-	else if (r == GP_FEED_AGAIN || r == GP_FEED_WAIT) {
-		job->feed_wait = 1;
-		job->feed_nofd = r == GP_FEED_WAIT;
-	} else {
-		gp_loop_item_init(it);
-		job->held = it;
-	}
-	return job->held;
-}
-
-static void
-take(struct gp_job *job)
-{
-	if (job->nrq > 0)
-		job->nrq--;
-	else if (job->feed == NULL)
-		job->next++;
-	else
-		job->held = NULL;
-	job->running++;
-}
-
-/* Items per batch: enough measured work to amortise a round trip
- * (GP_BATCH_TARGET_NS), never more than a 1/(2 x workers) share of what
- * remains (factoring), so the tail stays balanced. */
-static size_t
-batch_size(const struct gp_pool *p, const struct gp_job *job,
-    const struct gp_worker *w)
-{
-	size_t	 b, rem, share, two_w;
-
-	if (job->feed != NULL || job->est_ns == 0)
-		return 1;
-	b = (size_t)(GP_BATCH_TARGET_NS / job->est_ns);
-	rem = job->n - job->next + job->nrq;
-	two_w = 2 * (size_t)live_workers(p);
-	share = (rem + two_w - 1) / two_w;
-	if (b > share)
-		b = share;
-	if (b > GP_BATCH_MAX)
-		b = GP_BATCH_MAX;
-	if (p->o.max_tasks > 0 && b > p->o.max_tasks - w->ntasks)
-		b = p->o.max_tasks - w->ntasks;
-	return b > 0 ? b : 1;
-}
-
 static int
 fl_push(struct gp_worker *w, struct gp_item *it, uint64_t id)
 {
@@ -308,11 +192,12 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	size_t			 want, bytes = 0, at, lim;
 	int			 rc;
 
-	if ((it = peek(job)) == NULL)
+	if ((it = gp_job_peek(job)) == NULL)
 		return 0;
 	if (w->job != job->gen && (rc = send_job(w, job)) < 0)
 		return rc;
-	want = batch_size(p, job, w);
+	want = gp_job_batch_size(job, live_workers(p), p->o.max_tasks,
+	    w->ntasks);
 	/* Payload bytes, records included: never more than the worker
 	 * accepts, which one item of max_msg bytes always fits. */
 	lim = GP_MSG_MAX(p->o.max_msg);
@@ -320,13 +205,12 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 		lim = GP_BATCH_BYTES;
 	if ((rc = gp_msg_begin(&w->wbuf, GP_MSG_TASK, &at)) < 0)
 		return rc;
-	while (w->nfl < want && (it = peek(job)) != NULL) {
+	while (w->nfl < want && (it = gp_job_peek(job)) != NULL) {
 		if (it->inlen > p->o.max_msg ||
 		    (it->in == NULL && it->inlen > 0)) {
-			take(job);
-			it->status = GP_ERROR;
-			it->code = it->in == NULL ? -EINVAL : -EMSGSIZE;
-			item_end(job, it);
+			gp_job_take(job);
+			(void)gp_job_fail(job, it,
+			    it->in == NULL ? -EINVAL : -EMSGSIZE);
 			continue;
 		}
 		if (w->nfl > 0 && bytes + sizeof(rec) + it->inlen > lim)
@@ -338,7 +222,7 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 		 * (gp_loop_abandon()). */
 		if ((rc = fl_push(w, it, rec.id)) < 0)
 			return rc;
-		take(job);
+		gp_job_take(job);
 		it->attempts++;
 		it->worker = w->idx;
 		if ((rc = gp_buf_add(&w->wbuf, &rec, sizeof(rec))) < 0 ||
@@ -411,30 +295,12 @@ queue_stop(struct gp_pool *p, struct gp_worker *w, uint64_t id, int timeout,
 /* Stop everything not yet ended: pending items are canceled, running
  * ones are asked to stop and killed after the grace period. */
 static void
-cancel_item(struct gp_job *job, struct gp_item *it)
-{
-	job->running++;
-	it->status = GP_CANCELED;
-	item_end(job, it);
-}
-
-/* Stop everything not yet ended: pending items are canceled, running
- * ones are asked to stop and killed after the grace period. */
-static void
 cancel(struct gp_pool *p, struct gp_job *job)
 {
 	int64_t		 now = gp_now_ns(), started;
 	int		 i;
 
-	job->canceled = 1;
-	while (job->nrq > 0)
-		cancel_item(job, job->requeue[--job->nrq]);
-	if (job->held != NULL) {
-		cancel_item(job, job->held);
-		job->held = NULL;
-	}
-	while (job->feed == NULL && job->next < job->n)
-		cancel_item(job, &job->items[job->next++]);
+	gp_job_cancel(job);
 	for (i = 0; i < p->nw; i++)
 		if (p->w[i].state == GP_W_BUSY && p->w[i].stop_id == 0)
 			queue_stop(p, &p->w[i], current(&p->w[i], &started),
@@ -458,15 +324,6 @@ control(struct gp_pool *p, struct gp_job *job, int what)
 			hard_kill(&p->w[i]);
 }
 
-static void
-est_update(struct gp_job *job, uint64_t ns)
-{
-	if (ns == 0)
-		return;		/* not measured (worker.c run_batch()) */
-	job->est_ns = job->est_ns ? (job->est_ns * 7 + (int64_t)ns) / 8 :
-	    (int64_t)ns;
-}
-
 static int
 on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
     const uint8_t *pos, const uint8_t *end)
@@ -482,41 +339,9 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 		    w->fl[w->nres].id != r.id)
 			return -EPROTO;
 		it = w->fl[w->nres++].item;
-		switch (r.kind) {
-		case GP_REC_DONE:
-			est_update(job, r.ns);
-			if (r.len > 0) {
-				if ((it->out = malloc(r.len)) == NULL)
-					return fail_item(job, it, -ENOMEM);
-				memcpy(it->out, data, r.len);
-				it->outlen = r.len;
-			}
-			it->code = r.rc;
-			if (w->stop_id != r.id || !w->stop_timeout)
-				it->status = r.rc == 0 ? GP_OK : GP_FAILED;
-			else if (it->attempts <= p->o.retries && !job->canceled) {
-				free(it->out);
-				it->out = NULL;
-				it->outlen = 0;
-				if ((rc = requeue(job, it)) < 0)
-					return fail_item(job, it, rc);
-				break;
-			} else
-				it->status = GP_TIMEDOUT;
-			item_end(job, it);
-			break;
-		case GP_REC_ERROR:
-			(void)fail_item(job, it, r.rc);
-			break;
-		case GP_REC_SKIPPED:
-			it->attempts--;
-			if (job->canceled) {
-				it->status = GP_CANCELED;
-				item_end(job, it);
-			} else if ((rc = requeue(job, it)) < 0)
-				return fail_item(job, it, rc);
-			break;
-		}
+		if ((rc = gp_job_result(job, it, &r, data,
+		    w->stop_id == r.id && w->stop_timeout, p->o.retries)) < 0)
+			return rc;
 	}
 	if (rc < 0)
 		return -EPROTO;
@@ -664,53 +489,16 @@ reap(struct gp_worker *w, int *status)
 static int
 lost(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 {
-	struct gp_item	*it;
 	enum gp_wstate	 was = w->state;
 	int64_t		 started;
 	uint64_t	 cur = current(w, &started);
-	size_t		 i, at = w->nfl;
-	int		 status = 0, code, rc = 0, e;
+	int		 status = 0, code, rc = 0;
 
 	reap(w, &status);
 	code = gp_wstatus_code(status);
 	w->status = status;
-	for (i = w->nres; i < w->nfl; i++)
-		if (w->fl[i].id == cur)
-			at = i;
-	for (i = w->nres; i < w->nfl && job != NULL; i++) {
-		it = w->fl[i].item;
-		if (i > at)
-			it->attempts--;	/* never started */
-		if (i != at) {
-			/* Not started, or done with its result unsent:
-			 * runs again (at-least-once, design.md). */
-			if (job->canceled) {
-				it->status = GP_CANCELED;
-				item_end(job, it);
-			} else if ((e = requeue(job, it)) < 0)
-				rc = fail_item(job, it, e);
-			continue;
-		}
-		it->worker = w->idx;
-		if (w->proto_err) {
-			it->status = GP_ERROR;
-			it->code = -EPROTO;
-		} else if (w->stop_id == cur && w->stop_timeout) {
-			it->status = GP_TIMEDOUT;
-			it->code = -1;
-		} else if (job->canceled) {
-			it->status = GP_CANCELED;
-		} else {
-			it->status = GP_CRASHED;
-			it->code = code;
-		}
-		if ((it->status == GP_CRASHED || it->status == GP_TIMEDOUT) &&
-		    it->attempts <= p->o.retries) {
-			if ((e = requeue(job, it)) < 0)
-				rc = fail_item(job, it, e);
-		} else
-			item_end(job, it);
-	}
+	if (job != NULL)
+		rc = gp_job_lost(job, w, cur, code, p->o.retries);
 	w->nfl = w->nres = 0;
 	w->stop_id = 0;
 	w->kill_at = 0;
@@ -790,11 +578,7 @@ job_done(const struct gp_pool *p, const struct gp_job *job)
 				return 0;
 		return 1;
 	}
-	if (job->running > 0 || job->nrq > 0 || job->held != NULL)
-		return 0;
-	if (job->canceled)
-		return 1;
-	return job->feed == NULL ? job->next == job->n : job->feed_end;
+	return gp_job_done(job);
 }
 
 int
@@ -937,21 +721,12 @@ gp_loop_abandon(struct gp_pool *p, struct gp_job *job, int rc)
 			reap(w, &status);	/* buffers: gp_loop_spawn() */
 		}
 		for (i = w->nres; i < w->nfl; i++)
-			(void)fail_item(job, w->fl[i].item, rc);
+			(void)gp_job_fail(job, w->fl[i].item, rc);
 		w->nfl = w->nres = 0;
 		w->stop_id = 0;
 		w->kill_at = 0;
 	}
-	/* Not running: they end as they are, GP_NOTRUN. */
-	while (job->nrq > 0) {
-		job->running++;
-		item_end(job, job->requeue[--job->nrq]);
-	}
-	if (job->held != NULL) {
-		job->running++;
-		item_end(job, job->held);
-		job->held = NULL;
-	}
+	gp_job_abandon(job);
 }
 
 int
