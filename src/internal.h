@@ -1,6 +1,7 @@
 /*
  * internal.h: the pool's private structures, shared by pool.c (public
- * API), loop.c (the master's event loop) and worker.c (the child side).
+ * API), loop.c (the master's event loop), proc.c (worker processes),
+ * job.c (a call's items) and worker.c (the child side).
  * Never installed.
  */
 #ifndef GP_INTERNAL_H
@@ -132,14 +133,42 @@ struct gp_pool {
 	struct gp_job		*job;		/* the call in progress, or NULL */
 };
 
-/* loop.c */
-int	gp_loop_spawn(struct gp_pool *p, struct gp_worker *w);
+/* loop.c: the master's event loop; uses proc.c and job.c. */
+/* Until every worker is READY or failed and reaped; GP_EINIT if any
+ * failed (its slot is retired), or a negative errno. */
 int	gp_loop_wait_ready(struct gp_pool *p);
+/* Run job (a gp_map() or gp_run() call) to its end: 0, GP_ENOWORKER,
+ * -EDEADLK (a feed that cannot be woken), or a negative errno. */
 int	gp_loop_run(struct gp_pool *p, struct gp_job *job);
 /* After gp_loop_run() failed with rc: no worker keeps the call's items. */
 void	gp_loop_abandon(struct gp_pool *p, struct gp_job *job, int rc);
-void	gp_loop_shutdown(struct gp_pool *p);
-void	gp_loop_close_fds(struct gp_worker *w);	/* all four, set to -1 */
+
+/*
+ * proc.c: worker processes. Master only; none of these blocks except
+ * gp_proc_reap() on a worker just SIGKILLed, and gp_proc_shutdown().
+ */
+/* Fork w with its pipes (w->fd, wfd, tfd, pidfd); it starts in
+ * GP_W_STARTING. Returns 0 or a negative errno (nothing left open). */
+int	gp_proc_spawn(struct gp_pool *p, struct gp_worker *w);
+/* Fork the dead slots that may run again; a failed fork retires one. */
+void	gp_proc_respawn(struct gp_pool *p);
+/* SIGKILL w and the process group its item declared. */
+void	gp_proc_kill(struct gp_worker *w);
+/* Wait for w (killing it if it still runs), with *status its wait
+ * status or GP_WSTATUS_UNKNOWN; close its fds; it is GP_W_DEAD. */
+void	gp_proc_reap(struct gp_worker *w, int *status);
+/* After gp_proc_reap() of a worker that was in state was, in a call
+ * (in_call) or at start-up: retire its slot, or count the death against
+ * the respawn budget unless charge is 0 (the call fails: its slot is
+ * replaced outside the budget, as after gp_loop_abandon()). */
+void	gp_proc_lost(struct gp_pool *p, struct gp_worker *w,
+	    enum gp_wstate was, int in_call, int charge);
+/* The item id w is running (0: between items), and in *started since
+ * when, read consistently from its shared slot. */
+uint64_t gp_proc_current(struct gp_worker *w, int64_t *started);
+void	gp_proc_close_fds(struct gp_worker *w);	/* all four, set to -1 */
+/* QUIT, then TERM, then KILL, each after grace_ms; every worker reaped. */
+void	gp_proc_shutdown(struct gp_pool *p);
 
 /*
  * job.c: a call's items, with no system call. "Ends" means the item has

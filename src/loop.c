@@ -1,140 +1,19 @@
 /*
- * loop.c: the master. gp_loop_run() is the only place the master blocks:
- * one poll() over the workers' channels (and the cancel and feed fds),
- * woken by I/O or by the earliest real deadline, never by a fixed tick.
- * Children are reaped only one by one (through their pidfd, else by pid),
- * after their channel reports EOF; there is no SIGCHLD handler and no
- * waitpid(-1). Runs only in the master.
+ * loop.c: the master. gp_loop_run() is the only place the master blocks
+ * in a call: one poll() over the workers' channels (and the cancel and
+ * feed fds), woken by I/O or by the earliest real deadline, never by a
+ * fixed tick. Around it: dispatch (batches to idle workers), the message
+ * handlers (READY, RESULT), deadlines (STOP, then a kill) and cancel.
+ * What becomes of items is job.c's; forking, killing and reaping (only
+ * one by one, after a channel reports EOF: no SIGCHLD handler, no
+ * waitpid(-1)) are proc.c's. Runs only in the master.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "internal.h"
 #include "msg.h"
-
-static int	lost(struct gp_pool *, struct gp_job *, struct gp_worker *);
-
-/* Signal a worker through its pidfd where it has one: its pid may name
- * another process by now when the host ignores SIGCHLD (no zombie holds
- * the pid), and a deadline can fire long after a recycled worker left. */
-static void
-signal_worker(struct gp_worker *w, int sig)
-{
-	if (w->pidfd >= 0)
-		(void)syscall(SYS_pidfd_send_signal, w->pidfd, sig, NULL, 0);
-	else
-		(void)kill(w->pid, sig);
-}
-
-/* SIGKILL a worker and the process group its item declared (a task the
- * worker started): nothing it began may outlive it. */
-static void
-hard_kill(struct gp_worker *w)
-{
-	int	 pg = atomic_exchange(&w->shm->pgid, 0);
-
-	if (pg > 0)
-		kill(-pg, SIGKILL);
-	signal_worker(w, SIGKILL);
-}
-
-void
-gp_loop_close_fds(struct gp_worker *w)
-{
-	int	*fds[] = { &w->fd, &w->wfd, &w->tfd, &w->pidfd };
-	size_t	 i;
-
-	for (i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
-		if (*fds[i] >= 0)
-			close(*fds[i]);
-		*fds[i] = -1;
-	}
-}
-
-/*
- * Two pipes per worker: tasks down, results up. The master also keeps the
- * read end of the task pipe, unused: a write to a worker that died then
- * fills a buffer instead of raising SIGPIPE in a host whose signals are
- * not ours, and the death is seen on the result pipe and the pidfd.
- */
-int
-gp_loop_spawn(struct gp_pool *p, struct gp_worker *w)
-{
-	int	 task[2], res[2], rc;
-	pid_t	 pid;
-
-	if (pipe2(task, O_CLOEXEC) == -1)
-		return -errno;
-	if (pipe2(res, O_CLOEXEC) == -1) {
-		rc = -errno;
-		close(task[0]);
-		close(task[1]);
-		return rc;
-	}
-	atomic_store(&w->shm->cur, 0);
-	atomic_store(&w->shm->stop, 0);
-	atomic_store(&w->shm->pgid, 0);
-	/* Unflushed host output would be written twice otherwise. */
-	fflush(NULL);
-	if ((pid = fork()) == -1) {
-		rc = -errno;
-		close(task[0]);
-		close(task[1]);
-		close(res[0]);
-		close(res[1]);
-		return rc;
-	}
-	if (pid == 0) {
-		close(task[1]);
-		close(res[0]);
-		gp_worker_main(p, w, task[0], res[1]);
-		/* NOTREACHED */
-	}
-	close(res[1]);
-	/* Only the master's own ends: the worker's are other descriptions. */
-	(void)fcntl(task[1], F_SETFL, O_NONBLOCK);
-	(void)fcntl(res[0], F_SETFL, O_NONBLOCK);
-	w->fd = res[0];
-	w->wfd = task[1];
-	w->tfd = task[0];
-	/* Death is seen on the pidfd even when a process the worker forked
-	 * still holds its end of the channel open. */
-	w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	w->pid = pid;
-	w->state = GP_W_STARTING;
-	w->job = 0;
-	w->ntasks = 0;
-	w->nfl = w->nres = 0;
-	w->stop_id = 0;
-	w->kill_at = 0;
-	w->proto_err = 0;
-	w->rbuf.off = w->rbuf.len = 0;
-	w->wbuf.off = w->wbuf.len = 0;
-	return 0;
-}
-
-/* The item w is running and when it began, read consistently. */
-static uint64_t
-current(struct gp_worker *w, int64_t *started)
-{
-	uint64_t	 a, b;
-
-	do {
-		a = atomic_load_explicit(&w->shm->cur, memory_order_acquire);
-		*started = atomic_load_explicit(&w->shm->started,
-		    memory_order_acquire);
-		b = atomic_load_explicit(&w->shm->cur, memory_order_acquire);
-	} while (a != b);
-	return a;
-}
 
 static int
 live_workers(const struct gp_pool *p)
@@ -264,19 +143,6 @@ dispatch(struct gp_pool *p, struct gp_job *job)
 	return 0;
 }
 
-/* Replace workers that died, now that there is work for them: a
- * canceled call does not fork what it will not use. */
-static void
-respawn(struct gp_pool *p)
-{
-	int	 i;
-
-	for (i = 0; i < p->nw; i++)
-		if (p->w[i].state == GP_W_DEAD && !p->w[i].retired &&
-		    gp_loop_spawn(p, &p->w[i]) < 0)
-			p->w[i].retired = 1;
-}
-
 static void
 queue_stop(struct gp_pool *p, struct gp_worker *w, uint64_t id, int timeout,
     int64_t now)
@@ -303,7 +169,7 @@ cancel(struct gp_pool *p, struct gp_job *job)
 	gp_job_cancel(job);
 	for (i = 0; i < p->nw; i++)
 		if (p->w[i].state == GP_W_BUSY && p->w[i].stop_id == 0)
-			queue_stop(p, &p->w[i], current(&p->w[i], &started),
+			queue_stop(p, &p->w[i], gp_proc_current(&p->w[i], &started),
 			    0, now);
 }
 
@@ -321,7 +187,7 @@ control(struct gp_pool *p, struct gp_job *job, int what)
 		cancel(p, job);
 	for (i = 0; i < p->nw; i++)
 		if (p->w[i].state == GP_W_BUSY)
-			hard_kill(&p->w[i]);
+			gp_proc_kill(&p->w[i]);
 }
 
 static int
@@ -430,71 +296,16 @@ on_readable(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	}
 }
 
-/* P_PIDFD (Linux 5.4), spelled out for libcs that do not name it. */
-#define GP_P_PIDFD	((idtype_t)3)
-
-/*
- * waitpid(w->pid) through the pidfd where there is one: when the host
- * ignores SIGCHLD, the kernel reaps the worker itself and its pid can be
- * a host child's by now, which a wait by pid would take (or block on).
- * Returns as waitpid.
- */
-static pid_t
-wait_worker(struct gp_worker *w, int *status, int flags)
-{
-	siginfo_t	 si;
-	int		 r;
-
-	if (w->pidfd < 0)
-		return gp_waitpid(w->pid, status, flags);
-	memset(&si, 0, sizeof(si));
-	while ((r = waitid(GP_P_PIDFD, (id_t)w->pidfd, &si, WEXITED | flags))
-	    == -1 && errno == EINTR)
-		;
-	if (r == -1 && errno == EINVAL)	/* a pidfd, but no P_PIDFD */
-		return gp_waitpid(w->pid, status, flags);
-	if (r == -1)
-		return -1;
-	if (si.si_pid == 0)
-		return 0;	/* WNOHANG: still running */
-	*status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0) :
-	    si.si_status | (si.si_code == CLD_DUMPED ? WCOREFLAG : 0);
-	return w->pid;
-}
-
-static void
-reap(struct gp_worker *w, int *status)
-{
-	pid_t	 r;
-	int	 pg;
-
-	if ((r = wait_worker(w, status, WNOHANG)) == 0) {
-		/* EOF but still alive (fn closed its channel?): end it. */
-		hard_kill(w);
-		r = wait_worker(w, status, 0);
-	}
-	/* ECHILD: the host ignores SIGCHLD, so the kernel reaped it and its
-	 * status is gone. Say "unknown", never a made-up exit 0. */
-	if (r != w->pid)
-		*status = GP_WSTATUS_UNKNOWN;
-	/* It died with a task group of its item still declared. */
-	if ((pg = atomic_exchange(&w->shm->pgid, 0)) > 0)
-		kill(-pg, SIGKILL);
-	gp_loop_close_fds(w);
-	w->pid = 0;
-	w->state = GP_W_DEAD;
-}
-
 /* w's channel closed: reap it, settle its batch, replace it. */
 static int
 lost(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 {
 	enum gp_wstate	 was = w->state;
 	int64_t		 started;
-	uint64_t	 cur = current(w, &started);
+	uint64_t	 cur = gp_proc_current(w, &started);
 	int		 status = 0, code, rc = 0;
 
-	reap(w, &status);
+	gp_proc_reap(w, &status);
 	code = gp_wstatus_code(status);
 	w->status = status;
 	if (job != NULL)
@@ -503,24 +314,8 @@ lost(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	w->stop_id = 0;
 	w->kill_at = 0;
 	w->proto_err = 0;
-	/* Died in start-up: at pool creation it is never respawned (the
-	 * create fails); a replacement that dies before READY is a death
-	 * like another (a SIGKILL from outside can land there), unless it
-	 * keeps dying in start-up. */
-	if (was == GP_W_STARTING &&
-	    (job == NULL || ++w->start_deaths >= GP_START_DEATHS_MAX))
-		w->retired = 1;
-	if (w->retired || rc < 0)
-		return rc;
-	/* respawn() forks its replacement when there is work. A recycled
-	 * worker's replacement is free. */
-	if (was != GP_W_QUITTING) {
-		if (p->respawns == 0)
-			w->retired = 1;
-		else if (p->respawns > 0)
-			p->respawns--;
-	}
-	return 0;
+	gp_proc_lost(p, w, was, job != NULL, rc == 0);
+	return rc;
 }
 
 /* Earliest deadline in ns, or -1 for none; starts due timeouts. */
@@ -538,7 +333,7 @@ expire(struct gp_pool *p, int64_t now)
 			continue;
 		if (w->kill_at > 0) {
 			if (now >= w->kill_at) {
-				hard_kill(w);	/* EOF follows */
+				gp_proc_kill(w);	/* EOF follows */
 				w->kill_at = 0;
 				continue;
 			}
@@ -548,7 +343,7 @@ expire(struct gp_pool *p, int64_t now)
 			/* Between items the next one starts after the last
 			 * message from w at the earliest: wake then, look
 			 * again. */
-			cur = current(w, &started);
+			cur = gp_proc_current(w, &started);
 			if (cur == 0)
 				started = w->heard;
 			t = started + (int64_t)p->o.timeout_ms * 1000000;
@@ -592,7 +387,7 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 
 	for (;;) {
 		if (job != NULL && !job->canceled) {
-			respawn(p);
+			gp_proc_respawn(p);
 			if ((rc = dispatch(p, job)) < 0)
 				return rc;
 		}
@@ -676,7 +471,7 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 				/* It broke the protocol: it cannot be trusted
 				 * with another item. */
 				w->proto_err = rc;
-				hard_kill(w);
+				gp_proc_kill(w);
 				rc = 1;
 			}
 			if (rc < 0)
@@ -717,8 +512,8 @@ gp_loop_abandon(struct gp_pool *p, struct gp_job *job, int rc)
 			continue;
 		if ((w->state == GP_W_IDLE || w->state == GP_W_BUSY) &&
 		    (w->nfl > 0 || w->wbuf.len > w->wbuf.off)) {
-			hard_kill(w);
-			reap(w, &status);	/* buffers: gp_loop_spawn() */
+			gp_proc_kill(w);
+			gp_proc_reap(w, &status);	/* buffers: gp_proc_spawn() */
 		}
 		for (i = w->nres; i < w->nfl; i++)
 			(void)gp_job_fail(job, w->fl[i].item, rc);
@@ -740,60 +535,4 @@ gp_loop_wait_ready(struct gp_pool *p)
 		if (p->w[i].retired)
 			return GP_EINIT;
 	return 0;
-}
-
-/* QUIT, then TERM, then KILL, each after grace_ms; every worker reaped. */
-void
-gp_loop_shutdown(struct gp_pool *p)
-{
-	struct pollfd	 pfd[GP_MAX_WORKERS];
-	struct gp_worker *map[GP_MAX_WORKERS];
-	int64_t		 step = (int64_t)p->o.grace_ms * 1000000;
-	int64_t		 dl = gp_now_ns() + step, now;
-	int		 i, n, phase = 0, status;
-	size_t		 at;
-	char		 drain[4096];
-
-	for (i = 0; i < p->nw; i++) {
-		struct gp_worker *w = &p->w[i];
-
-		if (w->state == GP_W_DEAD)
-			continue;
-		if (gp_msg_begin(&w->wbuf, GP_MSG_QUIT, &at) == 0)
-			gp_msg_finish(&w->wbuf, at, 0);
-		(void)gp_buf_send(w->wfd, &w->wbuf);
-		w->state = GP_W_QUITTING;
-	}
-	for (;;) {
-		for (i = n = 0; i < p->nw; i++) {
-			if (p->w[i].state == GP_W_DEAD)
-				continue;
-			pfd[n].fd = p->w[i].fd;
-			pfd[n].events = POLLIN;
-			map[n++] = &p->w[i];
-		}
-		if (n == 0)
-			return;
-		now = gp_now_ns();
-		if (now >= dl) {
-			for (i = 0; i < n; i++)
-				if (phase == 0)
-					signal_worker(map[i], SIGTERM);
-				else
-					hard_kill(map[i]);
-			phase++;
-			dl = now + step;
-		}
-		if (poll(pfd, (nfds_t)n, gp_poll_ms(dl, now)) == -1 &&
-		    errno != EINTR)
-			phase = 2;	/* cannot wait: kill and reap below */
-		for (i = 0; i < n; i++) {
-			if (phase >= 2)
-				hard_kill(map[i]);
-			else if (!pfd[i].revents ||
-			    read(pfd[i].fd, drain, sizeof(drain)) > 0)
-				continue;
-			reap(map[i], &status);
-		}
-	}
 }

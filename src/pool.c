@@ -258,7 +258,7 @@ gp_pool_create(struct gp_pool **out, const struct gp_pool_opts *opts)
 	for (i = 0; i < p->nw; i++)
 		p->w[i].shm = &p->shm[i];
 	for (i = 0; i < p->nw; i++)
-		if ((rc = gp_loop_spawn(p, &p->w[i])) < 0) {
+		if ((rc = gp_proc_spawn(p, &p->w[i])) < 0) {
 			gp_errf(err, errlen, rc, "cannot start worker %d: %s",
 			    i, strerror(-rc));
 			goto fail_workers;
@@ -272,7 +272,7 @@ gp_pool_create(struct gp_pool **out, const struct gp_pool_opts *opts)
 	return 0;
 
 fail_workers:
-	gp_loop_shutdown(p);
+	gp_proc_shutdown(p);
 fail:
 	pool_free(p);
 	return rc;
@@ -286,10 +286,10 @@ gp_pool_destroy(struct gp_pool *p)
 	if (p == NULL)
 		return;
 	if (getpid() == p->master)
-		gp_loop_shutdown(p);
+		gp_proc_shutdown(p);
 	else	/* a forked copy: the workers are not ours to stop */
 		for (i = 0; i < p->nw; i++)
-			gp_loop_close_fds(&p->w[i]);
+			gp_proc_close_fds(&p->w[i]);
 	pool_free(p);
 }
 

@@ -2,8 +2,8 @@
  * worker.c: the child side of the pool. Runs only in a forked worker and
  * leaves only by _exit(), never exit(): the host's atexit handlers and
  * inherited stdio buffers belong to the master. Start-up order is fixed
- * (design.md, invariant 3): drop the pool's other fds, reset signals, bind
- * CPU then memory, set CUDA_VISIBLE_DEVICES, init, READY; then serve
+ * (design.md, invariant 3): the pool's other fds are already closed (by
+ * proc.c, which forked us), then reset signals, bind CPU then memory, set CUDA_VISIBLE_DEVICES, init, READY; then serve
  * batches with blocking I/O until QUIT or EOF (the master is gone), or,
  * with GP_POOL_NO_PDEATHSIG, until the master's pidfd turns readable.
  */
@@ -224,7 +224,7 @@ outq_close(struct gp_ctx *ctx, size_t at, struct gp_rec_result *r)
  * each item's start) only every GP_CLOCK_EVERY-th item reads the clock:
  * its record carries the mean time of the items since the last read, the
  * others carry 0 ("not measured"). The shared slot is written with
- * release stores: the master reads cur, started, cur (loop.c current()).
+ * release stores: the master reads cur, started, cur (gp_proc_current()).
  */
 #define GP_CLOCK_EVERY	8
 
@@ -401,15 +401,9 @@ gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
 	struct gp_msg_hdr	 h = { GP_MSG_READY, sizeof(rd), 0 };
 	struct gp_ctx		 ctx;
 	struct iovec		 iov[2];
-	int			 i, cpu_rc = 0, mem_rc = 0;
+	int			 cpu_rc = 0, mem_rc = 0;
 
-	/* (a) Only our own channel: a sibling's end held open here would
-	 * hide that sibling's death from the master, and the cancel fd is
-	 * the master's. */
-	for (i = 0; i < p->nw; i++)
-		gp_loop_close_fds(&p->w[i]);
-	if (p->o.flags & GP_POOL_CANCEL_FD)
-		close(p->o.cancel_fd);
+	/* (a) proc.c closed the pool's fds that are not ours. */
 
 	/* (b) Signals, and death with the master. */
 	reset_signals();
