@@ -3,9 +3,10 @@
  * leaves only by _exit(), never exit(): the host's atexit handlers and
  * inherited stdio buffers belong to the master. Start-up order is fixed
  * (design.md, invariant 3): the pool's other fds are already closed (by
- * proc.c, which forked us), then reset signals, bind CPU then memory, set CUDA_VISIBLE_DEVICES, init, READY; then serve
- * batches with blocking I/O until QUIT or EOF (the master is gone), or,
- * with GP_POOL_NO_PDEATHSIG, until the master's pidfd turns readable.
+ * proc.c, which forked us), then reset signals, bind CPU then memory,
+ * set CUDA_VISIBLE_DEVICES, init, READY; then serve batches with
+ * blocking I/O until QUIT or EOF (the master is gone), or, with
+ * GP_POOL_NO_PDEATHSIG, until the master's pidfd turns readable.
  */
 #include <errno.h>
 #include <fcntl.h>

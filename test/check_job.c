@@ -190,7 +190,8 @@ START_TEST(results_end_items)
 	struct gp_job		 job;
 	struct gp_rec_result	 ok = { .kind = GP_REC_DONE, .len = 3 };
 	struct gp_rec_result	 bad = { .kind = GP_REC_DONE, .rc = 7 };
-	struct gp_rec_result	 err = { .kind = GP_REC_ERROR, .rc = -EMSGSIZE };
+	struct gp_rec_result	 err = { .kind = GP_REC_ERROR,
+				       .rc = -EMSGSIZE };
 	struct gp_rec_result	 skip = { .kind = GP_REC_SKIPPED };
 	struct gp_item		*a, *b, *c, *d;
 
