@@ -8,6 +8,7 @@
 #define GP_INTERNAL_H
 
 #include <stdatomic.h>
+#include <poll.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -115,6 +116,21 @@ struct gp_job {
 	int64_t			 est_ns;	/* estimated item time, 0: none */
 };
 
+/* loop.c's poll set, rebuilt each turn; kept with the pool, not on the
+ * stack of each call. */
+struct gp_pollset {
+	struct pollfd		*pfd;		/* 3 x nw + 3 entries */
+	struct gp_pollref {
+		struct gp_worker	*w;	/* NULL: a fd of the call's */
+		pid_t			 pid;	/* its pid then: reaped (and
+						   replaced) if it differs */
+	}			*ref;		/* beside pfd */
+	int			 n;		/* entries this turn */
+	int			 nw;		/* the first nw are workers' */
+	int			 cfd, kfd, ffd;	/* cancel_fd, ctl_fd, in_fd:
+						   their entry, or -1 */
+};
+
 struct gp_pool {
 	pid_t			 master;	/* creator; workers check it */
 	struct gp_pool_opts	 o;		/* with defaults filled in */
@@ -131,6 +147,7 @@ struct gp_pool {
 	int			 rr;		/* dispatch starts at this worker */
 	int			 respawns;	/* budget left; < 0: no limit */
 	struct gp_job		*job;		/* the call in progress, or NULL */
+	struct gp_pollset	 ps;		/* loop.c: from the first run */
 };
 
 /* loop.c: the master's event loop; uses proc.c and job.c. */
@@ -142,6 +159,8 @@ int	gp_loop_wait_ready(struct gp_pool *p);
 int	gp_loop_run(struct gp_pool *p, struct gp_job *job);
 /* After gp_loop_run() failed with rc: no worker keeps the call's items. */
 void	gp_loop_abandon(struct gp_pool *p, struct gp_job *job, int rc);
+/* Free what gp_loop_run() keeps in the pool (its poll set). */
+void	gp_loop_release(struct gp_pool *p);
 
 /*
  * proc.c: worker processes. Master only; none of these blocks except

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -169,8 +170,8 @@ cancel(struct gp_pool *p, struct gp_job *job)
 	gp_job_cancel(job);
 	for (i = 0; i < p->nw; i++)
 		if (p->w[i].state == GP_W_BUSY && p->w[i].stop_id == 0)
-			queue_stop(p, &p->w[i], gp_proc_current(&p->w[i], &started),
-			    0, now);
+			queue_stop(p, &p->w[i],
+			    gp_proc_current(&p->w[i], &started), 0, now);
 }
 
 /* What feed->ctl() asked for. */
@@ -360,8 +361,10 @@ expire(struct gp_pool *p, int64_t now)
 	return dl;
 }
 
+/* The call is over; at start-up (job NULL), every worker is READY or
+ * failed and reaped. */
 static int
-job_done(const struct gp_pool *p, const struct gp_job *job)
+run_done(const struct gp_pool *p, const struct gp_job *job)
 {
 	int	 i;
 
@@ -376,113 +379,179 @@ job_done(const struct gp_pool *p, const struct gp_job *job)
 	return gp_job_done(job);
 }
 
+/* The loop's poll set, kept with the pool (at most 3 x GP_MAX_WORKERS + 3
+ * entries: too much for the stack of every call); freed by
+ * gp_loop_release(). */
+static int
+pollset_alloc(struct gp_pool *p)
+{
+	size_t	 cap = 3 * (size_t)p->nw + 3;
+
+	if ((p->ps.pfd = calloc(cap, sizeof(*p->ps.pfd))) == NULL)
+		return -ENOMEM;
+	if ((p->ps.ref = calloc(cap, sizeof(*p->ps.ref))) == NULL) {
+		free(p->ps.pfd);
+		p->ps.pfd = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void
+gp_loop_release(struct gp_pool *p)
+{
+	free(p->ps.pfd);
+	free(p->ps.ref);
+	p->ps.pfd = NULL;
+	p->ps.ref = NULL;
+}
+
+/* Add fd to the poll set, for worker w (NULL: a fd of the call's).
+ * Returns its index. */
+static int
+pollset_add(struct gp_pollset *ps, int fd, short events, struct gp_worker *w)
+{
+	ps->pfd[ps->n].fd = fd;
+	ps->pfd[ps->n].events = events;
+	ps->pfd[ps->n].revents = 0;
+	ps->ref[ps->n].w = w;
+	ps->ref[ps->n].pid = w != NULL ? w->pid : 0;
+	return ps->n++;
+}
+
+/* This turn's poll set, rebuilt from the workers' states: each live
+ * worker's result pipe and pidfd, its task pipe while bytes wait to go,
+ * then the cancel, ctl and feed fds. Returns the number of entries, or
+ * -EDEADLK when nothing could wake the poll. */
+static int
+fill(struct gp_pool *p, struct gp_job *job)
+{
+	struct gp_pollset	*ps = &p->ps;
+	int			 i;
+
+	ps->n = 0;
+	ps->cfd = ps->kfd = ps->ffd = -1;
+	for (i = 0; i < p->nw; i++) {
+		if (p->w[i].state == GP_W_DEAD)
+			continue;
+		pollset_add(ps, p->w[i].fd, POLLIN, &p->w[i]);
+		if (p->w[i].wbuf.len > p->w[i].wbuf.off)
+			pollset_add(ps, p->w[i].wfd, POLLOUT, &p->w[i]);
+		if (p->w[i].pidfd >= 0)
+			pollset_add(ps, p->w[i].pidfd, POLLIN, &p->w[i]);
+	}
+	ps->nw = ps->n;
+	if (job == NULL)
+		return ps->n;
+	if (!job->canceled && (p->o.flags & GP_POOL_CANCEL_FD))
+		ps->cfd = pollset_add(ps, p->o.cancel_fd, POLLIN, NULL);
+	if (job->feed != NULL && job->feed->ctl != NULL &&
+	    job->feed->ctl_fd >= 0)
+		ps->kfd = pollset_add(ps, job->feed->ctl_fd, POLLIN, NULL);
+	if (job->feed_wait && !job->feed_nofd && job->feed->in_fd >= 0)
+		ps->ffd = pollset_add(ps, job->feed->in_fd, POLLIN, NULL);
+	else if (job->feed_wait && job->running == 0 && ps->kfd < 0)
+		return -EDEADLK;	/* nothing can wake us */
+	return ps->n;
+}
+
+/* The call's own fds: cancel_fd, the feed's in_fd and ctl_fd. */
+static void
+on_call_fds(struct gp_pool *p, struct gp_job *job)
+{
+	struct gp_pollset	*ps = &p->ps;
+
+	if (ps->cfd >= 0 && ps->pfd[ps->cfd].revents)
+		job->cancel_req = 1;
+	if (ps->ffd >= 0 && ps->pfd[ps->ffd].revents)
+		job->feed_wait = 0;
+	if (ps->kfd >= 0 && ps->pfd[ps->kfd].revents) {
+		control(p, job, job->feed->ctl(job->feed->arg));
+		job->feed_wait = 0;	/* ctl() may bring items */
+	}
+}
+
+/* Poll entry i, a worker's. Returns 0, or a negative errno: the call
+ * fails. */
+static int
+on_worker_fd(struct gp_pool *p, struct gp_job *job, int i)
+{
+	struct gp_worker	*w = p->ps.ref[i].w;
+	struct pollfd		*pfd = &p->ps.pfd[i];
+	int			 rc;
+
+	if (w->pid != p->ps.ref[i].pid || !pfd->revents)
+		return 0;	/* reaped (and replaced) already */
+	/* A failed send means a dead peer: its result pipe or pidfd says
+	 * so. */
+	if (pfd->fd == w->wfd) {
+		(void)gp_buf_send(w->wfd, &w->wbuf);
+		return 0;
+	}
+	rc = on_readable(p, job, w);
+	if (rc == 0 && pfd->fd == w->pidfd)
+		rc = 1;	/* exited; its last words are read */
+	if (rc < 0 && rc != -ENOMEM) {
+		/* It broke the protocol: it cannot be trusted with another
+		 * item. */
+		w->proto_err = rc;
+		gp_proc_kill(w);
+		rc = 1;
+	}
+	if (rc < 0)
+		return rc;
+	if (rc == 1 && (rc = lost(p, job, w)) < 0)
+		return rc;
+	if (job != NULL)
+		job->feed_wait = 0;
+	return 0;
+}
+
+/* Act on what the poll returned. Returns 0 or a negative errno. */
+static int
+handle(struct gp_pool *p, struct gp_job *job)
+{
+	int	 i, rc;
+
+	if (job != NULL)
+		on_call_fds(p, job);
+	for (i = 0; i < p->ps.nw; i++)
+		if ((rc = on_worker_fd(p, job, i)) < 0)
+			return rc;
+	if (job != NULL && job->cancel_req && !job->canceled)
+		cancel(p, job);
+	return 0;
+}
+
 int
 gp_loop_run(struct gp_pool *p, struct gp_job *job)
 {
-	struct pollfd	 pfd[3 * GP_MAX_WORKERS + 3];
-	struct gp_worker *map[3 * GP_MAX_WORKERS];
-	pid_t		 mpid[3 * GP_MAX_WORKERS];
 	int64_t		 dl, now;
-	int		 i, n, nw, cfd = -1, ffd = -1, kfd = -1, rc;
+	int		 n, rc;
 
+	if (p->ps.pfd == NULL && (rc = pollset_alloc(p)) < 0)
+		return rc;
 	for (;;) {
 		if (job != NULL && !job->canceled) {
 			gp_proc_respawn(p);
 			if ((rc = dispatch(p, job)) < 0)
 				return rc;
 		}
-		if (job_done(p, job))
+		if (run_done(p, job))
 			return 0;
 		if (job != NULL && live_workers(p) == 0)
 			return GP_ENOWORKER;
-		n = nw = 0;
-		for (i = 0; i < p->nw; i++) {
-			if (p->w[i].state == GP_W_DEAD)
-				continue;
-			pfd[n].fd = p->w[i].fd;
-			pfd[n].events = POLLIN;
-			mpid[n] = p->w[i].pid;
-			map[n++] = &p->w[i];
-			if (p->w[i].wbuf.len > p->w[i].wbuf.off) {
-				pfd[n].fd = p->w[i].wfd;
-				pfd[n].events = POLLOUT;
-				mpid[n] = p->w[i].pid;
-				map[n++] = &p->w[i];
-			}
-			if (p->w[i].pidfd >= 0) {
-				pfd[n].fd = p->w[i].pidfd;
-				pfd[n].events = POLLIN;
-				mpid[n] = p->w[i].pid;
-				map[n++] = &p->w[i];
-			}
-		}
-		nw = n;
-		if (job != NULL && !job->canceled &&
-		    (p->o.flags & GP_POOL_CANCEL_FD)) {
-			cfd = n;
-			pfd[n].fd = p->o.cancel_fd;
-			pfd[n++].events = POLLIN;
-		}
-		if (job != NULL && job->feed != NULL && job->feed->ctl != NULL &&
-		    job->feed->ctl_fd >= 0) {
-			kfd = n;
-			pfd[n].fd = job->feed->ctl_fd;
-			pfd[n++].events = POLLIN;
-		}
-		if (job != NULL && job->feed_wait && !job->feed_nofd &&
-		    job->feed->in_fd >= 0) {
-			ffd = n;
-			pfd[n].fd = job->feed->in_fd;
-			pfd[n++].events = POLLIN;
-		} else if (job != NULL && job->feed_wait && job->running == 0 &&
-		    kfd < 0)
-			return -EDEADLK;	/* nothing can wake us */
+		if ((n = fill(p, job)) < 0)
+			return n;
 		now = gp_now_ns();
 		dl = expire(p, now);
-		if (poll(pfd, (nfds_t)n, gp_poll_ms(dl, now)) == -1) {
+		if (poll(p->ps.pfd, (nfds_t)n, gp_poll_ms(dl, now)) == -1) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
-		if (job != NULL && cfd >= 0 && pfd[cfd].revents)
-			job->cancel_req = 1;
-		if (job != NULL && ffd >= 0 && pfd[ffd].revents)
-			job->feed_wait = 0;
-		if (job != NULL && kfd >= 0 && pfd[kfd].revents) {
-			control(p, job, job->feed->ctl(job->feed->arg));
-			job->feed_wait = 0;	/* ctl() may bring items */
-		}
-		cfd = ffd = kfd = -1;
-		for (i = 0; i < nw; i++) {
-			struct gp_worker *w = map[i];
-
-			if (w->pid != mpid[i] || !pfd[i].revents)
-				continue;	/* reaped (and replaced) already */
-			/* A failed send means a dead peer: its result pipe
-			 * or pidfd says so. */
-			if (pfd[i].fd == w->wfd) {
-				(void)gp_buf_send(w->wfd, &w->wbuf);
-				continue;
-			}
-			rc = on_readable(p, job, w);
-			if (rc == 0 && pfd[i].fd == w->pidfd)
-				rc = 1;	/* exited; its last words are read */
-			if (rc < 0 && rc != -ENOMEM) {
-				/* It broke the protocol: it cannot be trusted
-				 * with another item. */
-				w->proto_err = rc;
-				gp_proc_kill(w);
-				rc = 1;
-			}
-			if (rc < 0)
-				return rc;
-			if (rc == 1 && (rc = lost(p, job, w)) < 0)
-				return rc;
-			if (job != NULL)
-				job->feed_wait = 0;
-		}
-		if (job != NULL && job->cancel_req && !job->canceled)
-			cancel(p, job);
+		if ((rc = handle(p, job)) < 0)
+			return rc;
 	}
 }
 
@@ -513,7 +582,8 @@ gp_loop_abandon(struct gp_pool *p, struct gp_job *job, int rc)
 		if ((w->state == GP_W_IDLE || w->state == GP_W_BUSY) &&
 		    (w->nfl > 0 || w->wbuf.len > w->wbuf.off)) {
 			gp_proc_kill(w);
-			gp_proc_reap(w, &status);	/* buffers: gp_proc_spawn() */
+			/* buffers: gp_proc_spawn() */
+			gp_proc_reap(w, &status);
 		}
 		for (i = w->nres; i < w->nfl; i++)
 			(void)gp_job_fail(job, w->fl[i].item, rc);

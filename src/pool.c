@@ -132,6 +132,7 @@ pool_free(struct gp_pool *p)
 		munmap(p->shm, p->shmlen);
 	if (p->topo != NULL)
 		hwloc_topology_destroy(p->topo);
+	gp_loop_release(p);
 	free(p->w);
 	free(p->gpus);
 	free(p->xml);
