@@ -236,8 +236,9 @@ int	gp_job_result(struct gp_job *job, struct gp_item *it,
  * last -ENOMEM an item ended GP_ERROR with. */
 int	gp_job_lost(struct gp_job *job, struct gp_worker *w, uint64_t cur,
 	    int code, int retries);
-/* Cancel the call: every item not yet running ends GP_CANCELED and no
- * more start (gp_job_peek() then gives only requeued ones: none). */
+/* Cancel the call: every item not yet running ends GP_CANCELED, and
+ * none starts from then on (gp_job_peek() gives NULL: gp_job_again() and
+ * gp_job_end_bad() requeue nothing in a canceled call). */
 void	gp_job_cancel(struct gp_job *job);
 /* The call failed: items not running end as they are (GP_NOTRUN). */
 void	gp_job_abandon(struct gp_job *job);
