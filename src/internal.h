@@ -1,12 +1,14 @@
 /*
  * internal.h: the pool's private structures, shared by pool.c (public
- * API), loop.c (the master's event loop) and worker.c (the child side).
+ * API), loop.c (the master's event loop), proc.c (worker processes),
+ * job.c (a call's items) and worker.c (the child side).
  * Never installed.
  */
 #ifndef GP_INTERNAL_H
 #define GP_INTERNAL_H
 
 #include <stdatomic.h>
+#include <poll.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -114,6 +116,21 @@ struct gp_job {
 	int64_t			 est_ns;	/* estimated item time, 0: none */
 };
 
+/* loop.c's poll set, rebuilt each turn; kept with the pool, not on the
+ * stack of each call. */
+struct gp_pollset {
+	struct pollfd		*pfd;		/* 3 x nw + 3 entries */
+	struct gp_pollref {
+		struct gp_worker	*w;	/* NULL: a fd of the call's */
+		pid_t			 pid;	/* its pid then: reaped (and
+						   replaced) if it differs */
+	}			*ref;		/* beside pfd */
+	int			 n;		/* entries this turn */
+	int			 nw;		/* the first nw are workers' */
+	int			 cfd, kfd, ffd;	/* cancel_fd, ctl_fd, in_fd:
+						   their entry, or -1 */
+};
+
 struct gp_pool {
 	pid_t			 master;	/* creator; workers check it */
 	struct gp_pool_opts	 o;		/* with defaults filled in */
@@ -130,17 +147,103 @@ struct gp_pool {
 	int			 rr;		/* dispatch starts at this worker */
 	int			 respawns;	/* budget left; < 0: no limit */
 	struct gp_job		*job;		/* the call in progress, or NULL */
+	struct gp_pollset	 ps;		/* loop.c: from the first run */
 };
 
-/* loop.c */
-int	gp_loop_spawn(struct gp_pool *p, struct gp_worker *w);
+/* loop.c: the master's event loop; uses proc.c and job.c. */
+/* Until every worker is READY or failed and reaped; GP_EINIT if any
+ * failed (its slot is retired), or a negative errno. */
 int	gp_loop_wait_ready(struct gp_pool *p);
+/* Run job (a gp_map() or gp_run() call) to its end: 0, GP_ENOWORKER,
+ * -EDEADLK (a feed that cannot be woken), or a negative errno. */
 int	gp_loop_run(struct gp_pool *p, struct gp_job *job);
 /* After gp_loop_run() failed with rc: no worker keeps the call's items. */
 void	gp_loop_abandon(struct gp_pool *p, struct gp_job *job, int rc);
-void	gp_loop_shutdown(struct gp_pool *p);
-void	gp_loop_close_fds(struct gp_worker *w);	/* all four, set to -1 */
+/* Free what gp_loop_run() keeps in the pool (its poll set). */
+void	gp_loop_release(struct gp_pool *p);
+
+/*
+ * proc.c: worker processes. Master only; none of these blocks except
+ * gp_proc_reap() on a worker just SIGKILLed, and gp_proc_shutdown().
+ */
+/* Fork w with its pipes (w->fd, wfd, tfd, pidfd); it starts in
+ * GP_W_STARTING. Returns 0 or a negative errno (nothing left open). */
+int	gp_proc_spawn(struct gp_pool *p, struct gp_worker *w);
+/* Fork the dead slots that may run again; a failed fork retires one. */
+void	gp_proc_respawn(struct gp_pool *p);
+/* SIGKILL w and the process group its item declared. */
+void	gp_proc_kill(struct gp_worker *w);
+/* Wait for w (killing it if it still runs), with *status its wait
+ * status or GP_WSTATUS_UNKNOWN; close its fds; it is GP_W_DEAD. */
+void	gp_proc_reap(struct gp_worker *w, int *status);
+/* After gp_proc_reap() of a worker that was in state was, in a call
+ * (in_call) or at start-up: retire its slot, or count the death against
+ * the respawn budget unless charge is 0 (the call fails: its slot is
+ * replaced outside the budget, as after gp_loop_abandon()). */
+void	gp_proc_lost(struct gp_pool *p, struct gp_worker *w,
+	    enum gp_wstate was, int in_call, int charge);
+/* The item id w is running (0: between items), and in *started since
+ * when, read consistently from its shared slot. */
+uint64_t gp_proc_current(struct gp_worker *w, int64_t *started);
+void	gp_proc_close_fds(struct gp_worker *w);	/* all four, set to -1 */
+/* QUIT, then TERM, then KILL, each after grace_ms; every worker reaped. */
+void	gp_proc_shutdown(struct gp_pool *p);
+
+/*
+ * job.c: a call's items, with no system call. "Ends" means the item has
+ * its final status and the feed's done() was called for it (which may set
+ * job->cancel_req); job->running counts the items taken and not ended.
+ */
 void	gp_loop_item_init(struct gp_item *it);	/* NOTRUN, no output */
+/* The next item to start, without taking it; NULL if none now. A
+ * requeued item comes first, the last requeued first; then items[] in
+ * order, or what feed->next() gives (held until taken). */
+struct gp_item *gp_job_peek(struct gp_job *job);
+/* Take what gp_job_peek() returned: it is running from now on. */
+void	gp_job_take(struct gp_job *job);
+/* Items for a worker's next batch: 1 with a feed or no estimate yet;
+ * else GP_BATCH_TARGET_NS of estimated work, at most a 1/(2 x live) share
+ * of what remains and GP_BATCH_MAX, and no more than the worker has left
+ * before max_tasks recycles it (0: no limit). Never 0. */
+size_t	gp_job_batch_size(const struct gp_job *job, int live,
+	    unsigned max_tasks, unsigned ntasks);
+/* A running item ends GP_ERROR with rc (a negative errno). Returns rc;
+ * allocates nothing. */
+int	gp_job_fail(struct gp_job *job, struct gp_item *it, int rc);
+/* A running item did not run, or its result was lost: it runs again
+ * (status GP_NOTRUN, first in line), or, in a canceled call, ends
+ * GP_CANCELED. Returns 0, or the -ENOMEM it ended GP_ERROR with. */
+int	gp_job_again(struct gp_job *job, struct gp_item *it);
+/* A running item ended badly, as status (GP_CRASHED with the worker's
+ * code, GP_TIMEDOUT with fn's return or -1, GP_ERROR with -errno). A
+ * crash or a timeout runs again, its output freed, while attempts <=
+ * retries and the call is not canceled; a crash in a canceled call ends
+ * GP_CANCELED; anything else ends as status with code. Returns 0, or
+ * the -ENOMEM it ended GP_ERROR with. */
+int	gp_job_end_bad(struct gp_job *job, struct gp_item *it, int status,
+	    int code, int retries);
+/* A running item's result record r (its bytes at data, r->len of them,
+ * copied), which came after a STOP for a timeout if timed_out. Returns
+ * 0, or the -ENOMEM it ended GP_ERROR with (then the call fails). */
+int	gp_job_result(struct gp_job *job, struct gp_item *it,
+	    const struct gp_rec_result *r, const uint8_t *data, int timed_out,
+	    int retries);
+/* w died with its batch unfinished (w->fl from w->nres on), running item
+ * id cur (0: between items), its wait status code code (gp_wstatus_code()).
+ * The item that was running ended badly (gp_job_end_bad(): -EPROTO if
+ * w->proto_err, a timeout if w's STOP named it for one, else a crash);
+ * the others run again. Leaves w's batch as it is. Returns 0, or the
+ * last -ENOMEM an item ended GP_ERROR with. */
+int	gp_job_lost(struct gp_job *job, struct gp_worker *w, uint64_t cur,
+	    int code, int retries);
+/* Cancel the call: every item not yet running ends GP_CANCELED, and
+ * none starts from then on (gp_job_peek() gives NULL: gp_job_again() and
+ * gp_job_end_bad() requeue nothing in a canceled call). */
+void	gp_job_cancel(struct gp_job *job);
+/* The call failed: items not running end as they are (GP_NOTRUN). */
+void	gp_job_abandon(struct gp_job *job);
+/* Every item ended (or, canceled, every started one), and no more come. */
+int	gp_job_done(const struct gp_job *job);
 
 /* worker.c: the child after fork; never returns. */
 void	gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)

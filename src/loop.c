@@ -1,140 +1,20 @@
 /*
- * loop.c: the master. gp_loop_run() is the only place the master blocks:
- * one poll() over the workers' channels (and the cancel and feed fds),
- * woken by I/O or by the earliest real deadline, never by a fixed tick.
- * Children are reaped only one by one (through their pidfd, else by pid),
- * after their channel reports EOF; there is no SIGCHLD handler and no
- * waitpid(-1). Runs only in the master.
+ * loop.c: the master. gp_loop_run() is the only place the master blocks
+ * in a call: one poll() over the workers' channels (and the cancel and
+ * feed fds), woken by I/O or by the earliest real deadline, never by a
+ * fixed tick. Around it: dispatch (batches to idle workers), the message
+ * handlers (READY, RESULT), deadlines (STOP, then a kill) and cancel.
+ * What becomes of items is job.c's; forking, killing and reaping (only
+ * one by one, after a channel reports EOF: no SIGCHLD handler, no
+ * waitpid(-1)) are proc.c's. Runs only in the master.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "internal.h"
 #include "msg.h"
-
-static int	lost(struct gp_pool *, struct gp_job *, struct gp_worker *);
-
-/* Signal a worker through its pidfd where it has one: its pid may name
- * another process by now when the host ignores SIGCHLD (no zombie holds
- * the pid), and a deadline can fire long after a recycled worker left. */
-static void
-signal_worker(struct gp_worker *w, int sig)
-{
-	if (w->pidfd >= 0)
-		(void)syscall(SYS_pidfd_send_signal, w->pidfd, sig, NULL, 0);
-	else
-		(void)kill(w->pid, sig);
-}
-
-/* SIGKILL a worker and the process group its item declared (a task the
- * worker started): nothing it began may outlive it. */
-static void
-hard_kill(struct gp_worker *w)
-{
-	int	 pg = atomic_exchange(&w->shm->pgid, 0);
-
-	if (pg > 0)
-		kill(-pg, SIGKILL);
-	signal_worker(w, SIGKILL);
-}
-
-void
-gp_loop_close_fds(struct gp_worker *w)
-{
-	int	*fds[] = { &w->fd, &w->wfd, &w->tfd, &w->pidfd };
-	size_t	 i;
-
-	for (i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
-		if (*fds[i] >= 0)
-			close(*fds[i]);
-		*fds[i] = -1;
-	}
-}
-
-/*
- * Two pipes per worker: tasks down, results up. The master also keeps the
- * read end of the task pipe, unused: a write to a worker that died then
- * fills a buffer instead of raising SIGPIPE in a host whose signals are
- * not ours, and the death is seen on the result pipe and the pidfd.
- */
-int
-gp_loop_spawn(struct gp_pool *p, struct gp_worker *w)
-{
-	int	 task[2], res[2], rc;
-	pid_t	 pid;
-
-	if (pipe2(task, O_CLOEXEC) == -1)
-		return -errno;
-	if (pipe2(res, O_CLOEXEC) == -1) {
-		rc = -errno;
-		close(task[0]);
-		close(task[1]);
-		return rc;
-	}
-	atomic_store(&w->shm->cur, 0);
-	atomic_store(&w->shm->stop, 0);
-	atomic_store(&w->shm->pgid, 0);
-	/* Unflushed host output would be written twice otherwise. */
-	fflush(NULL);
-	if ((pid = fork()) == -1) {
-		rc = -errno;
-		close(task[0]);
-		close(task[1]);
-		close(res[0]);
-		close(res[1]);
-		return rc;
-	}
-	if (pid == 0) {
-		close(task[1]);
-		close(res[0]);
-		gp_worker_main(p, w, task[0], res[1]);
-		/* NOTREACHED */
-	}
-	close(res[1]);
-	/* Only the master's own ends: the worker's are other descriptions. */
-	(void)fcntl(task[1], F_SETFL, O_NONBLOCK);
-	(void)fcntl(res[0], F_SETFL, O_NONBLOCK);
-	w->fd = res[0];
-	w->wfd = task[1];
-	w->tfd = task[0];
-	/* Death is seen on the pidfd even when a process the worker forked
-	 * still holds its end of the channel open. */
-	w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	w->pid = pid;
-	w->state = GP_W_STARTING;
-	w->job = 0;
-	w->ntasks = 0;
-	w->nfl = w->nres = 0;
-	w->stop_id = 0;
-	w->kill_at = 0;
-	w->proto_err = 0;
-	w->rbuf.off = w->rbuf.len = 0;
-	w->wbuf.off = w->wbuf.len = 0;
-	return 0;
-}
-
-/* The item w is running and when it began, read consistently. */
-static uint64_t
-current(struct gp_worker *w, int64_t *started)
-{
-	uint64_t	 a, b;
-
-	do {
-		a = atomic_load_explicit(&w->shm->cur, memory_order_acquire);
-		*started = atomic_load_explicit(&w->shm->started,
-		    memory_order_acquire);
-		b = atomic_load_explicit(&w->shm->cur, memory_order_acquire);
-	} while (a != b);
-	return a;
-}
 
 static int
 live_workers(const struct gp_pool *p)
@@ -145,122 +25,6 @@ live_workers(const struct gp_pool *p)
 		if (!p->w[i].retired)
 			n++;
 	return n;
-}
-
-/* An item has its final status. */
-static void
-item_end(struct gp_job *job, struct gp_item *it)
-{
-	job->running--;
-	if (job->feed != NULL && job->feed->done(job->feed->arg, it) != 0)
-		job->cancel_req = 1;
-}
-
-/* An item ends GP_ERROR with rc, which the call then returns: it needs
- * no allocation, so an item is never lost to a failed one. */
-static int
-fail_item(struct gp_job *job, struct gp_item *it, int rc)
-{
-	it->status = GP_ERROR;
-	it->code = rc;
-	item_end(job, it);
-	return rc;
-}
-
-static int
-requeue(struct gp_job *job, struct gp_item *it)
-{
-	struct gp_item	**q;
-	size_t		 cap;
-
-	if (job->nrq == job->caprq) {
-		cap = job->caprq ? job->caprq * 2 : 16;
-		if ((q = realloc(job->requeue, cap * sizeof(*q))) == NULL)
-			return -ENOMEM;
-		job->requeue = q;
-		job->caprq = cap;
-	}
-	job->requeue[job->nrq++] = it;
-	job->running--;
-	it->status = GP_NOTRUN;
-	return 0;
-}
-
-void
-gp_loop_item_init(struct gp_item *it)
-{
-	it->out = NULL;
-	it->outlen = 0;
-	it->status = GP_NOTRUN;
-	it->code = 0;
-	it->worker = -1;
-	it->attempts = 0;
-}
-
-/* The next item to start, without taking it; NULL if none now. */
-static struct gp_item *
-peek(struct gp_job *job)
-{
-	struct gp_item	*it;
-	int		 r;
-
-	if (job->nrq > 0)
-		return job->requeue[job->nrq - 1];
-	if (job->canceled)
-		return NULL;
-	if (job->feed == NULL)
-		return job->next < job->n ? &job->items[job->next] : NULL;
-	if (job->held != NULL)
-		return job->held;
-	if (job->feed_end || job->feed_wait)
-		return NULL;
-	r = job->feed->next(job->feed->arg, &it);
-	if (r < 0)
-		job->feed_end = 1;
-	else if (r == GP_FEED_AGAIN || r == GP_FEED_WAIT) {
-		job->feed_wait = 1;
-		job->feed_nofd = r == GP_FEED_WAIT;
-	} else {
-		gp_loop_item_init(it);
-		job->held = it;
-	}
-	return job->held;
-}
-
-static void
-take(struct gp_job *job)
-{
-	if (job->nrq > 0)
-		job->nrq--;
-	else if (job->feed == NULL)
-		job->next++;
-	else
-		job->held = NULL;
-	job->running++;
-}
-
-/* Items per batch: enough measured work to amortise a round trip
- * (GP_BATCH_TARGET_NS), never more than a 1/(2 x workers) share of what
- * remains (factoring), so the tail stays balanced. */
-static size_t
-batch_size(const struct gp_pool *p, const struct gp_job *job,
-    const struct gp_worker *w)
-{
-	size_t	 b, rem, share, two_w;
-
-	if (job->feed != NULL || job->est_ns == 0)
-		return 1;
-	b = (size_t)(GP_BATCH_TARGET_NS / job->est_ns);
-	rem = job->n - job->next + job->nrq;
-	two_w = 2 * (size_t)live_workers(p);
-	share = (rem + two_w - 1) / two_w;
-	if (b > share)
-		b = share;
-	if (b > GP_BATCH_MAX)
-		b = GP_BATCH_MAX;
-	if (p->o.max_tasks > 0 && b > p->o.max_tasks - w->ntasks)
-		b = p->o.max_tasks - w->ntasks;
-	return b > 0 ? b : 1;
 }
 
 static int
@@ -308,11 +72,12 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	size_t			 want, bytes = 0, at, lim;
 	int			 rc;
 
-	if ((it = peek(job)) == NULL)
+	if ((it = gp_job_peek(job)) == NULL)
 		return 0;
 	if (w->job != job->gen && (rc = send_job(w, job)) < 0)
 		return rc;
-	want = batch_size(p, job, w);
+	want = gp_job_batch_size(job, live_workers(p), p->o.max_tasks,
+	    w->ntasks);
 	/* Payload bytes, records included: never more than the worker
 	 * accepts, which one item of max_msg bytes always fits. */
 	lim = GP_MSG_MAX(p->o.max_msg);
@@ -320,13 +85,12 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 		lim = GP_BATCH_BYTES;
 	if ((rc = gp_msg_begin(&w->wbuf, GP_MSG_TASK, &at)) < 0)
 		return rc;
-	while (w->nfl < want && (it = peek(job)) != NULL) {
+	while (w->nfl < want && (it = gp_job_peek(job)) != NULL) {
 		if (it->inlen > p->o.max_msg ||
 		    (it->in == NULL && it->inlen > 0)) {
-			take(job);
-			it->status = GP_ERROR;
-			it->code = it->in == NULL ? -EINVAL : -EMSGSIZE;
-			item_end(job, it);
+			gp_job_take(job);
+			(void)gp_job_fail(job, it,
+			    it->in == NULL ? -EINVAL : -EMSGSIZE);
 			continue;
 		}
 		if (w->nfl > 0 && bytes + sizeof(rec) + it->inlen > lim)
@@ -338,7 +102,7 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 		 * (gp_loop_abandon()). */
 		if ((rc = fl_push(w, it, rec.id)) < 0)
 			return rc;
-		take(job);
+		gp_job_take(job);
 		it->attempts++;
 		it->worker = w->idx;
 		if ((rc = gp_buf_add(&w->wbuf, &rec, sizeof(rec))) < 0 ||
@@ -380,19 +144,6 @@ dispatch(struct gp_pool *p, struct gp_job *job)
 	return 0;
 }
 
-/* Replace workers that died, now that there is work for them: a
- * canceled call does not fork what it will not use. */
-static void
-respawn(struct gp_pool *p)
-{
-	int	 i;
-
-	for (i = 0; i < p->nw; i++)
-		if (p->w[i].state == GP_W_DEAD && !p->w[i].retired &&
-		    gp_loop_spawn(p, &p->w[i]) < 0)
-			p->w[i].retired = 1;
-}
-
 static void
 queue_stop(struct gp_pool *p, struct gp_worker *w, uint64_t id, int timeout,
     int64_t now)
@@ -411,34 +162,16 @@ queue_stop(struct gp_pool *p, struct gp_worker *w, uint64_t id, int timeout,
 /* Stop everything not yet ended: pending items are canceled, running
  * ones are asked to stop and killed after the grace period. */
 static void
-cancel_item(struct gp_job *job, struct gp_item *it)
-{
-	job->running++;
-	it->status = GP_CANCELED;
-	item_end(job, it);
-}
-
-/* Stop everything not yet ended: pending items are canceled, running
- * ones are asked to stop and killed after the grace period. */
-static void
 cancel(struct gp_pool *p, struct gp_job *job)
 {
 	int64_t		 now = gp_now_ns(), started;
 	int		 i;
 
-	job->canceled = 1;
-	while (job->nrq > 0)
-		cancel_item(job, job->requeue[--job->nrq]);
-	if (job->held != NULL) {
-		cancel_item(job, job->held);
-		job->held = NULL;
-	}
-	while (job->feed == NULL && job->next < job->n)
-		cancel_item(job, &job->items[job->next++]);
+	gp_job_cancel(job);
 	for (i = 0; i < p->nw; i++)
 		if (p->w[i].state == GP_W_BUSY && p->w[i].stop_id == 0)
-			queue_stop(p, &p->w[i], current(&p->w[i], &started),
-			    0, now);
+			queue_stop(p, &p->w[i],
+			    gp_proc_current(&p->w[i], &started), 0, now);
 }
 
 /* What feed->ctl() asked for. */
@@ -455,16 +188,7 @@ control(struct gp_pool *p, struct gp_job *job, int what)
 		cancel(p, job);
 	for (i = 0; i < p->nw; i++)
 		if (p->w[i].state == GP_W_BUSY)
-			hard_kill(&p->w[i]);
-}
-
-static void
-est_update(struct gp_job *job, uint64_t ns)
-{
-	if (ns == 0)
-		return;		/* not measured (worker.c run_batch()) */
-	job->est_ns = job->est_ns ? (job->est_ns * 7 + (int64_t)ns) / 8 :
-	    (int64_t)ns;
+			gp_proc_kill(&p->w[i]);
 }
 
 static int
@@ -482,41 +206,9 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 		    w->fl[w->nres].id != r.id)
 			return -EPROTO;
 		it = w->fl[w->nres++].item;
-		switch (r.kind) {
-		case GP_REC_DONE:
-			est_update(job, r.ns);
-			if (r.len > 0) {
-				if ((it->out = malloc(r.len)) == NULL)
-					return fail_item(job, it, -ENOMEM);
-				memcpy(it->out, data, r.len);
-				it->outlen = r.len;
-			}
-			it->code = r.rc;
-			if (w->stop_id != r.id || !w->stop_timeout)
-				it->status = r.rc == 0 ? GP_OK : GP_FAILED;
-			else if (it->attempts <= p->o.retries && !job->canceled) {
-				free(it->out);
-				it->out = NULL;
-				it->outlen = 0;
-				if ((rc = requeue(job, it)) < 0)
-					return fail_item(job, it, rc);
-				break;
-			} else
-				it->status = GP_TIMEDOUT;
-			item_end(job, it);
-			break;
-		case GP_REC_ERROR:
-			(void)fail_item(job, it, r.rc);
-			break;
-		case GP_REC_SKIPPED:
-			it->attempts--;
-			if (job->canceled) {
-				it->status = GP_CANCELED;
-				item_end(job, it);
-			} else if ((rc = requeue(job, it)) < 0)
-				return fail_item(job, it, rc);
-			break;
-		}
+		if ((rc = gp_job_result(job, it, &r, data,
+		    w->stop_id == r.id && w->stop_timeout, p->o.retries)) < 0)
+			return rc;
 	}
 	if (rc < 0)
 		return -EPROTO;
@@ -605,134 +297,26 @@ on_readable(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	}
 }
 
-/* P_PIDFD (Linux 5.4), spelled out for libcs that do not name it. */
-#define GP_P_PIDFD	((idtype_t)3)
-
-/*
- * waitpid(w->pid) through the pidfd where there is one: when the host
- * ignores SIGCHLD, the kernel reaps the worker itself and its pid can be
- * a host child's by now, which a wait by pid would take (or block on).
- * Returns as waitpid.
- */
-static pid_t
-wait_worker(struct gp_worker *w, int *status, int flags)
-{
-	siginfo_t	 si;
-	int		 r;
-
-	if (w->pidfd < 0)
-		return gp_waitpid(w->pid, status, flags);
-	memset(&si, 0, sizeof(si));
-	while ((r = waitid(GP_P_PIDFD, (id_t)w->pidfd, &si, WEXITED | flags))
-	    == -1 && errno == EINTR)
-		;
-	if (r == -1 && errno == EINVAL)	/* a pidfd, but no P_PIDFD */
-		return gp_waitpid(w->pid, status, flags);
-	if (r == -1)
-		return -1;
-	if (si.si_pid == 0)
-		return 0;	/* WNOHANG: still running */
-	*status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0) :
-	    si.si_status | (si.si_code == CLD_DUMPED ? WCOREFLAG : 0);
-	return w->pid;
-}
-
-static void
-reap(struct gp_worker *w, int *status)
-{
-	pid_t	 r;
-	int	 pg;
-
-	if ((r = wait_worker(w, status, WNOHANG)) == 0) {
-		/* EOF but still alive (fn closed its channel?): end it. */
-		hard_kill(w);
-		r = wait_worker(w, status, 0);
-	}
-	/* ECHILD: the host ignores SIGCHLD, so the kernel reaped it and its
-	 * status is gone. Say "unknown", never a made-up exit 0. */
-	if (r != w->pid)
-		*status = GP_WSTATUS_UNKNOWN;
-	/* It died with a task group of its item still declared. */
-	if ((pg = atomic_exchange(&w->shm->pgid, 0)) > 0)
-		kill(-pg, SIGKILL);
-	gp_loop_close_fds(w);
-	w->pid = 0;
-	w->state = GP_W_DEAD;
-}
-
 /* w's channel closed: reap it, settle its batch, replace it. */
 static int
 lost(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 {
-	struct gp_item	*it;
 	enum gp_wstate	 was = w->state;
 	int64_t		 started;
-	uint64_t	 cur = current(w, &started);
-	size_t		 i, at = w->nfl;
-	int		 status = 0, code, rc = 0, e;
+	uint64_t	 cur = gp_proc_current(w, &started);
+	int		 status = 0, code, rc = 0;
 
-	reap(w, &status);
+	gp_proc_reap(w, &status);
 	code = gp_wstatus_code(status);
 	w->status = status;
-	for (i = w->nres; i < w->nfl; i++)
-		if (w->fl[i].id == cur)
-			at = i;
-	for (i = w->nres; i < w->nfl && job != NULL; i++) {
-		it = w->fl[i].item;
-		if (i > at)
-			it->attempts--;	/* never started */
-		if (i != at) {
-			/* Not started, or done with its result unsent:
-			 * runs again (at-least-once, design.md). */
-			if (job->canceled) {
-				it->status = GP_CANCELED;
-				item_end(job, it);
-			} else if ((e = requeue(job, it)) < 0)
-				rc = fail_item(job, it, e);
-			continue;
-		}
-		it->worker = w->idx;
-		if (w->proto_err) {
-			it->status = GP_ERROR;
-			it->code = -EPROTO;
-		} else if (w->stop_id == cur && w->stop_timeout) {
-			it->status = GP_TIMEDOUT;
-			it->code = -1;
-		} else if (job->canceled) {
-			it->status = GP_CANCELED;
-		} else {
-			it->status = GP_CRASHED;
-			it->code = code;
-		}
-		if ((it->status == GP_CRASHED || it->status == GP_TIMEDOUT) &&
-		    it->attempts <= p->o.retries) {
-			if ((e = requeue(job, it)) < 0)
-				rc = fail_item(job, it, e);
-		} else
-			item_end(job, it);
-	}
+	if (job != NULL)
+		rc = gp_job_lost(job, w, cur, code, p->o.retries);
 	w->nfl = w->nres = 0;
 	w->stop_id = 0;
 	w->kill_at = 0;
 	w->proto_err = 0;
-	/* Died in start-up: at pool creation it is never respawned (the
-	 * create fails); a replacement that dies before READY is a death
-	 * like another (a SIGKILL from outside can land there), unless it
-	 * keeps dying in start-up. */
-	if (was == GP_W_STARTING &&
-	    (job == NULL || ++w->start_deaths >= GP_START_DEATHS_MAX))
-		w->retired = 1;
-	if (w->retired || rc < 0)
-		return rc;
-	/* respawn() forks its replacement when there is work. A recycled
-	 * worker's replacement is free. */
-	if (was != GP_W_QUITTING) {
-		if (p->respawns == 0)
-			w->retired = 1;
-		else if (p->respawns > 0)
-			p->respawns--;
-	}
-	return 0;
+	gp_proc_lost(p, w, was, job != NULL, rc == 0);
+	return rc;
 }
 
 /* Earliest deadline in ns, or -1 for none; starts due timeouts. */
@@ -750,7 +334,7 @@ expire(struct gp_pool *p, int64_t now)
 			continue;
 		if (w->kill_at > 0) {
 			if (now >= w->kill_at) {
-				hard_kill(w);	/* EOF follows */
+				gp_proc_kill(w);	/* EOF follows */
 				w->kill_at = 0;
 				continue;
 			}
@@ -760,7 +344,7 @@ expire(struct gp_pool *p, int64_t now)
 			/* Between items the next one starts after the last
 			 * message from w at the earliest: wake then, look
 			 * again. */
-			cur = current(w, &started);
+			cur = gp_proc_current(w, &started);
 			if (cur == 0)
 				started = w->heard;
 			t = started + (int64_t)p->o.timeout_ms * 1000000;
@@ -777,8 +361,10 @@ expire(struct gp_pool *p, int64_t now)
 	return dl;
 }
 
+/* The call is over; at start-up (job NULL), every worker is READY or
+ * failed and reaped. */
 static int
-job_done(const struct gp_pool *p, const struct gp_job *job)
+run_done(const struct gp_pool *p, const struct gp_job *job)
 {
 	int	 i;
 
@@ -790,120 +376,182 @@ job_done(const struct gp_pool *p, const struct gp_job *job)
 				return 0;
 		return 1;
 	}
-	if (job->running > 0 || job->nrq > 0 || job->held != NULL)
+	return gp_job_done(job);
+}
+
+/* The loop's poll set, kept with the pool (at most 3 x GP_MAX_WORKERS + 3
+ * entries: too much for the stack of every call); freed by
+ * gp_loop_release(). */
+static int
+pollset_alloc(struct gp_pool *p)
+{
+	size_t	 cap = 3 * (size_t)p->nw + 3;
+
+	if ((p->ps.pfd = calloc(cap, sizeof(*p->ps.pfd))) == NULL)
+		return -ENOMEM;
+	if ((p->ps.ref = calloc(cap, sizeof(*p->ps.ref))) == NULL) {
+		free(p->ps.pfd);
+		p->ps.pfd = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void
+gp_loop_release(struct gp_pool *p)
+{
+	free(p->ps.pfd);
+	free(p->ps.ref);
+	p->ps.pfd = NULL;
+	p->ps.ref = NULL;
+}
+
+/* Add fd to the poll set, for worker w (NULL: a fd of the call's).
+ * Returns its index. */
+static int
+pollset_add(struct gp_pollset *ps, int fd, short events, struct gp_worker *w)
+{
+	ps->pfd[ps->n].fd = fd;
+	ps->pfd[ps->n].events = events;
+	ps->pfd[ps->n].revents = 0;
+	ps->ref[ps->n].w = w;
+	ps->ref[ps->n].pid = w != NULL ? w->pid : 0;
+	return ps->n++;
+}
+
+/* This turn's poll set, rebuilt from the workers' states: each live
+ * worker's result pipe and pidfd, its task pipe while bytes wait to go,
+ * then the cancel, ctl and feed fds. Returns the number of entries, or
+ * -EDEADLK when nothing could wake the poll. */
+static int
+fill(struct gp_pool *p, struct gp_job *job)
+{
+	struct gp_pollset	*ps = &p->ps;
+	int			 i;
+
+	ps->n = 0;
+	ps->cfd = ps->kfd = ps->ffd = -1;
+	for (i = 0; i < p->nw; i++) {
+		if (p->w[i].state == GP_W_DEAD)
+			continue;
+		pollset_add(ps, p->w[i].fd, POLLIN, &p->w[i]);
+		if (p->w[i].wbuf.len > p->w[i].wbuf.off)
+			pollset_add(ps, p->w[i].wfd, POLLOUT, &p->w[i]);
+		if (p->w[i].pidfd >= 0)
+			pollset_add(ps, p->w[i].pidfd, POLLIN, &p->w[i]);
+	}
+	ps->nw = ps->n;
+	if (job == NULL)
+		return ps->n;
+	if (!job->canceled && (p->o.flags & GP_POOL_CANCEL_FD))
+		ps->cfd = pollset_add(ps, p->o.cancel_fd, POLLIN, NULL);
+	if (job->feed != NULL && job->feed->ctl != NULL &&
+	    job->feed->ctl_fd >= 0)
+		ps->kfd = pollset_add(ps, job->feed->ctl_fd, POLLIN, NULL);
+	if (job->feed_wait && !job->feed_nofd && job->feed->in_fd >= 0)
+		ps->ffd = pollset_add(ps, job->feed->in_fd, POLLIN, NULL);
+	else if (job->feed_wait && job->running == 0 && ps->kfd < 0)
+		return -EDEADLK;	/* nothing can wake us */
+	return ps->n;
+}
+
+/* The call's own fds: cancel_fd, the feed's in_fd and ctl_fd. */
+static void
+on_call_fds(struct gp_pool *p, struct gp_job *job)
+{
+	struct gp_pollset	*ps = &p->ps;
+
+	if (ps->cfd >= 0 && ps->pfd[ps->cfd].revents)
+		job->cancel_req = 1;
+	if (ps->ffd >= 0 && ps->pfd[ps->ffd].revents)
+		job->feed_wait = 0;
+	if (ps->kfd >= 0 && ps->pfd[ps->kfd].revents) {
+		control(p, job, job->feed->ctl(job->feed->arg));
+		job->feed_wait = 0;	/* ctl() may bring items */
+	}
+}
+
+/* Poll entry i, a worker's. Returns 0, or a negative errno: the call
+ * fails. */
+static int
+on_worker_fd(struct gp_pool *p, struct gp_job *job, int i)
+{
+	struct gp_worker	*w = p->ps.ref[i].w;
+	struct pollfd		*pfd = &p->ps.pfd[i];
+	int			 rc;
+
+	if (w->pid != p->ps.ref[i].pid || !pfd->revents)
+		return 0;	/* reaped (and replaced) already */
+	/* A failed send means a dead peer: its result pipe or pidfd says
+	 * so. */
+	if (pfd->fd == w->wfd) {
+		(void)gp_buf_send(w->wfd, &w->wbuf);
 		return 0;
-	if (job->canceled)
-		return 1;
-	return job->feed == NULL ? job->next == job->n : job->feed_end;
+	}
+	rc = on_readable(p, job, w);
+	if (rc == 0 && pfd->fd == w->pidfd)
+		rc = 1;	/* exited; its last words are read */
+	if (rc < 0 && rc != -ENOMEM) {
+		/* It broke the protocol: it cannot be trusted with another
+		 * item. */
+		w->proto_err = rc;
+		gp_proc_kill(w);
+		rc = 1;
+	}
+	if (rc < 0)
+		return rc;
+	if (rc == 1 && (rc = lost(p, job, w)) < 0)
+		return rc;
+	if (job != NULL)
+		job->feed_wait = 0;
+	return 0;
+}
+
+/* Act on what the poll returned. Returns 0 or a negative errno. */
+static int
+handle(struct gp_pool *p, struct gp_job *job)
+{
+	int	 i, rc;
+
+	if (job != NULL)
+		on_call_fds(p, job);
+	for (i = 0; i < p->ps.nw; i++)
+		if ((rc = on_worker_fd(p, job, i)) < 0)
+			return rc;
+	if (job != NULL && job->cancel_req && !job->canceled)
+		cancel(p, job);
+	return 0;
 }
 
 int
 gp_loop_run(struct gp_pool *p, struct gp_job *job)
 {
-	struct pollfd	 pfd[3 * GP_MAX_WORKERS + 3];
-	struct gp_worker *map[3 * GP_MAX_WORKERS];
-	pid_t		 mpid[3 * GP_MAX_WORKERS];
 	int64_t		 dl, now;
-	int		 i, n, nw, cfd = -1, ffd = -1, kfd = -1, rc;
+	int		 n, rc;
 
+	if (p->ps.pfd == NULL && (rc = pollset_alloc(p)) < 0)
+		return rc;
 	for (;;) {
 		if (job != NULL && !job->canceled) {
-			respawn(p);
+			gp_proc_respawn(p);
 			if ((rc = dispatch(p, job)) < 0)
 				return rc;
 		}
-		if (job_done(p, job))
+		if (run_done(p, job))
 			return 0;
 		if (job != NULL && live_workers(p) == 0)
 			return GP_ENOWORKER;
-		n = nw = 0;
-		for (i = 0; i < p->nw; i++) {
-			if (p->w[i].state == GP_W_DEAD)
-				continue;
-			pfd[n].fd = p->w[i].fd;
-			pfd[n].events = POLLIN;
-			mpid[n] = p->w[i].pid;
-			map[n++] = &p->w[i];
-			if (p->w[i].wbuf.len > p->w[i].wbuf.off) {
-				pfd[n].fd = p->w[i].wfd;
-				pfd[n].events = POLLOUT;
-				mpid[n] = p->w[i].pid;
-				map[n++] = &p->w[i];
-			}
-			if (p->w[i].pidfd >= 0) {
-				pfd[n].fd = p->w[i].pidfd;
-				pfd[n].events = POLLIN;
-				mpid[n] = p->w[i].pid;
-				map[n++] = &p->w[i];
-			}
-		}
-		nw = n;
-		if (job != NULL && !job->canceled &&
-		    (p->o.flags & GP_POOL_CANCEL_FD)) {
-			cfd = n;
-			pfd[n].fd = p->o.cancel_fd;
-			pfd[n++].events = POLLIN;
-		}
-		if (job != NULL && job->feed != NULL && job->feed->ctl != NULL &&
-		    job->feed->ctl_fd >= 0) {
-			kfd = n;
-			pfd[n].fd = job->feed->ctl_fd;
-			pfd[n++].events = POLLIN;
-		}
-		if (job != NULL && job->feed_wait && !job->feed_nofd &&
-		    job->feed->in_fd >= 0) {
-			ffd = n;
-			pfd[n].fd = job->feed->in_fd;
-			pfd[n++].events = POLLIN;
-		} else if (job != NULL && job->feed_wait && job->running == 0 &&
-		    kfd < 0)
-			return -EDEADLK;	/* nothing can wake us */
+		if ((n = fill(p, job)) < 0)
+			return n;
 		now = gp_now_ns();
 		dl = expire(p, now);
-		if (poll(pfd, (nfds_t)n, gp_poll_ms(dl, now)) == -1) {
+		if (poll(p->ps.pfd, (nfds_t)n, gp_poll_ms(dl, now)) == -1) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
-		if (job != NULL && cfd >= 0 && pfd[cfd].revents)
-			job->cancel_req = 1;
-		if (job != NULL && ffd >= 0 && pfd[ffd].revents)
-			job->feed_wait = 0;
-		if (job != NULL && kfd >= 0 && pfd[kfd].revents) {
-			control(p, job, job->feed->ctl(job->feed->arg));
-			job->feed_wait = 0;	/* ctl() may bring items */
-		}
-		cfd = ffd = kfd = -1;
-		for (i = 0; i < nw; i++) {
-			struct gp_worker *w = map[i];
-
-			if (w->pid != mpid[i] || !pfd[i].revents)
-				continue;	/* reaped (and replaced) already */
-			/* A failed send means a dead peer: its result pipe
-			 * or pidfd says so. */
-			if (pfd[i].fd == w->wfd) {
-				(void)gp_buf_send(w->wfd, &w->wbuf);
-				continue;
-			}
-			rc = on_readable(p, job, w);
-			if (rc == 0 && pfd[i].fd == w->pidfd)
-				rc = 1;	/* exited; its last words are read */
-			if (rc < 0 && rc != -ENOMEM) {
-				/* It broke the protocol: it cannot be trusted
-				 * with another item. */
-				w->proto_err = rc;
-				hard_kill(w);
-				rc = 1;
-			}
-			if (rc < 0)
-				return rc;
-			if (rc == 1 && (rc = lost(p, job, w)) < 0)
-				return rc;
-			if (job != NULL)
-				job->feed_wait = 0;
-		}
-		if (job != NULL && job->cancel_req && !job->canceled)
-			cancel(p, job);
+		if ((rc = handle(p, job)) < 0)
+			return rc;
 	}
 }
 
@@ -933,25 +581,17 @@ gp_loop_abandon(struct gp_pool *p, struct gp_job *job, int rc)
 			continue;
 		if ((w->state == GP_W_IDLE || w->state == GP_W_BUSY) &&
 		    (w->nfl > 0 || w->wbuf.len > w->wbuf.off)) {
-			hard_kill(w);
-			reap(w, &status);	/* buffers: gp_loop_spawn() */
+			gp_proc_kill(w);
+			/* buffers: gp_proc_spawn() */
+			gp_proc_reap(w, &status);
 		}
 		for (i = w->nres; i < w->nfl; i++)
-			(void)fail_item(job, w->fl[i].item, rc);
+			(void)gp_job_fail(job, w->fl[i].item, rc);
 		w->nfl = w->nres = 0;
 		w->stop_id = 0;
 		w->kill_at = 0;
 	}
-	/* Not running: they end as they are, GP_NOTRUN. */
-	while (job->nrq > 0) {
-		job->running++;
-		item_end(job, job->requeue[--job->nrq]);
-	}
-	if (job->held != NULL) {
-		job->running++;
-		item_end(job, job->held);
-		job->held = NULL;
-	}
+	gp_job_abandon(job);
 }
 
 int
@@ -965,60 +605,4 @@ gp_loop_wait_ready(struct gp_pool *p)
 		if (p->w[i].retired)
 			return GP_EINIT;
 	return 0;
-}
-
-/* QUIT, then TERM, then KILL, each after grace_ms; every worker reaped. */
-void
-gp_loop_shutdown(struct gp_pool *p)
-{
-	struct pollfd	 pfd[GP_MAX_WORKERS];
-	struct gp_worker *map[GP_MAX_WORKERS];
-	int64_t		 step = (int64_t)p->o.grace_ms * 1000000;
-	int64_t		 dl = gp_now_ns() + step, now;
-	int		 i, n, phase = 0, status;
-	size_t		 at;
-	char		 drain[4096];
-
-	for (i = 0; i < p->nw; i++) {
-		struct gp_worker *w = &p->w[i];
-
-		if (w->state == GP_W_DEAD)
-			continue;
-		if (gp_msg_begin(&w->wbuf, GP_MSG_QUIT, &at) == 0)
-			gp_msg_finish(&w->wbuf, at, 0);
-		(void)gp_buf_send(w->wfd, &w->wbuf);
-		w->state = GP_W_QUITTING;
-	}
-	for (;;) {
-		for (i = n = 0; i < p->nw; i++) {
-			if (p->w[i].state == GP_W_DEAD)
-				continue;
-			pfd[n].fd = p->w[i].fd;
-			pfd[n].events = POLLIN;
-			map[n++] = &p->w[i];
-		}
-		if (n == 0)
-			return;
-		now = gp_now_ns();
-		if (now >= dl) {
-			for (i = 0; i < n; i++)
-				if (phase == 0)
-					signal_worker(map[i], SIGTERM);
-				else
-					hard_kill(map[i]);
-			phase++;
-			dl = now + step;
-		}
-		if (poll(pfd, (nfds_t)n, gp_poll_ms(dl, now)) == -1 &&
-		    errno != EINTR)
-			phase = 2;	/* cannot wait: kill and reap below */
-		for (i = 0; i < n; i++) {
-			if (phase >= 2)
-				hard_kill(map[i]);
-			else if (!pfd[i].revents ||
-			    read(pfd[i].fd, drain, sizeof(drain)) > 0)
-				continue;
-			reap(map[i], &status);
-		}
-	}
 }

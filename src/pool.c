@@ -113,6 +113,7 @@ pool_free(struct gp_pool *p)
 		munmap(p->shm, p->shmlen);
 	if (p->topo != NULL)
 		hwloc_topology_destroy(p->topo);
+	gp_loop_release(p);
 	free(p->w);
 	free(p->gpus);
 	free(p->xml);
@@ -272,7 +273,7 @@ start(struct gp_pool *p, char *err, size_t errlen)
 	for (i = 0; i < p->nw; i++)
 		p->w[i].shm = &p->shm[i];
 	for (i = 0; i < p->nw; i++)
-		if ((rc = gp_loop_spawn(p, &p->w[i])) < 0)
+		if ((rc = gp_proc_spawn(p, &p->w[i])) < 0)
 			return gp_errf(err, errlen, rc, "cannot start worker "
 			    "%d: %s", i, strerror(-rc));
 	if ((rc = gp_loop_wait_ready(p)) < 0 && rc == GP_EINIT)
@@ -302,7 +303,7 @@ gp_pool_create(struct gp_pool **out, const struct gp_pool_opts *opts)
 		return 0;
 	}
 	if ((rc = start(p, err, errlen)) < 0) {
-		gp_loop_shutdown(p);
+		gp_proc_shutdown(p);
 		goto fail;
 	}
 	*out = p;
@@ -321,10 +322,10 @@ gp_pool_destroy(struct gp_pool *p)
 	if (p == NULL)
 		return;
 	if (getpid() == p->master)
-		gp_loop_shutdown(p);
+		gp_proc_shutdown(p);
 	else	/* a forked copy: the workers are not ours to stop */
 		for (i = 0; i < p->nw; i++)
-			gp_loop_close_fds(&p->w[i]);
+			gp_proc_close_fds(&p->w[i]);
 	pool_free(p);
 }
 

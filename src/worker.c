@@ -2,10 +2,11 @@
  * worker.c: the child side of the pool. Runs only in a forked worker and
  * leaves only by _exit(), never exit(): the host's atexit handlers and
  * inherited stdio buffers belong to the master. Start-up order is fixed
- * (design.md, invariant 3): drop the pool's other fds, reset signals, bind
- * CPU then memory, set CUDA_VISIBLE_DEVICES, init, READY; then serve
- * batches with blocking I/O until QUIT or EOF (the master is gone), or,
- * with GP_POOL_NO_PDEATHSIG, until the master's pidfd turns readable.
+ * (design.md, invariant 3): the pool's other fds are already closed (by
+ * proc.c, which forked us), then reset signals, bind CPU then memory,
+ * set CUDA_VISIBLE_DEVICES, init, READY; then serve batches with
+ * blocking I/O until QUIT or EOF (the master is gone), or, with
+ * GP_POOL_NO_PDEATHSIG, until the master's pidfd turns readable.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -224,7 +225,7 @@ outq_close(struct gp_ctx *ctx, size_t at, struct gp_rec_result *r)
  * each item's start) only every GP_CLOCK_EVERY-th item reads the clock:
  * its record carries the mean time of the items since the last read, the
  * others carry 0 ("not measured"). The shared slot is written with
- * release stores: the master reads cur, started, cur (loop.c current()).
+ * release stores: the master reads cur, started, cur (gp_proc_current()).
  */
 #define GP_CLOCK_EVERY	8
 
@@ -394,39 +395,31 @@ watch_master(struct gp_pool *p, struct gp_ctx *ctx)
 	ctx->stop = efd;
 }
 
-void
-gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
+/* (b) Signals, and death with the master. */
+static void
+die_with_master(struct gp_pool *p)
 {
-	struct gp_msg_ready	 rd;
-	struct gp_msg_hdr	 h = { GP_MSG_READY, sizeof(rd), 0 };
-	struct gp_ctx		 ctx;
-	struct iovec		 iov[2];
-	int			 i, cpu_rc = 0, mem_rc = 0;
-
-	/* (a) Only our own channel: a sibling's end held open here would
-	 * hide that sibling's death from the master, and the cancel fd is
-	 * the master's. */
-	for (i = 0; i < p->nw; i++)
-		gp_loop_close_fds(&p->w[i]);
-	if (p->o.flags & GP_POOL_CANCEL_FD)
-		close(p->o.cancel_fd);
-
-	/* (b) Signals, and death with the master. */
 	reset_signals();
 	if (!(p->o.flags & GP_POOL_NO_PDEATHSIG)) {
 		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != p->master)
 			_exit(0);	/* it died before prctl */
 	}
+}
 
+/* The handle fn and init get, on this worker's channel. */
+static void
+ctx_init(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx, int fd,
+    int wfd)
+{
 	w->info.pid = getpid();
-	memset(&ctx, 0, sizeof(ctx));
-	ctx.w = w;
-	ctx.info = &w->info;
-	ctx.fd = fd;
-	ctx.wfd = wfd;
-	ctx.stop = fd;
-	ctx.max_msg = p->o.max_msg;
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->w = w;
+	ctx->info = &w->info;
+	ctx->fd = fd;
+	ctx->wfd = wfd;
+	ctx->stop = fd;
+	ctx->max_msg = p->o.max_msg;
 	/* Forked by a pool made in fn: the outer worker's watch is not
 	 * ours, and its fds must not stay open here. */
 	if (master_pidfd >= 0)
@@ -435,47 +428,80 @@ gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
 		close(master_epfd);
 	master_pidfd = master_epfd = -1;
 	if (p->o.flags & GP_POOL_NO_PDEATHSIG)
-		watch_master(p, &ctx);
+		watch_master(p, ctx);
+}
 
-	/* (c) CPU, then memory, before anything allocates much. */
-	memset(&rd, 0, sizeof(rd));
-	if (!(p->o.flags & GP_POOL_NO_BIND)) {
-		(void)gp_topo_bind(p->topo, &w->place, &cpu_rc, &mem_rc);
-		rd.cpubind_rc = cpu_rc;
-		rd.membind_rc = mem_rc;
-		w->info.cpubind_rc = cpu_rc;
-		w->info.membind_rc = mem_rc;
-		if ((p->o.flags & GP_POOL_STRICT_BIND) && (cpu_rc || mem_rc))
-			rd.fatal = 1;
-	}
+/* (c) CPU, then memory, before anything allocates much. */
+static void
+bind_place(struct gp_pool *p, struct gp_worker *w, struct gp_msg_ready *rd)
+{
+	int	 cpu_rc = 0, mem_rc = 0;
 
-	/* (d) Exactly one GPU, named so no renumbering can move it. A
-	 * launcher can leave a variable in environ twice: setenv()
-	 * replaces the first copy, a shell or Python reads the last, so
-	 * every copy goes first (glibc's and musl's unsetenv remove all). */
+	if (p->o.flags & GP_POOL_NO_BIND)
+		return;
+	(void)gp_topo_bind(p->topo, &w->place, &cpu_rc, &mem_rc);
+	rd->cpubind_rc = cpu_rc;
+	rd->membind_rc = mem_rc;
+	w->info.cpubind_rc = cpu_rc;
+	w->info.membind_rc = mem_rc;
+	if ((p->o.flags & GP_POOL_STRICT_BIND) && (cpu_rc || mem_rc))
+		rd->fatal = 1;
+}
+
+/* (d) Exactly one GPU, named so no renumbering can move it. A launcher
+ * can leave a variable in environ twice: setenv() replaces the first
+ * copy, a shell or Python reads the last, so every copy goes first
+ * (glibc's and musl's unsetenv remove all). */
+static void
+pick_gpu(struct gp_pool *p, struct gp_worker *w, struct gp_msg_ready *rd)
+{
 	(void)unsetenv("CUDA_VISIBLE_DEVICES");
 	(void)unsetenv("CUDA_DEVICE_ORDER");
 	if (setenv("CUDA_VISIBLE_DEVICES", w->info.visible, 1) < 0 ||
 	    setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1) < 0)
-		rd.fatal = 1;
-	if (!rd.fatal && (p->o.flags & GP_POOL_CUDA_INIT) && !w->info.fake &&
-	    (rd.cuda_rc = gp_cuda_init()) != 0)
-		rd.fatal = 1;
+		rd->fatal = 1;
+	if (!rd->fatal && (p->o.flags & GP_POOL_CUDA_INIT) && !w->info.fake &&
+	    (rd->cuda_rc = gp_cuda_init()) != 0)
+		rd->fatal = 1;
+}
 
-	/* (e) The user's initialiser, then READY. */
-	if (!rd.fatal && p->o.init != NULL &&
-	    (rd.init_rc = p->o.init(&ctx, p->o.init_arg)) != 0)
-		rd.fatal = 1;
+/* (e) The user's initialiser, then READY; a worker that failed leaves
+ * after saying why. */
+static void
+send_ready(struct gp_pool *p, struct gp_ctx *ctx, struct gp_msg_ready *rd)
+{
+	struct gp_msg_hdr	 h = { GP_MSG_READY, sizeof(*rd), 0 };
+	struct iovec		 iov[2];
+
+	if (!rd->fatal && p->o.init != NULL &&
+	    (rd->init_rc = p->o.init(ctx, p->o.init_arg)) != 0)
+		rd->fatal = 1;
 	iov[0].iov_base = &h;
 	iov[0].iov_len = sizeof(h);
-	iov[1].iov_base = &rd;
-	iov[1].iov_len = sizeof(rd);
-	if (gp_writev_full(wfd, iov, 2) < 0 || rd.fatal)
+	iov[1].iov_base = rd;
+	iov[1].iov_len = sizeof(*rd);
+	if (gp_writev_full(ctx->wfd, iov, 2) < 0 || rd->fatal)
 		_exit(0);
 	if (master_pidfd >= 0) {
-		(void)fcntl(wfd, F_SETFL, O_NONBLOCK);
-		(void)fcntl(fd, F_SETFL, O_NONBLOCK);	/* next_msg() */
+		(void)fcntl(ctx->wfd, F_SETFL, O_NONBLOCK);
+		(void)fcntl(ctx->fd, F_SETFL, O_NONBLOCK);	/* next_msg() */
 	}
+}
+
+/* Start-up in the order of design.md's invariant 3 ((a), the other fds,
+ * was proc.c's), then serve. */
+void
+gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
+{
+	struct gp_msg_ready	 rd;
+	struct gp_ctx		 ctx;
+
+	die_with_master(p);
+	ctx_init(p, w, &ctx, fd, wfd);
+	memset(&rd, 0, sizeof(rd));
+	bind_place(p, w, &rd);
+	pick_gpu(p, w, &rd);
+	send_ready(p, &ctx, &rd);
 	serve(p, w, &ctx);
 	/* NOTREACHED */
 	_exit(0);
