@@ -409,4 +409,45 @@ int	rank_serve(struct run *r, struct gp_pool *pool,
 void	cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void	cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* rproto.c: the rank messages' payloads, encoded and parsed (host byte
+ * order), with no I/O: a parser reads nothing past len and returns
+ * -EPROTO for a malformed payload. */
+struct rp_hello {
+	uint32_t	 nw, ngpu;
+	const uint8_t	*w_gpu;		/* nw int32_t (unaligned), each
+					   < ngpu */
+	const char	*host;		/* NUL-terminated */
+	const char	*gpu_id;	/* ngpu NUL-terminated strings in a
+					   row */
+};
+
+#define RP_CTL_LEN	4	/* an RM_CTL payload: int32_t */
+
+/* RM_HELLO from p's nw, ngpu, w_gpu, host and gpu_id: a malloc()ed
+ * payload of *len bytes (the caller frees it), or NULL: out of memory. */
+uint8_t	*rp_hello_encode(const struct peer *p, size_t *len);
+/* 0 and *h (pointing into b), or -EPROTO. Bytes after the last GPU id
+ * are allowed (and ignored) if the payload still ends with a NUL. */
+int	rp_hello_parse(const uint8_t *b, size_t len, struct rp_hello *h);
+/* Fill in the struct task_hdr at the start of a task's len bytes (as a
+ * worker gets them and as RM_TASKS carries them, one or more in a row):
+ * the header, the command, a NUL. */
+void	rp_task_hdr(uint8_t *b, size_t len, uint64_t seq, uint32_t attempt);
+/* The task at b[off..len) of an RM_TASKS payload: its header in *h and
+ * its length (header, command and NUL), or -EPROTO. */
+ssize_t	rp_tasks_next(const uint8_t *b, size_t len, size_t off,
+	    struct task_hdr *h);
+/* One RM_RESULTS record into b (sizeof(*rr) + rr->outlen bytes): rr,
+ * then rr->outlen bytes of out. */
+void	rp_result_encode(uint8_t *b, const struct rresult *rr,
+	    const void *out);
+/* The record at b[off..len) of an RM_RESULTS payload: *rr, its reply
+ * bytes at *out (in b) and its length, or -EPROTO. */
+ssize_t	rp_results_next(const uint8_t *b, size_t len, size_t off,
+	    struct rresult *rr, const uint8_t **out);
+/* An RM_CTL payload (RP_CTL_LEN bytes): how, an enum rctl; the parser
+ * takes any value (the reader ignores those it does not know). */
+void	rp_ctl_encode(uint8_t *b, int how);
+int	rp_ctl_parse(const uint8_t *b, size_t len, int *how);
+
 #endif /* GP_CLI_H */

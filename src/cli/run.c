@@ -659,12 +659,7 @@ task_cmd(const struct task *t)
 static void
 hand(struct run *r, struct task *t, int rank)
 {
-	struct task_hdr	 h;
-
-	h.seq = t->seq;
-	h.attempt = t->attempt;
-	h.cmdlen = (uint32_t)(t->item.inlen - sizeof(h));
-	memcpy(t->buf, &h, sizeof(h));
+	rp_task_hdr(t->buf, t->item.inlen, t->seq, t->attempt);
 	t->item.out = NULL;
 	t->item.outlen = 0;
 	t->item.status = GP_NOTRUN;
@@ -1039,12 +1034,13 @@ feed_done(void *arg, struct gp_item *it)
 static void
 ranks_ctl(struct run *r, int how)
 {
-	int32_t	 v = how;
+	uint8_t	 v[RP_CTL_LEN];
 	int	 i;
 
+	rp_ctl_encode(v, how);
 	for (i = 1; i < ranks_size(r->rk); i++)
 		if (i >= r->npeer || (!r->peer[i].lost && !r->peer[i].bye))
-			(void)ranks_send(r->rk, i, RM_CTL, &v, sizeof(v));
+			(void)ranks_send(r->rk, i, RM_CTL, v, sizeof(v));
 	if (how == RC_END || how == RC_END_LOST)
 		r->ended = 1;
 }
@@ -1168,17 +1164,11 @@ static int
 on_hello(struct run *r, const struct rmsg *m)
 {
 	struct peer	*p = &r->peer[m->peer];
-	struct rhello	 h;
-	const char	*s, *end = (const char *)m->data + m->len;
-	size_t		 off;
+	struct rp_hello	 h;
+	const char	*s;
 	int		 g;
 
-	if (m->len < sizeof(h) || p->hello)
-		return -EPROTO;
-	memcpy(&h, m->data, sizeof(h));
-	off = sizeof(h) + (size_t)h.nw * sizeof(int32_t);
-	if (h.nw == 0 || h.nw > 1u << 16 || h.ngpu == 0 || h.ngpu > h.nw ||
-	    off >= m->len || end[-1] != '\0')
+	if (p->hello || rp_hello_parse(m->data, m->len, &h) < 0)
 		return -EPROTO;
 	p->nw = (int)h.nw;
 	p->ngpu = (int)h.ngpu;
@@ -1186,20 +1176,12 @@ on_hello(struct run *r, const struct rmsg *m)
 	    (p->gpu_id = calloc(h.ngpu, sizeof(*p->gpu_id))) == NULL ||
 	    (p->busy_ns = calloc(h.ngpu, sizeof(*p->busy_ns))) == NULL)
 		return -ENOMEM;
-	memcpy(p->w_gpu, m->data + sizeof(h), h.nw * sizeof(int32_t));
-	for (g = 0; g < p->nw; g++)
-		if (p->w_gpu[g] < 0 || p->w_gpu[g] >= p->ngpu)
-			return -EPROTO;
-	s = (const char *)m->data + off;
-	if ((p->host = strdup(s)) == NULL)
+	memcpy(p->w_gpu, h.w_gpu, h.nw * sizeof(int32_t));
+	if ((p->host = strdup(h.host)) == NULL)
 		return -ENOMEM;
-	for (g = 0; g < p->ngpu; g++) {
-		s += strlen(s) + 1;
-		if (s >= end)
-			return -EPROTO;
+	for (g = 0, s = h.gpu_id; g < p->ngpu; g++, s += strlen(s) + 1)
 		if ((p->gpu_id[g] = strdup(s)) == NULL)
 			return -ENOMEM;
-	}
 	p->hello = 1;
 	return 0;
 }
@@ -1210,15 +1192,14 @@ on_results(struct run *r, const struct rmsg *m, int *cancel)
 	struct peer	*p = &r->peer[m->peer];
 	struct rresult	 rr;
 	struct task	*t, **tp;
+	const uint8_t	*out;
 	size_t		 off = 0;
+	ssize_t		 n;
 
 	while (off < m->len) {
-		if (m->len - off < sizeof(rr))
-			return -EPROTO;
-		memcpy(&rr, m->data + off, sizeof(rr));
-		off += sizeof(rr);
-		if (rr.outlen > m->len - off)
-			return -EPROTO;
+		if ((n = rp_results_next(m->data, m->len, off, &rr,
+		    &out)) < 0)
+			return (int)n;
 		for (tp = &p->out; (t = *tp) != NULL; tp = &t->next)
 			if (t->seq == rr.seq && t->attempt == rr.attempt)
 				break;
@@ -1232,12 +1213,12 @@ on_results(struct run *r, const struct rmsg *m, int *cancel)
 			if (rr.outlen > 0) {
 				if ((t->item.out = malloc(rr.outlen)) == NULL)
 					return -ENOMEM;
-				memcpy(t->item.out, m->data + off, rr.outlen);
+				memcpy(t->item.out, out, rr.outlen);
 				t->item.outlen = rr.outlen;
 			}
 			*cancel |= finish(r, t);
 		}
-		off += rr.outlen;
+		off += (size_t)n;
 	}
 	return 0;
 }
@@ -1256,9 +1237,10 @@ on_ranks(struct run *r)
 		if (p->lost || p->bye) {
 			/* Written off, yet it speaks: it must stop. */
 			if (p->lost && m->type != RM_BYE && m->type != RM_BEAT) {
-				int32_t v = RC_KILL;
+				uint8_t v[RP_CTL_LEN];
 
-				(void)ranks_send(r->rk, m->peer, RM_CTL, &v,
+				rp_ctl_encode(v, RC_KILL);
+				(void)ranks_send(r->rk, m->peer, RM_CTL, v,
 				    sizeof(v));
 			}
 			free(m);
