@@ -260,6 +260,8 @@ int64_t	ranks_silent(struct ranks *rk, int peer);	/* ns since heard */
 int	ranks_end(struct ranks *rk, int clean, int rc);
 /* "with MPI (Open MPI v4.1.4...)" or "without MPI", for --version. */
 const char *ranks_build(void);
+
+/* launcher.c: whether an MPI launcher started us, read from its variables. */
 /* The process count a launcher's variables claim (1 if none), and
  * which variable said so. */
 long	launcher_procs(const char **var);
@@ -299,8 +301,78 @@ struct opts {
 	uint64_t	 rank_timeout_ms;
 };
 
-/* run.c: one run, in the master (of rank 0 when there are ranks). */
+
+/* output.c: what the run writes. Task output, messages and the bar go
+ * through a queue per stream (struct outq) while the run owns stdout and
+ * stderr (r->out_on), else straight to the stream. */
+struct run;
 struct task;
+struct attempt;
+
+/* Standard output or error, written only as far as it takes bytes
+ * without blocking (out_flush()). */
+struct outq {
+	int		 fd;		/* STDOUT_FILENO, STDERR_FILENO */
+	int		 ev;		/* EV_OUT, EV_ERR */
+	struct gp_buf	 buf;		/* not written yet */
+	int		 poll;		/* fd is in epfd: a write can wait */
+	int		 armed;		/* EPOLLOUT armed, one shot */
+	int		 err;		/* writing failed or was given up */
+};
+
+/* Messages, git style ("gpupool-run: ..."); they clear the bar first. */
+void	cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void	cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A notice about a task; --quiet drops it. */
+void	note(const struct run *r, const char *fmt, ...)
+	    __attribute__((format(printf, 2, 3)));
+/* Messages clear r's bar and take its queues from now (out_attach())
+ * until out_detach(r). */
+void	out_attach(struct run *r);
+void	out_detach(struct run *r);
+/* Write what q holds as far as its stream takes it now; when it would
+ * wait, arm EPOLLOUT (one shot) in r->epfd. A write error on stdout
+ * fails the run and halts it (r->halt). */
+void	out_flush(struct run *r, struct outq *q);
+/* Whether stdout or stderr holds over OUT_BACKLOG bytes: start nothing
+ * new meanwhile. */
+int	out_backlog(const struct run *r);
+/* Whether stdout failed since the last call (then cancel the pool). */
+int	out_halted(struct run *r);
+/* After the run: write what is left, for as long as the streams take it,
+ * but after a signal no longer than its grace period; then stop queuing
+ * (r->out_on = 0). */
+void	out_drain(struct run *r);
+/* The progress bar: its terminal width (bar_size()); drawn at most every
+ * BAR_PERIOD_NS unless force; drawn again after SIGWINCH (bar_winch(),
+ * when run_signals() set r->winch). */
+void	bar_size(struct run *r);
+void	bar_draw(struct run *r, int force);
+void	bar_winch(struct run *r);
+/* "1h02m", "3m05s", "7s". */
+void	fmt_secs(char *buf, size_t len, double s);
+/* A finished task's output, as one block per stream (nothing with
+ * --results: the files have it). */
+void	print_output(struct run *r, const struct task *t,
+	    const struct attempt *oc);
+/* The last line: counts, wall time, busy share per GPU or rank. */
+void	summary(struct run *r);
+/* run.c: one run, in the master (of rank 0 when there are ranks). */
+/* A task handed to the pool or to a rank. The gp_item comes first:
+ * done() gets a pointer to it and casts back. */
+struct task {
+	struct gp_item	 item;
+	struct task	*next;		/* free list or retry queue */
+	unsigned long	 seq;
+	unsigned long	 line;
+	unsigned	 attempt;	/* 1-based */
+	int		 rank;		/* where it runs */
+	int		 lost;		/* with its rank */
+	int64_t		 real_ns;	/* when handed out */
+	int64_t		 mono_ns;
+	uint8_t		*buf;		/* task_hdr, command, NUL */
+	size_t		 cap;
+};
 
 /* A rank, as rank 0 sees it ([0] is itself: only its slots and GPUs). */
 struct peer {
@@ -320,16 +392,6 @@ struct peer {
 /* What woke the feed's control fd (an epoll set): epoll_event.data.u32. */
 enum ctl_ev { EV_SIG = 1, EV_RANKS, EV_INPUT, EV_TIMER, EV_OUT, EV_ERR };
 
-/* Standard output or error, written only as far as it takes bytes
- * without blocking (run.c, out_flush()). */
-struct outq {
-	int		 fd;		/* STDOUT_FILENO, STDERR_FILENO */
-	int		 ev;		/* EV_OUT, EV_ERR */
-	struct gp_buf	 buf;		/* not written yet */
-	int		 poll;		/* fd is in epfd: a write can wait */
-	int		 armed;		/* EPOLLOUT armed, one shot */
-	int		 err;		/* writing failed or was given up */
-};
 
 
 struct run {
@@ -376,6 +438,10 @@ struct run {
 	int		 out_same;	/* stderr is the same file: oq only */
 	int		 out_halt;	/* stdout failed: cancel the running
 					   tasks */
+	int		 winch;		/* SIGWINCH came: bar_winch() */
+	/* run.c's halt_start(), for output.c: a failed stdout halts the
+	 * run without output.c calling up into run.c. */
+	void		(*halt)(struct run *, int);
 };
 
 void	run_init(struct run *r, const struct opts *o);
@@ -391,6 +457,11 @@ int	run_tasks(struct run *r);
 /* With ranks: tell every rank the run is over, wait for each (rank 0),
  * and leave MPI. Returns rc, or EXIT_FATAL if MPI did not end well. */
 int	run_ranks_end(struct run *r, int rc);
+
+/* Whether rank peer has been silent for --rank-timeout. */
+int	run_silent(const struct run *r, int peer);
+
+/* signals.c: the signals the run owns, read from a signalfd. */
 /* Block SIGINT, SIGTERM, SIGHUP and SIGWINCH (read later from a
  * signalfd), in set. */
 int	run_block_signals(sigset_t *set);
@@ -398,16 +469,35 @@ int	run_block_signals(sigset_t *set);
  * Returns how many came now (SIGWINCH, which only redraws the bar, is
  * not counted). */
 int	run_signals(struct run *r);
-/* Whether rank peer has been silent for --rank-timeout. */
-int	run_silent(const struct run *r, int peer);
+
+/* outcome.c: what became of one attempt of a task. */
+enum attempt_kind { K_OK, K_FAILED, K_STOPPED, K_NOTRUN };
+
+struct attempt {
+	enum attempt_kind kind;
+	int		 exitval;
+	int		 signal;
+	int		 flags;		/* enum reply_flags */
+	int		 worker;
+	double		 start;
+	double		 runtime;
+	const char	*out, *err, *msg;	/* in t->item.out */
+	size_t		 outlen, errlen, msglen;
+	uint64_t	 outcut, errcut;
+	char		 why[160];
+};
+
+/* Read t's outcome (the pointers in oc point into t->item.out). */
+void	outcome(const struct run *r, const struct task *t,
+	    struct attempt *oc);
+/* "exit status 3", "killed by signal 9 (Killed)", "timed out (...)". */
+void	describe(const struct run *r, const struct attempt *oc, char *buf,
+	    size_t len);
 
 /* rank.c: a rank other than 0: tasks from rank 0, results back. Returns
  * the exit status. */
 int	rank_serve(struct run *r, struct gp_pool *pool,
 	    const struct run_conf *conf);
-/* Messages, git style ("gpupool-run: ..."); they clear the bar first. */
-void	cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void	cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* rproto.c: the rank messages' payloads, encoded and parsed (host byte
  * order), with no I/O: a parser reads nothing past len and returns
@@ -449,5 +539,10 @@ ssize_t	rp_results_next(const uint8_t *b, size_t len, size_t off,
  * takes any value (the reader ignores those it does not know). */
 void	rp_ctl_encode(uint8_t *b, int how);
 int	rp_ctl_parse(const uint8_t *b, size_t len, int *how);
+
+/* results.c: the --results directory. */
+/* mkdir -p path, prove it writable and, on rank 0, lock it for the run
+ * (--wait-lock waits). Returns its open fd, or -errno (and says why). */
+int	results_dir(struct run *r, const char *path);
 
 #endif /* GP_CLI_H */

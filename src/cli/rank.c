@@ -188,6 +188,7 @@ serve_ctl(void *arg)
 		if (ev[i].data.u32 == EV_SIG) {
 			if (run_signals(r) > 0)
 				a = r->nsig > 1 ? GP_CTL_KILL : GP_CTL_CANCEL;
+			bar_winch(r);
 		} else if (ev[i].data.u32 == EV_TIMER) {
 			(void)!read(r->tfd, &n, sizeof(n));
 			if (!s->fatal && run_silent(r, 0)) {

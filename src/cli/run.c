@@ -1,28 +1,24 @@
 /*
  * run.c: one run of gpupool-run in the master process: a single gp_run()
  * call whose feed streams the tasks file (next), records each attempt in
- * the joblog, retries failures and prints each task's output as a block
- * (done), and turns SIGINT, SIGTERM and SIGHUP, read from a signalfd,
- * into cancel and kill requests (ctl). Also the progress bar, the summary
- * and the exit status. Nothing here runs in a worker or in a signal
- * handler: the signals are blocked once the pool is up, right before the
- * signalfd that reads them is polled (workers reset their own mask).
- * Messages go through cli_err(), which clears the bar; task output,
- * messages and the bar go through a queue per stream that stdout and
- * stderr drain as they can (out_flush()).
+ * the joblog, retries failures and has each task's output printed as a
+ * block (done), and turns SIGINT, SIGTERM and SIGHUP, read from a
+ * signalfd, into cancel and kill requests (ctl); rank 0's side of the
+ * ranks protocol; the exit status. Nothing here runs in a worker (but
+ * worker_init()) or in a signal handler: the signals are blocked once the
+ * pool is up, right before the signalfd that reads them is polled
+ * (workers reset their own mask). What the run writes goes through
+ * output.c.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -33,375 +29,9 @@
 
 #define POOL_GRACE_EXTRA_MS	2000	/* the worker kills first */
 #define BACKSTOP_EXTRA_MS	5000
-#define BAR_PERIOD_NS		250000000LL
 #define BAR_TICK_MS		1000	/* redraw while the run goes */
-#define OUT_BACKLOG		(1u << 20)	/* output held before no new
-						   task starts */
 #define QUEUE_WORK_S		0.02	/* work queued per slot on a rank */
 #define QUEUE_MAX		64	/* tasks queued per slot on a rank */
-
-/* A task handed to the pool. The gp_item comes first: done() gets a
- * pointer to it and casts back. */
-struct task {
-	struct gp_item	 item;
-	struct task	*next;		/* free list or retry queue */
-	unsigned long	 seq;
-	unsigned long	 line;
-	unsigned	 attempt;	/* 1-based */
-	int		 rank;		/* where it runs */
-	int		 lost;		/* with its rank */
-	int64_t		 real_ns;	/* when handed out */
-	int64_t		 mono_ns;
-	uint8_t		*buf;		/* task_hdr, command, NUL */
-	size_t		 cap;
-};
-
-enum kind { K_OK, K_FAILED, K_STOPPED, K_NOTRUN };
-
-/* What became of one attempt. */
-struct outcome {
-	enum kind	 kind;
-	int		 exitval;
-	int		 signal;
-	int		 flags;
-	int		 worker;
-	double		 start;
-	double		 runtime;
-	const char	*out, *err, *msg;
-	size_t		 outlen, errlen, msglen;
-	uint64_t	 outcut, errcut;
-	char		 why[160];
-};
-
-static struct run	*cur;	/* for the bar, in messages */
-
-static void	halt_start(struct run *, int);
-
-/*
- * Standard output and standard error. A reader that stops reading (a
- * pager left open, a FIFO, a terminal paused with ^S) must not stop the
- * master from acting on a signal, so task output, messages and the bar
- * are queued, each stream in its own struct outq, and written only as
- * far as the stream takes them without blocking; epfd says when it has
- * room again (EV_OUT, EV_ERR). O_NONBLOCK belongs to the file
- * description, which the shell and the reader's other writers share: it
- * is left alone. A pipe or terminal is written PIPE_BUF bytes at a time
- * after poll() says it has room (a pipe with room for a page takes that
- * much at once); what epoll refuses (a regular file, /dev/null) never
- * blocks for long and is written whole. When stderr is the same file
- * (2>&1, a terminal), messages and the bar take stdout's queue, so that
- * they stay in order with the output. A write error on stdout fails the
- * run; on stderr it only drops what stderr was to show.
- */
-static void
-out_fail(struct run *r, struct outq *q, int err)
-{
-	q->err = err;
-	gp_buf_release(&q->buf);
-	if (err == -ECANCELED || q->fd != STDOUT_FILENO)
-		return;
-	r->fatal = 1;
-	r->out_halt = 1;
-	/* With 2>&1 this fails as well, at once. */
-	cli_err("cannot write standard output: %s; stopping", strerror(-err));
-	halt_start(r, RC_CANCEL);
-}
-
-static void
-out_flush(struct run *r, struct outq *q)
-{
-	struct pollfd		 pfd = { q->fd, POLLOUT, 0 };
-	struct epoll_event	 ev;
-	size_t			 n;
-	ssize_t			 w;
-
-	while (q->buf.len > q->buf.off && !q->err) {
-		n = q->buf.len - q->buf.off;
-		if (q->poll) {
-			if (poll(&pfd, 1, 0) != 1)
-				break;
-			if (n > PIPE_BUF)
-				n = PIPE_BUF;
-		}
-		if ((w = write(q->fd, q->buf.data + q->buf.off, n)) == -1) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN)	/* an inherited O_NONBLOCK */
-				break;
-			out_fail(r, q, -errno);
-			return;
-		}
-		gp_buf_consume(&q->buf, (size_t)w);
-	}
-	if (q->poll && !q->armed && !q->err && q->buf.len > q->buf.off) {
-		ev.events = EPOLLOUT | EPOLLONESHOT;
-		ev.data.u32 = (uint32_t)q->ev;
-		if (epoll_ctl(r->epfd, EPOLL_CTL_MOD, q->fd, &ev) == 0)
-			q->armed = 1;
-	}
-}
-
-/* Bytes not written yet. */
-static size_t
-out_left(const struct outq *q)
-{
-	return q->buf.len - q->buf.off;
-}
-
-/* The queue that bytes for fd (stdout, or stderr) take. */
-static struct outq *
-out_q(struct run *r, int fd)
-{
-	return fd == STDOUT_FILENO || r->out_same ? &r->oq : &r->eq;
-}
-
-/* Bytes for fd: through its queue while the run owns stdout and stderr,
- * else written at once; nothing once its queue failed or was given up
- * (a stream that blocked past the end of the run blocks no more). */
-static void
-emit(struct run *r, int fd, const void *p, size_t n)
-{
-	struct outq	*q = r != NULL ? out_q(r, fd) : NULL;
-
-	if (q != NULL && q->err)
-		return;
-	if (q == NULL || !r->out_on) {
-		(void)gp_write_full(fd, p, n);
-		return;
-	}
-	if (gp_buf_add(&q->buf, p, n) < 0) {
-		out_fail(r, q, -ENOMEM);
-		return;
-	}
-	out_flush(r, q);
-}
-
-/* Over OUT_BACKLOG waits for stdout or stderr: start nothing new
- * meanwhile. */
-static int
-out_backlog(const struct run *r)
-{
-	return out_left(&r->oq) > OUT_BACKLOG || out_left(&r->eq) > OUT_BACKLOG;
-}
-
-/* Whether stdout failed since the last call: the pool then stops the
- * running tasks, as --halt now does. */
-static int
-out_halted(struct run *r)
-{
-	int	 h = r->out_halt;
-
-	r->out_halt = 0;
-	return h;
-}
-
-/*
- * After the run: write what is left, for as long as stdout and stderr
- * take it, but once a signal came, for no longer than the grace period
- * it gives the tasks (a second signal: not at all).
- */
-static void
-out_drain(struct run *r)
-{
-	struct pollfd	 pfd[3];
-	int64_t		 now, dl;
-	size_t		 n;
-
-	pfd[2].fd = r->sfd;
-	pfd[2].events = POLLIN;
-	for (;;) {
-		out_flush(r, &r->oq);
-		out_flush(r, &r->eq);
-		n = out_left(&r->oq);
-		if (n == 0 && out_left(&r->eq) == 0)
-			break;
-		now = gp_now_ns();
-		dl = r->sig ? r->sig_ns + (int64_t)r->o->grace_ms * 1000000 :
-		    -1;
-		if (r->nsig > 1 || (r->sig && dl <= now)) {
-			if (n > 0) {
-				out_fail(r, &r->oq, -ECANCELED);
-				if (!r->out_same)
-					cli_err("got SIG%s: %zu bytes of "
-					    "output were not written (standard "
-					    "output takes none)",
-					    sigabbrev_np(r->sig), n);
-			}
-			if (out_left(&r->eq) > 0)
-				out_fail(r, &r->eq, -ECANCELED);
-			break;
-		}
-		pfd[0].fd = n > 0 ? STDOUT_FILENO : -1;
-		pfd[1].fd = out_left(&r->eq) > 0 ? STDERR_FILENO : -1;
-		pfd[0].events = pfd[1].events = POLLOUT;
-		if (poll(pfd, 3, gp_poll_ms(dl, now)) == -1 && errno != EINTR)
-			break;
-		if (pfd[2].revents)
-			(void)run_signals(r);
-	}
-	r->out_on = 0;
-}
-
-/* The progress bar: one line on stderr, redrawn on events at most
- * every BAR_PERIOD_NS, and every BAR_TICK_MS while the run goes; on a
- * terminal, no wider than it (a wrapped line leaves its first part in
- * the scrollback). */
-static void
-bar_clear(struct run *r)
-{
-	char	 sp[256];
-	size_t	 n;
-
-	if (r == NULL || !r->bar_shown)
-		return;
-	r->bar_shown = 0;
-	if (r->tty)
-		emit(r, STDERR_FILENO, "\r\033[K", 4);
-	else {
-		n = r->bar_len < sizeof(sp) - 2 ? r->bar_len : sizeof(sp) - 2;
-		sp[0] = '\r';
-		memset(sp + 1, ' ', n);
-		sp[n + 1] = '\r';
-		emit(r, STDERR_FILENO, sp, n + 2);
-	}
-}
-
-/* The terminal's width, now and after each SIGWINCH. */
-static void
-bar_size(struct run *r)
-{
-	struct winsize	 ws;
-
-	if (r->tty && ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0)
-		r->bar_cols = ws.ws_col;
-}
-
-static void
-fmt_secs(char *buf, size_t len, double s)
-{
-	long	 t = (long)(s + 0.5);
-
-	if (t >= 3600)
-		snprintf(buf, len, "%ldh%02ldm", t / 3600, t / 60 % 60);
-	else if (t >= 60)
-		snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
-	else
-		snprintf(buf, len, "%lds", t);
-}
-
-/* Tasks running: here, and on each rank at most one per slot (the rest
- * of what it holds waits in its queue). */
-static size_t
-running(const struct run *r)
-{
-	size_t	 n = r->inflight - r->remote;
-	int	 i;
-
-	for (i = 1; i < r->npeer; i++)
-		n += r->peer[i].nout < (size_t)r->peer[i].nw ?
-		    r->peer[i].nout : (size_t)r->peer[i].nw;
-	return n;
-}
-
-static void
-bar_draw(struct run *r, int force)
-{
-	char		 line[240], tot[32], eta[48] = "", el_s[32];
-	int64_t		 now = gp_now_ns();
-	double		 el, rate;
-	unsigned long	 done = r->ok + r->failed + r->stopped;
-	size_t		 pfx = r->tty ? 4 : 1;
-	int		 n;
-
-	/* Nor while stderr takes nothing (a terminal paused with ^S): a
-	 * redraw that waits is dropped, not queued. */
-	if (!r->bar || r->t0 == 0 ||
-	    (!force && now - r->bar_last < BAR_PERIOD_NS) ||
-	    out_left(out_q(r, STDERR_FILENO)) > 0)
-		return;
-	r->bar_last = now;
-	el = (double)(now - r->t0) / 1e9;
-	rate = el > 0 ? (double)done / el : 0;
-	fmt_secs(el_s, sizeof(el_s), el);
-	if (r->total >= 0)
-		snprintf(tot, sizeof(tot), "%ld", r->total);
-	else
-		snprintf(tot, sizeof(tot), "?");
-	if (r->total >= 0 && rate > 0 && (unsigned long)r->total >= done) {
-		memcpy(eta, ", ETA ", 7);
-		fmt_secs(eta + 6, sizeof(eta) - 6,
-		    (double)((unsigned long)r->total - done) / rate);
-	}
-	n = snprintf(line, sizeof(line), "%s%s: %lu/%s done, %zu running, "
-	    "%lu failed, %.1f/s, %s elapsed%s", r->tty ? "\r\033[K" : "\r",
-	    CLI_NAME, done, tot, running(r), r->failed, rate, el_s, eta);
-	if (n < 0)
-		return;
-	if ((size_t)n >= sizeof(line))
-		n = sizeof(line) - 1;
-	/* Short of the last column: a character there wraps on some
-	 * terminals. */
-	if (r->bar_cols > 1 && (size_t)n > pfx + (size_t)r->bar_cols - 1)
-		n = (int)pfx + r->bar_cols - 1;
-	if (!r->tty && r->bar_shown && (size_t)n < r->bar_len + 1)
-		bar_clear(r);
-	emit(r, STDERR_FILENO, line, (size_t)n);
-	r->bar_len = (size_t)n - 1;
-	r->bar_shown = 1;
-}
-
-static void
-say(const char *pfx, const char *fmt, va_list ap)
-{
-	char	 buf[1024];
-	int	 n;
-
-	bar_clear(cur);
-	if (cur != NULL && ranks_rank(cur->rk) > 0)
-		n = snprintf(buf, sizeof(buf), "%s (rank %d): %s", CLI_NAME,
-		    ranks_rank(cur->rk), pfx);
-	else
-		n = snprintf(buf, sizeof(buf), "%s: %s", CLI_NAME, pfx);
-	if (n < 0 || (size_t)n >= sizeof(buf))
-		return;
-	vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
-	n = (int)strlen(buf);
-	buf[n++] = '\n';
-	emit(cur, STDERR_FILENO, buf, (size_t)n);
-}
-
-void
-cli_err(const char *fmt, ...)
-{
-	va_list	 ap;
-
-	va_start(ap, fmt);
-	say("", fmt, ap);
-	va_end(ap);
-}
-
-void
-cli_warn(const char *fmt, ...)
-{
-	va_list	 ap;
-
-	va_start(ap, fmt);
-	say("warning: ", fmt, ap);
-	va_end(ap);
-}
-
-/* A notice about a task; --quiet drops it. */
-static void __attribute__((format(printf, 2, 3)))
-note(const struct run *r, const char *fmt, ...)
-{
-	va_list	 ap;
-
-	if (r->o->quiet)
-		return;
-	va_start(ap, fmt);
-	say("", fmt, ap);
-	va_end(ap);
-}
 
 /* In each worker: a SIGTERM or SIGHUP sent to the whole process group
  * (a launcher ending an MPI job, systemd, a closed terminal) is the
@@ -412,19 +42,21 @@ note(const struct run *r, const char *fmt, ...)
  * lock once ranks are up): the worker's copies of the locked fds go, or
  * the locks would outlive a SIGKILLed master for as long as its workers
  * (a second run told to wait for a dead pid). An OFD lock stays with the
- * master's descriptor. */
+ * master's descriptor. arg is the run (NULL: none, no pool that forks). */
 static int
 worker_init(struct gp_ctx *ctx, void *arg)
 {
+	struct run	*r = arg;
+
 	(void)signal(SIGTERM, SIG_IGN);
 	(void)signal(SIGHUP, SIG_IGN);
-	if (cur != NULL && cur->jl.fd > STDERR_FILENO) {
-		close(cur->jl.fd);
-		cur->jl.fd = -1;
+	if (r != NULL && r->jl.fd > STDERR_FILENO) {
+		close(r->jl.fd);
+		r->jl.fd = -1;
 	}
-	if (cur != NULL && cur->rlock >= 0) {
-		close(cur->rlock);
-		cur->rlock = -1;
+	if (r != NULL && r->rlock >= 0) {
+		close(r->rlock);
+		r->rlock = -1;
 	}
 	return 0;
 }
@@ -476,8 +108,10 @@ pool_opts(const struct opts *o, struct gp_pool_opts *po, unsigned flags,
 	po->errlen = errlen;
 }
 
-int
-run_pool_create(const struct opts *o, unsigned flags, struct gp_pool **pool)
+/* The pool of run r (NULL: of no run, as run_pool_create() makes). */
+static int
+pool_create(const struct opts *o, struct run *r, unsigned flags,
+    struct gp_pool **pool)
 {
 	struct gp_pool_opts	 po;
 	char			 err[512];
@@ -490,11 +124,18 @@ run_pool_create(const struct opts *o, unsigned flags, struct gp_pool **pool)
 	    "GPUPOOL_TOPOLOGY") < 0))
 		return -EINVAL;
 	pool_opts(o, &po, flags, err, sizeof(err));
+	po.init_arg = r;
 	if ((rc = gp_pool_create(pool, &po)) < 0) {
 		cli_err("%s", err[0] ? err : gp_strerror(rc));
 		return rc;
 	}
 	return 0;
+}
+
+int
+run_pool_create(const struct opts *o, unsigned flags, struct gp_pool **pool)
+{
+	return pool_create(o, NULL, flags, pool);
 }
 
 /* Resume: is seq recorded (as succeeded, for --resume-failed), and with
@@ -525,78 +166,6 @@ run_skip(void *arg, unsigned long seq, const char *cmd)
 			    "tasks by number)", seq, cmd, r->o->file);
 	}
 	return 1;
-}
-
-/* mkdir -p, then prove we can create entries in it, and lock it (its
- * lock file) for the life of the run: two runs would mix their attempts'
- * files. Only rank 0 locks it: it alone hands out the Seqs, and the
- * other ranks of its run, on this node or another (NFSv4, Lustre and
- * GPFS make the lock cluster-wide), would lock one another out. */
-static int
-results_dir(struct run *r, const char *path)
-{
-	struct stat	 st;
-	char		*p, *s;
-	char		 probe[64], err[PATH_MAX + 256];
-	int		 fd, rc = 0;
-
-	if ((p = strdup(path)) == NULL)
-		return -ENOMEM;
-	for (s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		if (mkdir(p, 0777) == -1 && errno != EEXIST)
-			rc = -errno;
-		*s = '/';
-		if (rc < 0)
-			break;
-	}
-	free(p);
-	if (rc == 0 && mkdir(path, 0777) == -1 && errno != EEXIST)
-		rc = -errno;
-	if (rc < 0) {
-		cli_err("cannot create results directory '%s': %s", path,
-		    strerror(-rc));
-		return rc;
-	}
-	if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
-		rc = -errno;
-		cli_err("cannot open results directory '%s': %s", path,
-		    strerror(errno));
-		return rc;
-	}
-	/* The rank too: ranks on other nodes may share a pid. */
-	snprintf(probe, sizeof(probe), ".gpupool-run-probe.%d.%ld",
-	    ranks_rank(r->rk), (long)getpid());
-	if (mkdirat(fd, probe, 0700) == -1) {
-		rc = -errno;
-		cli_err("cannot write to results directory '%s': %s", path,
-		    strerror(errno));
-		close(fd);
-		return rc;
-	}
-	(void)unlinkat(fd, probe, AT_REMOVEDIR);
-	if (ranks_rank(r->rk) > 0)
-		return fd;
-	/* O_NONBLOCK: a FIFO planted there must not block open(). */
-	if ((r->rlock = openat(fd, RESULTS_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW |
-	    O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0666)) == -1 ||
-	    fstat(r->rlock, &st) == -1 || !S_ISREG(st.st_mode)) {
-		rc = r->rlock == -1 ? -errno : -EINVAL;
-		cli_err("cannot lock results directory '%s': %s/%s: %s", path,
-		    path, RESULTS_LOCK, rc == -EINVAL ? "not a regular file" :
-		    strerror(-rc));
-		close(fd);
-		return rc;
-	}
-	if ((rc = file_lock(r->rlock, r->o->wait_lock, "results directory",
-	    path, err, sizeof(err))) < 0) {
-		cli_err("%s", err);
-		close(fd);
-		return rc;
-	}
-	return fd;
 }
 
 static struct task *
@@ -685,21 +254,28 @@ input_stop(struct run *r)
 	r->input_done = 1;
 }
 
-/* Start nothing new. Queued retries end as the failures they were; the
- * other ranks are told to stop (how, the caller says). */
+/* Queued retries end as the failures they were. */
 static void
-halt_start(struct run *r, int how)
+requeue_fail(struct run *r)
 {
 	struct task	*t;
 
-	r->halting = 1;
-	input_stop(r);
 	while ((t = r->rq) != NULL) {
 		r->rq = t->next;
 		r->failed++;
 		task_free(r, t);
 	}
 	r->rq_tail = NULL;
+}
+
+/* Start nothing new. Queued retries end as the failures they were; the
+ * other ranks are told to stop (how, the caller says). */
+static void
+halt_start(struct run *r, int how)
+{
+	r->halting = 1;
+	input_stop(r);
+	requeue_fail(r);
 	if (how)
 		ranks_ctl(r, how);
 }
@@ -777,139 +353,6 @@ gpu_of(const struct run *r, int rank, int worker)
 }
 
 static void
-outcome(const struct run *r, const struct task *t, struct outcome *oc)
-{
-	const struct gp_item	*it = &t->item;
-	struct task_reply	 rp;
-	const char		*p;
-
-	memset(oc, 0, sizeof(*oc));
-	oc->worker = it->worker;
-	oc->exitval = -1;
-	oc->start = (double)t->real_ns / 1e9;
-	oc->runtime = (double)(gp_now_ns() - t->mono_ns) / 1e9;
-	if (it->out != NULL && it->outlen >= sizeof(rp)) {
-		memcpy(&rp, it->out, sizeof(rp));
-		if (sizeof(rp) + rp.outlen + rp.errlen + rp.msglen !=
-		    it->outlen)
-			goto noreply;
-		if ((rp.flags & R_STOPPED) && (rp.flags & R_NOSTART)) {
-			oc->kind = K_NOTRUN;
-			return;
-		}
-		p = (const char *)it->out + sizeof(rp);
-		oc->out = p;
-		oc->outlen = rp.outlen;
-		oc->err = p + rp.outlen;
-		oc->errlen = rp.errlen;
-		oc->msg = p + rp.outlen + rp.errlen;
-		oc->msglen = rp.msglen;
-		oc->outcut = rp.outcut;
-		oc->errcut = rp.errcut;
-		oc->exitval = rp.exitval;
-		oc->signal = rp.signal;
-		oc->flags = rp.flags;
-		oc->start = (double)rp.start_ns / 1e9;
-		oc->runtime = (double)rp.run_ns / 1e9;
-		/* Its results not written: failed, and not by its code. */
-		if (rp.flags & R_NORESULT)
-			oc->exitval = -1;
-		if (rp.exitval == 0 && rp.signal == 0 &&
-		    !(rp.flags & (R_TIMEDOUT | R_NOSTART | R_NORESULT)))
-			oc->kind = K_OK;
-		else if (rp.flags & R_STOPPED)
-			oc->kind = K_STOPPED;
-		else
-			oc->kind = K_FAILED;
-		return;
-	}
-noreply:
-	oc->kind = K_FAILED;
-	oc->signal = SIGKILL;
-	if (t->lost) {
-		snprintf(oc->why, sizeof(oc->why), "its rank %d (%s) was lost",
-		    t->rank, r->peer[t->rank].host);
-		return;
-	}
-	switch (it->status) {
-	case GP_CANCELED:
-		/* Killed with its worker (a second ^C), or never started. */
-		oc->kind = it->attempts > 0 ? K_STOPPED : K_NOTRUN;
-		break;
-	case GP_NOTRUN:
-		oc->kind = K_NOTRUN;
-		break;
-	case GP_CRASHED:
-		if (it->code > 128)
-			snprintf(oc->why, sizeof(oc->why), "its worker was "
-			    "killed by signal %d", it->code - 128);
-		else
-			snprintf(oc->why, sizeof(oc->why), "its worker exited "
-			    "with status %d", it->code);
-		break;
-	case GP_TIMEDOUT:
-		oc->flags |= R_TIMEDOUT;
-		snprintf(oc->why, sizeof(oc->why), "its worker did not stop "
-		    "it in time and was killed");
-		break;
-	case GP_ERROR:
-		snprintf(oc->why, sizeof(oc->why), "%s", gp_strerror(it->code));
-		break;
-	default:
-		snprintf(oc->why, sizeof(oc->why), "its worker sent no result");
-		break;
-	}
-}
-
-/* "exit status 3", "killed by signal 9 (Killed)", "timed out (...)". */
-static void
-describe(const struct run *r, const struct outcome *oc, char *buf,
-    size_t len)
-{
-	char	 tmo[32];
-
-	if (oc->flags & R_TIMEDOUT) {
-		fmt_secs(tmo, sizeof(tmo), (double)r->o->timeout_ms / 1000);
-		snprintf(buf, len, "timed out after %s (%s)", tmo,
-		    oc->signal ? strsignal(oc->signal) : "exited");
-	} else if (oc->why[0])
-		snprintf(buf, len, "%s", oc->why);
-	else if (oc->msglen > 0)
-		snprintf(buf, len, "%.*s", (int)oc->msglen, oc->msg);
-	else if (oc->signal)
-		snprintf(buf, len, "killed by signal %d (%s)", oc->signal,
-		    strsignal(oc->signal));
-	else
-		snprintf(buf, len, "exit status %d", oc->exitval);
-}
-
-/* A finished task's output, as one block per stream. */
-static void
-print_output(struct run *r, const struct task *t, const struct outcome *oc)
-{
-	if (r->o->results != NULL)
-		return;
-	if (oc->outlen > 0 || oc->errlen > 0)
-		bar_clear(r);
-	if (oc->outlen > 0) {
-		emit(r, STDOUT_FILENO, oc->out, oc->outlen);
-		if (oc->out[oc->outlen - 1] != '\n')
-			emit(r, STDOUT_FILENO, "\n", 1);
-	}
-	if (oc->errlen > 0) {
-		emit(r, STDERR_FILENO, oc->err, oc->errlen);
-		if (oc->err[oc->errlen - 1] != '\n')
-			emit(r, STDERR_FILENO, "\n", 1);
-	}
-	if (oc->outcut || oc->errcut)
-		cli_warn("task %lu: %llu bytes of its stdout and %llu of its "
-		    "stderr were dropped (over %u MiB each; --results DIR "
-		    "keeps everything)", t->seq,
-		    (unsigned long long)oc->outcut,
-		    (unsigned long long)oc->errcut, OUTPUT_MAX >> 20);
-}
-
-static void
 requeue(struct run *r, struct task *t, int front)
 {
 	t->next = NULL;
@@ -934,7 +377,7 @@ finish(struct run *r, struct task *t)
 {
 	struct gp_item	*it = &t->item;
 	struct peer	*p = &r->peer[t->rank];
-	struct outcome	 oc;
+	struct attempt	 oc;
 	struct jl_rec	 jr;
 	char		 why[256];
 	int		 rc, cancel = 0;
@@ -1307,29 +750,6 @@ on_timer(struct run *r)
 }
 
 int
-run_signals(struct run *r)
-{
-	struct signalfd_siginfo		 si;
-	int				 got = 0;
-
-	while (read(r->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-		if (si.ssi_signo == SIGWINCH) {
-			bar_size(r);
-			if (r->bar_shown)
-				bar_draw(r, 1);
-			continue;
-		}
-		if (r->sig == 0) {
-			r->sig = (int)si.ssi_signo;
-			r->sig_ns = gp_now_ns();
-		}
-		r->nsig++;
-		got++;
-	}
-	return got;
-}
-
-int
 run_silent(const struct run *r, int peer)
 {
 	return ranks_silent(r->rk, peer) >= (int64_t)r->o->rank_timeout_ms *
@@ -1339,7 +759,10 @@ run_silent(const struct run *r, int peer)
 static int
 on_signals(struct run *r)
 {
-	if (run_signals(r) == 0)
+	int	 got = run_signals(r);
+
+	bar_winch(r);
+	if (got == 0)
 		return GP_CTL_GO_ON;
 	if (r->nsig == 1) {
 		halt_start(r, RC_CANCEL);
@@ -1579,85 +1002,6 @@ ranks_wait(struct run *r, int want_bye)
 	}
 }
 
-/* ", 2 not started (--halt)": tasks handed out but stopped before they
- * ran, and those never read; from a pipe, only the first are known. */
-static size_t
-not_started(const struct run *r, char *buf, size_t len)
-{
-	unsigned long	 n = r->notrun;
-	const char	*unread = "";
-	char		 why[64];
-
-	/* Without a halt, what was not read is not there (a tasks file
-	 * cut short while it ran). */
-	if (r->halting && r->total > (long)r->handed)
-		n += (unsigned long)r->total - r->handed;
-	else if (r->halting && r->total < 0 && !r->in.eof)
-		unread = "the rest of the input not read";
-	if (n == 0 && *unread == '\0')
-		return 0;
-	if (r->sig)
-		snprintf(why, sizeof(why), "got SIG%s", sigabbrev_np(r->sig));
-	else if (r->fatal || r->o->halt == HALT_NEVER)
-		snprintf(why, sizeof(why), "after an error");
-	else
-		snprintf(why, sizeof(why), "--halt %s,fail=%d", r->o->halt ==
-		    HALT_NOW ? "now" : "soon", r->o->halt_fail);
-	if (n == 0)
-		return (size_t)snprintf(buf, len, ", %s (%s)", unread, why);
-	return (size_t)snprintf(buf, len, ", %lu not started%s%s (%s)", n,
-	    *unread != '\0' ? " and " : "", unread, why);
-}
-
-static void
-summary(struct run *r)
-{
-	char		 buf[1024], wall[32];
-	struct peer	*p;
-	int64_t		 busy;
-	double		 el;
-	size_t		 n;
-	int		 g, i;
-
-	el = (double)(gp_now_ns() - r->t0) / 1e9;
-	bar_clear(r);
-	if (r->o->quiet)
-		return;
-	fmt_secs(wall, sizeof(wall), el);
-	if (el < 60)
-		snprintf(wall, sizeof(wall), "%.1fs", el);
-	n = (size_t)snprintf(buf, sizeof(buf), "%lu ok, %lu failed", r->ok,
-	    r->failed);
-	if (r->stopped)
-		n += (size_t)snprintf(buf + n, sizeof(buf) - n, ", %lu stopped",
-		    r->stopped);
-	if (r->skipped)
-		n += (size_t)snprintf(buf + n, sizeof(buf) - n,
-		    ", %lu skipped (in the joblog)", r->skipped);
-	n += not_started(r, buf + n, sizeof(buf) - n);
-	n += (size_t)snprintf(buf + n, sizeof(buf) - n, " in %s; busy:", wall);
-	p = &r->peer[0];
-	for (g = 0; r->npeer == 1 && g < p->ngpu && n < sizeof(buf) - 40; g++)
-		n += (size_t)snprintf(buf + n, sizeof(buf) - n,
-		    "%s GPU %d %.0f%%", g ? "," : "", g, el > 0 ? 100.0 *
-		    (double)p->busy_ns[g] / 1e9 / el / r->o->per_gpu : 0.0);
-	for (i = 0; r->npeer > 1 && i < r->npeer && n < sizeof(buf) - 80;
-	    i++) {
-		p = &r->peer[i];
-		for (g = 0, busy = 0; g < p->ngpu; g++)
-			busy += p->busy_ns[g];
-		n += (size_t)snprintf(buf + n, sizeof(buf) - n,
-		    "%s rank %d (%s) %.0f%% %lu task%s%s", i ? "," : "", i,
-		    p->host != NULL ? p->host : "?", el > 0 && p->nw > 0 ?
-		    100.0 * (double)busy / 1e9 / el / p->nw : 0.0, p->ran,
-		    p->ran == 1 ? "" : "s", p->lost ? ", lost" : "");
-	}
-	cli_err("%s", buf);
-	if (r->changed > 1)
-		cli_warn("%lu skipped tasks had another command in the joblog",
-		    r->changed);
-}
-
 static int
 exit_code(const struct run *r)
 {
@@ -1671,62 +1015,18 @@ exit_code(const struct run *r)
 }
 
 int
-launcher_mpi(void)
-{
-	static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE",
-	    "PMIX_RANK", "PMI_RANK", "PMI_SIZE", NULL };
-	int	 i;
-
-	for (i = 0; vars[i] != NULL; i++)
-		if (getenv(vars[i]) != NULL)
-			return 1;
-	return 0;
-}
-
-long
-launcher_procs(const char **var)
-{
-	static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE",
-	    "PMI_SIZE", "SLURM_STEP_NUM_TASKS", NULL };
-	const char	*v;
-	long		 n, most = 1;
-	int		 i;
-
-	*var = "";
-	for (i = 0; vars[i] != NULL; i++) {
-		if ((v = getenv(vars[i])) != NULL && (n = atol(v)) > most) {
-			most = n;
-			*var = vars[i];
-		}
-	}
-	return most;
-}
-
-int
-run_block_signals(sigset_t *set)
-{
-	sigemptyset(set);
-	sigaddset(set, SIGINT);
-	sigaddset(set, SIGTERM);
-	sigaddset(set, SIGHUP);
-	sigaddset(set, SIGWINCH);
-	return sigprocmask(SIG_BLOCK, set, NULL) == -1 ? -errno : 0;
-}
-
-int
 run_tasks(struct run *r)
 {
 	const struct opts	*o = r->o;
 	struct run_conf		 conf;
 	struct gp_feed		 feed;
 	struct gp_pool		*pool = NULL;
-	struct task		*t;
 	sigset_t		 set;
 	int			 rc, rfd = -1;
 
 	r->tty = isatty(STDERR_FILENO);
 	r->bar = o->bar || (r->tty && !o->quiet);
-	cur = r;
+	out_attach(r);
 	memset(&conf, 0, sizeof(conf));
 	conf.timeout_ms = o->timeout_ms;
 	conf.grace_ms = o->grace_ms;
@@ -1738,7 +1038,7 @@ run_tasks(struct run *r)
 	    results_dir(r, o->results)) < 0)
 		goto fail;
 
-	if (run_pool_create(o, 0, &pool) < 0)
+	if (pool_create(o, r, 0, &pool) < 0)
 		goto fail;
 	if (map_workers(r, pool) < 0) {
 		cli_err("out of memory");
@@ -1802,11 +1102,7 @@ run_tasks(struct run *r)
 		ranks_ctl(r, r->nlost ? RC_END_LOST : RC_END);
 		(void)ranks_wait(r, 1);
 	}
-	while ((t = r->rq) != NULL) {	/* canceled before a retry */
-		r->rq = t->next;
-		r->failed++;
-		task_free(r, t);
-	}
+	requeue_fail(r);	/* canceled before a retry */
 	gp_pool_destroy(pool);
 	summary(r);
 	if (r->sig && r->stopped && o->joblog != NULL && !o->quiet)
@@ -1860,6 +1156,7 @@ run_init(struct run *r, const struct opts *o)
 	r->oq.ev = EV_OUT;
 	r->eq.fd = STDERR_FILENO;
 	r->eq.ev = EV_ERR;
+	r->halt = halt_start;
 	joblog_init(&r->jl);
 }
 
@@ -1882,8 +1179,7 @@ run_release(struct run *r)
 	struct task	*t;
 	int		 i;
 
-	if (cur == r)
-		cur = NULL;
+	out_detach(r);
 	gp_buf_release(&r->oq.buf);
 	gp_buf_release(&r->eq.buf);
 	tasks_close(&r->in);
