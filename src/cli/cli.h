@@ -358,22 +358,6 @@ void	print_output(struct run *r, const struct task *t,
 /* The last line: counts, wall time, busy share per GPU or rank. */
 void	summary(struct run *r);
 /* run.c: one run, in the master (of rank 0 when there are ranks). */
-/* A task handed to the pool or to a rank. The gp_item comes first:
- * done() gets a pointer to it and casts back. */
-struct task {
-	struct gp_item	 item;
-	struct task	*next;		/* free list or retry queue */
-	unsigned long	 seq;
-	unsigned long	 line;
-	unsigned	 attempt;	/* 1-based */
-	int		 rank;		/* where it runs */
-	int		 lost;		/* with its rank */
-	int64_t		 real_ns;	/* when handed out */
-	int64_t		 mono_ns;
-	uint8_t		*buf;		/* task_hdr, command, NUL */
-	size_t		 cap;
-};
-
 /* A rank, as rank 0 sees it ([0] is itself: only its slots and GPUs). */
 struct peer {
 	char		*host;
@@ -439,8 +423,8 @@ struct run {
 	int		 out_halt;	/* stdout failed: cancel the running
 					   tasks */
 	int		 winch;		/* SIGWINCH came: bar_winch() */
-	/* run.c's halt_start(), for output.c: a failed stdout halts the
-	 * run without output.c calling up into run.c. */
+	/* feed.c's halt_start(), for output.c: a failed stdout halts the
+	 * run without output.c calling up into feed.c. */
 	void		(*halt)(struct run *, int);
 };
 
@@ -450,16 +434,11 @@ void	run_release(struct run *r);
  * in flags); prints why it failed. */
 int	run_pool_create(const struct opts *o, unsigned flags,
 	    struct gp_pool **pool);
-/* Skip callback for tasks_scan(): recorded in the joblog for --resume. */
-int	run_skip(void *run, unsigned long seq, const char *cmd);
 /* Run every task; returns the exit status. */
 int	run_tasks(struct run *r);
 /* With ranks: tell every rank the run is over, wait for each (rank 0),
  * and leave MPI. Returns rc, or EXIT_FATAL if MPI did not end well. */
 int	run_ranks_end(struct run *r, int rc);
-
-/* Whether rank peer has been silent for --rank-timeout. */
-int	run_silent(const struct run *r, int peer);
 
 /* signals.c: the signals the run owns, read from a signalfd. */
 /* Block SIGINT, SIGTERM, SIGHUP and SIGWINCH (read later from a
@@ -469,6 +448,53 @@ int	run_block_signals(sigset_t *set);
  * Returns how many came now (SIGWINCH, which only redraws the bar, is
  * not counted). */
 int	run_signals(struct run *r);
+
+/* feed.c: the run's feed and its finish policy, on rank 0: tasks from
+ * the retry queue, then the input; each ended attempt recorded in the
+ * joblog, retried, counted; halting. */
+
+/* A task handed to the pool or to a rank. The gp_item comes first:
+ * done() gets a pointer to it and casts back. */
+struct task {
+	struct gp_item	 item;
+	struct task	*next;		/* free list or retry queue */
+	unsigned long	 seq;
+	unsigned long	 line;
+	unsigned	 attempt;	/* 1-based */
+	int		 rank;		/* where it runs */
+	int		 lost;		/* with its rank */
+	int64_t		 real_ns;	/* when handed out */
+	int64_t		 mono_ns;
+	uint8_t		*buf;		/* task_hdr, command, NUL */
+	size_t		 cap;
+};
+
+/* Skip callback for tasks_scan(): recorded in the joblog for --resume. */
+int	run_skip(void *run, unsigned long seq, const char *cmd);
+/* The next task to run anywhere: a retry first, then the input.
+ * GP_FEED_ITEM (*tp), GP_FEED_AGAIN (pollable input, no whole line yet),
+ * or GP_FEED_END (no more input; retries may still come). */
+int	source(struct run *r, struct task **tp);
+/* Fill in the header and stamp a task as handed out to rank. */
+void	hand(struct run *r, struct task *t, int rank);
+/* One attempt ended, here or on another rank: record it, print its
+ * output, retry it or count it; t goes back to the free list or the
+ * retry queue. Returns nonzero to cancel the rest. */
+int	finish(struct run *r, struct task *t);
+/* Back to the free list (t's buffer kept unless large). */
+void	task_free(struct run *r, struct task *t);
+/* Queued retries end as the failures they were. */
+void	requeue_fail(struct run *r);
+/* Start nothing new. Queued retries end as the failures they were; the
+ * other ranks are told to stop (how: enum rctl, 0 for none). */
+void	halt_start(struct run *r, int how);
+/* Tell every rank still with us what to do now (every rank, before the
+ * run knows them: bad input, --dry-run); RC_END and RC_END_LOST set
+ * r->ended. */
+void	ranks_ctl(struct run *r, int how);
+/* The gp_feed callbacks of rank 0's run (arg is the struct run). */
+int	feed_next(void *arg, struct gp_item **item);
+int	feed_done(void *arg, struct gp_item *it);
 
 /* outcome.c: what became of one attempt of a task. */
 enum attempt_kind { K_OK, K_FAILED, K_STOPPED, K_NOTRUN };
@@ -494,10 +520,23 @@ void	outcome(const struct run *r, const struct task *t,
 void	describe(const struct run *r, const struct attempt *oc, char *buf,
 	    size_t len);
 
+/* coord.c: rank 0's side of the ranks protocol (rank.c's is the other). */
+/* Hand tasks to the ranks with room, the emptiest first (rank 0's own
+ * workers take theirs through feed_next()). */
+void	dispatch(struct run *r);
+/* Messages from the other ranks; the ranks' timer (silent ranks, the
+ * bar). GP_CTL_GO_ON, or GP_CTL_CANCEL when an attempt asked for it. */
+int	on_ranks(struct run *r);
+int	on_timer(struct run *r);
+/* Whether every rank is up and the run not failed; says which are not. */
+int	all_hello(const struct run *r);
+
 /* rank.c: a rank other than 0: tasks from rank 0, results back. Returns
  * the exit status. */
 int	rank_serve(struct run *r, struct gp_pool *pool,
 	    const struct run_conf *conf);
+/* Whether rank peer has been silent for --rank-timeout. */
+int	run_silent(const struct run *r, int peer);
 
 /* rproto.c: the rank messages' payloads, encoded and parsed (host byte
  * order), with no I/O: a parser reads nothing past len and returns

@@ -262,3 +262,10 @@ rank_serve(struct run *r, struct gp_pool *pool, const struct run_conf *conf)
 		return 128 + r->sig;
 	return s.fatal ? EXIT_FATAL : 0;
 }
+
+int
+run_silent(const struct run *r, int peer)
+{
+	return ranks_silent(r->rk, peer) >= (int64_t)r->o->rank_timeout_ms *
+	    1000000;
+}
