@@ -263,43 +263,23 @@ requeue_fail(struct run *r)
 	r->rq_tail = NULL;
 }
 
-/* One attempt ended, here or on another rank: record it, print its
- * output, retry it or count it. Returns nonzero to cancel the rest. */
-int
-finish(struct run *r, struct task *t)
+/* Record an attempt that ran: its joblog line, then the busy time of
+ * its GPU and the runtimes that size the ranks' windows. Returns nonzero
+ * to cancel the rest (the joblog cannot be written). */
+static int
+record(struct run *r, const struct task *t, const struct attempt *oc)
 {
-	struct gp_item	*it = &t->item;
 	struct peer	*p = &r->peer[t->rank];
-	struct attempt	 oc;
 	struct jl_rec	 jr;
-	char		 why[256];
 	int		 rc, cancel = 0;
 
-	r->inflight--;
-	if (t->rank > 0)
-		r->remote--;
-	outcome(r, t, &oc);
-	if (oc.kind == K_NOTRUN) {
-		if (t->rank > 0 && !r->halting) {
-			/* A rank gave it back unstarted: it runs elsewhere,
-			 * as the same attempt. */
-			gp_items_release(it, 1);
-			requeue(r, t, 1);
-			return 0;
-		}
-		if (t->attempt > 1)
-			r->failed++;	/* its last run failed */
-		else
-			r->notrun++;
-		goto out;
-	}
 	jr.seq = t->seq;
-	jr.start = oc.start;
-	jr.runtime = oc.runtime;
-	jr.exitval = oc.exitval;
-	jr.signal = oc.signal;
+	jr.start = oc->start;
+	jr.runtime = oc->runtime;
+	jr.exitval = oc->exitval;
+	jr.signal = oc->signal;
 	jr.cmd = task_cmd(t);
-	jr.gpu = gpu_of(r, t->rank, oc.worker);
+	jr.gpu = gpu_of(r, t->rank, oc->worker);
 	jr.host = r->npeer > 1 ? p->host : ":";
 	if ((rc = joblog_append(&r->jl, &jr)) < 0 && !r->jl_broken) {
 		/* Without its record a resume would run it again: stop. */
@@ -309,26 +289,24 @@ finish(struct run *r, struct task *t)
 		halt_start(r, RC_CANCEL);
 		cancel = 1;
 	}
-	if (oc.worker >= 0 && oc.worker < p->nw)
-		p->busy_ns[p->w_gpu[oc.worker]] += (int64_t)(oc.runtime * 1e9);
-	r->rt_sum += oc.runtime;
+	if (oc->worker >= 0 && oc->worker < p->nw)
+		p->busy_ns[p->w_gpu[oc->worker]] +=
+		    (int64_t)(oc->runtime * 1e9);
+	r->rt_sum += oc->runtime;
 	r->rt_n++;
 	p->ran++;
-	describe(r, &oc, why, sizeof(why));
-	if (oc.kind == K_FAILED && (int)t->attempt <= r->o->retries &&
-	    !r->halting) {
-		note(r, "task %lu failed (%s); retrying, attempt %u of %d",
-		    t->seq, why, t->attempt + 1, r->o->retries + 1);
-		t->attempt++;
-		gp_items_release(it, 1);
-		requeue(r, t, 0);
-		bar_draw(r, 0);
-		return cancel;
-	}
-	print_output(r, t, &oc);
-	if (oc.msglen > 0 && oc.kind == K_OK)
-		cli_warn("task %lu: %.*s", t->seq, (int)oc.msglen, oc.msg);
-	switch (oc.kind) {
+	return cancel;
+}
+
+/* Count an attempt that is final, and halt on --halt's count of
+ * failures. Returns nonzero to cancel the rest (--halt now). */
+static int
+count(struct run *r, const struct task *t, const struct attempt *oc,
+    const char *why)
+{
+	int	 cancel = 0;
+
+	switch (oc->kind) {
 	case K_OK:
 		r->ok++;
 		break;
@@ -351,11 +329,62 @@ finish(struct run *r, struct task *t)
 		}
 		break;
 	}
-out:
-	gp_items_release(it, 1);
+	return cancel;
+}
+
+/* Done with t: back to the free list. */
+static int
+retire(struct run *r, struct task *t, int cancel)
+{
+	gp_items_release(&t->item, 1);
 	task_free(r, t);
 	bar_draw(r, 0);
 	return cancel | out_halted(r);
+}
+
+int
+finish(struct run *r, struct task *t)
+{
+	struct gp_item	*it = &t->item;
+	struct attempt	 oc;
+	char		 why[256];
+	int		 cancel;
+
+	r->inflight--;
+	if (t->rank > 0)
+		r->remote--;
+	outcome(r, t, &oc);
+	if (oc.kind == K_NOTRUN) {
+		if (t->rank > 0 && !r->halting) {
+			/* A rank gave it back unstarted: it runs elsewhere,
+			 * as the same attempt. */
+			gp_items_release(it, 1);
+			requeue(r, t, 1);
+			return 0;
+		}
+		if (t->attempt > 1)
+			r->failed++;	/* its last run failed */
+		else
+			r->notrun++;
+		return retire(r, t, 0);
+	}
+	cancel = record(r, t, &oc);
+	describe(r, &oc, why, sizeof(why));
+	if (oc.kind == K_FAILED && (int)t->attempt <= r->o->retries &&
+	    !r->halting) {
+		note(r, "task %lu failed (%s); retrying, attempt %u of %d",
+		    t->seq, why, t->attempt + 1, r->o->retries + 1);
+		t->attempt++;
+		gp_items_release(it, 1);
+		requeue(r, t, 0);
+		bar_draw(r, 0);
+		return cancel;
+	}
+	print_output(r, t, &oc);
+	if (oc.msglen > 0 && oc.kind == K_OK)
+		cli_warn("task %lu: %.*s", t->seq, (int)oc.msglen, oc.msg);
+	cancel |= count(r, t, &oc, why);
+	return retire(r, t, cancel);
 }
 
 int

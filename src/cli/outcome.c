@@ -12,54 +12,57 @@
 
 #include "cli.h"
 
-void
-outcome(const struct run *r, const struct task *t, struct attempt *oc)
+/* The worker's reply, when it sent a whole one: 1 (oc filled in from
+ * it), else 0 (oc untouched). */
+static int
+from_reply(const struct gp_item *it, struct attempt *oc)
 {
-	const struct gp_item	*it = &t->item;
 	struct task_reply	 rp;
 	const char		*p;
 
-	memset(oc, 0, sizeof(*oc));
-	oc->worker = it->worker;
-	oc->exitval = -1;
-	oc->start = (double)t->real_ns / 1e9;
-	oc->runtime = (double)(gp_now_ns() - t->mono_ns) / 1e9;
-	if (it->out != NULL && it->outlen >= sizeof(rp)) {
-		memcpy(&rp, it->out, sizeof(rp));
-		if (sizeof(rp) + rp.outlen + rp.errlen + rp.msglen !=
-		    it->outlen)
-			goto noreply;
-		if ((rp.flags & R_STOPPED) && (rp.flags & R_NOSTART)) {
-			oc->kind = K_NOTRUN;
-			return;
-		}
-		p = (const char *)it->out + sizeof(rp);
-		oc->out = p;
-		oc->outlen = rp.outlen;
-		oc->err = p + rp.outlen;
-		oc->errlen = rp.errlen;
-		oc->msg = p + rp.outlen + rp.errlen;
-		oc->msglen = rp.msglen;
-		oc->outcut = rp.outcut;
-		oc->errcut = rp.errcut;
-		oc->exitval = rp.exitval;
-		oc->signal = rp.signal;
-		oc->flags = rp.flags;
-		oc->start = (double)rp.start_ns / 1e9;
-		oc->runtime = (double)rp.run_ns / 1e9;
-		/* Its results not written: failed, and not by its code. */
-		if (rp.flags & R_NORESULT)
-			oc->exitval = -1;
-		if (rp.exitval == 0 && rp.signal == 0 &&
-		    !(rp.flags & (R_TIMEDOUT | R_NOSTART | R_NORESULT)))
-			oc->kind = K_OK;
-		else if (rp.flags & R_STOPPED)
-			oc->kind = K_STOPPED;
-		else
-			oc->kind = K_FAILED;
-		return;
+	if (it->out == NULL || it->outlen < sizeof(rp))
+		return 0;
+	memcpy(&rp, it->out, sizeof(rp));
+	if (sizeof(rp) + rp.outlen + rp.errlen + rp.msglen != it->outlen)
+		return 0;
+	if ((rp.flags & R_STOPPED) && (rp.flags & R_NOSTART)) {
+		oc->kind = K_NOTRUN;
+		return 1;
 	}
-noreply:
+	p = (const char *)it->out + sizeof(rp);
+	oc->out = p;
+	oc->outlen = rp.outlen;
+	oc->err = p + rp.outlen;
+	oc->errlen = rp.errlen;
+	oc->msg = p + rp.outlen + rp.errlen;
+	oc->msglen = rp.msglen;
+	oc->outcut = rp.outcut;
+	oc->errcut = rp.errcut;
+	oc->exitval = rp.exitval;
+	oc->signal = rp.signal;
+	oc->flags = rp.flags;
+	oc->start = (double)rp.start_ns / 1e9;
+	oc->runtime = (double)rp.run_ns / 1e9;
+	/* Its results not written: failed, and not by its code. */
+	if (rp.flags & R_NORESULT)
+		oc->exitval = -1;
+	if (rp.exitval == 0 && rp.signal == 0 &&
+	    !(rp.flags & (R_TIMEDOUT | R_NOSTART | R_NORESULT)))
+		oc->kind = K_OK;
+	else if (rp.flags & R_STOPPED)
+		oc->kind = K_STOPPED;
+	else
+		oc->kind = K_FAILED;
+	return 1;
+}
+
+/* No reply: what its rank's loss or the pool's status says became of
+ * it. */
+static void
+no_reply(const struct run *r, const struct task *t, struct attempt *oc)
+{
+	const struct gp_item	*it = &t->item;
+
 	oc->kind = K_FAILED;
 	oc->signal = SIGKILL;
 	if (t->lost) {
@@ -95,6 +98,20 @@ noreply:
 		snprintf(oc->why, sizeof(oc->why), "its worker sent no result");
 		break;
 	}
+}
+
+void
+outcome(const struct run *r, const struct task *t, struct attempt *oc)
+{
+	const struct gp_item	*it = &t->item;
+
+	memset(oc, 0, sizeof(*oc));
+	oc->worker = it->worker;
+	oc->exitval = -1;
+	oc->start = (double)t->real_ns / 1e9;
+	oc->runtime = (double)(gp_now_ns() - t->mono_ns) / 1e9;
+	if (!from_reply(it, oc))
+		no_reply(r, t, oc);
 }
 
 /* "exit status 3", "killed by signal 9 (Killed)", "timed out (...)". */

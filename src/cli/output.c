@@ -5,7 +5,7 @@
  * and the summary at the end. Messages go through cli_err(), which
  * clears the bar first. It decides nothing about the run: a failed
  * standard output sets r->fatal and r->out_halt and asks the run to halt
- * through the r->halt hook (run.c's halt_start()), so that this file,
+ * through the r->halt hook (feed.c's halt_start()), so that this file,
  * which every other one uses, calls none of them back.
  */
 #include <errno.h>

@@ -383,35 +383,36 @@ exit_code(const struct run *r)
 	return (int)r->failed;
 }
 
-int
-run_tasks(struct run *r)
+/* Everything a run needs before it starts, on every rank: conf (its
+ * results directory open: workers are forked with it), the pool, this
+ * rank's slots in peer[0], the signals and the control fd. Prints why it
+ * failed; *pool and conf->results_fd are the caller's to release. */
+static int
+run_setup(struct run *r, struct run_conf *conf, struct gp_pool **pool)
 {
 	const struct opts	*o = r->o;
-	struct run_conf		 conf;
-	struct gp_feed		 feed;
-	struct gp_pool		*pool = NULL;
 	sigset_t		 set;
-	int			 rc, rfd = -1;
+	int			 rc;
 
 	r->tty = isatty(STDERR_FILENO);
 	r->bar = o->bar || (r->tty && !o->quiet);
 	out_attach(r);
-	memset(&conf, 0, sizeof(conf));
-	conf.timeout_ms = o->timeout_ms;
-	conf.grace_ms = o->grace_ms;
-	conf.results_fd = -1;
-	conf.rank = ranks_rank(r->rk);
-	conf.mpi = r->rk != NULL;
+	memset(conf, 0, sizeof(*conf));
+	conf->timeout_ms = o->timeout_ms;
+	conf->grace_ms = o->grace_ms;
+	conf->results_fd = -1;
+	conf->rank = ranks_rank(r->rk);
+	conf->mpi = r->rk != NULL;
 	/* Workers are forked with the results directory open. */
-	if (o->results != NULL && (rfd = conf.results_fd =
+	if (o->results != NULL && (conf->results_fd =
 	    results_dir(r, o->results)) < 0)
-		goto fail;
+		return -1;
 
-	if (pool_create(o, r, 0, &pool) < 0)
-		goto fail;
-	if (map_workers(r, pool) < 0) {
+	if (pool_create(o, r, 0, pool) < 0)
+		return -1;
+	if (map_workers(r, *pool) < 0) {
 		cli_err("out of memory");
-		goto fail;
+		return -1;
 	}
 	/* Blocked only now, right before the signalfd that reads them is
 	 * polled: until then ^C ends gpupool-run as it ends any program,
@@ -420,19 +421,79 @@ run_tasks(struct run *r)
 	 * started. */
 	if (run_block_signals(&set) < 0) {
 		cli_err("cannot set up signals: %s", strerror(errno));
-		goto fail;
+		return -1;
 	}
 	if ((rc = ctl_setup(r, &set)) < 0) {
 		cli_err("cannot set up signals: %s", strerror(-rc));
-		goto fail;
+		return -1;
 	}
 	if (r->rk != NULL)
 		bound_warn(r);
+	return 0;
+}
+
+/* Rank 0's gp_run(), fed by feed.c; with ranks, what they still run
+ * ends there and is recorded here. */
+static void
+run_feed(struct run *r, struct gp_pool *pool, const struct run_conf *conf)
+{
+	struct gp_feed	 feed;
+	int		 rc;
+
+	memset(&feed, 0, sizeof(feed));
+	feed.next = feed_next;
+	feed.done = feed_done;
+	feed.ctl = feed_ctl;
+	feed.ctl_fd = r->epfd;
+	/* A regular file or /dev/null never makes a read wait. */
+	feed.in_fd = r->in.pollable ? r->in.fd : -1;
+	feed.arg = r;
+	r->t0 = gp_now_ns();
+	r->out_on = 1;
+	bar_draw(r, 1);
+	dispatch(r);
+	rc = gp_run(pool, r->fn, conf, sizeof(*conf), &feed);
+	if (rc < 0) {
+		cli_err("%s", gp_strerror(rc));
+		r->fatal = 1;
+	}
+	if (r->npeer > 1) {
+		/* Canceled: what the other ranks still run ends there and
+		 * is recorded here. */
+		ranks_ctl(r, r->nlost ? RC_END_LOST : RC_END);
+		(void)ranks_wait(r, 1);
+	}
+}
+
+/* After rank 0's run: the summary, then what stdout and stderr hold. */
+static void
+run_end(struct run *r)
+{
+	const struct opts	*o = r->o;
+
+	summary(r);
+	if (r->sig && r->stopped && o->joblog != NULL && !o->quiet)
+		cli_err("%lu stopped task%s recorded with signal %d: "
+		    "--resume-failed runs %s again", r->stopped,
+		    r->stopped == 1 ? " is" : "s are", SIGTERM,
+		    r->stopped == 1 ? "it" : "them");
+	out_drain(r);
+}
+
+int
+run_tasks(struct run *r)
+{
+	struct run_conf		 conf;
+	struct gp_pool		*pool = NULL;
+	int			 rc;
+
+	if (run_setup(r, &conf, &pool) < 0)
+		goto fail;
 	if (ranks_rank(r->rk) > 0) {
 		rc = rank_serve(r, pool, &conf);
 		gp_pool_destroy(pool);
-		if (rfd >= 0)
-			close(rfd);
+		if (conf.results_fd >= 0)
+			close(conf.results_fd);
 		return rc;
 	}
 	/* Every rank's pool is up before anything runs or the joblog is
@@ -447,41 +508,12 @@ run_tasks(struct run *r)
 	 * truncated (workers closed their copy: worker_init()). */
 	if (joblog_start(r) < 0)
 		goto fail;
-
-	memset(&feed, 0, sizeof(feed));
-	feed.next = feed_next;
-	feed.done = feed_done;
-	feed.ctl = feed_ctl;
-	feed.ctl_fd = r->epfd;
-	/* A regular file or /dev/null never makes a read wait. */
-	feed.in_fd = r->in.pollable ? r->in.fd : -1;
-	feed.arg = r;
-	r->t0 = gp_now_ns();
-	r->out_on = 1;
-	bar_draw(r, 1);
-	dispatch(r);
-	rc = gp_run(pool, r->fn, &conf, sizeof(conf), &feed);
-	if (rc < 0) {
-		cli_err("%s", gp_strerror(rc));
-		r->fatal = 1;
-	}
-	if (r->npeer > 1) {
-		/* Canceled: what the other ranks still run ends there and
-		 * is recorded here. */
-		ranks_ctl(r, r->nlost ? RC_END_LOST : RC_END);
-		(void)ranks_wait(r, 1);
-	}
+	run_feed(r, pool, &conf);
 	requeue_fail(r);	/* canceled before a retry */
 	gp_pool_destroy(pool);
-	summary(r);
-	if (r->sig && r->stopped && o->joblog != NULL && !o->quiet)
-		cli_err("%lu stopped task%s recorded with signal %d: "
-		    "--resume-failed runs %s again", r->stopped,
-		    r->stopped == 1 ? " is" : "s are", SIGTERM,
-		    r->stopped == 1 ? "it" : "them");
-	out_drain(r);
-	if (rfd >= 0)
-		close(rfd);
+	run_end(r);
+	if (conf.results_fd >= 0)
+		close(conf.results_fd);
 	return exit_code(r);
 
 fail:
@@ -489,8 +521,8 @@ fail:
 	if (ranks_rank(r->rk) > 0)
 		(void)rank_serve(r, NULL, &conf);
 	gp_pool_destroy(pool);
-	if (rfd >= 0)
-		close(rfd);
+	if (conf.results_fd >= 0)
+		close(conf.results_fd);
 	return EXIT_FATAL;
 }
 
