@@ -301,7 +301,6 @@ struct opts {
 	uint64_t	 rank_timeout_ms;
 };
 
-
 /* output.c: what the run writes. Task output, messages and the bar go
  * through a queue per stream (struct outq) while the run owns stdout and
  * stderr (r->out_on), else straight to the stream. */
@@ -357,6 +356,7 @@ void	print_output(struct run *r, const struct task *t,
 	    const struct attempt *oc);
 /* The last line: counts, wall time, busy share per GPU or rank. */
 void	summary(struct run *r);
+
 /* run.c: one run, in the master (of rank 0 when there are ranks). */
 /* A rank, as rank 0 sees it ([0] is itself: only its slots and GPUs). */
 struct peer {
@@ -375,8 +375,6 @@ struct peer {
 
 /* What woke the feed's control fd (an epoll set): epoll_event.data.u32. */
 enum ctl_ev { EV_SIG = 1, EV_RANKS, EV_INPUT, EV_TIMER, EV_OUT, EV_ERR };
-
-
 
 struct run {
 	const struct opts *o;
@@ -446,7 +444,7 @@ int	run_ranks_end(struct run *r, int rc);
 int	run_block_signals(sigset_t *set);
 /* Read the signalfd: r->sig is the first signal, r->nsig counts them.
  * Returns how many came now (SIGWINCH, which only redraws the bar, is
- * not counted). */
+ * not counted: it sets r->winch, for bar_winch()). */
 int	run_signals(struct run *r);
 
 /* feed.c: the run's feed and its finish policy, on rank 0: tasks from

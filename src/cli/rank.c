@@ -263,6 +263,8 @@ rank_serve(struct run *r, struct gp_pool *pool, const struct run_conf *conf)
 	return s.fatal ? EXIT_FATAL : 0;
 }
 
+/* Here, for both sides of the protocol: coord.c asks it of each rank,
+ * this file of rank 0; rank.c calls nothing of rank 0's side. */
 int
 run_silent(const struct run *r, int peer)
 {
