@@ -195,7 +195,13 @@ void	cap_close(struct cap *c);
 void	cap_reply(struct gp_ctx *ctx, struct task_reply *rp, const char *msg,
 	    struct cap *out, struct cap *err);
 
-/* results.c: a task's files in --results DIR/<seq>/. */
+/* results.c: --results DIR, and a task's files in DIR/<seq>/. */
+struct run;
+
+/* mkdir -p path, prove it writable and, on rank 0, lock it for the run
+ * (--wait-lock waits). Returns its open fd, or -errno (and says why). */
+int	results_dir(struct run *r, const char *path);
+
 struct results_files {
 	int		 dir;		/* DIR/<seq>, or -1 */
 	char		 name[24];	/* "<seq>" */
@@ -335,6 +341,8 @@ int64_t	ranks_silent(struct ranks *rk, int peer);	/* ns since heard */
 int	ranks_end(struct ranks *rk, int clean, int rc);
 /* "with MPI (Open MPI v4.1.4...)" or "without MPI", for --version. */
 const char *ranks_build(void);
+
+/* launcher.c: whether an MPI launcher started us, read from its variables. */
 /* The process count a launcher's variables claim (1 if none), and
  * which variable said so. */
 long	launcher_procs(const char **var);
@@ -429,9 +437,63 @@ struct opts {
  * after an error. */
 int	opts_parse(int argc, char **argv, struct opts *o);
 
-/* run.c: one run, in the master (of rank 0 when there are ranks). */
+/* output.c: what the run writes. Task output, messages and the bar go
+ * through a queue per stream (struct outq) while the run owns stdout and
+ * stderr (r->out_on), else straight to the stream. */
+struct run;
 struct task;
+struct attempt;
 
+/* Standard output or error, written only as far as it takes bytes
+ * without blocking (out_flush()). */
+struct outq {
+	int		 fd;		/* STDOUT_FILENO, STDERR_FILENO */
+	int		 ev;		/* EV_OUT, EV_ERR */
+	struct gp_buf	 buf;		/* not written yet */
+	int		 poll;		/* fd is in epfd: a write can wait */
+	int		 armed;		/* EPOLLOUT armed, one shot */
+	int		 err;		/* writing failed or was given up */
+};
+
+/* Messages, git style ("gpupool-run: ..."); they clear the bar first. */
+void	cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void	cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A notice about a task; --quiet drops it. */
+void	note(const struct run *r, const char *fmt, ...)
+	    __attribute__((format(printf, 2, 3)));
+/* Messages clear r's bar and take its queues from now (out_attach())
+ * until out_detach(r). */
+void	out_attach(struct run *r);
+void	out_detach(struct run *r);
+/* Write what q holds as far as its stream takes it now; when it would
+ * wait, arm EPOLLOUT (one shot) in r->epfd. A write error on stdout
+ * fails the run and halts it (r->halt). */
+void	out_flush(struct run *r, struct outq *q);
+/* Whether stdout or stderr holds over OUT_BACKLOG bytes: start nothing
+ * new meanwhile. */
+int	out_backlog(const struct run *r);
+/* Whether stdout failed since the last call (then cancel the pool). */
+int	out_halted(struct run *r);
+/* After the run: write what is left, for as long as the streams take it,
+ * but after a signal no longer than its grace period; then stop queuing
+ * (r->out_on = 0). */
+void	out_drain(struct run *r);
+/* The progress bar: its terminal width (bar_size()); drawn at most every
+ * BAR_PERIOD_NS unless force; drawn again after SIGWINCH (bar_winch(),
+ * when run_signals() set r->winch). */
+void	bar_size(struct run *r);
+void	bar_draw(struct run *r, int force);
+void	bar_winch(struct run *r);
+/* "1h02m", "3m05s", "7s". */
+void	fmt_secs(char *buf, size_t len, double s);
+/* A finished task's output, as one block per stream (nothing with
+ * --results: the files have it). */
+void	print_output(struct run *r, const struct task *t,
+	    const struct attempt *oc);
+/* The last line: counts, wall time, busy share per GPU or rank. */
+void	summary(struct run *r);
+
+/* run.c: one run, in the master (of rank 0 when there are ranks). */
 /* A rank, as rank 0 sees it ([0] is itself: only its slots and GPUs). */
 struct peer {
 	char		*host;
@@ -449,18 +511,6 @@ struct peer {
 
 /* What woke the feed's control fd (an epoll set): epoll_event.data.u32. */
 enum ctl_ev { EV_SIG = 1, EV_RANKS, EV_INPUT, EV_TIMER, EV_OUT, EV_ERR };
-
-/* Standard output or error, written only as far as it takes bytes
- * without blocking (run.c, out_flush()). */
-struct outq {
-	int		 fd;		/* STDOUT_FILENO, STDERR_FILENO */
-	int		 ev;		/* EV_OUT, EV_ERR */
-	struct gp_buf	 buf;		/* not written yet */
-	int		 poll;		/* fd is in epfd: a write can wait */
-	int		 armed;		/* EPOLLOUT armed, one shot */
-	int		 err;		/* writing failed or was given up */
-};
-
 
 struct run {
 	const struct opts *o;
@@ -506,6 +556,10 @@ struct run {
 	int		 out_same;	/* stderr is the same file: oq only */
 	int		 out_halt;	/* stdout failed: cancel the running
 					   tasks */
+	int		 winch;		/* SIGWINCH came: bar_winch() */
+	/* feed.c's halt_start(), for output.c: a failed stdout halts the
+	 * run without output.c calling up into feed.c. */
+	void		(*halt)(struct run *, int);
 };
 
 void	run_init(struct run *r, const struct opts *o);
@@ -514,29 +568,149 @@ void	run_release(struct run *r);
  * in flags); prints why it failed. */
 int	run_pool_create(const struct opts *o, unsigned flags,
 	    struct gp_pool **pool);
-/* Skip callback for tasks_scan(): recorded in the joblog for --resume. */
-int	run_skip(void *run, unsigned long seq, const char *cmd);
 /* Run every task; returns the exit status. */
 int	run_tasks(struct run *r);
 /* With ranks: tell every rank the run is over, wait for each (rank 0),
  * and leave MPI. Returns rc, or EXIT_FATAL if MPI did not end well. */
 int	run_ranks_end(struct run *r, int rc);
+
+/* signals.c: the signals the run owns, read from a signalfd. */
 /* Block SIGINT, SIGTERM, SIGHUP and SIGWINCH (read later from a
  * signalfd), in set. */
 int	run_block_signals(sigset_t *set);
 /* Read the signalfd: r->sig is the first signal, r->nsig counts them.
  * Returns how many came now (SIGWINCH, which only redraws the bar, is
- * not counted). */
+ * not counted: it sets r->winch, for bar_winch()). */
 int	run_signals(struct run *r);
-/* Whether rank peer has been silent for --rank-timeout. */
-int	run_silent(const struct run *r, int peer);
+
+/* feed.c: the run's feed and its finish policy, on rank 0: tasks from
+ * the retry queue, then the input; each ended attempt recorded in the
+ * joblog, retried, counted; halting. */
+
+/* A task handed to the pool or to a rank. The gp_item comes first:
+ * done() gets a pointer to it and casts back. */
+struct task {
+	struct gp_item	 item;
+	struct task	*next;		/* free list or retry queue */
+	unsigned long	 seq;
+	unsigned long	 line;
+	unsigned	 attempt;	/* 1-based */
+	int		 rank;		/* where it runs */
+	int		 lost;		/* with its rank */
+	int64_t		 real_ns;	/* when handed out */
+	int64_t		 mono_ns;
+	uint8_t		*buf;		/* task_hdr, command, NUL */
+	size_t		 cap;
+};
+
+/* Skip callback for tasks_scan(): recorded in the joblog for --resume. */
+int	run_skip(void *run, unsigned long seq, const char *cmd);
+/* The next task to run anywhere: a retry first, then the input.
+ * GP_FEED_ITEM (*tp), GP_FEED_AGAIN (pollable input, no whole line yet),
+ * or GP_FEED_END (no more input; retries may still come). */
+int	source(struct run *r, struct task **tp);
+/* Fill in the header and stamp a task as handed out to rank. */
+void	hand(struct run *r, struct task *t, int rank);
+/* One attempt ended, here or on another rank: record it, print its
+ * output, retry it or count it; t goes back to the free list or the
+ * retry queue. Returns nonzero to cancel the rest. */
+int	finish(struct run *r, struct task *t);
+/* Back to the free list (t's buffer kept unless large). */
+void	task_free(struct run *r, struct task *t);
+/* Queued retries end as the failures they were. */
+void	requeue_fail(struct run *r);
+/* Start nothing new. Queued retries end as the failures they were; the
+ * other ranks are told to stop (how: enum rctl, 0 for none). */
+void	halt_start(struct run *r, int how);
+/* Tell every rank still with us what to do now (every rank, before the
+ * run knows them: bad input, --dry-run); RC_END and RC_END_LOST set
+ * r->ended. */
+void	ranks_ctl(struct run *r, int how);
+/* The gp_feed callbacks of rank 0's run (arg is the struct run). */
+int	feed_next(void *arg, struct gp_item **item);
+int	feed_done(void *arg, struct gp_item *it);
+
+/* outcome.c: what became of one attempt of a task. */
+enum attempt_kind { K_OK, K_FAILED, K_STOPPED, K_NOTRUN };
+
+struct attempt {
+	enum attempt_kind kind;
+	int		 exitval;
+	int		 signal;
+	int		 flags;		/* enum reply_flags */
+	int		 worker;
+	double		 start;
+	double		 runtime;
+	const char	*out, *err, *msg;	/* in t->item.out */
+	size_t		 outlen, errlen, msglen;
+	uint64_t	 outcut, errcut;
+	char		 why[160];
+};
+
+/* Read t's outcome (the pointers in oc point into t->item.out). */
+void	outcome(const struct run *r, const struct task *t,
+	    struct attempt *oc);
+/* "exit status 3", "killed by signal 9 (Killed)", "timed out (...)". */
+void	describe(const struct run *r, const struct attempt *oc, char *buf,
+	    size_t len);
+
+/* coord.c: rank 0's side of the ranks protocol (rank.c's is the other). */
+/* Hand tasks to the ranks with room, the emptiest first (rank 0's own
+ * workers take theirs through feed_next()). */
+void	dispatch(struct run *r);
+/* Messages from the other ranks; the ranks' timer (silent ranks, the
+ * bar). GP_CTL_GO_ON, or GP_CTL_CANCEL when an attempt asked for it. */
+int	on_ranks(struct run *r);
+int	on_timer(struct run *r);
+/* Whether every rank is up and the run not failed; says which are not. */
+int	all_hello(const struct run *r);
 
 /* rank.c: a rank other than 0: tasks from rank 0, results back. Returns
  * the exit status. */
 int	rank_serve(struct run *r, struct gp_pool *pool,
 	    const struct run_conf *conf);
-/* Messages, git style ("gpupool-run: ..."); they clear the bar first. */
-void	cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void	cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Whether rank peer has been silent for --rank-timeout. */
+int	run_silent(const struct run *r, int peer);
+
+/* rproto.c: the rank messages' payloads, encoded and parsed (host byte
+ * order), with no I/O: a parser reads nothing past len and returns
+ * -EPROTO for a malformed payload. */
+struct rp_hello {
+	uint32_t	 nw, ngpu;
+	const uint8_t	*w_gpu;		/* nw int32_t (unaligned), each
+					   < ngpu */
+	const char	*host;		/* NUL-terminated */
+	const char	*gpu_id;	/* ngpu NUL-terminated strings in a
+					   row */
+};
+
+#define RP_CTL_LEN	4	/* an RM_CTL payload: int32_t */
+
+/* RM_HELLO from p's nw, ngpu, w_gpu, host and gpu_id: a malloc()ed
+ * payload of *len bytes (the caller frees it), or NULL: out of memory. */
+uint8_t	*rp_hello_encode(const struct peer *p, size_t *len);
+/* 0 and *h (pointing into b), or -EPROTO. Bytes after the last GPU id
+ * are allowed (and ignored) if the payload still ends with a NUL. */
+int	rp_hello_parse(const uint8_t *b, size_t len, struct rp_hello *h);
+/* Fill in the struct task_hdr at the start of a task's len bytes (as a
+ * worker gets them and as RM_TASKS carries them, one or more in a row):
+ * the header, the command, a NUL. */
+void	rp_task_hdr(uint8_t *b, size_t len, uint64_t seq, uint32_t attempt);
+/* The task at b[off..len) of an RM_TASKS payload: its header in *h and
+ * its length (header, command and NUL), or -EPROTO. */
+ssize_t	rp_tasks_next(const uint8_t *b, size_t len, size_t off,
+	    struct task_hdr *h);
+/* One RM_RESULTS record into b (sizeof(*rr) + rr->outlen bytes): rr,
+ * then rr->outlen bytes of out. */
+void	rp_result_encode(uint8_t *b, const struct rresult *rr,
+	    const void *out);
+/* The record at b[off..len) of an RM_RESULTS payload: *rr, its reply
+ * bytes at *out (in b) and its length, or -EPROTO. */
+ssize_t	rp_results_next(const uint8_t *b, size_t len, size_t off,
+	    struct rresult *rr, const uint8_t **out);
+/* An RM_CTL payload (RP_CTL_LEN bytes): how, an enum rctl; the parser
+ * takes any value (the reader ignores those it does not know). */
+void	rp_ctl_encode(uint8_t *b, int how);
+int	rp_ctl_parse(const uint8_t *b, size_t len, int *how);
 
 #endif /* GP_CLI_H */

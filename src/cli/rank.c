@@ -35,35 +35,12 @@ struct serve {
 static int
 hello(struct serve *s)
 {
-	const struct peer	*p = &s->r->peer[0];
-	const char		*host = p->host;
-	char *const		*gpu_id = p->gpu_id;
-	int			 nw = p->nw, ngpu = p->ngpu;
-	struct rhello		 h;
-	size_t			 len, off;
-	uint8_t			*b;
-	int32_t			 g32;
-	int			 g, w, rc;
+	uint8_t		*b;
+	size_t		 len;
+	int		 rc;
 
-	len = sizeof(h) + (size_t)nw * sizeof(int32_t) + strlen(host) + 1;
-	for (g = 0; g < ngpu; g++)
-		len += strlen(gpu_id[g]) + 1;
-	if ((b = malloc(len)) == NULL)
+	if ((b = rp_hello_encode(&s->r->peer[0], &len)) == NULL)
 		return -ENOMEM;
-	h.nw = (uint32_t)nw;
-	h.ngpu = (uint32_t)ngpu;
-	memcpy(b, &h, sizeof(h));
-	off = sizeof(h);
-	for (w = 0; w < nw; w++, off += sizeof(g32)) {
-		g32 = p->w_gpu[w];
-		memcpy(b + off, &g32, sizeof(g32));
-	}
-	memcpy(b + off, host, strlen(host) + 1);
-	off += strlen(host) + 1;
-	for (g = 0; g < ngpu; g++) {
-		memcpy(b + off, gpu_id[g], strlen(gpu_id[g]) + 1);
-		off += strlen(gpu_id[g]) + 1;
-	}
 	rc = ranks_send(s->r->rk, 0, RM_HELLO, b, len);
 	free(b);
 	return rc;
@@ -92,9 +69,7 @@ result(struct serve *s, const struct gp_item *it)
 	rr.attempts = (int32_t)it->attempts;
 	rr.worker = it->worker;
 	rr.outlen = it->outlen;
-	memcpy(s->buf, &rr, sizeof(rr));
-	if (it->outlen > 0)
-		memcpy(s->buf + sizeof(rr), it->out, it->outlen);
+	rp_result_encode(s->buf, &rr, it->out);
 	return ranks_send(s->r->rk, 0, RM_RESULTS, s->buf, need);
 }
 
@@ -134,15 +109,12 @@ on_tasks(struct serve *s, const struct rmsg *m)
 	struct task_hdr	 h;
 	struct stask	*t;
 	size_t		 off = 0, n;
+	ssize_t		 k;
 
 	while (off < m->len) {
-		if (m->len - off < sizeof(h))
-			return -EPROTO;
-		memcpy(&h, m->data + off, sizeof(h));
-		n = sizeof(h) + h.cmdlen;
-		if (h.cmdlen == 0 || h.cmdlen > m->len - off - sizeof(h) ||
-		    m->data[off + n - 1] != '\0')
-			return -EPROTO;
+		if ((k = rp_tasks_next(m->data, m->len, off, &h)) < 0)
+			return (int)k;
+		n = (size_t)k;
 		if ((t = calloc(1, sizeof(*t) + n)) == NULL)
 			return -ENOMEM;
 		memcpy(t->in, m->data + off, n);
@@ -161,16 +133,15 @@ on_msgs(struct serve *s)
 {
 	struct rmsg	*m;
 	char		 err[256];
-	int32_t		 how;
-	int		 act = GP_CTL_GO_ON, rc = 0;
+	int		 how, act = GP_CTL_GO_ON, rc = 0;
 
 	while ((m = ranks_recv(s->r->rk, err, sizeof(err))) != NULL) {
 		if (m->peer != 0)
 			rc = -EPROTO;
 		else if (m->type == RM_TASKS)
 			rc = on_tasks(s, m);
-		else if (m->type == RM_CTL && m->len == sizeof(how)) {
-			memcpy(&how, m->data, sizeof(how));
+		else if (m->type == RM_CTL &&
+		    (rc = rp_ctl_parse(m->data, m->len, &how)) == 0) {
 			if (how == RC_END || how == RC_END_LOST)
 				s->end = 1;
 			if (how == RC_END_LOST)
@@ -217,6 +188,7 @@ serve_ctl(void *arg)
 		if (ev[i].data.u32 == EV_SIG) {
 			if (run_signals(r) > 0)
 				a = r->nsig > 1 ? GP_CTL_KILL : GP_CTL_CANCEL;
+			bar_winch(r);
 		} else if (ev[i].data.u32 == EV_TIMER) {
 			(void)!read(r->tfd, &n, sizeof(n));
 			if (!s->fatal && run_silent(r, 0)) {
@@ -289,4 +261,13 @@ rank_serve(struct run *r, struct gp_pool *pool, const struct run_conf *conf)
 	if (r->sig)
 		return 128 + r->sig;
 	return s.fatal ? EXIT_FATAL : 0;
+}
+
+/* Here, for both sides of the protocol: coord.c asks it of each rank,
+ * this file of rank 0; rank.c calls nothing of rank 0's side. */
+int
+run_silent(const struct run *r, int peer)
+{
+	return ranks_silent(r->rk, peer) >= (int64_t)r->o->rank_timeout_ms *
+	    1000000;
 }

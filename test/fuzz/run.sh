@@ -1,10 +1,11 @@
 #!/bin/sh
 # test/fuzz/run.sh [SECONDS_EACH [BUILD_DIR]]
 #
-# Build the libFuzzer harnesses (fuzz_msg, fuzz_tasks, fuzz_joblog) with
-# clang, replay every file under test/fuzz/regress/<target>/ and the seed
-# corpus, then fuzz each target for SECONDS_EACH seconds (default 20) on a
-# scratch copy of test/fuzz/corpus/<target>/ (the tree is never written).
+# Build the libFuzzer harnesses (fuzz_msg, fuzz_tasks, fuzz_joblog,
+# fuzz_rproto) with clang, replay every file under
+# test/fuzz/regress/<target>/ and the seed corpus, then fuzz each target
+# for SECONDS_EACH seconds (default 20) on a scratch copy of
+# test/fuzz/corpus/<target>/ (the tree is never written).
 #
 # Exit status: 0 all clean; 1 a crash, hang, leak or sanitizer report
 # (the reproducer is left in the work dir, path printed); 77 clang or its
@@ -21,7 +22,7 @@ case $secs in ''|*[!0-9]*) echo "usage: $0 [SECONDS_EACH [BUILD_DIR]]" >&2; exit
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 CC=${CC:-clang}
-targets="msg tasks joblog"
+targets="msg tasks joblog rproto"
 
 if ! command -v "$CC" >/dev/null 2>&1; then
 	echo "run.sh: $CC not found; skipping fuzzing (exit 77)" >&2
@@ -61,6 +62,7 @@ for t in $targets; do
 	msg)	srcs="$root/src/msg.c $root/src/io.c" ;;
 	tasks)	srcs="$root/src/cli/tasks.c" ;;
 	joblog)	srcs="$root/src/cli/joblog.c $root/src/io.c" ;;
+	rproto)	srcs="$root/src/cli/rproto.c" ;;
 	esac
 	# shellcheck disable=SC2086
 	if ! "$CC" $cflags "$here/fuzz_$t.c" $srcs -o "$out/fuzz_$t"; then

@@ -1,0 +1,395 @@
+/*
+ * feed.c: the feed of rank 0's run and its finish policy. Tasks come
+ * from the retry queue first, then the tasks file (source()), skipping
+ * what the joblog has for --resume; each is handed out here or to a rank
+ * (hand()). Each attempt that ends, here or on a rank (coord.c), is
+ * recorded in the joblog, retried while --retries allows, printed and
+ * counted, and may halt the run (finish()). Halting starts nothing new
+ * and tells the other ranks (halt_start(), ranks_ctl()). The joblog
+ * record of an attempt is written before its output is printed and
+ * before it is counted: a resume never runs twice what the log has.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* Resume: is seq recorded (as succeeded, for --resume-failed), and with
+ * --results, is its exitval there (else its results are incomplete)?
+ * Warns once when the joblog has another command under the same Seq. */
+int
+run_skip(void *arg, unsigned long seq, const char *cmd)
+{
+	struct run	*r = arg;
+	char		*ev;
+	int		 have;
+
+	if (!joblog_done(&r->jl, seq, r->o->resume_failed))
+		return 0;
+	if (r->o->results != NULL) {
+		if (asprintf(&ev, "%s/%lu/exitval", r->o->results, seq) == -1)
+			return 0;	/* run it rather than guess */
+		have = access(ev, F_OK) == 0;
+		free(ev);
+		if (!have)
+			return 0;
+	}
+	if (joblog_changed(&r->jl, seq, cmd)) {
+		r->changed++;
+		if (!r->warned_change++)
+			cli_warn("task %lu is '%s' but the joblog has another "
+			    "command for it: was %s edited? (resume matches "
+			    "tasks by number)", seq, cmd, r->o->file);
+	}
+	return 1;
+}
+
+static struct task *
+task_new(struct run *r)
+{
+	struct task_hdr	 h;
+	struct task	*t;
+	size_t		 need = sizeof(h) + r->in.llen + 1;
+	uint8_t		*b;
+
+	if ((t = r->free) != NULL)
+		r->free = t->next;
+	else if ((t = calloc(1, sizeof(*t))) == NULL)
+		return NULL;
+	if (need > t->cap) {
+		if ((b = realloc(t->buf, need)) == NULL) {
+			t->next = r->free;
+			r->free = t;
+			return NULL;
+		}
+		t->buf = b;
+		t->cap = need;
+	}
+	memcpy(t->buf + sizeof(h), r->in.line, r->in.llen + 1);
+	t->item.in = t->buf;
+	t->item.inlen = need;
+	t->seq = r->in.seq;
+	t->line = r->in.first;
+	t->attempt = 1;
+	t->rank = 0;
+	t->lost = 0;
+	t->next = NULL;
+	r->handed++;
+	if (r->total >= 0 && r->handed > (unsigned long)r->total)
+		r->total = (long)r->handed;	/* the file grew */
+	return t;
+}
+
+void
+task_free(struct run *r, struct task *t)
+{
+	/* Keep few large buffers: a 1 MiB task line must not pin 1 MiB in
+	 * every pooled task. */
+	if (t->cap > 4096) {
+		free(t->buf);
+		t->buf = NULL;
+		t->cap = 0;
+	}
+	t->next = r->free;
+	r->free = t;
+}
+
+static const char *
+task_cmd(const struct task *t)
+{
+	return (const char *)t->buf + sizeof(struct task_hdr);
+}
+
+/* Fill in the header and stamp a task as handed out to rank. */
+void
+hand(struct run *r, struct task *t, int rank)
+{
+	rp_task_hdr(t->buf, t->item.inlen, t->seq, t->attempt);
+	t->item.out = NULL;
+	t->item.outlen = 0;
+	t->item.status = GP_NOTRUN;
+	t->item.code = 0;
+	t->item.worker = -1;
+	t->item.attempts = 0;
+	t->rank = rank;
+	t->lost = 0;
+	t->real_ns = gp_clock_ns(CLOCK_REALTIME);
+	t->mono_ns = gp_now_ns();
+	r->inflight++;
+	bar_draw(r, 0);
+}
+
+/* Read no more input: EOF, an error, or halting. */
+static void
+input_stop(struct run *r)
+{
+	if (r->input_done)
+		return;
+	r->input_done = 1;
+}
+
+/* Start nothing new. Queued retries end as the failures they were; the
+ * other ranks are told to stop (how, the caller says). */
+void
+halt_start(struct run *r, int how)
+{
+	r->halting = 1;
+	input_stop(r);
+	requeue_fail(r);
+	if (how)
+		ranks_ctl(r, how);
+}
+
+/* Tell every rank still with us what to do now (every rank, before the
+ * run knows them: bad input, --dry-run). */
+void
+ranks_ctl(struct run *r, int how)
+{
+	uint8_t	 v[RP_CTL_LEN];
+	int	 i;
+
+	rp_ctl_encode(v, how);
+	for (i = 1; i < ranks_size(r->rk); i++)
+		if (i >= r->npeer || (!r->peer[i].lost && !r->peer[i].bye))
+			(void)ranks_send(r->rk, i, RM_CTL, v, sizeof(v));
+	if (how == RC_END || how == RC_END_LOST)
+		r->ended = 1;
+}
+
+/* The next task to run anywhere: a retry first, then the input.
+ * GP_FEED_ITEM (*tp), GP_FEED_AGAIN (pollable input, no whole line yet),
+ * or GP_FEED_END (no more input; retries may still come). */
+int
+source(struct run *r, struct task **tp)
+{
+	struct task	*t;
+	int		 rc;
+
+	if (!r->halting && (t = r->rq) != NULL) {
+		if ((r->rq = t->next) == NULL)
+			r->rq_tail = NULL;
+		*tp = t;
+		return GP_FEED_ITEM;
+	}
+	while (!r->halting && !r->input_done) {
+		rc = tasks_next(&r->in);
+		if (rc == TASKS_AGAIN)
+			return GP_FEED_AGAIN;
+		if (rc == TASKS_LINE) {
+			if (run_skip(r, r->in.seq, r->in.line)) {
+				r->skipped++;
+				continue;
+			}
+			if ((*tp = task_new(r)) != NULL)
+				return GP_FEED_ITEM;
+			cli_err("out of memory");
+		} else if (rc < 0)
+			cli_err("%s", r->in.err);
+		if (rc != TASKS_EOF) {
+			/* Run no more; let the running ones finish. */
+			r->fatal = 1;
+			halt_start(r, RC_CANCEL);
+		}
+		input_stop(r);
+	}
+	return GP_FEED_END;
+}
+
+int
+feed_next(void *arg, struct gp_item **item)
+{
+	struct run	*r = arg;
+	struct task	*t;
+	int		 rc;
+
+	/* Until stdout takes more (EV_OUT wakes the pool's poll). */
+	if (out_backlog(r))
+		return GP_FEED_WAIT;
+	if ((rc = source(r, &t)) == GP_FEED_ITEM) {
+		hand(r, t, 0);
+		*item = &t->item;
+		return GP_FEED_ITEM;
+	}
+	if (rc == GP_FEED_AGAIN)
+		return GP_FEED_AGAIN;	/* the pool polls in_fd */
+	/* Nothing new will come, but a running task may fail and be
+	 * retried, here or on another rank: the end is only when none is
+	 * out. */
+	return r->inflight > 0 ? GP_FEED_WAIT : GP_FEED_END;
+}
+
+static const char *
+gpu_of(const struct run *r, int rank, int worker)
+{
+	const struct peer	*p = &r->peer[rank];
+
+	if (worker < 0 || worker >= p->nw)
+		return "-";
+	return p->gpu_id[p->w_gpu[worker]];
+}
+
+static void
+requeue(struct run *r, struct task *t, int front)
+{
+	t->next = NULL;
+	if (front) {
+		t->next = r->rq;
+		r->rq = t;
+		if (r->rq_tail == NULL)
+			r->rq_tail = t;
+		return;
+	}
+	if (r->rq_tail != NULL)
+		r->rq_tail->next = t;
+	else
+		r->rq = t;
+	r->rq_tail = t;
+}
+
+void
+requeue_fail(struct run *r)
+{
+	struct task	*t;
+
+	while ((t = r->rq) != NULL) {
+		r->rq = t->next;
+		r->failed++;
+		task_free(r, t);
+	}
+	r->rq_tail = NULL;
+}
+
+/* Record an attempt that ran: its joblog line, then the busy time of
+ * its GPU and the runtimes that size the ranks' windows. Returns nonzero
+ * to cancel the rest (the joblog cannot be written). */
+static int
+record(struct run *r, const struct task *t, const struct attempt *oc)
+{
+	struct peer	*p = &r->peer[t->rank];
+	struct jl_rec	 jr;
+	int		 rc, cancel = 0;
+
+	jr.seq = t->seq;
+	jr.start = oc->start;
+	jr.runtime = oc->runtime;
+	jr.exitval = oc->exitval;
+	jr.signal = oc->signal;
+	jr.cmd = task_cmd(t);
+	jr.gpu = gpu_of(r, t->rank, oc->worker);
+	jr.host = r->npeer > 1 ? p->host : ":";
+	if ((rc = joblog_append(&r->jl, &jr)) < 0 && !r->jl_broken) {
+		/* Without its record a resume would run it again: stop. */
+		cli_err("cannot write joblog '%s': %s", r->jl.path,
+		    strerror(-rc));
+		r->fatal = r->jl_broken = 1;
+		halt_start(r, RC_CANCEL);
+		cancel = 1;
+	}
+	if (oc->worker >= 0 && oc->worker < p->nw)
+		p->busy_ns[p->w_gpu[oc->worker]] +=
+		    (int64_t)(oc->runtime * 1e9);
+	r->rt_sum += oc->runtime;
+	r->rt_n++;
+	p->ran++;
+	return cancel;
+}
+
+/* Count an attempt that is final, and halt on --halt's count of
+ * failures. Returns nonzero to cancel the rest (--halt now). */
+static int
+count(struct run *r, const struct task *t, const struct attempt *oc,
+    const char *why)
+{
+	int	 cancel = 0;
+
+	switch (oc->kind) {
+	case K_OK:
+		r->ok++;
+		break;
+	case K_STOPPED:
+		r->stopped++;
+		break;
+	default:
+		r->failed++;
+		note(r, "task %lu (%s:%lu) failed: %s", t->seq, r->in.name,
+		    t->line, why);
+		if (r->o->halt != HALT_NEVER && !r->halting &&
+		    r->failed >= (unsigned long)r->o->halt_fail) {
+			note(r, "halting after %lu failed task%s: %s",
+			    r->failed, r->failed == 1 ? "" : "s",
+			    r->o->halt == HALT_NOW ? "stopping the running "
+			    "ones" : "letting the running ones finish");
+			halt_start(r, r->o->halt == HALT_NOW ? RC_CANCEL : 0);
+			if (r->o->halt == HALT_NOW)
+				cancel = 1;	/* the pool stops the rest */
+		}
+		break;
+	}
+	return cancel;
+}
+
+/* Done with t: back to the free list. */
+static int
+retire(struct run *r, struct task *t, int cancel)
+{
+	gp_items_release(&t->item, 1);
+	task_free(r, t);
+	bar_draw(r, 0);
+	return cancel | out_halted(r);
+}
+
+int
+finish(struct run *r, struct task *t)
+{
+	struct gp_item	*it = &t->item;
+	struct attempt	 oc;
+	char		 why[256];
+	int		 cancel;
+
+	r->inflight--;
+	if (t->rank > 0)
+		r->remote--;
+	outcome(r, t, &oc);
+	if (oc.kind == K_NOTRUN) {
+		if (t->rank > 0 && !r->halting) {
+			/* A rank gave it back unstarted: it runs elsewhere,
+			 * as the same attempt. */
+			gp_items_release(it, 1);
+			requeue(r, t, 1);
+			return 0;
+		}
+		if (t->attempt > 1)
+			r->failed++;	/* its last run failed */
+		else
+			r->notrun++;
+		return retire(r, t, 0);
+	}
+	cancel = record(r, t, &oc);
+	describe(r, &oc, why, sizeof(why));
+	if (oc.kind == K_FAILED && (int)t->attempt <= r->o->retries &&
+	    !r->halting) {
+		note(r, "task %lu failed (%s); retrying, attempt %u of %d",
+		    t->seq, why, t->attempt + 1, r->o->retries + 1);
+		t->attempt++;
+		gp_items_release(it, 1);
+		requeue(r, t, 0);
+		bar_draw(r, 0);
+		return cancel;
+	}
+	print_output(r, t, &oc);
+	if (oc.msglen > 0 && oc.kind == K_OK)
+		cli_warn("task %lu: %.*s", t->seq, (int)oc.msglen, oc.msg);
+	cancel |= count(r, t, &oc, why);
+	return retire(r, t, cancel);
+}
+
+int
+feed_done(void *arg, struct gp_item *it)
+{
+	/* The gp_item is the first member of its task. */
+	return finish(arg, (struct task *)it);
+}
