@@ -36,7 +36,7 @@ null_task(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 
 	memset(&rp, 0, sizeof(rp));
 	rp.start_ns = gp_clock_ns(CLOCK_REALTIME);
-	return gp_reply(ctx, &rp, sizeof(rp)) < 0;
+	return gp_ctx_reply(ctx, &rp, sizeof(rp)) < 0;
 }
 
 /* Rank 0's word before each round, an RM_CTL outside enum rctl: a rank

@@ -1,21 +1,13 @@
 /*
  * err.c: how the library reports what went wrong, at the bottom of the
- * call graph: a one-line reason in the caller's errbuf (gp_errf()) and the
- * abort for a broken invariant (GP_BUG()). Every other file may call it; it
- * calls nothing of the library's, so no file loop can pass through it.
+ * call graph: a one-line reason in the caller's errbuf (gp_errf()). Every
+ * other file may call it; it calls nothing of the library's, so no file
+ * loop can pass through it.
  */
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "internal.h"
-
-void
-gp_bug(const char *file, int line, const char *msg)
-{
-	fprintf(stderr, "gpupool: BUG at %s:%d: %s\n", file, line, msg);
-	abort();
-}
 
 int
 gp_errf(char *err, size_t errlen, int rc, const char *fmt, ...)

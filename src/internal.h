@@ -33,11 +33,6 @@
 #define GP_EXIT_PROTO		70	/* the master sent a bad message */
 #define GP_EXIT_NOMEM		71	/* out of memory in the library */
 
-/* Broken invariant: abort with a location (git's BUG()); err.c. */
-#define GP_BUG(msg)	gp_bug(__FILE__, __LINE__, (msg))
-void	gp_bug(const char *file, int line, const char *msg)
-	    __attribute__((noreturn));
-
 /*
  * Shared with the worker through an anonymous MAP_SHARED page made before
  * any fork: the worker publishes what it is running, so the master can
@@ -95,15 +90,15 @@ struct gp_worker {
 	struct gp_worker_info	 info;
 };
 
-/* One gp_map() or gp_run() call. */
+/* One gp_pool_map() or gp_pool_run() call. */
 struct gp_job {
 	uint64_t		 gen;
 	gp_fn			*fn;
 	const void		*arg;
 	size_t			 arglen;
-	struct gp_item		*items;		/* gp_map: the array */
+	struct gp_item		*items;		/* gp_pool_map: the array */
 	size_t			 n, next;
-	const struct gp_feed	*feed;		/* gp_run: the stream */
+	const struct gp_feed	*feed;		/* gp_pool_run: the stream */
 	int			 feed_wait;	/* next() said "not yet" */
 	int			 feed_nofd;	/* ... and not to poll in_fd */
 	int			 feed_end;
@@ -154,7 +149,7 @@ struct gp_pool {
 /* Until every worker is READY or failed and reaped; GP_EINIT if any
  * failed (its slot is retired), or a negative errno. */
 int	gp_loop_wait_ready(struct gp_pool *p);
-/* Run job (a gp_map() or gp_run() call) to its end: 0, GP_ENOWORKER,
+/* Run job (a gp_pool_map() or gp_pool_run() call) to its end: 0, GP_ENOWORKER,
  * -EDEADLK (a feed that cannot be woken), or a negative errno. */
 int	gp_loop_run(struct gp_pool *p, struct gp_job *job);
 /* After gp_loop_run() failed with rc: no worker keeps the call's items. */

@@ -1,5 +1,5 @@
 /*
- * job.c: the bookkeeping of one gp_map() or gp_run() call (struct
+ * job.c: the bookkeeping of one gp_pool_map() or gp_pool_run() call (struct
  * gp_job): which item starts next, what a result, a crash, a timeout or a
  * cancel does to an item, and when the call is over. Pure functions on
  * the job, its items and a worker's batch: no system call, no fork, no

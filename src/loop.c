@@ -562,7 +562,7 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
  * buffers are dropped when the slot is started again). Their items end
  * GP_ERROR with the call's code, as does an item whose own result or
  * retry could not be kept (on_results(), lost()); queued ones stay
- * GP_NOTRUN (gp_run(): done() is called for each, once). The
+ * GP_NOTRUN (gp_pool_run(): done() is called for each, once). The
  * slots are replaced by the next call, outside the respawn budget: these
  * deaths are the library's doing.
  */

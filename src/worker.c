@@ -41,7 +41,7 @@ struct gp_ctx {
 	struct outq		 q;
 	size_t			 data;		/* current item's reply bytes, or
 						   0 outside an item */
-	int			 reply_rc;	/* the last gp_reply() failed */
+	int			 reply_rc;	/* the last gp_ctx_reply() failed */
 };
 
 /* The reply goes straight into the outgoing message, after the record

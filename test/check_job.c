@@ -17,7 +17,7 @@
 
 static struct gp_item	 items[N];
 
-/* A gp_map() job over items[0..n), as gp_map() sets it up. */
+/* A gp_pool_map() job over items[0..n), as gp_pool_map() sets it up. */
 static void
 map_job(struct gp_job *job, size_t n)
 {
@@ -449,7 +449,7 @@ START_TEST(batch_size_rules)
 }
 END_TEST
 
-/* A gp_run() feed of items[0..feed_n), one "not yet" in the middle. */
+/* A gp_pool_run() feed of items[0..feed_n), one "not yet" in the middle. */
 static size_t	 feed_i, feed_n, feed_dones;
 static int	 feed_again, feed_stop_at = -1;
 

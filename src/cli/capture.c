@@ -113,7 +113,7 @@ cap_reply(struct gp_ctx *ctx, struct task_reply *rp, const char *msg,
 			rp->outcut += rp->outlen;
 			rp->errcut += rp->errlen;
 			rp->outlen = rp->errlen = rp->msglen = 0;
-			(void)gp_reply(ctx, rp, sizeof(*rp));
+			(void)gp_ctx_reply(ctx, rp, sizeof(*rp));
 			return;
 		}
 		reply = p;
@@ -129,7 +129,7 @@ cap_reply(struct gp_ctx *ctx, struct task_reply *rp, const char *msg,
 		memcpy(p, err->data, err->len);
 	p += err->len;
 	memcpy(p, msg, rp->msglen);
-	(void)gp_reply(ctx, reply, need);
+	(void)gp_ctx_reply(ctx, reply, need);
 	/* One chatty task must not pin tens of MiB in every worker. */
 	if (reply_cap > KEEP_BUF) {
 		free(reply);

@@ -190,7 +190,7 @@ int	cap_drain(struct cap *c);
 /* Close the read end, if open; the bytes stay. */
 void	cap_close(struct cap *c);
 /* Reply rp (its lengths and R_OUTCUT, R_ERRCUT filled in here), then
- * out's and err's bytes and msg, through gp_reply(). Out of memory, the
+ * out's and err's bytes and msg, through gp_ctx_reply(). Out of memory, the
  * outcome goes without the output. Frees buffers over 1 MiB. */
 void	cap_reply(struct gp_ctx *ctx, struct task_reply *rp, const char *msg,
 	    struct cap *out, struct cap *err);

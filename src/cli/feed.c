@@ -109,12 +109,7 @@ void
 hand(struct run *r, struct task *t, int rank)
 {
 	rp_task_hdr(t->buf, t->item.inlen, t->seq, t->attempt);
-	t->item.out = NULL;
-	t->item.outlen = 0;
-	t->item.status = GP_NOTRUN;
-	t->item.code = 0;
-	t->item.worker = -1;
-	t->item.attempts = 0;
+	gp_item_init(&t->item, t->item.in, t->item.inlen);
 	t->rank = rank;
 	t->lost = 0;
 	t->real_ns = gp_clock_ns(CLOCK_REALTIME);

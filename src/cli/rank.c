@@ -1,7 +1,7 @@
 /*
  * rank.c: gpupool-run on a rank other than 0. Its pool is up (run.c made
  * it); it says hello to rank 0 with its slots and GPUs, runs the tasks
- * rank 0 sends on its own workers through one gp_run() call, sends each
+ * rank 0 sends on its own workers through one gp_pool_run() call, sends each
  * result back as it ends, and says bye when rank 0 says the run is over,
  * when a signal stops it, or when rank 0 falls silent (--rank-timeout).
  * It reads no tasks file and writes no joblog: rank 0 does both.
@@ -249,7 +249,7 @@ rank_serve(struct run *r, struct gp_pool *pool, const struct run_conf *conf)
 	feed.ctl_fd = r->epfd;
 	feed.in_fd = -1;
 	feed.arg = &s;
-	rc = gp_run(pool, r->fn, conf, sizeof(*conf), &feed);
+	rc = gp_pool_run(pool, r->fn, conf, sizeof(*conf), &feed);
 	if (rc < 0) {
 		cli_err("%s", gp_strerror(rc));
 		s.fatal = 1;

@@ -2,7 +2,7 @@
  * run.c: one run of gpupool-run in the master process, from start to
  * end: the results directory, the pool and the feed's control fd set up;
  * on a rank other than 0, rank_serve() (rank.c); on rank 0, the other
- * ranks waited for, the joblog opened, then a single gp_run() call whose
+ * ranks waited for, the joblog opened, then a single gp_pool_run() call whose
  * feed (feed.c) streams the tasks, while the control fd turns SIGINT,
  * SIGTERM and SIGHUP into cancel and kill requests and wakes for the
  * ranks (coord.c) and for standard output and error (output.c); then
@@ -430,7 +430,7 @@ run_setup(struct run *r, struct run_conf *conf, struct gp_pool **pool)
 	return 0;
 }
 
-/* Rank 0's gp_run(), fed by feed.c; with ranks, what they still run
+/* Rank 0's gp_pool_run(), fed by feed.c; with ranks, what they still run
  * ends there and is recorded here. */
 static void
 run_feed(struct run *r, struct gp_pool *pool, const struct run_conf *conf)
@@ -450,7 +450,7 @@ run_feed(struct run *r, struct gp_pool *pool, const struct run_conf *conf)
 	r->out_on = 1;
 	bar_draw(r, 1);
 	dispatch(r);
-	rc = gp_run(pool, r->fn, conf, sizeof(*conf), &feed);
+	rc = gp_pool_run(pool, r->fn, conf, sizeof(*conf), &feed);
 	if (rc < 0) {
 		cli_err("%s", gp_strerror(rc));
 		r->fatal = 1;
