@@ -252,9 +252,10 @@ on_ready(struct gp_worker *w, const uint8_t *pl)
 	return 0;
 }
 
-/* Read what w sent and act on each whole message. Returns 0, or a
- * negative errno for a protocol violation (the caller kills w), or 1 on
- * EOF. */
+/* Read what w sent and act on each whole message. Returns 0, 1 on EOF
+ * (or a failed read: a dead peer), -ENOMEM (the call fails; the caller
+ * abandons it), or another negative errno for a protocol violation (the
+ * caller kills w). */
 static int
 on_readable(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 {
@@ -270,6 +271,12 @@ on_readable(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 		r = gp_buf_recv(w->fd, &w->rbuf, want);
 		if (r == -EAGAIN)
 			return 0;
+		/* No room for the read is our failure, not w's: nothing was
+		 * read, the stream is intact, and the call fails as any
+		 * other allocation failure does. Taken for EOF, w would be
+		 * killed and its items rerun: a call that succeeds. */
+		if (r == -ENOMEM)
+			return -ENOMEM;
 		if (r <= 0)
 			return 1;
 		full = w->rbuf.len == w->rbuf.cap;

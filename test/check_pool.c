@@ -39,6 +39,9 @@ void	*__wrap_realloc(void *, size_t);
 static pid_t	 fail_pid;
 static long	 fail_at;
 static int	 failed;
+/* Set, only reallocs of at least fail_big bytes count, mallocs never:
+ * a failure aimed at one growing buffer, whatever the timing. */
+static size_t	 fail_big;
 
 static int
 fail_now(void)
@@ -52,13 +55,14 @@ fail_now(void)
 void *
 __wrap_malloc(size_t n)
 {
-	return fail_now() ? NULL : __real_malloc(n);
+	return (fail_big == 0 && fail_now()) ? NULL : __real_malloc(n);
 }
 
 void *
 __wrap_realloc(void *p, size_t n)
 {
-	return fail_now() ? NULL : __real_realloc(p, n);
+	return ((fail_big == 0 || n >= fail_big) && fail_now()) ? NULL :
+	    __real_realloc(p, n);
 }
 
 static struct gp_pool *
@@ -372,65 +376,112 @@ few_big_bad(const struct gp_item *it, size_t n, int rc)
 	return bad;
 }
 
+/* The items of a few_big call (fb_a), and of the one after it (fb_b). */
+enum { FB_N = 400 };
+static int		 fb_v[FB_N];
+static struct gp_item	 fb_a[FB_N], fb_b[FB_N];
+
+static void
+few_big_items(struct gp_item *a)
+{
+	size_t	 i;
+
+	for (i = 0; i < FB_N; i++) {
+		fb_v[i] = (int)i;
+		a[i].in = &fb_v[i];
+		a[i].inlen = sizeof(int);
+	}
+}
+
 /*
- * gp_pool_map() failing with -ENOMEM at each allocation it makes in turn: the
- * call fails cleanly, and the pool stays usable: the next call runs every
- * item, and nothing touches the failed call's items once it has returned
- * (no worker kept a batch of them, no half-built message was sent).
+ * After a gp_pool_map() of few_big on fb_a that returned rc with an
+ * allocation failure injected (allocation k): the call failed with -ENOMEM
+ * and left every item as the header says, and the pool stays usable: the
+ * next call runs every item, and nothing touches the failed call's items
+ * once it has returned (no worker kept a batch of them, no half-built
+ * message was sent).
+ */
+static void
+few_big_after_failure(struct gp_pool *p, long k, int rc)
+{
+	static uint8_t	 canary[sizeof(fb_a)];
+	size_t		 bad;
+
+	memset(canary, 0xa5, sizeof(canary));
+	bad = few_big_bad(fb_a, FB_N, -ENOMEM);
+	ck_assert_msg(rc == -ENOMEM, "allocation %ld failed: "
+	    "gp_pool_map returned %d", k, rc);
+	ck_assert_msg(bad == 0, "allocation %ld failed: %zu items "
+	    "with a wrong status or result", k, bad);
+	/* The caller reuses the memory of the failed call's items. */
+	gp_items_release(fb_a, FB_N);
+	memset(fb_a, 0xa5, sizeof(fb_a));
+	few_big_items(fb_b);
+	ck_assert_int_eq(gp_pool_map(p, few_big, NULL, 0, fb_b, FB_N), 0);
+	ck_assert_msg(few_big_bad(fb_b, FB_N, 0) == 0, "allocation %ld "
+	    "failed: the next call went wrong", k);
+	ck_assert_msg(memcmp(fb_a, canary, sizeof(fb_a)) == 0, "allocation "
+	    "%ld failed: the failed call's items were written later", k);
+	gp_items_release(fb_b, FB_N);
+}
+
+/*
+ * gp_pool_map() failing with -ENOMEM at each allocation it makes in turn:
+ * the call fails cleanly, and the pool stays usable
+ * (few_big_after_failure()). Which allocation the k-th is depends on
+ * timing; receive_alloc_fail_fails_the_call aims at the read buffer.
  */
 START_TEST(alloc_fail_leaves_the_pool_usable)
 {
-	enum { N = 400 };
 	struct gp_pool	*p = make_pool(2, 2);
-	static int	 v[N];
-	static struct gp_item a[N], b[N];
-	static uint8_t	 canary[sizeof(a)];
 	long		 k;
-	size_t		 i, bad;
 	int		 rc;
 
-	for (i = 0; i < N; i++)
-		v[i] = (int)i;
-	memset(canary, 0xa5, sizeof(canary));
 	for (k = 1; ; k++) {
 		ck_assert_msg(k < 2000, "gp_pool_map allocates without end");
-		for (i = 0; i < N; i++) {
-			a[i].in = &v[i];
-			a[i].inlen = sizeof(int);
-		}
+		few_big_items(fb_a);
 		failed = 0;
 		fail_at = k;
 		fail_pid = getpid();
-		rc = gp_pool_map(p, few_big, NULL, 0, a, N);
+		rc = gp_pool_map(p, few_big, NULL, 0, fb_a, FB_N);
 		fail_pid = 0;
-		bad = few_big_bad(a, N, failed ? -ENOMEM : 0);
 		if (!failed) {
 			ck_assert_int_eq(rc, 0);
-			ck_assert_uint_eq(bad, 0);
-			gp_items_release(a, N);
+			ck_assert_uint_eq(few_big_bad(fb_a, FB_N, 0), 0);
+			gp_items_release(fb_a, FB_N);
 			break;
 		}
-		ck_assert_msg(rc == -ENOMEM, "allocation %ld failed: "
-		    "gp_pool_map returned %d", k, rc);
-		ck_assert_msg(bad == 0, "allocation %ld failed: %zu items "
-		    "with a wrong status or result", k, bad);
-		/* The caller reuses the memory of the failed call's items. */
-		gp_items_release(a, N);
-		memset(a, 0xa5, sizeof(a));
-		for (i = 0; i < N; i++) {
-			b[i].in = &v[i];
-			b[i].inlen = sizeof(int);
-		}
-		ck_assert_int_eq(gp_pool_map(p, few_big, NULL, 0, b, N), 0);
-		ck_assert_msg(few_big_bad(b, N, 0) == 0, "allocation %ld "
-		    "failed: the next call went wrong", k);
-		ck_assert_msg(memcmp(a, canary, sizeof(a)) == 0, "allocation "
-		    "%ld failed: the failed call's items were written later",
-		    k);
-		gp_items_release(b, N);
+		few_big_after_failure(p, k, rc);
 	}
 	/* Failures were injected, in the loop's several allocations. */
 	ck_assert_int_gt(k, 4);
+	gp_pool_destroy(p);
+}
+END_TEST
+
+/*
+ * The master's read buffer cannot grow for a result (its first 70,000-byte
+ * one: in a new pool every worker's buffer is 64 KiB at most, and nothing
+ * else the call allocates is over 100,000 bytes): gp_pool_map() returns
+ * -ENOMEM, as for any other allocation; it must not take the failed read
+ * for the worker's EOF, kill it and rerun its items (a call that
+ * succeeds). The pool stays usable.
+ */
+START_TEST(receive_alloc_fail_fails_the_call)
+{
+	struct gp_pool	*p = make_pool(2, 2);
+	int		 rc;
+
+	few_big_items(fb_a);
+	failed = 0;
+	fail_at = 1;
+	fail_big = 100000;
+	fail_pid = getpid();
+	rc = gp_pool_map(p, few_big, NULL, 0, fb_a, FB_N);
+	fail_pid = 0;
+	fail_big = 0;
+	ck_assert_msg(failed, "no read buffer grew past 100,000 bytes");
+	few_big_after_failure(p, 1, rc);
 	gp_pool_destroy(p);
 }
 END_TEST
@@ -1228,12 +1279,19 @@ START_TEST(placement_stays_inside_inherited_affinity)
 }
 END_TEST
 
-/* gp_pool_run: items arrive through a pipe from another process, ten at a
- * time: the writer waits for the tenth result of each ten (a byte on go),
- * so the feed must say "not yet" and wait on in_fd in between. */
+/*
+ * gp_pool_run: items arrive through a pipe from another process, ten at a
+ * time, and the writer goes on only once the pool has run the ten it has:
+ * the byte on go, written by next() when it finds the pipe empty with
+ * every item given so far done. So the pool must run items as they arrive
+ * (the writer never reaches EOF otherwise), and twice it hears "not yet"
+ * with nothing running, when only in_fd can wake it. Decided by what the
+ * pool did, not by how fast the writer runs: the same on a busy machine.
+ */
 struct stream {
 	int		 fd;
 	int		 go;		/* write end: a byte per ten done */
+	int		 ngo;		/* bytes written on go */
 	int		 nagain;	/* next() said "not yet" */
 	char		 line[64];
 	size_t		 len;
@@ -1253,8 +1311,16 @@ stream_next(void *arg, struct gp_item **item)
 		r = read(s->fd, &c, 1);
 		if (r == 0)
 			return -1;
-		if (r < 0 && errno == EAGAIN)
+		if (r < 0 && errno == EAGAIN) {
 			s->nagain++;
+			/* The writer waits for us: all its items ran. */
+			if (s->ndone == s->nitems &&
+			    s->nitems == 10 * (s->ngo + 1) && s->ngo < 2) {
+				if (write(s->go, "", 1) != 1)
+					return -1;
+				s->ngo++;
+			}
+		}
 		if (r < 0)
 			return errno == EAGAIN ? 0 : -1;
 		if (c != '\n') {
@@ -1277,8 +1343,6 @@ stream_done(void *arg, struct gp_item *item)
 	struct stream	*s = arg;
 
 	s->order[s->ndone++] = (int)(item - s->items);
-	if (s->ndone % 10 == 0 && s->ndone < 30 && write(s->go, "", 1) != 1)
-		return -1;
 	return 0;
 }
 
@@ -1319,8 +1383,12 @@ START_TEST(run_streams_from_a_pipe)
 		free((void *)s.items[i].in);
 		free(s.items[i].out);
 	}
-	/* Twice the writer waited for results, with nothing to read. */
-	ck_assert_int_ge(s.nagain, 2);
+	/* Twice the pool waited on in_fd alone and woke for the next ten. */
+	ck_assert_int_eq(s.ngo, 2);
+	/* It asks again only after a poll turn woken by a result (30 at
+	 * most, one item per dispatch) or by the writer (30 lines and EOF),
+	 * not in a busy loop. */
+	ck_assert_int_le(s.nagain, 30 + 31 + 1);
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "writer: %#x", st);
 	close(fds[0]);
@@ -1811,6 +1879,7 @@ main(void)
 	tcase_add_test(tc, small_max_msg_batches_fit_both_ways);
 	tcase_add_test(tc, oversized_reply_is_an_error);
 	tcase_add_test(tc, alloc_fail_leaves_the_pool_usable);
+	tcase_add_test(tc, receive_alloc_fail_fails_the_call);
 	tcase_add_test(tc, run_alloc_fail_ends_each_item_once);
 	tcase_add_test(tc, failed_call_keeps_the_fini_deadline);
 	tcase_add_test(tc, item_failure_is_the_items_status);
