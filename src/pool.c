@@ -165,7 +165,7 @@ init_reason(struct gp_pool *p, char *err, size_t errlen)
  */
 #if UINTPTR_MAX == UINT64_MAX
 _Static_assert(sizeof(struct gp_pool_opts) == 176, "gp_pool_opts size");
-_Static_assert(sizeof(struct gp_item) == 64, "gp_item size");
+_Static_assert(sizeof(struct gp_item) == 48, "gp_item size");
 _Static_assert(sizeof(struct gp_feed) == 80, "gp_feed size");
 _Static_assert(sizeof(struct gp_worker_info) == 768, "gp_worker_info size");
 #endif
