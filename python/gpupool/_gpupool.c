@@ -1,0 +1,892 @@
+/*
+ * _gpupool.c: gpupool._gpupool, a thin CPython wrapper of libgpupool (the
+ * static library, linked in: the installed package needs no
+ * libgpupool.so). The caller's side: Pool(), map(), run(), info(),
+ * close(); the worker's side is in _worker.c.
+ *
+ * Rules it keeps:
+ * - The GIL is released around every library call that waits
+ *   (gp_pool_create, gp_pool_map, gp_pool_run, gp_pool_destroy), so other
+ *   threads of the caller run meanwhile. Forks made inside those calls
+ *   take it back for CPython's fork protocol (gpy_fork_hook).
+ * - Ctrl-C: while a map or run waits in the main thread, Python's wakeup
+ *   fd (signal.set_wakeup_fd, the old one restored after) is the write
+ *   end of a pipe of the pool's, so any signal with a Python handler
+ *   wakes the library up:
+ *   map: the pipe is the pool's cancel_fd (GP_POOL_CANCEL_FD): the map is
+ *   canceled; once it ended (its items stopped) the handlers run:
+ *   KeyboardInterrupt (or whatever a handler raises) propagates; if every
+ *   handler returned, the map goes on with the items the signal canceled.
+ *   run: the pipe is the feed's ctl_fd: ctl() runs the handlers at once;
+ *   if one raises, the run is canceled (GP_CTL_CANCEL) and the exception
+ *   propagates once it ended; else the run goes on undisturbed.
+ *   In other threads there is no wakeup fd: Python runs signal handlers
+ *   in the main thread only.
+ * - One map or run at a time per pool (RuntimeError otherwise, the
+ *   library's -EBUSY rule); close() refuses while one runs.
+ * - No child is left: close() (also __exit__, dealloc, and at interpreter
+ *   exit for pools never closed) destroys the pool, which reaps every
+ *   worker. A pool is usable only in the process that created it.
+ * - Pools must be created while no other thread of the caller could hold
+ *   a lock the workers need (the library's rule: create pools from a
+ *   single-threaded process); replacements forked during a map run the
+ *   fork protocol, so CPython's own locks are safe there.
+ */
+#include "_gpupool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static PyObject	*InitError;
+
+/* Pools not closed yet, destroyed at interpreter exit (Py_AtExit: after
+ * finalisation, which may never deallocate them). Changed with the GIL. */
+#define MAX_LIVE	1024
+static PoolObject	*live[MAX_LIVE];
+
+static void
+live_add(PoolObject *self)
+{
+	int	 i;
+
+	for (i = 0; i < MAX_LIVE; i++)
+		if (live[i] == NULL) {
+			live[i] = self;
+			return;
+		}
+}
+
+static void
+live_del(PoolObject *self)
+{
+	int	 i;
+
+	for (i = 0; i < MAX_LIVE; i++)
+		if (live[i] == self)
+			live[i] = NULL;
+}
+
+static void
+close_fds(PoolObject *self)
+{
+	int	 i;
+
+	for (i = 0; i < 2; i++) {
+		if (self->cancel[i] >= 0)
+			(void)close(self->cancel[i]);
+		if (self->sig[i] >= 0)
+			(void)close(self->sig[i]);
+		if (self->initerr[i] >= 0)
+			(void)close(self->initerr[i]);
+		self->cancel[i] = self->sig[i] = self->initerr[i] = -1;
+	}
+}
+
+/* Destroy the C pool (no Python runs: also from Py_AtExit). */
+static void
+destroy(PoolObject *self)
+{
+	struct gp_pool	*p = self->pool;
+
+	self->pool = NULL;
+	live_del(self);
+	gp_pool_destroy(p);
+	close_fds(self);
+}
+
+static void
+destroy_all(void)
+{
+	int	 i;
+
+	for (i = 0; i < MAX_LIVE; i++)
+		if (live[i] != NULL && live[i]->pool != NULL)
+			destroy(live[i]);
+}
+
+/* Raise for a library error code: -EINVAL ValueError, -EBUSY
+ * RuntimeError, -ENOMEM MemoryError, GP_EINIT InitError, others OSError;
+ * with msg (errbuf) when there is one. */
+static PyObject *
+raise_code(int rc, const char *msg)
+{
+	const char	*text = (msg && *msg) ? msg : gp_strerror(rc);
+	PyObject	*a;
+
+	if (rc == -ENOMEM)
+		return PyErr_NoMemory();
+	if (rc == -EINVAL)
+		PyErr_SetString(PyExc_ValueError, text);
+	else if (rc == -EBUSY || rc == GP_EPLAN || rc == GP_ENOWORKER)
+		PyErr_SetString(PyExc_RuntimeError, text);
+	else if (rc == GP_EINIT)
+		PyErr_SetString(InitError, text);
+	else if ((a = Py_BuildValue("(is)", rc == GP_ENOGPU ? ENODEV : -rc,
+	    text)) != NULL) {
+		PyErr_SetObject(PyExc_OSError, a);
+		Py_DECREF(a);
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Pool() */
+
+static int
+opt_uint(PyObject *o, const char *name, unsigned *out)
+{
+	unsigned long	 v;
+
+	if (o == NULL || o == Py_None)
+		return 0;
+	v = PyLong_AsUnsignedLong(o);
+	if (PyErr_Occurred() || v > UINT32_MAX) {
+		PyErr_Clear();
+		PyErr_Format(PyExc_ValueError, "%s must be an integer 0 .. "
+		    "%u", name, UINT32_MAX);
+		return -1;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+/* gpus: None, a string ("0,2", UUIDs, bus ids) or a sequence of ints or
+ * strings, joined with commas. A new reference to a str, or Py_None. */
+static PyObject *
+gpus_string(PyObject *gpus)
+{
+	PyObject	*strs, *sep, *joined;
+
+	if (gpus == NULL || gpus == Py_None || PyUnicode_Check(gpus)) {
+		gpus = gpus ? gpus : Py_None;
+		Py_INCREF(gpus);
+		return gpus;
+	}
+	strs = PyObject_CallFunction((PyObject *)&PyMap_Type, "OO",
+	    &PyUnicode_Type, gpus);
+	if (strs == NULL)
+		return NULL;
+	sep = PyUnicode_FromString(",");
+	joined = sep ? PyUnicode_Join(sep, strs) : NULL;
+	Py_XDECREF(sep);
+	Py_DECREF(strs);
+	return joined;
+}
+
+static int
+pipes(PoolObject *self)
+{
+	if (pipe2(self->cancel, O_CLOEXEC | O_NONBLOCK) < 0 ||
+	    pipe2(self->sig, O_CLOEXEC | O_NONBLOCK) < 0 ||
+	    pipe2(self->initerr, O_CLOEXEC | O_NONBLOCK) < 0) {
+		PyErr_SetFromErrno(PyExc_OSError);
+		return -1;
+	}
+	return 0;
+}
+
+/* After GP_EINIT: errbuf plus the first worker's exception text. */
+static void
+init_failed(PoolObject *self, const char *err)
+{
+	char		 buf[1100];
+	ssize_t		 n;
+
+	n = read(self->initerr[0], buf, sizeof(buf) - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	if (n > 0)
+		PyErr_Format(InitError, "%s: %s", err, buf);
+	else
+		PyErr_SetString(InitError, *err ? err : gp_strerror(GP_EINIT));
+}
+
+static int
+Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
+{
+	static char	*kwlist[] = { "worker", "gpus", "per_gpu", "fake_gpus",
+			    "timeout_ms", "grace_ms", "retries", "max_tasks",
+			    "init", NULL };
+	PyObject		*worker, *gpus = NULL, *fake = NULL, *tmo = NULL,
+				*grace = NULL, *maxt = NULL, *init = Py_None,
+				*gstr;
+	int			 per_gpu = 1, retries = 0, rc;
+	struct gp_pool_opts	 o = { 0 };
+	struct gp_pool		*p;
+	char			 err[512];
+
+	if (self->pool != NULL || self->worker != NULL) {
+		PyErr_SetString(PyExc_RuntimeError, "Pool already set up");
+		return -1;
+	}
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OiOOOiOO", kwlist,
+	    &worker, &gpus, &per_gpu, &fake, &tmo, &grace, &retries, &maxt,
+	    &init))
+		return -1;
+	if (!PyCallable_Check(worker) || (init != Py_None &&
+	    !PyCallable_Check(init))) {
+		PyErr_SetString(PyExc_TypeError, "worker and init must be "
+		    "callable (init may be None)");
+		return -1;
+	}
+	if (fake != NULL && fake != Py_None) {
+		long	 v = PyLong_AsLong(fake);
+
+		if (v == -1 && PyErr_Occurred())
+			return -1;
+		o.fake_gpus = v > INT32_MAX || v < 0 ? -1 : (int)v;
+	}
+	if (opt_uint(tmo, "timeout_ms", &o.timeout_ms) < 0 ||
+	    opt_uint(grace, "grace_ms", &o.grace_ms) < 0 ||
+	    opt_uint(maxt, "max_tasks", &o.max_tasks) < 0)
+		return -1;
+	if ((gstr = gpus_string(gpus)) == NULL)
+		return -1;
+	if (gstr != Py_None && (o.gpus = PyUnicode_AsUTF8(gstr)) == NULL)
+		goto fail;
+	if (pipes(self) < 0)
+		goto fail;
+	Py_INCREF(worker);
+	Py_INCREF(init);
+	self->worker = worker;
+	self->init = init;
+	o.per_gpu = per_gpu;
+	o.retries = retries;
+	o.init = gpy_worker_init;
+	o.fini = gpy_worker_fini;
+	o.init_arg = self;
+	o.fork_hook = gpy_fork_hook;
+	o.fork_arg = self;
+	o.flags = GP_POOL_CANCEL_FD;
+	o.cancel_fd = self->cancel[0];
+	o.errbuf = err;
+	o.errlen = sizeof(err);
+	self->owner = getpid();
+	Py_BEGIN_ALLOW_THREADS
+	rc = gp_pool_create(&p, &o);
+	Py_END_ALLOW_THREADS
+	if (rc < 0) {
+		if (rc == GP_EINIT)
+			init_failed(self, err);
+		else
+			raise_code(rc, err);
+		close_fds(self);
+		goto fail;
+	}
+	self->pool = p;
+	live_add(self);
+	Py_DECREF(gstr);
+	return 0;
+fail:
+	Py_DECREF(gstr);
+	return -1;
+}
+
+static PyObject *
+Pool_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	PoolObject	*self = (PoolObject *)type->tp_alloc(type, 0);
+
+	if (self != NULL)
+		self->cancel[0] = self->cancel[1] = self->sig[0] =
+		    self->sig[1] = self->initerr[0] = self->initerr[1] = -1;
+	return (PyObject *)self;
+}
+
+/* ------------------------------------------------------------------ */
+/* Around a map or run: checks, the wakeup fd, the signals after. */
+
+struct call {
+	PyObject	*wakeup;	/* the old wakeup fd, NULL: not set */
+	const int	*wake;		/* the pipe that is the wakeup fd */
+};
+
+static int
+usable(PoolObject *self)
+{
+	if (self->pool == NULL) {
+		PyErr_SetString(PyExc_ValueError, "Pool is closed");
+		return -1;
+	}
+	if (self->owner != getpid()) {
+		PyErr_SetString(PyExc_RuntimeError, "Pool belongs to the "
+		    "process that created it (this is a fork of it)");
+		return -1;
+	}
+	if (self->busy) {
+		PyErr_SetString(PyExc_RuntimeError, "a map or run is already "
+		    "in progress on this pool (-EBUSY)");
+		return -1;
+	}
+	return 0;
+}
+
+static void
+drain(int fd)
+{
+	char	 buf[256];
+
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+}
+
+/* signal.set_wakeup_fd(fd), returning the old value as an object; NULL
+ * with no exception when this is not the main thread. */
+static PyObject *
+set_wakeup(PyObject *fd)
+{
+	PyObject	*sig, *old;
+
+	if ((sig = PyImport_ImportModule("signal")) == NULL)
+		return NULL;
+	old = PyObject_CallMethod(sig, "set_wakeup_fd", "O", fd);
+	Py_DECREF(sig);
+	if (old == NULL && PyErr_ExceptionMatches(PyExc_ValueError))
+		PyErr_Clear();	/* not the main thread */
+	return old;
+}
+
+/* Before the call: pending signals run first (one may raise). */
+static int
+call_begin(PoolObject *self, struct call *c, const int *wake)
+{
+	PyObject	*fd;
+
+	if (usable(self) < 0)
+		return -1;
+	c->wake = wake;
+	if ((fd = PyLong_FromLong(wake[1])) == NULL)
+		return -1;
+	c->wakeup = set_wakeup(fd);
+	Py_DECREF(fd);
+	if (c->wakeup == NULL && PyErr_Occurred())
+		return -1;
+	drain(self->cancel[0]);
+	drain(self->sig[0]);
+	self->busy = 1;
+	if (PyErr_CheckSignals() < 0) {
+		self->busy = 0;
+		if (c->wakeup != NULL) {
+			PyObject	*e, *v, *tb, *r;
+
+			PyErr_Fetch(&e, &v, &tb);
+			r = set_wakeup(c->wakeup);
+			Py_XDECREF(r);
+			Py_CLEAR(c->wakeup);
+			PyErr_Restore(e, v, tb);
+		}
+		return -1;
+	}
+	return 0;
+}
+
+/* After the call: restore the wakeup fd, then run the signal handlers.
+ * Returns -1 if one raised, 1 if a signal came (the call was canceled)
+ * and every handler returned, 0 if none came. */
+static int
+call_end(PoolObject *self, struct call *c)
+{
+	PyObject	*r;
+	char		 b;
+	int		 came;
+
+	self->busy = 0;
+	if (c->wakeup != NULL) {
+		r = set_wakeup(c->wakeup);
+		Py_CLEAR(c->wakeup);
+		if (r == NULL && PyErr_Occurred())
+			return -1;
+		Py_XDECREF(r);
+	}
+	came = read(c->wake[0], &b, 1) == 1;
+	drain(c->wake[0]);
+	if (PyErr_CheckSignals() < 0)
+		return -1;
+	return came;
+}
+
+/* ------------------------------------------------------------------ */
+/* map */
+
+/* Run items[i] for each i in idx[0..m-1] (all when idx is NULL), the GIL
+ * released. */
+static int
+map_some(PoolObject *self, PyObject *worker_ref, struct gp_item *it,
+    size_t n, const size_t *idx, size_t m)
+{
+	struct gp_item	*sub = it;
+	size_t		 i;
+	int		 rc;
+
+	if (idx != NULL) {
+		if ((sub = PyMem_RawCalloc(m ? m : 1, sizeof(*sub))) == NULL)
+			return -ENOMEM;
+		for (i = 0; i < m; i++)
+			gp_item_init(&sub[i], it[idx[i]].in, it[idx[i]].inlen);
+		n = m;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	rc = gp_pool_map(self->pool, gpy_worker_fn, &worker_ref,
+	    sizeof(worker_ref), sub, n);
+	Py_END_ALLOW_THREADS
+	if (idx != NULL) {
+		for (i = 0; i < m; i++)
+			it[idx[i]] = sub[i];
+		PyMem_RawFree(sub);
+	}
+	return rc;
+}
+
+/* The items a signal canceled (or left unrun), to run again. */
+static size_t
+unfinished(const struct gp_item *it, size_t n, size_t *idx)
+{
+	size_t	 i, m = 0;
+
+	for (i = 0; i < n; i++)
+		if (it[i].status == GP_CANCELED || it[i].status == GP_NOTRUN)
+			idx[m++] = i;
+	return m;
+}
+
+static PyObject *
+results(struct gp_item *it, size_t n)
+{
+	PyObject	*list, *out, *t;
+	size_t		 i;
+
+	if ((list = PyList_New((Py_ssize_t)n)) == NULL)
+		return NULL;
+	for (i = 0; i < n; i++) {
+		if (it[i].out != NULL)
+			out = PyBytes_FromStringAndSize(it[i].out,
+			    (Py_ssize_t)it[i].outlen);
+		else {
+			out = Py_None;
+			Py_INCREF(out);
+		}
+		t = out ? Py_BuildValue("(iiN)", it[i].status, it[i].code,
+		    out) : NULL;
+		if (t == NULL) {
+			Py_DECREF(list);
+			return NULL;
+		}
+		PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+	}
+	return list;
+}
+
+/* Run the map; on a signal whose handlers all returned, again on what it
+ * canceled. */
+static PyObject *
+map_run(PoolObject *self, struct gp_item *it, size_t n)
+{
+	struct call	 c = { NULL, NULL };
+	size_t		*idx = NULL, m = n;
+	int		 rc, sig;
+
+	for (;;) {
+		if (call_begin(self, &c, self->cancel) < 0)
+			return NULL;
+		rc = map_some(self, (PyObject *)self, it, n, idx, m);
+		if ((sig = call_end(self, &c)) < 0 ||
+		    (rc < 0 && rc != GP_ENOWORKER)) {
+			PyMem_RawFree(idx);
+			return sig < 0 ? NULL : raise_code(rc, NULL);
+		}
+		if (sig == 0 || rc == GP_ENOWORKER)
+			break;
+		if (idx == NULL &&
+		    (idx = PyMem_RawMalloc((n ? n : 1) * sizeof(*idx))) == NULL)
+			return PyErr_NoMemory();
+		if ((m = unfinished(it, n, idx)) == 0)
+			break;
+	}
+	PyMem_RawFree(idx);
+	return results(it, n);
+}
+
+static PyObject *
+Pool_map(PoolObject *self, PyObject *arg)
+{
+	PyObject	*tup, *o, *res;
+	struct gp_item	*it;
+	size_t		 i, n;
+
+	if (usable(self) < 0)
+		return NULL;
+	/* A tuple holds every bytes object while the GIL is released. */
+	if ((tup = PySequence_Tuple(arg)) == NULL)
+		return NULL;
+	n = (size_t)PyTuple_GET_SIZE(tup);
+	if ((it = PyMem_RawCalloc(n ? n : 1, sizeof(*it))) == NULL) {
+		Py_DECREF(tup);
+		return PyErr_NoMemory();
+	}
+	for (i = 0; i < n; i++) {
+		o = PyTuple_GET_ITEM(tup, (Py_ssize_t)i);
+		if (!PyBytes_Check(o)) {
+			PyErr_Format(PyExc_TypeError, "item %zu is %.100s, not "
+			    "bytes", i, Py_TYPE(o)->tp_name);
+			PyMem_RawFree(it);
+			Py_DECREF(tup);
+			return NULL;
+		}
+		gp_item_init(&it[i], PyBytes_AS_STRING(o),
+		    (size_t)PyBytes_GET_SIZE(o));
+	}
+	res = map_run(self, it, n);
+	gp_items_release(it, n);
+	PyMem_RawFree(it);
+	Py_DECREF(tup);
+	return res;
+}
+
+/* ------------------------------------------------------------------ */
+/* run: streaming */
+
+struct slot {
+	struct gp_item	 it;		/* first: the library's pointer */
+	PyObject	*key, *data;
+};
+
+struct stream {
+	PoolObject	*self;
+	PyObject	*next, *done;
+	PyThreadState	*ts;		/* saved while the library runs */
+	PyObject	*et, *ev, *etb;	/* the first exception of next/done */
+};
+
+/* Keep the first exception; cancel the rest of the run. */
+static void
+stream_fail(struct stream *s)
+{
+	char	 b = 0;
+
+	if (s->et == NULL)
+		PyErr_Fetch(&s->et, &s->ev, &s->etb);
+	else
+		PyErr_Clear();
+	(void)write(s->self->cancel[1], &b, 1);
+}
+
+static int
+feed_next(void *arg, struct gp_item **item)
+{
+	struct stream	*s = arg;
+	struct slot	*sl;
+	PyObject	*r, *key, *data;
+	int		 ret = GP_FEED_END;
+
+	PyEval_RestoreThread(s->ts);
+	if (s->et != NULL || (r = PyObject_CallNoArgs(s->next)) == NULL)
+		goto out;
+	if (r == Py_None)
+		goto out_r;
+	if (!PyArg_ParseTuple(r, "OO!;next() must return (key, bytes) or "
+	    "None", &key, &PyBytes_Type, &data))
+		goto out_r;
+	if ((sl = PyMem_RawMalloc(sizeof(*sl))) == NULL) {
+		PyErr_NoMemory();
+		goto out_r;
+	}
+	Py_INCREF(key);
+	Py_INCREF(data);
+	sl->key = key;
+	sl->data = data;
+	gp_item_init(&sl->it, PyBytes_AS_STRING(data),
+	    (size_t)PyBytes_GET_SIZE(data));
+	*item = &sl->it;
+	ret = GP_FEED_ITEM;
+out_r:
+	Py_DECREF(r);
+out:
+	if (PyErr_Occurred())
+		stream_fail(s);
+	s->ts = PyEval_SaveThread();
+	return ret;
+}
+
+static int
+feed_done(void *arg, struct gp_item *item)
+{
+	struct stream	*s = arg;
+	struct slot	*sl = (struct slot *)item;
+	PyObject	*out, *r;
+	int		 ret = 0;
+
+	PyEval_RestoreThread(s->ts);
+	if (s->et == NULL) {
+		if (item->out != NULL)
+			out = PyBytes_FromStringAndSize(item->out,
+			    (Py_ssize_t)item->outlen);
+		else {
+			out = Py_None;
+			Py_INCREF(out);
+		}
+		r = out ? PyObject_CallFunction(s->done, "OiiN", sl->key,
+		    item->status, item->code, out) : NULL;
+		Py_XDECREF(r);
+		if (r == NULL) {
+			stream_fail(s);
+			ret = 1;
+		}
+	}
+	free(item->out);
+	Py_DECREF(sl->key);
+	Py_DECREF(sl->data);
+	PyMem_RawFree(sl);
+	s->ts = PyEval_SaveThread();
+	return ret;
+}
+
+/* The wakeup fd turned readable: a signal came; run its handlers now. */
+static int
+feed_ctl(void *arg)
+{
+	struct stream	*s = arg;
+	int		 ret = GP_CTL_GO_ON;
+
+	PyEval_RestoreThread(s->ts);
+	drain(s->self->sig[0]);
+	if (PyErr_CheckSignals() < 0) {
+		stream_fail(s);
+		ret = GP_CTL_CANCEL;
+	}
+	s->ts = PyEval_SaveThread();
+	return ret;
+}
+
+static PyObject *
+Pool_run(PoolObject *self, PyObject *args)
+{
+	struct stream	 s = { self, NULL, NULL, NULL, NULL, NULL, NULL };
+	struct gp_feed	 f = { .next = feed_next, .done = feed_done,
+			    .in_fd = -1, .ctl_fd = self->sig[0],
+			    .ctl = feed_ctl, .arg = &s };
+	struct call	 c = { NULL, NULL };
+	PyObject	*ref = (PyObject *)self;
+	int		 rc, sig;
+
+	if (!PyArg_ParseTuple(args, "OO:run", &s.next, &s.done))
+		return NULL;
+	if (call_begin(self, &c, self->sig) < 0)
+		return NULL;
+	s.ts = PyEval_SaveThread();
+	rc = gp_pool_run(self->pool, gpy_worker_fn, &ref, sizeof(ref), &f);
+	PyEval_RestoreThread(s.ts);
+	sig = call_end(self, &c);
+	if (s.et != NULL) {
+		/* next or done raised first: theirs is the exception. */
+		if (sig < 0)
+			PyErr_Clear();
+		PyErr_Restore(s.et, s.ev, s.etb);
+		return NULL;
+	}
+	if (sig < 0)
+		return NULL;
+	if (rc < 0)
+		return raise_code(rc, NULL);
+	Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------ */
+/* size, info, close, context manager */
+
+static PyObject *
+Pool_size(PoolObject *self, PyObject *noargs)
+{
+	if (self->pool == NULL) {
+		PyErr_SetString(PyExc_ValueError, "Pool is closed");
+		return NULL;
+	}
+	return PyLong_FromLong(gp_pool_size(self->pool));
+}
+
+static PyObject *
+Pool_info(PoolObject *self, PyObject *noargs)
+{
+	struct gp_worker_info	 wi;
+	PyObject		*list, *d;
+	int			 i, n;
+
+	if (self->pool == NULL) {
+		PyErr_SetString(PyExc_ValueError, "Pool is closed");
+		return NULL;
+	}
+	n = gp_pool_size(self->pool);
+	if ((list = PyList_New(n)) == NULL)
+		return NULL;
+	for (i = 0; i < n; i++) {
+		if (gp_pool_info(self->pool, i, &wi) < 0 ||
+		    (d = gpy_info_dict(&wi)) == NULL) {
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_RuntimeError, "info");
+			Py_DECREF(list);
+			return NULL;
+		}
+		PyList_SET_ITEM(list, i, d);
+	}
+	return list;
+}
+
+/* close(): destroy the pool (every worker asked to leave, then TERM,
+ * KILL, reaped), GIL released. Idempotent. */
+static PyObject *
+Pool_close(PoolObject *self, PyObject *noargs)
+{
+	if (self->busy) {
+		PyErr_SetString(PyExc_RuntimeError, "close() while a map or "
+		    "run is in progress on this pool");
+		return NULL;
+	}
+	if (self->pool != NULL) {
+		self->busy = 1;
+		Py_BEGIN_ALLOW_THREADS
+		destroy(self);
+		Py_END_ALLOW_THREADS
+		self->busy = 0;
+	}
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+Pool_enter(PoolObject *self, PyObject *noargs)
+{
+	Py_INCREF(self);
+	return (PyObject *)self;
+}
+
+static PyObject *
+Pool_exit(PoolObject *self, PyObject *args)
+{
+	PyObject	*r = Pool_close(self, NULL);
+
+	if (r == NULL)
+		return NULL;
+	Py_DECREF(r);
+	Py_RETURN_FALSE;
+}
+
+static void
+Pool_dealloc(PoolObject *self)
+{
+	if (self->pool != NULL) {
+		Py_BEGIN_ALLOW_THREADS
+		destroy(self);
+		Py_END_ALLOW_THREADS
+	}
+	close_fds(self);
+	Py_XDECREF(self->worker);
+	Py_XDECREF(self->init);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef Pool_methods[] = {
+	{ "map", (PyCFunction)Pool_map, METH_O,
+	  "map(items: list of bytes) -> list of (status, code, out)" },
+	{ "run", (PyCFunction)Pool_run, METH_VARARGS,
+	  "run(next, done): stream; next() -> (key, bytes) or None; "
+	  "done(key, status, code, out) as each item ends" },
+	{ "size", (PyCFunction)Pool_size, METH_NOARGS, "number of workers" },
+	{ "info", (PyCFunction)Pool_info, METH_NOARGS,
+	  "list of dicts: where each worker runs" },
+	{ "close", (PyCFunction)Pool_close, METH_NOARGS,
+	  "destroy the pool and reap its workers (idempotent)" },
+	{ "__enter__", (PyCFunction)Pool_enter, METH_NOARGS, NULL },
+	{ "__exit__", (PyCFunction)Pool_exit, METH_VARARGS, NULL },
+	{ NULL }
+};
+
+static PyObject *
+Pool_closed(PoolObject *self, void *unused)
+{
+	return PyBool_FromLong(self->pool == NULL);
+}
+
+static PyGetSetDef Pool_getset[] = {
+	{ "closed", (getter)Pool_closed, NULL, "whether close() ran", NULL },
+	{ NULL }
+};
+
+static PyTypeObject PoolType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "gpupool._gpupool.Pool",
+	.tp_basicsize = sizeof(PoolObject),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+	.tp_doc = "Pool(worker, *, gpus=None, per_gpu=1, fake_gpus=None, "
+	    "timeout_ms=0, grace_ms=0, retries=0, max_tasks=0, init=None)",
+	.tp_new = Pool_new,
+	.tp_init = (initproc)Pool_init,
+	.tp_dealloc = (destructor)Pool_dealloc,
+	.tp_methods = Pool_methods,
+	.tp_getset = Pool_getset,
+};
+
+/* ------------------------------------------------------------------ */
+/* The module */
+
+static PyObject *
+mod_strerror(PyObject *mod, PyObject *arg)
+{
+	long	 code = PyLong_AsLong(arg);
+
+	if (code == -1 && PyErr_Occurred())
+		return NULL;
+	return PyUnicode_FromString(gp_strerror((int)code));
+}
+
+static PyMethodDef mod_methods[] = {
+	{ "current", gpy_current, METH_NOARGS,
+	  "in a worker: a dict of where it runs; None in the caller" },
+	{ "strerror", mod_strerror, METH_O, "text of a library error code" },
+	{ NULL }
+};
+
+static struct PyModuleDef mod_def = {
+	PyModuleDef_HEAD_INIT,
+	.m_name = "gpupool._gpupool",
+	.m_doc = "libgpupool's pool, wrapped: see Pool.",
+	.m_size = -1,
+	.m_methods = mod_methods,
+};
+
+PyMODINIT_FUNC PyInit__gpupool(void);
+
+PyMODINIT_FUNC
+PyInit__gpupool(void)
+{
+	static const struct { const char *name; int v; } k[] = {
+		{ "OK", GP_OK }, { "FAILED", GP_FAILED },
+		{ "CRASHED", GP_CRASHED }, { "TIMEDOUT", GP_TIMEDOUT },
+		{ "CANCELED", GP_CANCELED }, { "ERROR", GP_ERROR },
+		{ "NOTRUN", GP_NOTRUN },
+	};
+	PyObject	*m;
+	size_t		 i;
+
+	if (PyType_Ready(&PoolType) < 0 ||
+	    (m = PyModule_Create(&mod_def)) == NULL)
+		return NULL;
+	for (i = 0; i < sizeof(k) / sizeof(k[0]); i++)
+		if (PyModule_AddIntConstant(m, k[i].name, k[i].v) < 0)
+			goto fail;
+	if (PyModule_AddStringConstant(m, "VERSION", GP_VERSION) < 0)
+		goto fail;
+	InitError = PyErr_NewExceptionWithDoc("gpupool._gpupool.InitError",
+	    "a worker's init failed (Pool())", PyExc_RuntimeError, NULL);
+	if (InitError == NULL ||
+	    PyModule_AddObjectRef(m, "InitError", InitError) < 0 ||
+	    PyModule_AddObjectRef(m, "Pool", (PyObject *)&PoolType) < 0)
+		goto fail;
+	/* At most 32 such functions per process: without one, pools never
+	 * closed are left to PR_SET_PDEATHSIG, which kills their workers
+	 * when this process ends. */
+	(void)Py_AtExit(destroy_all);
+	return m;
+fail:
+	Py_DECREF(m);
+	return NULL;
+}
