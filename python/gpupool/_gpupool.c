@@ -451,6 +451,20 @@ unfinished(const struct gp_item *it, size_t n, size_t *idx)
 	return m;
 }
 
+/* An item's result: bytes; None when it has none (not GP_OK). The
+ * worker always replies for an item that ends GP_OK, but the library
+ * keeps an empty reply as out NULL: that is b''. */
+static PyObject *
+out_bytes(const struct gp_item *it)
+{
+	if (it->out != NULL)
+		return PyBytes_FromStringAndSize(it->out,
+		    (Py_ssize_t)it->outlen);
+	if (it->status == GP_OK)
+		return PyBytes_FromStringAndSize("", 0);
+	Py_RETURN_NONE;
+}
+
 static PyObject *
 results(struct gp_item *it, size_t n)
 {
@@ -460,13 +474,7 @@ results(struct gp_item *it, size_t n)
 	if ((list = PyList_New((Py_ssize_t)n)) == NULL)
 		return NULL;
 	for (i = 0; i < n; i++) {
-		if (it[i].out != NULL)
-			out = PyBytes_FromStringAndSize(it[i].out,
-			    (Py_ssize_t)it[i].outlen);
-		else {
-			out = Py_None;
-			Py_INCREF(out);
-		}
+		out = out_bytes(&it[i]);
 		t = out ? Py_BuildValue("(iiN)", it[i].status, it[i].code,
 		    out) : NULL;
 		if (t == NULL) {
@@ -585,9 +593,12 @@ feed_next(void *arg, struct gp_item **item)
 		goto out;
 	if (r == Py_None)
 		goto out_r;
-	if (!PyArg_ParseTuple(r, "OO!;next() must return (key, bytes) or "
-	    "None", &key, &PyBytes_Type, &data))
+	if (!PyTuple_Check(r) || !PyArg_ParseTuple(r, "OO!", &key,
+	    &PyBytes_Type, &data)) {
+		PyErr_Format(PyExc_TypeError, "next() must return (key, "
+		    "bytes) or None, not %.100R", r);
 		goto out_r;
+	}
 	if ((sl = PyMem_RawMalloc(sizeof(*sl))) == NULL) {
 		PyErr_NoMemory();
 		goto out_r;
@@ -619,13 +630,7 @@ feed_done(void *arg, struct gp_item *item)
 
 	PyEval_RestoreThread(s->ts);
 	if (s->et == NULL) {
-		if (item->out != NULL)
-			out = PyBytes_FromStringAndSize(item->out,
-			    (Py_ssize_t)item->outlen);
-		else {
-			out = Py_None;
-			Py_INCREF(out);
-		}
+		out = out_bytes(item);
 		r = out ? PyObject_CallFunction(s->done, "OiiN", sl->key,
 		    item->status, item->code, out) : NULL;
 		Py_XDECREF(r);
