@@ -6,10 +6,12 @@
  * worker (the first ones and every replacement forked during a map): in
  * the parent it takes the GIL (PyGILState_Ensure) and calls
  * PyOS_BeforeFork(), then PyOS_AfterFork_Parent() and gives the GIL back;
- * in the child it calls PyOS_AfterFork_Child() and keeps the GIL: from
- * then on the worker's only thread runs Python through the library's
- * callbacks below (init, fn, fini), which are plain C calls made with
- * that GIL held. The worker never returns into the Python frame that
+ * in the child it calls PyOS_AfterFork_Child(), then releases the GIL
+ * (PyEval_SaveThread) while the library's C code runs: the worker's
+ * Python runs in the library's callbacks below (init, fn, fini), each of
+ * which takes the GIL back for its call (ENTER/LEAVE), so threads the
+ * worker's own code starts (a data loader, a monitor) run between items
+ * too. The worker never returns into the Python frame that
  * called the library: it leaves by _exit() (the library's), so Python is
  * never finalised there; fini flushes sys.stdout and sys.stderr.
  */
@@ -30,6 +32,11 @@ static const struct gp_worker_info	*self_info;
 /* The fork hook's GIL state, from BEFORE to PARENT: the same thread makes
  * both calls, and two pools may fork at once from two threads. */
 static __thread PyGILState_STATE	 fork_gil;
+
+/* In a worker: its Python thread state, saved while the library runs. */
+static PyThreadState			*worker_ts;
+#define ENTER()	PyEval_RestoreThread(worker_ts)
+#define LEAVE()	(worker_ts = PyEval_SaveThread())
 
 /* In a new worker: signal.set_wakeup_fd(-1) (PySignal_SetWakeupFd() is
  * not exported by every build). The forking thread is the child's main
@@ -71,6 +78,7 @@ gpy_fork_hook(int phase, void *arg)
 		(void)close(self->sig[0]);
 		(void)close(self->sig[1]);
 		(void)close(self->initerr[0]);
+		LEAVE();
 		break;
 	}
 }
@@ -181,25 +189,29 @@ gpy_worker_init(struct gp_ctx *ctx, void *arg)
 	PoolObject	*self = arg;
 	PyObject	*r;
 
+	int		 rc = 1;
+
 	self_info = gp_ctx_info(ctx);
-	if (sync_environ() < 0) {
-		report_init_error(self);
-		return 1;
+	ENTER();
+	if (sync_environ() < 0)
+		goto out;
+	if (self->init != Py_None) {
+		if ((r = PyObject_CallNoArgs(self->init)) == NULL)
+			goto out;
+		Py_DECREF(r);
 	}
-	if (self->init == Py_None)
-		return 0;
-	if ((r = PyObject_CallNoArgs(self->init)) == NULL) {
+	rc = 0;
+out:
+	if (rc != 0)
 		report_init_error(self);
-		return 1;
-	}
-	Py_DECREF(r);
-	return 0;
+	LEAVE();
+	return rc;
 }
 
 /* The worker is leaving cleanly (destroy, max_tasks): by _exit(), so
  * Python's buffered output is written now. */
-void
-gpy_worker_fini(struct gp_ctx *ctx, void *arg)
+static void
+flush_all(void)
 {
 	PyObject	*f;
 	const char	*names[] = { "stdout", "stderr" };
@@ -215,6 +227,14 @@ gpy_worker_fini(struct gp_ctx *ctx, void *arg)
 	fflush(NULL);
 }
 
+void
+gpy_worker_fini(struct gp_ctx *ctx, void *arg)
+{
+	ENTER();
+	flush_all();
+	LEAVE();
+}
+
 /* One item: worker(bytes) -> bytes-like, as the item's result. If it
  * raises (or returns something without the buffer protocol), the
  * traceback goes to stderr and the item ends GP_FAILED, code 1. SystemExit
@@ -228,6 +248,7 @@ gpy_worker_fn(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	Py_buffer	 view;
 	int		 rc;
 
+	ENTER();
 	if ((b = PyBytes_FromStringAndSize(in, (Py_ssize_t)inlen)) == NULL)
 		goto fail;
 	r = PyObject_CallOneArg(self->worker, b);
@@ -242,6 +263,7 @@ gpy_worker_fn(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	 * fn returns. */
 	(void)gp_ctx_reply(ctx, view.buf, (size_t)view.len);
 	PyBuffer_Release(&view);
+	LEAVE();
 	return 0;
 fail:
 	if (PyErr_ExceptionMatches(PyExc_SystemExit)) {
@@ -255,10 +277,11 @@ fail:
 			code = 0;
 		else if (c != NULL && PyLong_Check(c))
 			code = PyLong_AsLong(c);
-		gpy_worker_fini(ctx, NULL);
+		flush_all();
 		_exit((int)code & 0xff);
 	}
 	print_exc();
+	LEAVE();
 	return 1;
 }
 

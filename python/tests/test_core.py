@@ -377,3 +377,56 @@ def test_module_constants():
             g.NOTRUN) == tuple(range(7))
     assert 'worker' in g.strerror(-10002)
     assert issubclass(g.InitError, Exception)
+
+
+def test_max_tasks_recycles_workers():
+    with g.Pool(lambda b: b'%d' % os.getpid(), fake_gpus=1,
+                max_tasks=3) as p:
+        r = p.map([b''] * 10)
+        assert all(s == g.OK for s, _, _ in r)
+        assert len({o for _, _, o in r}) >= 4
+
+
+def test_replacements_forked_while_a_caller_thread_runs_python():
+    stop = threading.Event()
+    n = [0]
+
+    def spin():
+        while not stop.is_set():
+            n[0] += 1
+
+    f = crash_on(b'c', lambda: os._exit(1))
+    with g.Pool(f, fake_gpus=1) as p:
+        t = threading.Thread(target=spin)
+        t.start()
+        try:
+            r = p.map([b'c', b'a'] * 5)
+        finally:
+            stop.set()
+            t.join()
+        # One worker: each crash was followed by a fork, inside the map.
+        assert [s for s, _, _ in r] == [g.CRASHED, g.OK] * 5
+        assert p.map([b'b']) == [(g.OK, 0, r[-1][2].replace(b'"a"',
+                                                            b'"b"'))]
+    assert n[0] > 0
+
+
+def test_worker_threads_run_between_items():
+    go_r, go_w = os.pipe()
+    back_r, back_w = os.pipe()
+
+    def init():
+        def answer():
+            os.write(back_w, os.read(go_r, 1))
+        threading.Thread(target=answer, daemon=True).start()
+
+    with g.Pool(lambda b: b, fake_gpus=1, init=init) as p:
+        assert p.map([b'1']) == [(g.OK, 0, b'1')]
+        # The worker is idle, in the library's C code: its thread runs
+        # only if the GIL is free there. (The timeout only turns a hang
+        # into a failure.)
+        os.write(go_w, b'x')
+        assert select.select([back_r], [], [], 60)[0] == [back_r]
+        assert os.read(back_r, 1) == b'x'
+    for fd in (go_r, go_w, back_r, back_w):
+        os.close(fd)
