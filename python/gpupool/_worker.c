@@ -38,6 +38,24 @@ static PyThreadState			*worker_ts;
 #define ENTER()	PyEval_RestoreThread(worker_ts)
 #define LEAVE()	(worker_ts = PyEval_SaveThread())
 
+/* Python's sys.stdout and sys.stderr, then C's stdio. */
+static void
+flush_all(void)
+{
+	PyObject	*f;
+	const char	*names[] = { "stdout", "stderr" };
+	size_t		 i;
+
+	for (i = 0; i < 2; i++) {
+		if ((f = PySys_GetObject(names[i])) == NULL || f == Py_None)
+			continue;
+		if ((f = PyObject_CallMethod(f, "flush", NULL)) == NULL)
+			PyErr_Clear();
+		Py_XDECREF(f);
+	}
+	fflush(NULL);
+}
+
 /* In a new worker: signal.set_wakeup_fd(-1) (PySignal_SetWakeupFd() is
  * not exported by every build). The forking thread is the child's main
  * thread, as signal wants. */
@@ -61,6 +79,9 @@ gpy_fork_hook(int phase, void *arg)
 	switch (phase) {
 	case GP_FORK_BEFORE:
 		fork_gil = PyGILState_Ensure();
+		/* Else the worker inherits what sys.stdout holds and writes
+		 * it again when it leaves (fini flushes). */
+		flush_all();
 		PyOS_BeforeFork();
 		break;
 	case GP_FORK_PARENT:
@@ -210,23 +231,6 @@ out:
 
 /* The worker is leaving cleanly (destroy, max_tasks): by _exit(), so
  * Python's buffered output is written now. */
-static void
-flush_all(void)
-{
-	PyObject	*f;
-	const char	*names[] = { "stdout", "stderr" };
-	size_t		 i;
-
-	for (i = 0; i < 2; i++) {
-		if ((f = PySys_GetObject(names[i])) == NULL || f == Py_None)
-			continue;
-		if ((f = PyObject_CallMethod(f, "flush", NULL)) == NULL)
-			PyErr_Clear();
-		Py_XDECREF(f);
-	}
-	fflush(NULL);
-}
-
 void
 gpy_worker_fini(struct gp_ctx *ctx, void *arg)
 {

@@ -430,3 +430,28 @@ def test_worker_threads_run_between_items():
         assert os.read(back_r, 1) == b'x'
     for fd in (go_r, go_w, back_r, back_w):
         os.close(fd)
+
+
+def test_interpreter_exit_closes_pools_and_output_is_written_once():
+    import subprocess
+    import sys
+    code = '''if 1:
+        import sys
+        import gpupool._gpupool as g
+        print("before the pool", end=" ")     # buffered: a pipe
+        def f(b):
+            print("from worker", end=" ")     # flushed when it leaves
+            return b
+        p = g.Pool(f, fake_gpus=2)
+        assert p.map([b"x"]) == [(0, 0, b"x")]
+        pids = [i["pid"] for i in p.info()]
+        print(*pids)
+        # no close(): the interpreter's exit destroys the pool
+        '''
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count('before the pool') == 1
+    # The worker left cleanly (its fini flushed it): not killed when its
+    # master died.
+    assert r.stdout.count('from worker') == 1
