@@ -366,6 +366,7 @@ call_begin(PoolObject *self, struct call *c, const int *wake)
 	drain(self->cancel[0]);
 	drain(self->sig[0]);
 	self->busy = 1;
+	self->busy_thread = PyThread_get_thread_ident();
 	if (PyErr_CheckSignals() < 0) {
 		self->busy = 0;
 		if (c->wakeup != NULL) {
@@ -719,6 +720,13 @@ Pool_info(PoolObject *self, PyObject *noargs)
 
 	if (self->pool == NULL) {
 		PyErr_SetString(PyExc_ValueError, "Pool is closed");
+		return NULL;
+	}
+	/* The library's rule: from the thread making calls (next, done) or
+	 * while none runs (a call replaces dead workers). */
+	if (self->busy && self->busy_thread != PyThread_get_thread_ident()) {
+		PyErr_SetString(PyExc_RuntimeError, "info() while a map or "
+		    "run is in progress on this pool in another thread");
 		return NULL;
 	}
 	n = gp_pool_size(self->pool);

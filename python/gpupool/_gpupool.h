@@ -31,6 +31,7 @@ typedef struct {
 					   writes the exception text to [1] */
 	pid_t		 owner;		/* the process that created the pool */
 	int		 busy;		/* a map or run is in progress */
+	unsigned long	 busy_thread;	/* the thread running it */
 } PoolObject;
 
 /* _worker.c */

@@ -274,6 +274,20 @@ def test_second_map_while_one_runs_is_refused():
         it = iter([(0, b'1')])
         p.run(lambda: next(it, None), done)
         assert len(errors) == 3
+        # info() from another thread while a call runs: refused; from
+        # the calling thread (in done): allowed.
+        seen = []
+
+        def done2(*a):
+            seen.append(len(p.info()))
+            t = threading.Thread(target=lambda: seen.append(
+                pytest.raises(RuntimeError, p.info)))
+            t.start()
+            t.join()
+
+        it = iter([(0, b'1')])
+        p.run(lambda: next(it, None), done2)
+        assert seen[0] == 1 and 'another thread' in str(seen[1].value)
         assert p.map([b'1']) == [(g.OK, 0, b'2')]
 
 
