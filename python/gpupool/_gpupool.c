@@ -488,7 +488,8 @@ results(struct gp_item *it, size_t n)
 }
 
 /* Run the map; on a signal whose handlers all returned, again on what it
- * canceled. */
+ * canceled. GP_ENOWORKER (every worker gone, respawn budget spent) is no
+ * exception: the items it could not run read NOTRUN. */
 static PyObject *
 map_run(PoolObject *self, struct gp_item *it, size_t n)
 {
@@ -497,8 +498,10 @@ map_run(PoolObject *self, struct gp_item *it, size_t n)
 	int		 rc, sig;
 
 	for (;;) {
-		if (call_begin(self, &c, self->cancel) < 0)
+		if (call_begin(self, &c, self->cancel) < 0) {
+			PyMem_RawFree(idx);
 			return NULL;
+		}
 		rc = map_some(self, (PyObject *)self, it, n, idx, m);
 		if ((sig = call_end(self, &c)) < 0 ||
 		    (rc < 0 && rc != GP_ENOWORKER)) {
@@ -799,7 +802,8 @@ Pool_dealloc(PoolObject *self)
 
 static PyMethodDef Pool_methods[] = {
 	{ "map", (PyCFunction)Pool_map, METH_O,
-	  "map(items: list of bytes) -> list of (status, code, out)" },
+	  "map(items: sequence of bytes) -> list of (status, code, out), in "
+	  "order; out is bytes, or None when the item has no result" },
 	{ "run", (PyCFunction)Pool_run, METH_VARARGS,
 	  "run(next, done): stream; next() -> (key, bytes) or None; "
 	  "done(key, status, code, out) as each item ends" },
