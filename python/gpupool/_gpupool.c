@@ -85,26 +85,30 @@ close_fds(PoolObject *self)
 	}
 }
 
-/* Destroy the C pool (no Python runs: also from Py_AtExit). */
+/* Destroy the C pool. No Python runs, so the GIL may be released around
+ * it; its caller took the pool off live[] before, with the GIL. */
 static void
 destroy(PoolObject *self)
 {
 	struct gp_pool	*p = self->pool;
 
 	self->pool = NULL;
-	live_del(self);
 	gp_pool_destroy(p);
 	close_fds(self);
 }
 
+/* Py_AtExit: Python is finalised, no other thread runs Python. */
 static void
 destroy_all(void)
 {
 	int	 i;
 
 	for (i = 0; i < MAX_LIVE; i++)
-		if (live[i] != NULL && live[i]->pool != NULL)
-			destroy(live[i]);
+		if (live[i] != NULL) {
+			if (live[i]->pool != NULL)
+				destroy(live[i]);
+			live[i] = NULL;
+		}
 }
 
 /* Raise for a library error code: -EINVAL ValueError, -EBUSY
@@ -760,6 +764,7 @@ Pool_close(PoolObject *self, PyObject *noargs)
 	}
 	if (self->pool != NULL) {
 		self->busy = 1;
+		live_del(self);
 		Py_BEGIN_ALLOW_THREADS
 		destroy(self);
 		Py_END_ALLOW_THREADS
@@ -790,6 +795,7 @@ static void
 Pool_dealloc(PoolObject *self)
 {
 	if (self->pool != NULL) {
+		live_del(self);
 		Py_BEGIN_ALLOW_THREADS
 		destroy(self);
 		Py_END_ALLOW_THREADS
