@@ -177,7 +177,7 @@ def test_timeout():
             select.select([], [], [])       # forever
         return b
 
-    with g.Pool(f, fake_gpus=2, timeout_ms=300, grace_ms=50) as p:
+    with g.Pool(f, fake_gpus=2, timeout_ms=1000, grace_ms=50) as p:
         r = p.map([b'a', b'hang', b'b'])
         assert r[1] == (g.TIMEDOUT, -1, None)
         assert r[0] == (g.OK, 0, b'a') and r[2] == (g.OK, 0, b'b')
