@@ -2,7 +2,8 @@
  * _gpupool.h: what the two C files of the extension module share.
  *
  * _gpupool.c: the module, the Pool type and the caller's side (create,
- * map, run, close, the GIL and Ctrl-C).
+ * info, close; the rules on the GIL and Ctrl-C).
+ * _call.c: map and run (the GIL released while they wait, signals).
  * _worker.c: the worker's side (the fork hook, the C init/fn/fini that
  * call the Python callables, os.environ sync, current()) and the
  * gp_worker_info -> dict conversion both sides use.
@@ -33,6 +34,14 @@ typedef struct {
 	int		 busy;		/* a map or run is in progress */
 	unsigned long	 busy_thread;	/* the thread running it */
 } PoolObject;
+
+/* _gpupool.c */
+extern PyObject	*gpy_InitError;
+PyObject *gpy_raise_code(int rc, const char *msg);
+
+/* _call.c */
+PyObject *gpy_map(PoolObject *self, PyObject *items);
+PyObject *gpy_run(PoolObject *self, PyObject *args);
 
 /* _worker.c */
 void	 gpy_fork_hook(int phase, void *arg);
