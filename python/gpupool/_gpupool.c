@@ -462,10 +462,30 @@ static PyMethodDef mod_methods[] = {
 	{ NULL }
 };
 
+static const char mod_doc[] =
+"libgpupool's pool, wrapped (the package's C core).\n"
+"\n"
+"Pool(worker, *, gpus=None, per_gpu=1, fake_gpus=None, timeout_ms=0,\n"
+"     grace_ms=0, retries=0, max_tasks=0, init=None)\n"
+"  worker(bytes) -> bytes runs in the workers, once per item; if it\n"
+"  raises, the item ends FAILED, code 1, its traceback on stderr.\n"
+"  init() runs once per worker, after os.environ got the worker's\n"
+"  CUDA_VISIBLE_DEVICES etc.; if it raises, Pool() raises InitError.\n"
+"  Bad options: ValueError or OSError with the library's reason.\n"
+"Pool.map(items) -> [(status, code, out)], in order (out bytes or None)\n"
+"Pool.run(next, done): next() -> (key, bytes) or None, asked when a\n"
+"  worker is idle; done(key, status, code, out) as each item ends.\n"
+"  If next or done raises, the run is canceled and that propagates.\n"
+"  Both release the GIL while waiting; Ctrl-C cancels (main thread)\n"
+"  and raises KeyboardInterrupt once the items stopped.\n"
+"Pool.size(), Pool.info() -> [dict], Pool.close(), with Pool(...) as p\n"
+"current() -> dict in a worker, None in the caller; strerror(code);\n"
+"OK FAILED CRASHED TIMEDOUT CANCELED ERROR NOTRUN; InitError.";
+
 static struct PyModuleDef mod_def = {
 	PyModuleDef_HEAD_INIT,
 	.m_name = "gpupool._gpupool",
-	.m_doc = "libgpupool's pool, wrapped: see Pool.",
+	.m_doc = mod_doc,
 	.m_size = -1,
 	.m_methods = mod_methods,
 };
