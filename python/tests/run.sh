@@ -1,0 +1,22 @@
+#!/bin/sh
+# The Python package's tests, as a user gets the package: this tree
+# pip-installed into a venv of the build directory (BUILD/pyvenv, made
+# once; pip fetches meson-python, meson and ninja from PyPI to build it),
+# then pytest on python/tests against what was installed.
+#
+#	run.sh SRCROOT BUILDROOT
+#
+# Exit 77 (skipped) when this Python has no venv module (Debian:
+# python3-venv; .ci/setup installs it).
+set -eu
+src=$1
+venv=$2/pyvenv
+if [ ! -x "$venv/bin/python" ]; then
+	python3 -m venv --system-site-packages "$venv" 2>/dev/null || {
+		echo "python3 -m venv failed (python3-venv missing?): skipped"
+		exit 77
+	}
+fi
+"$venv/bin/pip" install -q --disable-pip-version-check "$src" pytest
+cd "$src"
+exec "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
