@@ -260,9 +260,14 @@ class Pool:
         return self._size
 
     def info(self):
-        """Where each worker runs: a list of WorkerInfo. Not while another
-        thread runs a call on this pool."""
-        return [WorkerInfo(d) for d in self._c.info()]
+        """Where each worker runs: a list of WorkerInfo. The C library
+        allows it only while no call runs (a call replaces dead workers),
+        so this waits for a running map to end."""
+        self._acquire_runner()
+        try:
+            return [WorkerInfo(d) for d in self._c.info()]
+        finally:
+            self._release_runner()
 
     def map(self, fn, iterable, chunksize=None, *, return_exceptions=False,
             progress=False):
@@ -339,6 +344,8 @@ class Pool:
         or a generator of unknown length: at most `window` items (default
         4 * size() * chunksize) are taken and not yet yielded, so memory
         stays bounded. chunksize defaults to 1 (pass more for tiny items).
+        The input is read in the helper thread that drives the C pool:
+        while the input blocks (a slow dataset), no result is collected.
         Failures as map(): raised when reached (return_exceptions=True:
         yielded). Leaving the loop early cancels the rest."""
         return self._stream(fn, iterable, chunksize, True,
