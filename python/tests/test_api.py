@@ -429,3 +429,68 @@ def test_progress_plain_line(pool, monkeypatch, capsys):
         [2 * i for i in range(50)]
     err = capsys.readouterr().err
     assert "gpupool: 50/50 items" in err
+
+
+# -- lifecycle details ---------------------------------------------------------
+
+_state = []
+
+
+def remember(x):
+    """Worker state survives between items: what an initializer loads
+    (a model) is there for every item the worker runs."""
+    _state.append(x)
+    return os.getpid(), len(_state)
+
+
+def test_worker_state_persists_between_items():
+    with gpupool.Pool(fake_gpus=1) as p:
+        res = p.map(remember, range(5), chunksize=1)
+    assert len({pid for pid, _ in res}) == 1
+    assert [n for _, n in res] == [1, 2, 3, 4, 5]
+
+
+def test_fn_exception_is_not_retried(tmp_path):
+    with gpupool.Pool(fake_gpus=1, retries=3) as p:
+        with pytest.raises(Boom):
+            p.map(raise_boom, [3])
+
+
+def test_leaving_with_block_ends_an_unread_imap():
+    before = children()
+    with gpupool.Pool(fake_gpus=2) as p:
+        it = p.imap(double, itertools.count())
+        assert next(it) == 0
+    # it is still referenced: join() must not wait for a reader
+    assert children() == before
+    with pytest.raises(gpupool.Canceled):
+        list(it)
+
+
+def test_terminate_during_imap_reaches_the_reader():
+    p = gpupool.Pool(fake_gpus=2)
+    it = p.imap(hang_on_1, range(4), chunksize=1)
+    assert next(it) == 0  # item 1 hangs: the reader waits on it next
+    p.terminate()
+    with pytest.raises((gpupool.Canceled, gpupool.WorkerCrashed)):
+        next(it)
+
+
+def test_pool_fds_are_close_on_exec():
+    import fcntl
+
+    def inheritable():
+        out = set()
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                if not fcntl.fcntl(int(fd), fcntl.F_GETFD) & fcntl.FD_CLOEXEC:
+                    out.add(int(fd))
+            except OSError:
+                pass
+        return out
+
+    before = inheritable()
+    with gpupool.Pool(fake_gpus=2) as p:
+        p.map(double, range(10))
+        assert inheritable() <= before
+    assert inheritable() <= before
