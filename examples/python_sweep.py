@@ -15,7 +15,7 @@ def job(lr):
 if __name__ == "__main__":
     try:
         pool = gpupool.Pool()
-    except Exception as e:  # no GPU or no driver here
+    except OSError as e:  # no GPU (or no driver) here
         print("gpupool: %s; using 4 fake GPUs" % e, file=sys.stderr)
         pool = gpupool.Pool(fake_gpus=4)
     with pool:
