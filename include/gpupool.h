@@ -163,6 +163,29 @@ enum gp_pool_flags {
 					   readable */
 };
 
+/*
+ * Fork hook (gp_pool_opts.fork_hook): called around every fork of a worker,
+ * the first ones in gp_pool_create() and every replacement (a dead or
+ * recycled worker, forked during gp_pool_map() or gp_pool_run()), in the
+ * thread making that call: GP_FORK_BEFORE in the parent just before
+ * fork(), then GP_FORK_PARENT in the parent just after it (also when
+ * fork() failed, so BEFORE is always paired) and GP_FORK_CHILD in the new
+ * worker, first thing after fork(), before the library does anything else
+ * there (it then closes descriptors, resets signals, binds and runs init).
+ * An embedding runtime runs its fork protocol here (CPython:
+ * PyOS_BeforeFork(), PyOS_AfterFork_Parent(), PyOS_AfterFork_Child(), with
+ * its lock held). arg is fork_arg. The hook must not call the library on
+ * the same pool. The probe child that enumerates GPUs (in gp_pool_create(),
+ * when GPUs are not fake) is forked without the hook: it runs only the
+ * library's and CUDA's C code, then _exit()s.
+ */
+enum gp_fork_phase {
+	GP_FORK_BEFORE = 0,
+	GP_FORK_PARENT = 1,
+	GP_FORK_CHILD = 2,
+};
+typedef void gp_fork_hook(int phase, void *arg);
+
 /* Pool options. { 0 } gives the defaults named on each field. */
 struct gp_pool_opts {
 	const char	*gpus;		/* "0,2", "GPU-8932f937,...", bus ids;
@@ -193,7 +216,9 @@ struct gp_pool_opts {
 	char		*errbuf;	/* if set, create writes a one-line reason
 					   for a failure here */
 	size_t		 errlen;
-	uint64_t	 reserved[8];	/* must be 0: room for later options */
+	gp_fork_hook	*fork_hook;	/* around each worker fork; NULL: none */
+	void		*fork_arg;	/* passed to fork_hook */
+	uint64_t	 reserved[6];	/* must be 0: room for later options */
 };
 
 /* Where a worker runs (gp_pool_info(), gp_ctx_info()). */

@@ -98,8 +98,13 @@ gp_proc_spawn(struct gp_pool *p, struct gp_worker *w)
 	atomic_store(&w->shm->pgid, 0);
 	/* Unflushed host output would be written twice otherwise. */
 	fflush(NULL);
-	if ((pid = fork()) == -1) {
-		rc = -errno;
+	if (p->o.fork_hook != NULL)
+		p->o.fork_hook(GP_FORK_BEFORE, p->o.fork_arg);
+	pid = fork();
+	rc = -errno;
+	if (pid != 0 && p->o.fork_hook != NULL)
+		p->o.fork_hook(GP_FORK_PARENT, p->o.fork_arg);
+	if (pid == -1) {
 		close(task[0]);
 		close(task[1]);
 		close(res[0]);
@@ -107,6 +112,8 @@ gp_proc_spawn(struct gp_pool *p, struct gp_worker *w)
 		return rc;
 	}
 	if (pid == 0) {
+		if (p->o.fork_hook != NULL)
+			p->o.fork_hook(GP_FORK_CHILD, p->o.fork_arg);
 		close(task[1]);
 		close(res[0]);
 		close_others(p);

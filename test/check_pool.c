@@ -1732,12 +1732,12 @@ START_TEST(reserved_fields_leave_room_to_grow)
 
 	o.errbuf = err;
 	o.errlen = sizeof(err);
-	o.reserved[7] = 1;
+	o.reserved[5] = 1;
 	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
 	ck_assert_ptr_null(p);
 	ck_assert_msg(strstr(err, "reserved fields are not zero") != NULL,
 	    "errbuf: %s", err);
-	o.reserved[7] = 0;
+	o.reserved[5] = 0;
 	o.flags = 1u << 30;
 	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
 	ck_assert_msg(strstr(err, "unknown flags 0x40000000") != NULL,
@@ -1847,6 +1847,108 @@ START_TEST(forked_child_cannot_use_or_stop_the_pool)
 }
 END_TEST
 
+/*
+ * The fork hook: the parent's phases are logged here, in order; each
+ * worker writes, from its GP_FORK_CHILD call, its pid and how many parent
+ * phases its copy of the log held at the fork (odd: BEFORE, not yet
+ * PARENT) to a pipe it inherited.
+ */
+struct hook_rec {
+	pid_t	 pid;
+	int	 nlog;
+};
+static char	 hook_log[16];
+static int	 hook_nlog, hook_fd = -1;
+
+static void
+hook(int phase, void *arg)
+{
+	struct hook_rec	 r;
+
+	ck_assert_ptr_eq(arg, &hook_nlog);
+	if (phase == GP_FORK_CHILD) {
+		r.pid = getpid();
+		r.nlog = hook_nlog;
+		(void)write(hook_fd, &r, sizeof(r));
+		return;
+	}
+	if (hook_nlog < (int)sizeof(hook_log))
+		hook_log[hook_nlog++] = phase == GP_FORK_BEFORE ? 'B' :
+		    phase == GP_FORK_PARENT ? 'P' : '?';
+}
+
+/* Item 0 kills its worker; the others double. */
+static int
+crash_on_zero(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	int	 x;
+
+	memcpy(&x, in, sizeof(x));
+	if (x == 0)
+		_exit(7);
+	return twice(ctx, in, len, arg);
+}
+
+START_TEST(fork_hook_wraps_every_worker_fork)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 2, .fork_hook = hook,
+				    .fork_arg = &hook_nlog };
+	struct gp_worker_info	 wi;
+	struct hook_rec		 r[4];
+	struct gp_item		*it;
+	int			 fds[2], vals[40], i, pid0, pid1;
+
+	ck_assert_int_eq(pipe2(fds, O_CLOEXEC | O_NONBLOCK), 0);
+	hook_fd = fds[1];
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	/* Each worker wrote before it reported ready. */
+	ck_assert_int_eq(read(fds[0], r, sizeof(r)), 2 * sizeof(r[0]));
+	ck_assert_int_eq(hook_nlog, 4);
+	ck_assert_int_eq(memcmp(hook_log, "BPBP", 4), 0);
+	ck_assert_int_eq(gp_pool_info(p, 0, &wi), 0);
+	pid0 = wi.pid;
+	ck_assert_int_eq(gp_pool_info(p, 1, &wi), 0);
+	pid1 = wi.pid;
+	/* The workers wrote in either order. */
+	if (r[0].nlog == 3) {
+		r[2] = r[0];
+		r[0] = r[1];
+		r[1] = r[2];
+	}
+	ck_assert_int_eq(r[0].pid, pid0);
+	ck_assert_int_eq(r[0].nlog, 1);
+	ck_assert_int_eq(r[1].pid, pid1);
+	ck_assert_int_eq(r[1].nlog, 3);
+
+	/* A crash during a map: its replacement is forked inside the map,
+	 * with the hook. */
+	it = int_items(vals, 40);
+	ck_assert_int_eq(gp_pool_map(p, crash_on_zero, NULL, 0, it, 40), 0);
+	ck_assert_int_eq(it[0].status, GP_CRASHED);
+	ck_assert_int_eq(it[0].code, 7);
+	for (i = 1; i < 40; i++) {
+		ck_assert_int_eq(it[i].status, GP_OK);
+		ck_assert_int_eq(*(int *)it[i].out, 2 * i);
+	}
+	ck_assert_int_eq(hook_nlog, 6);
+	ck_assert_int_eq(memcmp(hook_log, "BPBPBP", 6), 0);
+	/* The replacement may not have run yet when the map ends (the other
+	 * worker can take every item): wait for its record. */
+	ck_assert_int_eq(fcntl(fds[0], F_SETFL, 0), 0);
+	ck_assert_int_eq(read(fds[0], r, sizeof(r[0])), sizeof(r[0]));
+	ck_assert_int_eq(r[0].nlog, 5);
+	ck_assert_int_eq(gp_pool_info(p, it[0].worker, &wi), 0);
+	ck_assert_int_eq(r[0].pid, wi.pid);
+	ck_assert_int_ne(wi.pid, it[0].worker == 0 ? pid0 : pid1);
+	gp_items_release(it, 40);
+	free(it);
+	gp_pool_destroy(p);
+	close(fds[0]);
+	close(fds[1]);
+}
+END_TEST
+
 START_TEST(strerror_names_every_code)
 {
 	const int	 codes[] = { GP_ENOGPU, GP_EINIT, GP_ENOWORKER,
@@ -1898,6 +2000,7 @@ main(void)
 	tcase_add_test(tc, concurrent_maps_on_one_pool_one_proceeds);
 	tcase_add_test(tc, pool_map_from_threads_runs_each_map_whole);
 	tcase_add_test(tc, pool_map_in_a_worker_of_the_default_pool);
+	tcase_add_test(tc, fork_hook_wraps_every_worker_fork);
 	tcase_add_test(tc, strerror_names_every_code);
 	suite_add_tcase(s, tc);
 	return gp_check_run(s);
