@@ -333,6 +333,8 @@ class Pool:
         finally:
             if err is None and self._stop.is_set():
                 err = _errors.Canceled("the pool was terminated")
+            elif err is None and job.canceled:  # the with block ended it
+                err = _errors.Canceled("imap was stopped")
             job.end(err)
             with self._cv:
                 self._helpers.pop(threading.current_thread(), None)
