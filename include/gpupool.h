@@ -34,7 +34,8 @@
  * turns on the default pool. gp_item_init(), gp_items_release() and the
  * strerror functions touch only their arguments. A call that replaces a
  * worker forks from the thread making it: in a threaded program, fn and
- * init must not rely on locks other threads could hold at that moment.
+ * init must not rely on locks other threads could hold at that moment,
+ * unless gp_pool_opts.fork_hook takes them around the fork.
  * gp_ctx_* calls are for the worker side only: inside fn, init or fini,
  * with the ctx they were given, which is not valid after they return.
  *

@@ -1,0 +1,418 @@
+/*
+ * _call.c: gpupool._gpupool's calls that run items: Pool.map() (through
+ * gp_pool_map) and Pool.run() (through gp_pool_run), each with the GIL
+ * released while the library waits, and the signal handling around them
+ * (the wakeup fd: see _gpupool.c's opening comment for the rules).
+ */
+#include "_gpupool.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------ */
+/* Around a map or run: checks, the wakeup fd, the signals after. */
+
+struct call {
+	PyObject	*wakeup;	/* the old wakeup fd, NULL: not set */
+	const int	*wake;		/* the pipe that is the wakeup fd */
+};
+
+static int
+usable(PoolObject *self)
+{
+	if (self->pool == NULL) {
+		PyErr_SetString(PyExc_ValueError, "Pool is closed");
+		return -1;
+	}
+	if (self->owner != getpid()) {
+		PyErr_SetString(PyExc_RuntimeError, "Pool belongs to the "
+		    "process that created it (this is a fork of it)");
+		return -1;
+	}
+	if (self->busy) {
+		PyErr_SetString(PyExc_RuntimeError, "a map or run is already "
+		    "in progress on this pool (-EBUSY)");
+		return -1;
+	}
+	return 0;
+}
+
+static void
+drain(int fd)
+{
+	char	 buf[256];
+
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+}
+
+/* signal.set_wakeup_fd(fd), returning the old value as an object; NULL
+ * with no exception when this is not the main thread. */
+static PyObject *
+set_wakeup(PyObject *fd)
+{
+	PyObject	*sig, *old;
+
+	if ((sig = PyImport_ImportModule("signal")) == NULL)
+		return NULL;
+	old = PyObject_CallMethod(sig, "set_wakeup_fd", "O", fd);
+	Py_DECREF(sig);
+	if (old == NULL && PyErr_ExceptionMatches(PyExc_ValueError))
+		PyErr_Clear();	/* not the main thread */
+	return old;
+}
+
+/* Before the call: pending signals run first (one may raise). */
+static int
+call_begin(PoolObject *self, struct call *c, const int *wake)
+{
+	PyObject	*fd;
+
+	if (usable(self) < 0)
+		return -1;
+	c->wake = wake;
+	if ((fd = PyLong_FromLong(wake[1])) == NULL)
+		return -1;
+	c->wakeup = set_wakeup(fd);
+	Py_DECREF(fd);
+	if (c->wakeup == NULL && PyErr_Occurred())
+		return -1;
+	drain(self->cancel[0]);
+	drain(self->sig[0]);
+	self->busy = 1;
+	self->busy_thread = PyThread_get_thread_ident();
+	if (PyErr_CheckSignals() < 0) {
+		self->busy = 0;
+		if (c->wakeup != NULL) {
+			PyObject	*e, *v, *tb, *r;
+
+			PyErr_Fetch(&e, &v, &tb);
+			r = set_wakeup(c->wakeup);
+			Py_XDECREF(r);
+			Py_CLEAR(c->wakeup);
+			PyErr_Restore(e, v, tb);
+		}
+		return -1;
+	}
+	return 0;
+}
+
+/* After the call: restore the wakeup fd, then run the signal handlers.
+ * Returns -1 if one raised, 1 if a signal came (the call was canceled)
+ * and every handler returned, 0 if none came. */
+static int
+call_end(PoolObject *self, struct call *c)
+{
+	PyObject	*r;
+	char		 b;
+	int		 came;
+
+	self->busy = 0;
+	if (c->wakeup != NULL) {
+		r = set_wakeup(c->wakeup);
+		Py_CLEAR(c->wakeup);
+		if (r == NULL && PyErr_Occurred())
+			return -1;
+		Py_XDECREF(r);
+	}
+	came = read(c->wake[0], &b, 1) == 1;
+	drain(c->wake[0]);
+	if (PyErr_CheckSignals() < 0)
+		return -1;
+	return came;
+}
+
+/* ------------------------------------------------------------------ */
+/* map */
+
+/* Run items[i] for each i in idx[0..m-1] (all when idx is NULL), the GIL
+ * released. */
+static int
+map_some(PoolObject *self, PyObject *worker_ref, struct gp_item *it,
+    size_t n, const size_t *idx, size_t m)
+{
+	struct gp_item	*sub = it;
+	size_t		 i;
+	int		 rc;
+
+	if (idx != NULL) {
+		if ((sub = PyMem_RawCalloc(m ? m : 1, sizeof(*sub))) == NULL)
+			return -ENOMEM;
+		for (i = 0; i < m; i++)
+			gp_item_init(&sub[i], it[idx[i]].in, it[idx[i]].inlen);
+		n = m;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	rc = gp_pool_map(self->pool, gpy_worker_fn, &worker_ref,
+	    sizeof(worker_ref), sub, n);
+	Py_END_ALLOW_THREADS
+	if (idx != NULL) {
+		for (i = 0; i < m; i++)
+			it[idx[i]] = sub[i];
+		PyMem_RawFree(sub);
+	}
+	return rc;
+}
+
+/* The items a signal canceled (or left unrun), to run again. */
+static size_t
+unfinished(const struct gp_item *it, size_t n, size_t *idx)
+{
+	size_t	 i, m = 0;
+
+	for (i = 0; i < n; i++)
+		if (it[i].status == GP_CANCELED || it[i].status == GP_NOTRUN)
+			idx[m++] = i;
+	return m;
+}
+
+/* An item's result: bytes; None when it has none (not GP_OK). The
+ * worker always replies for an item that ends GP_OK, but the library
+ * keeps an empty reply as out NULL: that is b''. */
+static PyObject *
+out_bytes(const struct gp_item *it)
+{
+	if (it->out != NULL)
+		return PyBytes_FromStringAndSize(it->out,
+		    (Py_ssize_t)it->outlen);
+	if (it->status == GP_OK)
+		return PyBytes_FromStringAndSize("", 0);
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+results(struct gp_item *it, size_t n)
+{
+	PyObject	*list, *out, *t;
+	size_t		 i;
+
+	if ((list = PyList_New((Py_ssize_t)n)) == NULL)
+		return NULL;
+	for (i = 0; i < n; i++) {
+		out = out_bytes(&it[i]);
+		t = out ? Py_BuildValue("(iiN)", it[i].status, it[i].code,
+		    out) : NULL;
+		if (t == NULL) {
+			Py_DECREF(list);
+			return NULL;
+		}
+		PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+	}
+	return list;
+}
+
+/* Run the map; on a signal whose handlers all returned, again on what it
+ * canceled. GP_ENOWORKER (every worker gone, respawn budget spent) is no
+ * exception: the items it could not run read NOTRUN. */
+static PyObject *
+map_run(PoolObject *self, struct gp_item *it, size_t n)
+{
+	struct call	 c = { NULL, NULL };
+	size_t		*idx = NULL, m = n;
+	int		 rc, sig;
+
+	for (;;) {
+		if (call_begin(self, &c, self->cancel) < 0) {
+			PyMem_RawFree(idx);
+			return NULL;
+		}
+		rc = map_some(self, (PyObject *)self, it, n, idx, m);
+		if ((sig = call_end(self, &c)) < 0 ||
+		    (rc < 0 && rc != GP_ENOWORKER)) {
+			PyMem_RawFree(idx);
+			return sig < 0 ? NULL : gpy_raise_code(rc, NULL);
+		}
+		if (sig == 0 || rc == GP_ENOWORKER)
+			break;
+		if (idx == NULL &&
+		    (idx = PyMem_RawMalloc((n ? n : 1) * sizeof(*idx))) == NULL)
+			return PyErr_NoMemory();
+		if ((m = unfinished(it, n, idx)) == 0)
+			break;
+	}
+	PyMem_RawFree(idx);
+	return results(it, n);
+}
+
+PyObject *
+gpy_map(PoolObject *self, PyObject *arg)
+{
+	PyObject	*tup, *o, *res;
+	struct gp_item	*it;
+	size_t		 i, n;
+
+	if (usable(self) < 0)
+		return NULL;
+	/* A tuple holds every bytes object while the GIL is released. */
+	if ((tup = PySequence_Tuple(arg)) == NULL)
+		return NULL;
+	n = (size_t)PyTuple_GET_SIZE(tup);
+	if ((it = PyMem_RawCalloc(n ? n : 1, sizeof(*it))) == NULL) {
+		Py_DECREF(tup);
+		return PyErr_NoMemory();
+	}
+	for (i = 0; i < n; i++) {
+		o = PyTuple_GET_ITEM(tup, (Py_ssize_t)i);
+		if (!PyBytes_Check(o)) {
+			PyErr_Format(PyExc_TypeError, "item %zu is %.100s, not "
+			    "bytes", i, Py_TYPE(o)->tp_name);
+			PyMem_RawFree(it);
+			Py_DECREF(tup);
+			return NULL;
+		}
+		gp_item_init(&it[i], PyBytes_AS_STRING(o),
+		    (size_t)PyBytes_GET_SIZE(o));
+	}
+	res = map_run(self, it, n);
+	gp_items_release(it, n);
+	PyMem_RawFree(it);
+	Py_DECREF(tup);
+	return res;
+}
+
+/* ------------------------------------------------------------------ */
+/* run: streaming */
+
+struct slot {
+	struct gp_item	 it;		/* first: the library's pointer */
+	PyObject	*key, *data;
+};
+
+struct stream {
+	PoolObject	*self;
+	PyObject	*next, *done;
+	PyThreadState	*ts;		/* saved while the library runs */
+	PyObject	*et, *ev, *etb;	/* the first exception of next/done */
+};
+
+/* Keep the first exception; cancel the rest of the run. */
+static void
+stream_fail(struct stream *s)
+{
+	char	 b = 0;
+
+	if (s->et == NULL)
+		PyErr_Fetch(&s->et, &s->ev, &s->etb);
+	else
+		PyErr_Clear();
+	(void)write(s->self->cancel[1], &b, 1);
+}
+
+static int
+feed_next(void *arg, struct gp_item **item)
+{
+	struct stream	*s = arg;
+	struct slot	*sl;
+	PyObject	*r, *key, *data;
+	int		 ret = GP_FEED_END;
+
+	PyEval_RestoreThread(s->ts);
+	if (s->et != NULL || (r = PyObject_CallNoArgs(s->next)) == NULL)
+		goto out;
+	if (r == Py_None)
+		goto out_r;
+	if (!PyTuple_Check(r) || !PyArg_ParseTuple(r, "OO!", &key,
+	    &PyBytes_Type, &data)) {
+		PyErr_Format(PyExc_TypeError, "next() must return (key, "
+		    "bytes) or None, not %.100R", r);
+		goto out_r;
+	}
+	if ((sl = PyMem_RawMalloc(sizeof(*sl))) == NULL) {
+		PyErr_NoMemory();
+		goto out_r;
+	}
+	Py_INCREF(key);
+	Py_INCREF(data);
+	sl->key = key;
+	sl->data = data;
+	gp_item_init(&sl->it, PyBytes_AS_STRING(data),
+	    (size_t)PyBytes_GET_SIZE(data));
+	*item = &sl->it;
+	ret = GP_FEED_ITEM;
+out_r:
+	Py_DECREF(r);
+out:
+	if (PyErr_Occurred())
+		stream_fail(s);
+	s->ts = PyEval_SaveThread();
+	return ret;
+}
+
+static int
+feed_done(void *arg, struct gp_item *item)
+{
+	struct stream	*s = arg;
+	struct slot	*sl = (struct slot *)item;
+	PyObject	*out, *r;
+	int		 ret = 0;
+
+	PyEval_RestoreThread(s->ts);
+	if (s->et == NULL) {
+		out = out_bytes(item);
+		r = out ? PyObject_CallFunction(s->done, "OiiN", sl->key,
+		    item->status, item->code, out) : NULL;
+		Py_XDECREF(r);
+		if (r == NULL) {
+			stream_fail(s);
+			ret = 1;
+		}
+	}
+	free(item->out);
+	Py_DECREF(sl->key);
+	Py_DECREF(sl->data);
+	PyMem_RawFree(sl);
+	s->ts = PyEval_SaveThread();
+	return ret;
+}
+
+/* The wakeup fd turned readable: a signal came; run its handlers now. */
+static int
+feed_ctl(void *arg)
+{
+	struct stream	*s = arg;
+	int		 ret = GP_CTL_GO_ON;
+
+	PyEval_RestoreThread(s->ts);
+	drain(s->self->sig[0]);
+	if (PyErr_CheckSignals() < 0) {
+		stream_fail(s);
+		ret = GP_CTL_CANCEL;
+	}
+	s->ts = PyEval_SaveThread();
+	return ret;
+}
+
+PyObject *
+gpy_run(PoolObject *self, PyObject *args)
+{
+	struct stream	 s = { self, NULL, NULL, NULL, NULL, NULL, NULL };
+	struct gp_feed	 f = { .next = feed_next, .done = feed_done,
+			    .in_fd = -1, .ctl_fd = self->sig[0],
+			    .ctl = feed_ctl, .arg = &s };
+	struct call	 c = { NULL, NULL };
+	PyObject	*ref = (PyObject *)self;
+	int		 rc, sig;
+
+	if (!PyArg_ParseTuple(args, "OO:run", &s.next, &s.done))
+		return NULL;
+	if (call_begin(self, &c, self->sig) < 0)
+		return NULL;
+	s.ts = PyEval_SaveThread();
+	rc = gp_pool_run(self->pool, gpy_worker_fn, &ref, sizeof(ref), &f);
+	PyEval_RestoreThread(s.ts);
+	sig = call_end(self, &c);
+	if (s.et != NULL) {
+		/* next or done raised first: theirs is the exception. */
+		if (sig < 0)
+			PyErr_Clear();
+		PyErr_Restore(s.et, s.ev, s.etb);
+		return NULL;
+	}
+	if (sig < 0)
+		return NULL;
+	if (rc < 0)
+		return gpy_raise_code(rc, NULL);
+	Py_RETURN_NONE;
+}

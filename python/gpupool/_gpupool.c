@@ -1,0 +1,529 @@
+/*
+ * _gpupool.c: gpupool._gpupool, a thin CPython wrapper of libgpupool (the
+ * static library, linked in: the installed package needs no
+ * libgpupool.so). The caller's side: Pool(), map(), run(), info(),
+ * close(); the worker's side is in _worker.c.
+ *
+ * Rules it keeps:
+ * - The GIL is released around every library call that waits
+ *   (gp_pool_create, gp_pool_map, gp_pool_run, gp_pool_destroy), so other
+ *   threads of the caller run meanwhile. Forks made inside those calls
+ *   take it back for CPython's fork protocol (gpy_fork_hook).
+ * - Ctrl-C: while a map or run waits in the main thread, Python's wakeup
+ *   fd (signal.set_wakeup_fd, the old one restored after) is the write
+ *   end of a pipe of the pool's, so any signal with a Python handler
+ *   wakes the library up:
+ *   map: the pipe is the pool's cancel_fd (GP_POOL_CANCEL_FD): the map is
+ *   canceled; once it ended (its items stopped) the handlers run:
+ *   KeyboardInterrupt (or whatever a handler raises) propagates; if every
+ *   handler returned, the map goes on with the items the signal canceled.
+ *   run: the pipe is the feed's ctl_fd: ctl() runs the handlers at once;
+ *   if one raises, the run is canceled (GP_CTL_CANCEL) and the exception
+ *   propagates once it ended; else the run goes on undisturbed.
+ *   In other threads there is no wakeup fd: Python runs signal handlers
+ *   in the main thread only.
+ * - One map or run at a time per pool (RuntimeError otherwise, the
+ *   library's -EBUSY rule); close() refuses while one runs.
+ * - No child is left: close() (also __exit__, dealloc, and at interpreter
+ *   exit for pools never closed) destroys the pool, which reaps every
+ *   worker. A pool is usable only in the process that created it.
+ * - Pools must be created while no other thread of the caller could hold
+ *   a lock the workers need (the library's rule: create pools from a
+ *   single-threaded process); replacements forked during a map run the
+ *   fork protocol, so CPython's own locks are safe there.
+ */
+#include "_gpupool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+PyObject	*gpy_InitError;
+
+/* Pools not closed yet, destroyed at interpreter exit (Py_AtExit: after
+ * finalisation, which may never deallocate them). Changed with the GIL. */
+#define MAX_LIVE	1024
+static PoolObject	*live[MAX_LIVE];
+
+static void
+live_add(PoolObject *self)
+{
+	int	 i;
+
+	for (i = 0; i < MAX_LIVE; i++)
+		if (live[i] == NULL) {
+			live[i] = self;
+			return;
+		}
+}
+
+static void
+live_del(PoolObject *self)
+{
+	int	 i;
+
+	for (i = 0; i < MAX_LIVE; i++)
+		if (live[i] == self)
+			live[i] = NULL;
+}
+
+static void
+close_fds(PoolObject *self)
+{
+	int	 i;
+
+	for (i = 0; i < 2; i++) {
+		if (self->cancel[i] >= 0)
+			(void)close(self->cancel[i]);
+		if (self->sig[i] >= 0)
+			(void)close(self->sig[i]);
+		if (self->initerr[i] >= 0)
+			(void)close(self->initerr[i]);
+		self->cancel[i] = self->sig[i] = self->initerr[i] = -1;
+	}
+}
+
+/* Destroy the C pool. No Python runs, so the GIL may be released around
+ * it; its caller took the pool off live[] before, with the GIL. */
+static void
+destroy(PoolObject *self)
+{
+	struct gp_pool	*p = self->pool;
+
+	self->pool = NULL;
+	gp_pool_destroy(p);
+	close_fds(self);
+}
+
+/* Py_AtExit: Python is finalised, no other thread runs Python. */
+static void
+destroy_all(void)
+{
+	int	 i;
+
+	for (i = 0; i < MAX_LIVE; i++)
+		if (live[i] != NULL) {
+			if (live[i]->pool != NULL)
+				destroy(live[i]);
+			live[i] = NULL;
+		}
+}
+
+/* Raise for a library error code: -EINVAL ValueError, -EBUSY
+ * RuntimeError, -ENOMEM MemoryError, GP_EINIT InitError, others OSError;
+ * with msg (errbuf) when there is one. */
+PyObject *
+gpy_raise_code(int rc, const char *msg)
+{
+	const char	*text = (msg && *msg) ? msg : gp_strerror(rc);
+	PyObject	*a;
+
+	if (rc == -ENOMEM)
+		return PyErr_NoMemory();
+	if (rc == -EINVAL)
+		PyErr_SetString(PyExc_ValueError, text);
+	else if (rc == -EBUSY || rc == GP_EPLAN || rc == GP_ENOWORKER)
+		PyErr_SetString(PyExc_RuntimeError, text);
+	else if (rc == GP_EINIT)
+		PyErr_SetString(gpy_InitError, text);
+	else if ((a = Py_BuildValue("(is)", rc == GP_ENOGPU ? ENODEV : -rc,
+	    text)) != NULL) {
+		PyErr_SetObject(PyExc_OSError, a);
+		Py_DECREF(a);
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Pool() */
+
+static int
+opt_uint(PyObject *o, const char *name, unsigned *out)
+{
+	unsigned long	 v;
+
+	if (o == NULL || o == Py_None)
+		return 0;
+	v = PyLong_AsUnsignedLong(o);
+	if (PyErr_Occurred() || v > UINT32_MAX) {
+		PyErr_Clear();
+		PyErr_Format(PyExc_ValueError, "%s must be an integer 0 .. "
+		    "%u", name, UINT32_MAX);
+		return -1;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+/* gpus: None, a string ("0,2", UUIDs, bus ids) or a sequence of ints or
+ * strings, joined with commas. A new reference to a str, or Py_None. */
+static PyObject *
+gpus_string(PyObject *gpus)
+{
+	PyObject	*strs, *sep, *joined;
+
+	if (gpus == NULL || gpus == Py_None || PyUnicode_Check(gpus)) {
+		gpus = gpus ? gpus : Py_None;
+		Py_INCREF(gpus);
+		return gpus;
+	}
+	strs = PyObject_CallFunction((PyObject *)&PyMap_Type, "OO",
+	    &PyUnicode_Type, gpus);
+	if (strs == NULL)
+		return NULL;
+	sep = PyUnicode_FromString(",");
+	joined = sep ? PyUnicode_Join(sep, strs) : NULL;
+	Py_XDECREF(sep);
+	Py_DECREF(strs);
+	return joined;
+}
+
+static int
+pipes(PoolObject *self)
+{
+	if (pipe2(self->cancel, O_CLOEXEC | O_NONBLOCK) < 0 ||
+	    pipe2(self->sig, O_CLOEXEC | O_NONBLOCK) < 0 ||
+	    pipe2(self->initerr, O_CLOEXEC | O_NONBLOCK) < 0) {
+		PyErr_SetFromErrno(PyExc_OSError);
+		return -1;
+	}
+	return 0;
+}
+
+/* After GP_EINIT: errbuf plus the first worker's exception text. */
+static void
+init_failed(PoolObject *self, const char *err)
+{
+	char		 buf[1100];
+	ssize_t		 n;
+
+	n = read(self->initerr[0], buf, sizeof(buf) - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	if (n > 0)
+		PyErr_Format(gpy_InitError, "%s: %s", err, buf);
+	else
+		PyErr_SetString(gpy_InitError, *err ? err : gp_strerror(GP_EINIT));
+}
+
+static int
+Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
+{
+	static char	*kwlist[] = { "worker", "gpus", "per_gpu", "fake_gpus",
+			    "timeout_ms", "grace_ms", "retries", "max_tasks",
+			    "init", NULL };
+	PyObject		*worker, *gpus = NULL, *fake = NULL, *tmo = NULL,
+				*grace = NULL, *maxt = NULL, *init = Py_None,
+				*gstr;
+	int			 per_gpu = 1, retries = 0, rc;
+	struct gp_pool_opts	 o = { 0 };
+	struct gp_pool		*p;
+	char			 err[512];
+
+	if (self->pool != NULL || self->worker != NULL) {
+		PyErr_SetString(PyExc_RuntimeError, "Pool already set up");
+		return -1;
+	}
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OiOOOiOO", kwlist,
+	    &worker, &gpus, &per_gpu, &fake, &tmo, &grace, &retries, &maxt,
+	    &init))
+		return -1;
+	if (!PyCallable_Check(worker) || (init != Py_None &&
+	    !PyCallable_Check(init))) {
+		PyErr_SetString(PyExc_TypeError, "worker and init must be "
+		    "callable (init may be None)");
+		return -1;
+	}
+	if (fake != NULL && fake != Py_None) {
+		long	 v = PyLong_AsLong(fake);
+
+		if (v == -1 && PyErr_Occurred())
+			return -1;
+		o.fake_gpus = v > INT32_MAX || v < 0 ? -1 : (int)v;
+	}
+	if (opt_uint(tmo, "timeout_ms", &o.timeout_ms) < 0 ||
+	    opt_uint(grace, "grace_ms", &o.grace_ms) < 0 ||
+	    opt_uint(maxt, "max_tasks", &o.max_tasks) < 0)
+		return -1;
+	if ((gstr = gpus_string(gpus)) == NULL)
+		return -1;
+	if (gstr != Py_None && (o.gpus = PyUnicode_AsUTF8(gstr)) == NULL)
+		goto fail;
+	if (pipes(self) < 0)
+		goto fail;
+	Py_INCREF(worker);
+	Py_INCREF(init);
+	self->worker = worker;
+	self->init = init;
+	o.per_gpu = per_gpu;
+	o.retries = retries;
+	o.init = gpy_worker_init;
+	o.fini = gpy_worker_fini;
+	o.init_arg = self;
+	o.fork_hook = gpy_fork_hook;
+	o.fork_arg = self;
+	o.flags = GP_POOL_CANCEL_FD;
+	o.cancel_fd = self->cancel[0];
+	o.errbuf = err;
+	o.errlen = sizeof(err);
+	self->owner = getpid();
+	Py_BEGIN_ALLOW_THREADS
+	rc = gp_pool_create(&p, &o);
+	Py_END_ALLOW_THREADS
+	if (rc < 0) {
+		if (rc == GP_EINIT)
+			init_failed(self, err);
+		else
+			gpy_raise_code(rc, err);
+		close_fds(self);
+		goto fail;
+	}
+	self->pool = p;
+	live_add(self);
+	Py_DECREF(gstr);
+	return 0;
+fail:
+	Py_DECREF(gstr);
+	return -1;
+}
+
+static PyObject *
+Pool_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	PoolObject	*self = (PoolObject *)type->tp_alloc(type, 0);
+
+	if (self != NULL)
+		self->cancel[0] = self->cancel[1] = self->sig[0] =
+		    self->sig[1] = self->initerr[0] = self->initerr[1] = -1;
+	return (PyObject *)self;
+}
+
+/* ------------------------------------------------------------------ */
+/* size, info, close, context manager */
+
+static PyObject *
+Pool_size(PoolObject *self, PyObject *noargs)
+{
+	if (self->pool == NULL) {
+		PyErr_SetString(PyExc_ValueError, "Pool is closed");
+		return NULL;
+	}
+	return PyLong_FromLong(gp_pool_size(self->pool));
+}
+
+static PyObject *
+Pool_info(PoolObject *self, PyObject *noargs)
+{
+	struct gp_worker_info	 wi;
+	PyObject		*list, *d;
+	int			 i, n;
+
+	if (self->pool == NULL) {
+		PyErr_SetString(PyExc_ValueError, "Pool is closed");
+		return NULL;
+	}
+	/* The library's rule: from the thread making calls (next, done) or
+	 * while none runs (a call replaces dead workers). */
+	if (self->busy && self->busy_thread != PyThread_get_thread_ident()) {
+		PyErr_SetString(PyExc_RuntimeError, "info() while a map or "
+		    "run is in progress on this pool in another thread");
+		return NULL;
+	}
+	n = gp_pool_size(self->pool);
+	if ((list = PyList_New(n)) == NULL)
+		return NULL;
+	for (i = 0; i < n; i++) {
+		if (gp_pool_info(self->pool, i, &wi) < 0 ||
+		    (d = gpy_info_dict(&wi)) == NULL) {
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_RuntimeError, "info");
+			Py_DECREF(list);
+			return NULL;
+		}
+		PyList_SET_ITEM(list, i, d);
+	}
+	return list;
+}
+
+/* close(): destroy the pool (every worker asked to leave, then TERM,
+ * KILL, reaped), GIL released. Idempotent. */
+static PyObject *
+Pool_close(PoolObject *self, PyObject *noargs)
+{
+	if (self->busy) {
+		PyErr_SetString(PyExc_RuntimeError, "close() while a map or "
+		    "run is in progress on this pool");
+		return NULL;
+	}
+	if (self->pool != NULL) {
+		self->busy = 1;
+		live_del(self);
+		Py_BEGIN_ALLOW_THREADS
+		destroy(self);
+		Py_END_ALLOW_THREADS
+		self->busy = 0;
+	}
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+Pool_enter(PoolObject *self, PyObject *noargs)
+{
+	Py_INCREF(self);
+	return (PyObject *)self;
+}
+
+static PyObject *
+Pool_exit(PoolObject *self, PyObject *args)
+{
+	PyObject	*r = Pool_close(self, NULL);
+
+	if (r == NULL)
+		return NULL;
+	Py_DECREF(r);
+	Py_RETURN_FALSE;
+}
+
+static void
+Pool_dealloc(PoolObject *self)
+{
+	if (self->pool != NULL) {
+		live_del(self);
+		Py_BEGIN_ALLOW_THREADS
+		destroy(self);
+		Py_END_ALLOW_THREADS
+	}
+	close_fds(self);
+	Py_XDECREF(self->worker);
+	Py_XDECREF(self->init);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef Pool_methods[] = {
+	{ "map", (PyCFunction)gpy_map, METH_O,
+	  "map(items: sequence of bytes) -> list of (status, code, out), in "
+	  "order; out is bytes, or None when the item has no result" },
+	{ "run", (PyCFunction)gpy_run, METH_VARARGS,
+	  "run(next, done): stream; next() -> (key, bytes) or None; "
+	  "done(key, status, code, out) as each item ends" },
+	{ "size", (PyCFunction)Pool_size, METH_NOARGS, "number of workers" },
+	{ "info", (PyCFunction)Pool_info, METH_NOARGS,
+	  "list of dicts: where each worker runs" },
+	{ "close", (PyCFunction)Pool_close, METH_NOARGS,
+	  "destroy the pool and reap its workers (idempotent)" },
+	{ "__enter__", (PyCFunction)Pool_enter, METH_NOARGS, NULL },
+	{ "__exit__", (PyCFunction)Pool_exit, METH_VARARGS, NULL },
+	{ NULL }
+};
+
+static PyObject *
+Pool_closed(PoolObject *self, void *unused)
+{
+	return PyBool_FromLong(self->pool == NULL);
+}
+
+static PyGetSetDef Pool_getset[] = {
+	{ "closed", (getter)Pool_closed, NULL, "whether close() ran", NULL },
+	{ NULL }
+};
+
+static PyTypeObject PoolType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "gpupool._gpupool.Pool",
+	.tp_basicsize = sizeof(PoolObject),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+	.tp_doc = "Pool(worker, *, gpus=None, per_gpu=1, fake_gpus=None, "
+	    "timeout_ms=0, grace_ms=0, retries=0, max_tasks=0, init=None)",
+	.tp_new = Pool_new,
+	.tp_init = (initproc)Pool_init,
+	.tp_dealloc = (destructor)Pool_dealloc,
+	.tp_methods = Pool_methods,
+	.tp_getset = Pool_getset,
+};
+
+/* ------------------------------------------------------------------ */
+/* The module */
+
+static PyObject *
+mod_strerror(PyObject *mod, PyObject *arg)
+{
+	long	 code = PyLong_AsLong(arg);
+
+	if (code == -1 && PyErr_Occurred())
+		return NULL;
+	return PyUnicode_FromString(gp_strerror((int)code));
+}
+
+static PyMethodDef mod_methods[] = {
+	{ "current", gpy_current, METH_NOARGS,
+	  "in a worker: a dict of where it runs; None in the caller" },
+	{ "strerror", mod_strerror, METH_O, "text of a library error code" },
+	{ NULL }
+};
+
+static const char mod_doc[] =
+"libgpupool's pool, wrapped (the package's C core).\n"
+"\n"
+"Pool(worker, *, gpus=None, per_gpu=1, fake_gpus=None, timeout_ms=0,\n"
+"     grace_ms=0, retries=0, max_tasks=0, init=None)\n"
+"  worker(bytes) -> bytes runs in the workers, once per item; if it\n"
+"  raises, the item ends FAILED, code 1, its traceback on stderr.\n"
+"  init() runs once per worker, after os.environ got the worker's\n"
+"  CUDA_VISIBLE_DEVICES etc.; if it raises, Pool() raises InitError.\n"
+"  Bad options: ValueError or OSError with the library's reason.\n"
+"Pool.map(items) -> [(status, code, out)], in order (out bytes or None)\n"
+"Pool.run(next, done): next() -> (key, bytes) or None, asked when a\n"
+"  worker is idle; done(key, status, code, out) as each item ends.\n"
+"  If next or done raises, the run is canceled and that propagates.\n"
+"  Both release the GIL while waiting; Ctrl-C cancels (main thread)\n"
+"  and raises KeyboardInterrupt once the items stopped.\n"
+"Pool.size(), Pool.info() -> [dict], Pool.close(), with Pool(...) as p\n"
+"current() -> dict in a worker, None in the caller; strerror(code);\n"
+"OK FAILED CRASHED TIMEDOUT CANCELED ERROR NOTRUN; InitError.";
+
+static struct PyModuleDef mod_def = {
+	PyModuleDef_HEAD_INIT,
+	.m_name = "gpupool._gpupool",
+	.m_doc = mod_doc,
+	.m_size = -1,
+	.m_methods = mod_methods,
+};
+
+PyMODINIT_FUNC PyInit__gpupool(void);
+
+PyMODINIT_FUNC
+PyInit__gpupool(void)
+{
+	static const struct { const char *name; int v; } k[] = {
+		{ "OK", GP_OK }, { "FAILED", GP_FAILED },
+		{ "CRASHED", GP_CRASHED }, { "TIMEDOUT", GP_TIMEDOUT },
+		{ "CANCELED", GP_CANCELED }, { "ERROR", GP_ERROR },
+		{ "NOTRUN", GP_NOTRUN },
+	};
+	PyObject	*m;
+	size_t		 i;
+
+	if (PyType_Ready(&PoolType) < 0 ||
+	    (m = PyModule_Create(&mod_def)) == NULL)
+		return NULL;
+	for (i = 0; i < sizeof(k) / sizeof(k[0]); i++)
+		if (PyModule_AddIntConstant(m, k[i].name, k[i].v) < 0)
+			goto fail;
+	if (PyModule_AddStringConstant(m, "VERSION", GP_VERSION) < 0)
+		goto fail;
+	gpy_InitError = PyErr_NewExceptionWithDoc("gpupool._gpupool.InitError",
+	    "a worker's init failed (Pool())", PyExc_RuntimeError, NULL);
+	if (gpy_InitError == NULL ||
+	    PyModule_AddObjectRef(m, "InitError", gpy_InitError) < 0 ||
+	    PyModule_AddObjectRef(m, "Pool", (PyObject *)&PoolType) < 0)
+		goto fail;
+	/* At most 32 such functions per process: without one, pools never
+	 * closed are left to PR_SET_PDEATHSIG, which kills their workers
+	 * when this process ends. */
+	(void)Py_AtExit(destroy_all);
+	return m;
+fail:
+	Py_DECREF(m);
+	return NULL;
+}

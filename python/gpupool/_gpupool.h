@@ -1,0 +1,55 @@
+/*
+ * _gpupool.h: what the two C files of the extension module share.
+ *
+ * _gpupool.c: the module, the Pool type and the caller's side (create,
+ * info, close; the rules on the GIL and Ctrl-C).
+ * _call.c: map and run (the GIL released while they wait, signals).
+ * _worker.c: the worker's side (the fork hook, the C init/fn/fini that
+ * call the Python callables, os.environ sync, current()) and the
+ * gp_worker_info -> dict conversion both sides use.
+ */
+#ifndef GPUPOOL_PY_H
+#define GPUPOOL_PY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <sys/types.h>
+
+#include "gpupool.h"
+
+/* The Pool object. worker and init are read by the workers in their
+ * forked copy of this process, so they live as long as the pool. */
+typedef struct {
+	PyObject_HEAD
+	struct gp_pool	*pool;		/* NULL once closed */
+	PyObject	*worker;	/* callable(bytes) -> bytes */
+	PyObject	*init;		/* callable() or Py_None */
+	int		 cancel[2];	/* pipe: [0] is the pool's cancel_fd,
+					   [1] the wakeup fd during a call */
+	int		 sig[2];	/* pipe: the wakeup fd during a run
+					   ([1]), its ctl_fd ([0]) */
+	int		 initerr[2];	/* pipe: a worker whose init raised
+					   writes the exception text to [1] */
+	pid_t		 owner;		/* the process that created the pool */
+	int		 busy;		/* a map or run is in progress */
+	unsigned long	 busy_thread;	/* the thread running it */
+} PoolObject;
+
+/* _gpupool.c */
+extern PyObject	*gpy_InitError;
+PyObject *gpy_raise_code(int rc, const char *msg);
+
+/* _call.c */
+PyObject *gpy_map(PoolObject *self, PyObject *items);
+PyObject *gpy_run(PoolObject *self, PyObject *args);
+
+/* _worker.c */
+void	 gpy_fork_hook(int phase, void *arg);
+int	 gpy_worker_init(struct gp_ctx *ctx, void *arg);
+void	 gpy_worker_fini(struct gp_ctx *ctx, void *arg);
+int	 gpy_worker_fn(struct gp_ctx *ctx, const void *in, size_t inlen,
+	    void *arg);
+PyObject *gpy_info_dict(const struct gp_worker_info *wi);
+PyObject *gpy_current(PyObject *mod, PyObject *noargs);
+
+#endif /* GPUPOOL_PY_H */

@@ -1,0 +1,312 @@
+/*
+ * _worker.c: the worker's side of gpupool._gpupool.
+ *
+ * A worker is a fork of the caller's interpreter. The fork hook runs
+ * CPython's fork protocol around every fork the library makes for a
+ * worker (the first ones and every replacement forked during a map): in
+ * the parent it takes the GIL (PyGILState_Ensure) and calls
+ * PyOS_BeforeFork(), then PyOS_AfterFork_Parent() and gives the GIL back;
+ * in the child it calls PyOS_AfterFork_Child(), then releases the GIL
+ * (PyEval_SaveThread) while the library's C code runs: the worker's
+ * Python runs in the library's callbacks below (init, fn, fini), each of
+ * which takes the GIL back for its call (ENTER/LEAVE), so threads the
+ * worker's own code starts (a data loader, a monitor) run between items
+ * too. The worker never returns into the Python frame that
+ * called the library: it leaves by _exit() (the library's), so Python is
+ * never finalised there; fini flushes sys.stdout and sys.stderr.
+ */
+#include "_gpupool.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* In a worker: where it runs (the library's memory, valid for the
+ * worker's life). NULL in the caller. */
+static const struct gp_worker_info	*self_info;
+
+/* The fork hook's GIL state, from BEFORE to PARENT: the same thread makes
+ * both calls, and two pools may fork at once from two threads. */
+static __thread PyGILState_STATE	 fork_gil;
+
+/* In a worker: its Python thread state, saved while the library runs. */
+static PyThreadState			*worker_ts;
+#define ENTER()	PyEval_RestoreThread(worker_ts)
+#define LEAVE()	(worker_ts = PyEval_SaveThread())
+
+/* Python's sys.stdout and sys.stderr, then C's stdio. */
+static void
+flush_all(void)
+{
+	PyObject	*f;
+	const char	*names[] = { "stdout", "stderr" };
+	size_t		 i;
+
+	for (i = 0; i < 2; i++) {
+		if ((f = PySys_GetObject(names[i])) == NULL || f == Py_None)
+			continue;
+		if ((f = PyObject_CallMethod(f, "flush", NULL)) == NULL)
+			PyErr_Clear();
+		Py_XDECREF(f);
+	}
+	fflush(NULL);
+}
+
+/* In a new worker: signal.set_wakeup_fd(-1) (PySignal_SetWakeupFd() is
+ * not exported by every build). The forking thread is the child's main
+ * thread, as signal wants. */
+static void
+clear_wakeup(void)
+{
+	PyObject	*sig, *r = NULL;
+
+	if ((sig = PyImport_ImportModule("signal")) != NULL)
+		r = PyObject_CallMethod(sig, "set_wakeup_fd", "i", -1);
+	Py_XDECREF(sig);
+	Py_XDECREF(r);
+	PyErr_Clear();
+}
+
+void
+gpy_fork_hook(int phase, void *arg)
+{
+	PoolObject	*self = arg;
+
+	switch (phase) {
+	case GP_FORK_BEFORE:
+		fork_gil = PyGILState_Ensure();
+		/* Else the worker inherits what sys.stdout holds and writes
+		 * it again when it leaves (fini flushes). */
+		flush_all();
+		PyOS_BeforeFork();
+		break;
+	case GP_FORK_PARENT:
+		PyOS_AfterFork_Parent();
+		PyGILState_Release(fork_gil);
+		break;
+	case GP_FORK_CHILD:
+		/* The GIL stays taken: this thread is the worker's Python. */
+		PyOS_AfterFork_Child();
+		/* A replacement forked during a map inherits the caller's
+		 * wakeup fd (our pipe, see _gpupool.c): a signal handler the
+		 * worker's code installs must not write to it. */
+		clear_wakeup();
+		(void)close(self->cancel[1]);
+		(void)close(self->sig[0]);
+		(void)close(self->sig[1]);
+		(void)close(self->initerr[0]);
+		LEAVE();
+		break;
+	}
+}
+
+/* Set os.environ from the C environment (the library set
+ * CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER with setenv() after the
+ * fork; os.environ is a copy made at interpreter start-up): every
+ * variable of environ that differs is set, every key environ lacks is
+ * removed. */
+static int
+sync_environ(void)
+{
+	PyObject	*os, *env, *seen, *k = NULL, *v = NULL, *cur, *keys;
+	Py_ssize_t	 i;
+	char		**e, *eq;
+	int		 rc = -1, same;
+
+	if ((os = PyImport_ImportModule("os")) == NULL)
+		return -1;
+	env = PyObject_GetAttrString(os, "environ");
+	Py_DECREF(os);
+	if (env == NULL || (seen = PySet_New(NULL)) == NULL) {
+		Py_XDECREF(env);
+		return -1;
+	}
+	for (e = environ; *e != NULL; e++) {
+		if ((eq = strchr(*e, '=')) == NULL || eq == *e)
+			continue;
+		k = PyUnicode_DecodeFSDefaultAndSize(*e, eq - *e);
+		v = PyUnicode_DecodeFSDefault(eq + 1);
+		if (k == NULL || v == NULL || PySet_Add(seen, k) < 0)
+			goto out;
+		if ((cur = PyObject_GetItem(env, k)) == NULL) {
+			if (!PyErr_ExceptionMatches(PyExc_KeyError))
+				goto out;
+			PyErr_Clear();
+		}
+		same = cur != NULL && PyObject_RichCompareBool(cur, v, Py_EQ) == 1;
+		Py_XDECREF(cur);
+		if (!same && PyObject_SetItem(env, k, v) < 0)
+			goto out;
+		Py_CLEAR(k);
+		Py_CLEAR(v);
+	}
+	if ((keys = PySequence_List(env)) == NULL)
+		goto out;
+	for (i = 0; i < PyList_GET_SIZE(keys); i++) {
+		PyObject	*key = PyList_GET_ITEM(keys, i);
+
+		if (PySet_Contains(seen, key) == 0 &&
+		    PyObject_DelItem(env, key) < 0) {
+			Py_DECREF(keys);
+			goto out;
+		}
+	}
+	Py_DECREF(keys);
+	rc = 0;
+out:
+	Py_XDECREF(k);
+	Py_XDECREF(v);
+	Py_DECREF(seen);
+	Py_DECREF(env);
+	return rc;
+}
+
+/* Print the pending exception to stderr (no sys.last_* kept) and flush. */
+static void
+print_exc(void)
+{
+	PyErr_PrintEx(0);
+	fflush(stderr);
+}
+
+/* init raised: send "Type: message" to the caller (one write, atomic
+ * under PIPE_BUF, so workers failing at once do not mix), then print the
+ * traceback here. */
+static void
+report_init_error(PoolObject *self)
+{
+	PyObject	*t, *v, *tb, *s;
+	const char	*msg;
+	char		 buf[1024];
+	int		 n;
+
+	PyErr_Fetch(&t, &v, &tb);
+	PyErr_NormalizeException(&t, &v, &tb);
+	s = v ? PyObject_Str(v) : NULL;
+	msg = s ? PyUnicode_AsUTF8(s) : NULL;
+	if (msg == NULL) {
+		PyErr_Clear();
+		msg = "?";
+	}
+	n = snprintf(buf, sizeof(buf), "%s: %s",
+	    t ? ((PyTypeObject *)t)->tp_name : "error", msg);
+	if (n > (int)sizeof(buf) - 1)
+		n = sizeof(buf) - 1;
+	(void)write(self->initerr[1], buf, (size_t)n + 1);
+	Py_XDECREF(s);
+	PyErr_Restore(t, v, tb);
+	print_exc();
+}
+
+/* The library's init in every worker: os.environ first, then the
+ * caller's init, if any. arg is the Pool in this copy of memory. */
+int
+gpy_worker_init(struct gp_ctx *ctx, void *arg)
+{
+	PoolObject	*self = arg;
+	PyObject	*r;
+
+	int		 rc = 1;
+
+	self_info = gp_ctx_info(ctx);
+	ENTER();
+	if (sync_environ() < 0)
+		goto out;
+	if (self->init != Py_None) {
+		if ((r = PyObject_CallNoArgs(self->init)) == NULL)
+			goto out;
+		Py_DECREF(r);
+	}
+	rc = 0;
+out:
+	if (rc != 0)
+		report_init_error(self);
+	LEAVE();
+	return rc;
+}
+
+/* The worker is leaving cleanly (destroy, max_tasks): by _exit(), so
+ * Python's buffered output is written now. */
+void
+gpy_worker_fini(struct gp_ctx *ctx, void *arg)
+{
+	ENTER();
+	flush_all();
+	LEAVE();
+}
+
+/* One item: worker(bytes) -> bytes-like, as the item's result. If it
+ * raises (or returns something without the buffer protocol), the
+ * traceback goes to stderr and the item ends GP_FAILED, code 1. SystemExit
+ * ends the worker with its code, as sys.exit() would (the item then ends
+ * GP_CRASHED and the worker is replaced). */
+int
+gpy_worker_fn(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
+{
+	PoolObject	*self = *(PoolObject **)arg;
+	PyObject	*b, *r;
+	Py_buffer	 view;
+	int		 rc;
+
+	ENTER();
+	if ((b = PyBytes_FromStringAndSize(in, (Py_ssize_t)inlen)) == NULL)
+		goto fail;
+	r = PyObject_CallOneArg(self->worker, b);
+	Py_DECREF(b);
+	if (r == NULL)
+		goto fail;
+	rc = PyObject_GetBuffer(r, &view, PyBUF_SIMPLE);
+	Py_DECREF(r);
+	if (rc < 0)
+		goto fail;
+	/* A failed reply ends the item GP_ERROR with its code, whatever
+	 * fn returns. */
+	(void)gp_ctx_reply(ctx, view.buf, (size_t)view.len);
+	PyBuffer_Release(&view);
+	LEAVE();
+	return 0;
+fail:
+	if (PyErr_ExceptionMatches(PyExc_SystemExit)) {
+		PyObject	*t, *v, *tb, *c;
+		long		 code = 1;
+
+		PyErr_Fetch(&t, &v, &tb);
+		PyErr_NormalizeException(&t, &v, &tb);
+		c = v ? PyObject_GetAttrString(v, "code") : NULL;
+		if (c == Py_None)
+			code = 0;
+		else if (c != NULL && PyLong_Check(c))
+			code = PyLong_AsLong(c);
+		flush_all();
+		_exit((int)code & 0xff);
+	}
+	print_exc();
+	LEAVE();
+	return 1;
+}
+
+/* A gp_worker_info as a dict: the fields info() and current() show. */
+PyObject *
+gpy_info_dict(const struct gp_worker_info *wi)
+{
+	return Py_BuildValue("{s:i,s:i,s:i,s:i,s:O,s:s,s:s,s:s,s:s,s:K,"
+	    "s:i,s:s,s:s}",
+	    "worker", wi->worker, "gpu", wi->gpu, "slot", wi->slot,
+	    "pid", (int)wi->pid, "fake", wi->fake ? Py_True : Py_False,
+	    "visible", wi->visible, "uuid", wi->uuid, "busid", wi->busid,
+	    "name", wi->name, "mem_bytes", (unsigned long long)wi->mem_bytes,
+	    "numa", wi->numa, "nodeset", wi->nodeset, "cpuset", wi->cpuset);
+}
+
+/* _gpupool.current(): this worker's place, or None in the caller. */
+PyObject *
+gpy_current(PyObject *mod, PyObject *noargs)
+{
+	if (self_info == NULL)
+		Py_RETURN_NONE;
+	return gpy_info_dict(self_info);
+}
