@@ -141,7 +141,11 @@ class Pool:
         os.set_blocking(r, False)
         os.set_blocking(w, False)
         report = [w, r]
-        init = _task.Initializer(initializer, initargs, report)
+        self._pidr, self._pidw = os.pipe()
+        os.set_blocking(self._pidr, False)
+        os.set_blocking(self._pidw, False)
+        self._all_pids = set()  # every worker's pid, from the pid pipe
+        init = _task.Initializer(initializer, initargs, report, self._pidw)
         try:
             self._c = _gpupool.Pool(
                 _task.worker_entry, gpus=_gpus_arg(gpus), per_gpu=per_gpu,
@@ -152,7 +156,11 @@ class Pool:
                 max(1, math.ceil(grace * 1000)),
                 retries=retries, max_tasks=max_tasks_per_worker or 0,
                 init=init)
-        except _gpupool.InitError as e:
+        except BaseException as e:
+            os.close(self._pidr)
+            os.close(self._pidw)
+            if not isinstance(e, _gpupool.InitError):
+                raise
             why = _read_report(r)
             raise _errors.InitError(
                 "gpupool.Pool(): initializer %r failed in a worker, so no "
@@ -171,6 +179,8 @@ class Pool:
         self._subq = _jobs.SubmitQueue()
         self._dispatcher = None
         self._helpers = {}  # imap threads -> their StreamJob
+        self._inflight = 0     # items sent and not yet done
+        self._refresh = False  # self._pids may miss a replacement
         self._pids = [i["pid"] for i in self._c.info()]
 
     # -- driving the C pool ------------------------------------------------
@@ -199,23 +209,41 @@ class Pool:
         in this thread. Returns when job has nothing more to send now and
         the items in flight have ended; raises what the call raised."""
 
+        def send(item):
+            """Count item in flight, unless terminate() came first: under
+            self._cv, so that terminate() sees either no item sent after
+            its stop or the count of those that were."""
+            with self._cv:
+                if self._stop.is_set():
+                    raise _jobs.Abort(_errors.Canceled("the pool was "
+                                                       "terminated"))
+                self._inflight += 1
+            return item
+
         def next_item():
-            if self._stop.is_set():
-                raise _jobs.Abort(_errors.Canceled("the pool was "
-                                                   "terminated"))
+            if self._refresh:
+                self._refresh_pids()
             if serve_submits:
-                with self._cv:
+                with self._cv:  # as send(), with the pop in the same hold
+                    if self._stop.is_set():
+                        raise _jobs.Abort(_errors.Canceled(
+                            "the pool was terminated"))
                     if job is None and self._waiting:
                         return None  # the dispatcher gives way
                     s = self._subq.next_item()
-                if s is not None:
-                    return (None, s[0]), s[1]
+                    if s is not None:
+                        self._inflight += 1
+                        return (None, s[0]), s[1]
             if job is None:
                 return None
             j = job.next_item()
-            return None if j is None else ((job, j[0]), j[1])
+            return None if j is None else send(((job, j[0]), j[1]))
 
         def done(key, status, code, out):
+            with self._cv:
+                self._inflight -= 1
+            if status in (_gpupool.CRASHED, _gpupool.TIMEDOUT):
+                self._refresh = True  # a replacement has a new pid
             src, k = key
             if src is None:
                 _jobs.SubmitQueue.finish(k, status, code, out)
@@ -230,11 +258,22 @@ class Pool:
             self._check_usable()
             self._c.run(next_item, done)
         finally:
-            try:
-                self._pids = [i["pid"] for i in self._c.info()]
-            except Exception:
-                pass
+            with self._cv:
+                self._inflight = 0
+            self._refresh_pids()
             self._release_runner()
+
+    def _refresh_pids(self):
+        """The workers' pids, for terminate() to kill while a call runs in
+        another thread (info() is not allowed then). In the driving thread
+        only. Kept marked stale while a dead worker is not yet replaced
+        (pid 0)."""
+        try:
+            pids = [i["pid"] for i in self._c.info()]
+        except Exception:
+            return
+        self._pids = pids
+        self._refresh = 0 in pids
 
     def _check_usable(self):
         if self._state == "joined":
@@ -415,6 +454,8 @@ class Pool:
             if self._state != "joined":
                 self._state = "joined"
                 self._c.close()
+                os.close(self._pidr)
+                os.close(self._pidw)
         finally:
             self._release_runner()
 
@@ -428,10 +469,23 @@ class Pool:
             self._stop.set()
             self._subq.cancel_all(_errors.Canceled("the pool was "
                                                    "terminated"))
-            busy = self._owner is not None
+            busy = self._inflight > 0
             self._cv.notify_all()
-        if busy:
-            self._kill_workers()
+        me = threading.get_ident()
+        with self._cv:
+            while busy and (self._dispatcher is not None or self._helpers
+                            or self._owner not in (None, me)):
+                # Kill again until the call in the other thread ends: the
+                # C pool may run a killed worker's item again on its
+                # replacement (an item it counts as never started). The
+                # wait's timeout paces the kills; it synchronises nothing.
+                self._cv.release()
+                try:
+                    self._kill_workers()
+                finally:
+                    self._cv.acquire()
+                self._cv.wait(0.2)
+                busy = self._inflight > 0
         self.join()
 
     def _cancel_streams(self):
@@ -446,12 +500,24 @@ class Pool:
                 job.cv.notify_all()
 
     def _kill_workers(self):
-        """A C call runs in another thread: SIGKILL the workers (only our
-        own children, checked in /proc) so that an item ends and the call
-        sees the stop at its next callback, even if every item hangs."""
+        """Items are in flight: SIGKILL the workers (only our own
+        children, checked in /proc) so that an item ends and the call sees
+        the stop at its next callback, even if every item hangs. Known
+        gap: an item the C pool retries on its own (retries=) goes to a
+        replacement whose pid may not be known here yet; terminate() then
+        waits for that attempt to end (or time out)."""
         import signal
         me = os.getpid()
-        for pid in self._pids:
+        while True:
+            try:
+                b = os.read(self._pidr, 4096)
+            except OSError:
+                break
+            if not b:
+                break
+            for i in range(0, len(b) - 3, 4):
+                self._all_pids.add(int.from_bytes(b[i:i + 4], "little"))
+        for pid in set(self._pids) | self._all_pids:
             try:
                 with open("/proc/%d/stat" % pid) as f:
                     ppid = int(f.read().rsplit(")", 1)[1].split()[1])

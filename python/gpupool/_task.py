@@ -154,17 +154,27 @@ class Initializer:
     report_fd (a pipe the caller reads to explain InitError), then the
     exception propagates so the C pool fails with GP_EINIT.
 
+    First, every worker (replacements too) writes its pid, 4 bytes, to
+    pid_fd: a non-blocking pipe the caller keeps open until join(), so
+    that terminate() can kill a replacement forked during a call running
+    in another thread, whose pid the caller cannot ask the C pool for.
+
     report is [write end, read end] of that pipe while
     Pool() runs; the caller sets it to None once the first workers are
     up, so a replacement worker forked later never touches an fd number
     that may since have been reused."""
 
-    def __init__(self, initializer, initargs, report):
+    def __init__(self, initializer, initargs, report, pid_fd):
         self.initializer = initializer
         self.initargs = tuple(initargs)
         self.report = report
+        self.pid_fd = pid_fd
 
     def __call__(self):
+        try:  # tell the caller this worker's pid (terminate() kills by it)
+            os.write(self.pid_fd, os.getpid().to_bytes(4, "little"))
+        except OSError:  # full (the caller drains it) or closed
+            pass
         fd, rfd = self.report
         if rfd is not None:
             try:
