@@ -29,22 +29,32 @@ class Abort(BaseException):
         self.exc = exc
 
 
-def outcomes_of(fn, status, code, out, n):
-    """The n element outcomes of one C item: ("ok", value) or
-    ("err", exception with its remote traceback attached)."""
+def values_of(fn, status, code, out, n):
+    """One C item's n values and its errors: (values, None) when all
+    succeeded, else (values, {index: exception}), each exception with the
+    worker's traceback attached (a crash or timeout: every index)."""
     if status != _gpupool.OK:
         e = _errors.from_status(status, code)
-        return [("err", e)] * n
-    res = []
-    for o in _task.decode(out, n):
-        if o[0] == 0:
-            res.append(("ok", o[1]))
-            continue
-        exc, tb = o[1], o[2]
+        return [None] * n, dict.fromkeys(range(n), e)
+    values, errors = _task.decode(out, n)
+    if not errors:
+        return values, None
+    excs = {}
+    for i, (exc, tb) in errors.items():
         if isinstance(exc, _task._LostFunction):
             exc = _task.lost_function_error(fn, exc)
-        res.append(("err", _errors.attach_traceback(exc, tb)))
-    return res
+        excs[i] = _errors.attach_traceback(exc, tb)
+    return values, excs
+
+
+def outcomes_of(fn, status, code, out, n):
+    """The n element outcomes of one C item: ("ok", value) or
+    ("err", exception)."""
+    values, excs = values_of(fn, status, code, out, n)
+    if not excs:
+        return [("ok", v) for v in values]
+    return [("err", excs[i]) if i in excs else ("ok", v)
+            for i, v in enumerate(values)]
 
 
 class MapJob:
@@ -72,11 +82,13 @@ class MapJob:
 
     def finish(self, start, status, code, out):
         n = min(self.chunksize, len(self.items) - start)
-        for i, (kind, v) in enumerate(outcomes_of(self.fn, status, code,
-                                                   out, n)):
-            if kind == "err" and not self.return_exceptions:
-                raise Abort(v)
-            self.results[start + i] = v
+        values, excs = values_of(self.fn, status, code, out, n)
+        if excs:
+            if not self.return_exceptions:
+                raise Abort(excs[min(excs)])
+            for i, e in excs.items():
+                values[i] = e
+        self.results[start:start + n] = values
         if self.progress is not None:
             self.progress.update(n)
 

@@ -5,8 +5,10 @@ fn_bytes is the function, pickled once per call (cloudpickle when
 installed: functions of __main__ travel by value; else plain pickle, by
 reference). star is 0 for fn(x) per element, 1 for fn(*args, **kwargs)
 with elements [(args, kwargs)]. The worker answers with
-pickle.dumps([outcome, ...]), one per element: (0, value) or
-(1, exception, traceback text). worker_entry() never raises: a value or an
+pickle.dumps((values, errors)): values one per element (None where it
+failed), errors None when every element succeeded (the common case, kept
+cheap: no per-element tuple either side), else {index: (exception,
+traceback text)}. worker_entry() never raises: a value or an
 exception that cannot be pickled becomes an error outcome, so a C item
 ends FAILED only if even that fails.
 """
@@ -75,65 +77,71 @@ def _load_fn(fn_bytes):
 def _fail(exc):
     tb = "".join(traceback.format_exception(type(exc), exc,
                                             exc.__traceback__))
-    return (1, exc, tb)
+    return (exc, tb)
 
 
 def _run_chunk(payload):
     fn_bytes, star, elements = pickle.loads(payload)
+    n = len(elements)
     try:
         fn = _load_fn(fn_bytes)
     except BaseException as e:
-        return [_fail(e)] * len(elements)
-    out = []
-    for el in elements:
+        return [None] * n, dict.fromkeys(range(n), _fail(e))
+    values, errors = [], None
+    for i, el in enumerate(elements):
         try:
-            if star:
-                out.append((0, fn(*el[0], **el[1])))
-            else:
-                out.append((0, fn(el)))
+            values.append(fn(*el[0], **el[1]) if star else fn(el))
         except BaseException as e:  # SystemExit too: the item fails only
-            out.append(_fail(e))
-    return out
+            values.append(None)
+            if errors is None:
+                errors = {}
+            errors[i] = _fail(e)
+    return values, errors
 
 
-def _encode_safely(outcomes):
-    """Pickle the outcomes; one that will not pickle becomes an error
-    outcome of its own (the others keep their values)."""
+def _encode_safely(values, errors):
+    """Pickle the answer; a value or exception that will not pickle
+    becomes an error of its own (the others keep their values)."""
     try:
-        return pickle.dumps(outcomes, protocol=_PROTO)
+        return pickle.dumps((values, errors), protocol=_PROTO)
     except BaseException:
         pass
-    fixed = []
-    for o in outcomes:
+    errors = dict(errors or {})
+    for i, v in enumerate(values):
         try:
-            pickle.dumps(o, protocol=_PROTO)
-            fixed.append(o)
+            pickle.dumps(v, protocol=_PROTO)
         except BaseException as e:
-            what = "result" if o[0] == 0 else "exception %r" % (o[1],)
-            err = pickle.PicklingError(
-                "the worker could not send back the item's %s: %s"
-                % (what, e))
-            tb = o[2] if o[0] == 1 else ""
-            fixed.append((1, err, tb))
-    return pickle.dumps(fixed, protocol=_PROTO)
+            values[i] = None
+            errors[i] = (pickle.PicklingError(
+                "the worker could not send back the item's result: %s"
+                % e), "")
+    for i, (exc, tb) in list(errors.items()):
+        try:
+            pickle.dumps(exc, protocol=_PROTO)
+        except BaseException as e:
+            errors[i] = (pickle.PicklingError(
+                "the worker could not send back the item's exception %r: "
+                "%s" % (exc, e)), tb)
+    return pickle.dumps((values, errors), protocol=_PROTO)
 
 
 def worker_entry(payload):
     """The C pool's worker callable: bytes in, bytes out, never raises."""
     try:
-        return _encode_safely(_run_chunk(payload))
+        return _encode_safely(*_run_chunk(payload))
     except BaseException as e:  # a payload that would not unpickle
-        return pickle.dumps([(1, RuntimeError(
+        return pickle.dumps((None, (RuntimeError(
             "gpupool worker could not decode the item: %r" % (e,)),
-            traceback.format_exc())], protocol=_PROTO)
+            traceback.format_exc())), protocol=_PROTO)
 
 
 def decode(out, n):
-    """The caller's side: a GP_OK item's bytes into n outcomes."""
-    outcomes = pickle.loads(out)
-    if len(outcomes) == 1 and n > 1:  # worker_entry's decode failure
-        outcomes = outcomes * n
-    return outcomes
+    """The caller's side: a GP_OK item's bytes into (values, errors),
+    errors None or {index: (exception, traceback text)}."""
+    values, errors = pickle.loads(out)
+    if values is None:  # worker_entry's decode failure: every element
+        return [None] * n, dict.fromkeys(range(n), errors)
+    return values, errors
 
 
 def lost_function_error(fn, exc):
