@@ -494,3 +494,18 @@ def test_pool_fds_are_close_on_exec():
         p.map(double, range(10))
         assert inheritable() <= before
     assert inheritable() <= before
+
+
+def test_maps_from_two_threads_take_turns(pool):
+    out = {}
+
+    def run(tag):
+        out[tag] = pool.map(double, range(tag, tag + 2000), chunksize=10)
+
+    ts = [threading.Thread(target=run, args=(t,)) for t in (0, 5000)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert out[0] == [2 * i for i in range(2000)]
+    assert out[5000] == [2 * i for i in range(5000, 7000)]
