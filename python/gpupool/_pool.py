@@ -11,8 +11,9 @@ thread recorded so that a re-entrant call is an error, not a deadlock):
   generator the caller pulls at its own pace); the caller blocks on a
   Condition, which Ctrl-C interrupts: the generator's cleanup cancels the
   C call at its next callback.
-- submit() queues the call; every C call serves that queue first (so a
-  future does not wait for a long map to end), and a dispatcher thread
+- submit() queues the call; every C call serves that queue first while
+  it still asks for items (so a future does not wait for a long map to
+  end, unless that map has sent its last item), and a dispatcher thread
   drives the queue when no other call runs. The dispatcher gives way
   (ends its C call) when another thread waits for the runner lock.
 
