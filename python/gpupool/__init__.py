@@ -1,0 +1,82 @@
+"""gpupool: long-lived worker processes pinned one per GPU (or per_gpu per
+GPU), over libgpupool.
+
+    import gpupool
+    with gpupool.Pool(initializer=load_model) as pool:
+        for r in pool.imap_unordered(score, batches):
+            ...
+    gpupool.map(abs, [-1, -2])          # a default pool: every GPU found
+
+The pool is libgpupool's C pool (extension module gpupool._gpupool); this
+package adds pickling, chunking, errors as Python exceptions, streaming and
+futures. See docs/python.md.
+"""
+
+import atexit
+import threading
+
+from . import _gpupool
+from ._errors import (Canceled, Error, InitError, NotRun, PoolError,
+                      RemoteTraceback, Timeout, WorkerCrashed)
+from ._pool import Pool, WorkerInfo, current
+
+__all__ = [
+    "Pool", "WorkerInfo", "current", "map", "imap", "imap_unordered",
+    "submit", "shutdown", "Error", "WorkerCrashed", "Timeout", "Canceled",
+    "NotRun", "PoolError", "InitError", "RemoteTraceback",
+]
+
+_default = None
+_default_lock = threading.Lock()
+
+
+def _default_pool():
+    """The module-level pool: every GPU found (or GPUPOOL_FAKE_GPUS fake
+    ones), created on first use, stopped at interpreter exit. The first
+    call forks: make it before starting threads or initialising CUDA."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Pool()
+            atexit.register(shutdown)
+        return _default
+
+
+def shutdown():
+    """Stop the default pool now (a later module-level call makes a new
+    one). Registered with atexit."""
+    global _default
+    with _default_lock:
+        p, _default = _default, None
+    if p is not None:
+        p.terminate()
+
+
+def map(fn, iterable, chunksize=None, **kw):
+    """Pool.map on the default pool."""
+    return _default_pool().map(fn, iterable, chunksize, **kw)
+
+
+def imap(fn, iterable, chunksize=None, **kw):
+    """Pool.imap on the default pool."""
+    return _default_pool().imap(fn, iterable, chunksize, **kw)
+
+
+def imap_unordered(fn, iterable, chunksize=None, **kw):
+    """Pool.imap_unordered on the default pool."""
+    return _default_pool().imap_unordered(fn, iterable, chunksize, **kw)
+
+
+def submit(fn, *args, **kwargs):
+    """Pool.submit on the default pool."""
+    return _default_pool().submit(fn, *args, **kwargs)
+
+
+OK = _gpupool.OK
+FAILED = _gpupool.FAILED
+CRASHED = _gpupool.CRASHED
+TIMEDOUT = _gpupool.TIMEDOUT
+CANCELED = _gpupool.CANCELED
+ERROR = _gpupool.ERROR
+NOTRUN = _gpupool.NOTRUN
+strerror = _gpupool.strerror

@@ -1,0 +1,261 @@
+"""The work a Pool hands to the C pool: map, stream (imap) and submit jobs.
+
+The C pool runs one call (gp_pool_run) at a time. Pool._drive() makes that
+call with one job and, besides it, the queue of submitted calls: next()
+asks the submit queue first, then the job; done() routes each C item back
+to the job or future that sent it. The key of a C item is (job, index).
+
+A job's next_item() returns a pickled chunk, or None when it has nothing
+to send now (input exhausted, or a stream's window full); None ends the C
+call once the items in flight are done. Jobs are driven from the thread
+that runs the C call and read by the caller's thread: a stream job's
+state is under its own Condition.
+"""
+
+import collections
+import threading
+
+from . import _errors
+from . import _gpupool
+from . import _task
+
+
+class Abort(BaseException):
+    """Raised from done() to cancel the C call; carries what the caller
+    then raises (the first failure of a map, or Canceled)."""
+
+    def __init__(self, exc):
+        super().__init__(exc)
+        self.exc = exc
+
+
+def values_of(fn, status, code, out, n):
+    """One C item's n values and its errors: (values, None) when all
+    succeeded, else (values, {index: exception}), each exception with the
+    worker's traceback attached (a crash or timeout: every index)."""
+    if status != _gpupool.OK:
+        e = _errors.from_status(status, code)
+        return [None] * n, dict.fromkeys(range(n), e)
+    values, errors = _task.decode(out, n)
+    if not errors:
+        return values, None
+    excs = {}
+    for i, (exc, tb) in errors.items():
+        if isinstance(exc, _task._LostFunction):
+            exc = _task.lost_function_error(fn, exc)
+        excs[i] = _errors.attach_traceback(exc, tb)
+    return values, excs
+
+
+def outcomes_of(fn, status, code, out, n):
+    """The n element outcomes of one C item: ("ok", value) or
+    ("err", exception)."""
+    values, excs = values_of(fn, status, code, out, n)
+    if not excs:
+        return [("ok", v) for v in values]
+    return [("err", excs[i]) if i in excs else ("ok", v)
+            for i, v in enumerate(values)]
+
+
+class MapJob:
+    """Pool.map: a list, results in order. On the first failure (in
+    completion order) done() aborts the C call, unless return_exceptions,
+    where the exception takes the result's place."""
+
+    def __init__(self, fn, items, chunksize, return_exceptions, progress):
+        self.fn = fn
+        self.fn_bytes = _task.dumps_fn(fn)
+        self.items = items
+        self.chunksize = chunksize
+        self.return_exceptions = return_exceptions
+        self.progress = progress
+        self.results = [None] * len(items)
+        self.pos = 0
+
+    def next_item(self):
+        if self.pos >= len(self.items):
+            return None
+        start = self.pos
+        self.pos = min(start + self.chunksize, len(self.items))
+        chunk = self.items[start:self.pos]
+        return start, _task.dumps_chunk(self.fn_bytes, 0, chunk)
+
+    def finish(self, start, status, code, out):
+        n = min(self.chunksize, len(self.items) - start)
+        values, excs = values_of(self.fn, status, code, out, n)
+        if excs:
+            if not self.return_exceptions:
+                raise Abort(excs[min(excs)])
+            for i, e in excs.items():
+                values[i] = e
+        self.results[start:start + n] = values
+        if self.progress is not None:
+            self.progress.update(n)
+
+
+class StreamJob:
+    """Pool.imap / imap_unordered: an iterable of unknown length, read in
+    the thread that drives the C pool, at most `window` elements taken
+    and not yet consumed by the caller (memory stays bounded however long
+    the input is and however slow the consumer)."""
+
+    def __init__(self, fn, iterable, chunksize, window, ordered,
+                 return_exceptions, progress):
+        self.fn = fn
+        self.fn_bytes = _task.dumps_fn(fn)
+        self.it = iter(iterable)
+        self.chunksize = chunksize
+        self.window = window
+        self.ordered = ordered
+        self.return_exceptions = return_exceptions
+        self.progress = progress
+        self.cv = threading.Condition()
+        self.taken = 0          # elements read from the input
+        self.consumed = 0       # elements the caller has received
+        self.sizes = {}         # chunk start -> element count, in flight
+        self.ready = {} if ordered else collections.deque()
+        self.exhausted = False  # the input has ended (or raised)
+        self.input_error = None  # what the input raised, for the caller
+        self.run_error = None   # what the C call raised, for the caller
+        self.canceled = False   # the caller stopped early
+        self.finished = False   # the driving thread is done
+
+    def next_item(self):
+        with self.cv:
+            if self.canceled:
+                raise Abort(_errors.Canceled("imap was stopped"))
+            room = self.window - (self.taken - self.consumed)
+            if self.exhausted or room <= 0:
+                return None
+            start = self.taken
+        chunk = []
+        try:
+            for _ in range(min(self.chunksize, room)):
+                chunk.append(next(self.it))
+        except StopIteration:
+            with self.cv:
+                self.exhausted = True
+        except BaseException as e:  # the caller's generator raised
+            with self.cv:
+                self.exhausted = True
+                self.input_error = e
+        if not chunk:
+            with self.cv:
+                self.cv.notify_all()
+            return None
+        with self.cv:
+            self.taken += len(chunk)
+            self.sizes[start] = len(chunk)
+        return start, _task.dumps_chunk(self.fn_bytes, 0, chunk)
+
+    def finish(self, start, status, code, out):
+        with self.cv:
+            n = self.sizes.pop(start)
+        res = outcomes_of(self.fn, status, code, out, n)
+        with self.cv:
+            if self.ordered:
+                for i, r in enumerate(res):
+                    self.ready[start + i] = r
+            else:
+                self.ready.extend(res)
+            self.cv.notify_all()
+            if self.canceled:
+                raise Abort(_errors.Canceled("imap was stopped"))
+        if self.progress is not None:
+            self.progress.update(n)
+
+    def wait_for_room(self, stop):
+        """In the driving thread, between C calls: True to call again,
+        False when the stream is over (input ended and nothing in flight,
+        canceled, or stop set)."""
+        with self.cv:
+            while True:
+                if self.canceled or stop.is_set():
+                    return False
+                if self.exhausted:
+                    return False
+                if self.taken - self.consumed < self.window:
+                    return True
+                self.cv.wait()
+
+    def end(self, error):
+        with self.cv:
+            self.finished = True
+            self.run_error = error
+            self.cv.notify_all()
+
+    def _pop(self):
+        """Under cv: the next outcome, or None if none is ready."""
+        if self.ordered:
+            return self.ready.pop(self.consumed, None)
+        return self.ready.popleft() if self.ready else None
+
+    def results(self):
+        """The caller's generator."""
+        try:
+            while True:
+                with self.cv:
+                    r = self._pop()
+                    while r is None:
+                        if self.finished:  # nothing more will come
+                            if self.run_error is not None:
+                                raise self.run_error
+                            if self.input_error is not None:
+                                raise self.input_error
+                            if self.consumed < self.taken:
+                                raise _errors.PoolError(
+                                    "imap lost %d items"
+                                    % (self.taken - self.consumed))
+                            return
+                        self.cv.wait()
+                        r = self._pop()
+                    self.consumed += 1
+                    self.cv.notify_all()
+                kind, v = r
+                if kind == "err" and not self.return_exceptions:
+                    raise v
+                yield v
+        finally:
+            with self.cv:
+                if not self.finished:
+                    self.canceled = True
+                self.cv.notify_all()
+            if self.progress is not None:
+                self.progress.close()
+
+
+class SubmitQueue:
+    """Pool.submit's calls waiting for a worker, as (future, pickled
+    chunk). Every C call serves it; the dispatcher thread serves it when
+    no other call runs."""
+
+    def __init__(self):
+        self.q = collections.deque()
+
+    def push(self, fut, fn, args, kwargs):
+        fn_bytes = _task.dumps_fn(fn)
+        payload = _task.dumps_chunk(fn_bytes, 1, [(args, kwargs)])
+        self.q.append((fut, fn, payload))
+
+    def next_item(self):
+        """Under the pool's lock: the next future still wanted."""
+        while self.q:
+            fut, fn, payload = self.q.popleft()
+            if fut.set_running_or_notify_cancel():
+                return (fut, fn), payload
+        return None
+
+    def cancel_all(self, exc):
+        while self.q:
+            fut = self.q.popleft()[0]
+            if fut.set_running_or_notify_cancel():
+                fut.set_exception(exc)
+
+    @staticmethod
+    def finish(key, status, code, out):
+        fut, fn = key
+        kind, v = outcomes_of(fn, status, code, out, 1)[0]
+        if kind == "ok":
+            fut.set_result(v)
+        else:
+            fut.set_exception(v)

@@ -1,0 +1,553 @@
+"""gpupool.Pool: the Python API over the C pool (_gpupool.Pool).
+
+Who runs the C pool. The C pool runs one call at a time; here every call
+goes through Pool._drive(), under self._runner (a lock, with the owning
+thread recorded so that a re-entrant call is an error, not a deadlock):
+
+- map() drives in the caller's thread: the GIL is released while the C
+  call waits, and Ctrl-C in the main thread reaches the C call, which
+  cancels the items and raises KeyboardInterrupt.
+- imap()/imap_unordered() drive in a helper thread (the results are a
+  generator the caller pulls at its own pace); the caller blocks on a
+  Condition, which Ctrl-C interrupts: the generator's cleanup cancels the
+  C call at its next callback.
+- submit() queues the call; every C call serves that queue first while
+  it still asks for items (so a future does not wait for a long map to
+  end, unless that map has sent its last item), and a dispatcher thread
+  drives the queue when no other call runs. The dispatcher gives way
+  (ends its C call) when another thread waits for the runner lock.
+
+States: open -> closed (close(): no new work; queued work still runs) ->
+joined (join(): helpers ended, workers stopped and reaped); terminate()
+cancels what is queued and running and then joins.
+"""
+
+import math
+import os
+import sys
+import threading
+from concurrent.futures import Future
+
+from . import _errors
+from . import _gpupool
+from . import _jobs
+from . import _progress
+from . import _task
+
+
+def _refuse_if_cuda_initialised():
+    """Forking a process that has initialised CUDA gives workers that
+    cannot use CUDA ("Cannot re-initialize CUDA in forked subprocess").
+    Checked before anything forks."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    try:
+        initialised = bool(torch.cuda.is_initialized())
+    except Exception:
+        return
+    if initialised:
+        raise RuntimeError(
+            "gpupool.Pool() refused: CUDA is already initialised in this "
+            "process (torch.cuda.is_initialized() is True), and CUDA does "
+            "not survive fork(): the workers could not use their GPUs. "
+            "Create the Pool before any CUDA call in this process (import "
+            "torch is fine; torch.cuda.*, .cuda(), .to('cuda') are not), "
+            "and do GPU work in the workers: in fn, or in initializer= to "
+            "load a model once per worker.")
+
+
+def _gpus_arg(gpus):
+    if gpus is None or isinstance(gpus, str):
+        return gpus
+    if isinstance(gpus, int):
+        raise TypeError("gpus= takes a list of GPU ids or a string like "
+                        "'0,2', not an int (for N fake GPUs: fake_gpus=N)")
+    return ",".join(str(g) for g in gpus)
+
+
+def _read_report(fd):
+    chunks = []
+    while True:
+        try:
+            b = os.read(fd, 65536)
+        except (BlockingIOError, OSError):
+            break
+        if not b:
+            break
+        chunks.append(b)
+    return b"".join(chunks).decode(errors="replace")
+
+
+class WorkerInfo:
+    """Where a worker runs: attribute access over the C library's
+    gp_worker_info (worker, gpu, slot, pid, fake, visible, uuid, busid,
+    name, mem_bytes, numa, nodeset, cpuset, ...)."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self, d):
+        object.__setattr__(self, "_d", dict(d))
+
+    def __getattr__(self, name):
+        try:
+            return self._d[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name, value):
+        raise AttributeError("WorkerInfo is read-only")
+
+    def as_dict(self):
+        return dict(self._d)
+
+    def __repr__(self):
+        return "WorkerInfo(%s)" % ", ".join(
+            "%s=%r" % kv for kv in self._d.items())
+
+
+def current():
+    """In a worker: its WorkerInfo (gpu, uuid, busid, numa, cpuset, ...).
+    In the caller, outside any worker: None."""
+    d = _gpupool.current()
+    return None if d is None else WorkerInfo(d)
+
+
+class Pool:
+    """A pool of long-lived worker processes, per_gpu per GPU, each pinned
+    to its GPU (CUDA_VISIBLE_DEVICES) and that GPU's NUMA node and CPUs.
+
+    gpus: None (every GPU found), a string ("0,2", UUIDs, bus ids) or a
+    list. fake_gpus: N fake GPUs (no CUDA needed); None falls back to
+    GPUPOOL_FAKE_GPUS. initializer(*initargs) runs once per worker, with
+    os.environ already holding the worker's CUDA_VISIBLE_DEVICES: load a
+    model there. timeout (seconds) stops an item (a chunk) that runs
+    longer: gpupool.Timeout. retries re-runs an item whose worker crashed
+    or timed out. max_tasks_per_worker replaces a worker after N items.
+    grace (seconds, default 1) is the time an item gets after a timeout
+    or cancel before SIGKILL.
+
+    Create it from the main thread before starting other threads, and
+    before anything initialises CUDA in this process (refused if torch
+    did).
+    """
+
+    def __init__(self, gpus=None, per_gpu=1, initializer=None, initargs=(),
+                 timeout=None, retries=0, max_tasks_per_worker=None,
+                 fake_gpus=None, *, grace=None):
+        _refuse_if_cuda_initialised()
+        self._timeout = timeout
+        self._retries = retries
+        r, w = os.pipe()  # close-on-exec, as every fd Python makes
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)
+        report = [w, r]
+        self._pidr, self._pidw = os.pipe()
+        os.set_blocking(self._pidr, False)
+        os.set_blocking(self._pidw, False)
+        self._all_pids = set()  # every worker's pid, from the pid pipe
+        init = _task.Initializer(initializer, initargs, report, self._pidw)
+        try:
+            self._c = _gpupool.Pool(
+                _task.worker_entry, gpus=_gpus_arg(gpus), per_gpu=per_gpu,
+                fake_gpus=fake_gpus,
+                timeout_ms=0 if timeout is None else
+                max(1, math.ceil(timeout * 1000)),
+                grace_ms=0 if grace is None else
+                max(1, math.ceil(grace * 1000)),
+                retries=retries, max_tasks=max_tasks_per_worker or 0,
+                init=init)
+        except BaseException as e:
+            os.close(self._pidr)
+            os.close(self._pidw)
+            if not isinstance(e, _gpupool.InitError):
+                raise
+            why = _read_report(r)
+            raise _errors.InitError(
+                "gpupool.Pool(): initializer %r failed in a worker, so no "
+                "pool was created: %s\n%s" % (initializer, e, why)) from e
+        finally:
+            report[0] = report[1] = None  # replacements never see them
+            os.close(w)
+            os.close(r)
+        self._size = self._c.size()
+        self._cv = threading.Condition()
+        self._runner = threading.Lock()
+        self._owner = None
+        self._waiting = 0
+        self._state = "open"
+        self._stop = threading.Event()
+        self._subq = _jobs.SubmitQueue()
+        self._dispatcher = None
+        self._helpers = {}  # imap threads -> their StreamJob
+        self._inflight = 0     # items sent and not yet done
+        self._refresh = False  # self._pids may miss a replacement
+        self._pids = [i["pid"] for i in self._c.info()]
+
+    # -- driving the C pool ------------------------------------------------
+
+    def _acquire_runner(self):
+        if self._owner == threading.get_ident():
+            raise RuntimeError("gpupool: a map on this pool was started "
+                               "from inside one of its own callbacks")
+        with self._cv:
+            self._waiting += 1
+        try:
+            self._runner.acquire()
+        finally:
+            with self._cv:
+                self._waiting -= 1
+        self._owner = threading.get_ident()
+
+    def _release_runner(self):
+        self._owner = None
+        self._runner.release()
+        with self._cv:
+            self._cv.notify_all()  # a dispatcher that gave way goes on
+
+    def _drive(self, job, serve_submits=True):
+        """One C call over job (None: submits only) and the submit queue,
+        in this thread. Returns when job has nothing more to send now and
+        the items in flight have ended; raises what the call raised."""
+
+        def send(item):
+            """Count item in flight, unless terminate() came first: under
+            self._cv, so that terminate() sees either no item sent after
+            its stop or the count of those that were."""
+            with self._cv:
+                if self._stop.is_set():
+                    raise _jobs.Abort(_errors.Canceled("the pool was "
+                                                       "terminated"))
+                self._inflight += 1
+            return item
+
+        def next_item():
+            if self._refresh:
+                self._refresh_pids()
+            if serve_submits:
+                with self._cv:  # as send(), with the pop in the same hold
+                    if self._stop.is_set():
+                        raise _jobs.Abort(_errors.Canceled(
+                            "the pool was terminated"))
+                    if job is None and self._waiting:
+                        return None  # the dispatcher gives way
+                    s = self._subq.next_item()
+                    if s is not None:
+                        self._inflight += 1
+                        return (None, s[0]), s[1]
+            if job is None:
+                return None
+            j = job.next_item()
+            return None if j is None else send(((job, j[0]), j[1]))
+
+        def done(key, status, code, out):
+            with self._cv:
+                self._inflight -= 1
+            if status in (_gpupool.CRASHED, _gpupool.TIMEDOUT):
+                self._refresh = True  # a replacement has a new pid
+            src, k = key
+            if src is None:
+                _jobs.SubmitQueue.finish(k, status, code, out)
+            else:
+                src.finish(k, status, code, out)
+            if self._stop.is_set():
+                raise _jobs.Abort(_errors.Canceled("the pool was "
+                                                   "terminated"))
+
+        self._acquire_runner()
+        try:
+            self._check_usable()
+            self._c.run(next_item, done)
+        finally:
+            with self._cv:
+                self._inflight = 0
+            self._refresh_pids()
+            self._release_runner()
+
+    def _refresh_pids(self):
+        """The workers' pids, for terminate() to kill while a call runs in
+        another thread (info() is not allowed then). In the driving thread
+        only. Kept marked stale while a dead worker is not yet replaced
+        (pid 0)."""
+        try:
+            pids = [i["pid"] for i in self._c.info()]
+        except Exception:
+            return
+        self._pids = pids
+        self._refresh = 0 in pids
+
+    def _check_usable(self):
+        if self._state == "joined":
+            raise ValueError("gpupool: the pool is closed and joined")
+        if self._stop.is_set():
+            raise _errors.Canceled("the pool was terminated")
+
+    def _check_open(self):
+        if self._state != "open":
+            raise ValueError("gpupool: the pool is %s: no new work"
+                             % self._state)
+
+    def _chunksize(self, n):
+        if self._timeout is not None or self._retries:
+            return 1  # a timeout or a retry then concerns one item
+        c, extra = divmod(n, self._size * 4)  # as multiprocessing does
+        return max(1, c + (1 if extra else 0))
+
+    # -- the API -----------------------------------------------------------
+
+    def size(self):
+        """Number of workers."""
+        return self._size
+
+    def info(self):
+        """Where each worker runs: a list of WorkerInfo. The C library
+        allows it only while no call runs (a call replaces dead workers),
+        so this waits for a running map to end."""
+        self._acquire_runner()
+        try:
+            return [WorkerInfo(d) for d in self._c.info()]
+        finally:
+            self._release_runner()
+
+    def map(self, fn, iterable, chunksize=None, *, return_exceptions=False,
+            progress=False):
+        """[fn(x) for x in iterable], computed by the workers, in order.
+
+        chunksize items travel as one C item (default: automatic, as
+        multiprocessing; 1 when timeout or retries is set). A failure
+        raises in the caller: fn's exception as its own type with the
+        worker's traceback as __cause__, WorkerCrashed, Timeout; the rest
+        of the map is canceled. With return_exceptions=True the exception
+        takes the item's place in the list instead, and the map goes on.
+        A crash or timeout fails every item of its chunk.
+        """
+        self._check_open()
+        items = list(iterable)
+        if not items:
+            return []
+        cs = chunksize or self._chunksize(len(items))
+        bar = _progress.make(progress, len(items))
+        job = _jobs.MapJob(fn, items, cs, return_exceptions, bar)
+        err = None
+        try:
+            self._drive(job)
+        except _jobs.Abort as a:
+            err = a.exc
+        finally:
+            if bar is not None:
+                bar.close()
+        if err is not None:
+            raise err  # outside the except: no "during handling" noise
+        return job.results
+
+    def starmap(self, fn, iterable, chunksize=None, **kw):
+        """map() with fn(*args) for each args in iterable."""
+        return self.map(_Star(fn), iterable, chunksize, **kw)
+
+    def _stream(self, fn, iterable, chunksize, ordered, return_exceptions,
+                progress, window):
+        self._check_open()
+        cs = chunksize or 1
+        win = window or max(4 * self._size * cs, 2 * cs)
+        bar = _progress.make(progress, None)
+        job = _jobs.StreamJob(fn, iterable, cs, win, ordered,
+                              return_exceptions, bar)
+        t = threading.Thread(target=self._stream_driver, args=(job,),
+                             name="gpupool-imap", daemon=True)
+        with self._cv:
+            self._helpers[t] = job
+        t.start()
+        return job.results()
+
+    def _stream_driver(self, job):
+        err = None
+        try:
+            while True:
+                self._drive(job)
+                if not job.wait_for_room(self._stop):
+                    break
+        except _jobs.Abort as a:
+            err = a.exc
+        except BaseException as e:
+            err = e
+        finally:
+            if err is None and self._stop.is_set():
+                err = _errors.Canceled("the pool was terminated")
+            elif err is None and job.canceled:  # the with block ended it
+                err = _errors.Canceled("imap was stopped")
+            job.end(err)
+            with self._cv:
+                self._helpers.pop(threading.current_thread(), None)
+                self._cv.notify_all()
+
+    def imap(self, fn, iterable, chunksize=None, *, return_exceptions=False,
+             progress=False, window=None):
+        """A generator of fn(x) in input order. iterable may be endless
+        or a generator of unknown length: at most `window` items (default
+        4 * size() * chunksize) are taken and not yet yielded, so memory
+        stays bounded. chunksize defaults to 1 (pass more for tiny items).
+        The input is read in the helper thread that drives the C pool:
+        while the input blocks (a slow dataset), no result is collected.
+        Failures as map(): raised when reached (return_exceptions=True:
+        yielded). Leaving the loop early cancels the rest."""
+        return self._stream(fn, iterable, chunksize, True,
+                            return_exceptions, progress, window)
+
+    def imap_unordered(self, fn, iterable, chunksize=None, *,
+                       return_exceptions=False, progress=False,
+                       window=None):
+        """imap() in completion order."""
+        return self._stream(fn, iterable, chunksize, False,
+                            return_exceptions, progress, window)
+
+    def submit(self, fn, *args, **kwargs):
+        """Run fn(*args, **kwargs) in a worker: a concurrent.futures.Future
+        (its exception, if fn raised, carries the remote traceback)."""
+        fut = Future()
+        with self._cv:
+            self._check_open()
+            self._subq.push(fut, fn, args, kwargs)
+            if self._dispatcher is None:
+                self._dispatcher = threading.Thread(
+                    target=self._dispatch, name="gpupool-submit",
+                    daemon=True)
+                self._dispatcher.start()
+            self._cv.notify_all()
+        return fut
+
+    def _dispatch(self):
+        while True:
+            with self._cv:
+                while not self._subq.q or self._waiting:
+                    if self._state != "open" and not self._subq.q:
+                        self._dispatcher = None
+                        self._cv.notify_all()
+                        return
+                    self._cv.wait()
+            try:
+                self._drive(None)
+            except _jobs.Abort:
+                pass
+            except BaseException as e:  # the pool failed: fail the rest
+                with self._cv:
+                    self._subq.cancel_all(e)
+
+    def close(self):
+        """No new work; what is queued or running goes on. join() waits
+        for it."""
+        with self._cv:
+            if self._state == "open":
+                self._state = "closed"
+            self._cv.notify_all()
+
+    def join(self):
+        """Wait for queued and running work (submits, imap generators
+        still being read), then stop the workers and reap them. Call
+        close() or terminate() first."""
+        if self._state == "open":
+            raise ValueError("gpupool: close() or terminate() the pool "
+                             "before join()")
+        with self._cv:
+            while self._dispatcher is not None or self._helpers:
+                self._cv.wait()
+        self._acquire_runner()
+        try:
+            if self._state != "joined":
+                self._state = "joined"
+                self._c.close()
+                os.close(self._pidr)
+                os.close(self._pidw)
+        finally:
+            self._release_runner()
+
+    def terminate(self):
+        """Cancel queued work (its futures raise Canceled) and running
+        work, stop the workers now and reap them."""
+        with self._cv:
+            if self._state == "joined":
+                return
+            self._state = "terminating"
+            self._stop.set()
+            self._subq.cancel_all(_errors.Canceled("the pool was "
+                                                   "terminated"))
+            busy = self._inflight > 0
+            self._cv.notify_all()
+        me = threading.get_ident()
+        with self._cv:
+            while busy and (self._dispatcher is not None or self._helpers
+                            or self._owner not in (None, me)):
+                # Kill again until the call in the other thread ends: the
+                # C pool may run a killed worker's item again on its
+                # replacement (an item it counts as never started). The
+                # wait's timeout paces the kills; it synchronises nothing.
+                self._cv.release()
+                try:
+                    self._kill_workers()
+                finally:
+                    self._cv.acquire()
+                self._cv.wait(0.2)
+                busy = self._inflight > 0
+        self.join()
+
+    def _cancel_streams(self):
+        """Leaving the with block ends the imap generators not read to
+        their end: join() would otherwise wait for a reader that may never
+        come (their window is full)."""
+        with self._cv:
+            jobs = list(self._helpers.values())
+        for job in jobs:
+            with job.cv:
+                job.canceled = True
+                job.cv.notify_all()
+
+    def _kill_workers(self):
+        """Items are in flight: SIGKILL the workers (only our own
+        children, checked in /proc) so that an item ends and the call sees
+        the stop at its next callback, even if every item hangs. Known
+        gap: an item the C pool retries on its own (retries=) goes to a
+        replacement whose pid may not be known here yet; terminate() then
+        waits for that attempt to end (or time out)."""
+        import signal
+        me = os.getpid()
+        while True:
+            try:
+                b = os.read(self._pidr, 4096)
+            except OSError:
+                break
+            if not b:
+                break
+            for i in range(0, len(b) - 3, 4):
+                self._all_pids.add(int.from_bytes(b[i:i + 4], "little"))
+        for pid in set(self._pids) | self._all_pids:
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                if pid > 0 and ppid == me:
+                    os.kill(pid, signal.SIGKILL)
+            except (OSError, ValueError, IndexError):
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        """Leaving the block normally: close() and join() (queued futures
+        complete). On an exception (KeyboardInterrupt included):
+        terminate()."""
+        if exc_type is None:
+            self.close()
+            self._cancel_streams()
+            self.join()
+        else:
+            self.terminate()
+        return False
+
+
+class _Star:
+    """fn(*args), picklable when fn is."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, args):
+        return self.fn(*args)

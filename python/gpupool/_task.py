@@ -1,0 +1,209 @@
+"""What travels to a worker and back, and the code that runs there.
+
+A C item carries one chunk: pickle.dumps((fn_bytes, star, elements)).
+fn_bytes is the function, pickled once per call (cloudpickle when
+installed: functions of __main__ travel by value; else plain pickle, by
+reference). star is 0 for fn(x) per element, 1 for fn(*args, **kwargs)
+with elements [(args, kwargs)]. The worker answers with
+pickle.dumps((values, errors)): values one per element (None where it
+failed), errors None when every element succeeded (the common case, kept
+cheap: no per-element tuple either side), else {index: (exception,
+traceback text)}. worker_entry() never raises: a value or an
+exception that cannot be pickled becomes an error outcome, so a C item
+ends FAILED only if even that fails.
+"""
+
+import os
+import pickle
+import sys
+import traceback
+
+try:
+    import cloudpickle
+except ImportError:  # optional: gpupool works without it
+    cloudpickle = None
+
+_PROTO = pickle.HIGHEST_PROTOCOL
+_fn_cache = {}  # in a worker: fn_bytes -> function, so a map unpickles once
+
+
+class _LostFunction(Exception):
+    """In a worker: fn could not be unpickled (by reference, a function
+    defined in __main__ after the pool forked). The caller turns it into a
+    clear error naming the fix."""
+
+
+def dumps_fn(fn):
+    """Pickle fn in the caller; a clear error when it cannot travel."""
+    if cloudpickle is not None:
+        return cloudpickle.dumps(fn, protocol=_PROTO)
+    try:
+        return pickle.dumps(fn, protocol=_PROTO)
+    except Exception as e:
+        raise pickle.PicklingError(
+            "gpupool cannot send %r to the workers (%s): plain pickle "
+            "sends functions by name only, so lambdas, closures and "
+            "functions of an interactive session do not travel. "
+            "Fix: pip install cloudpickle (gpupool then sends them by "
+            "value), or define the function at the top level of a "
+            "module." % (fn, e)) from e
+
+
+def dumps_chunk(fn_bytes, star, elements):
+    """Pickle one chunk; arguments that plain pickle refuses (a lambda in
+    an argument) go through cloudpickle when it is installed."""
+    msg = (fn_bytes, star, elements)
+    try:
+        return pickle.dumps(msg, protocol=_PROTO)
+    except Exception:
+        if cloudpickle is None:
+            raise
+        return cloudpickle.dumps(msg, protocol=_PROTO)
+
+
+def _load_fn(fn_bytes):
+    fn = _fn_cache.get(fn_bytes)
+    if fn is None:
+        try:
+            fn = pickle.loads(fn_bytes)
+        except (AttributeError, ImportError) as e:
+            raise _LostFunction(str(e)) from e
+        if len(_fn_cache) >= 64:
+            _fn_cache.clear()
+        _fn_cache[fn_bytes] = fn
+    return fn
+
+
+def _fail(exc):
+    tb = "".join(traceback.format_exception(type(exc), exc,
+                                            exc.__traceback__))
+    return (exc, tb)
+
+
+def _run_chunk(payload):
+    fn_bytes, star, elements = pickle.loads(payload)
+    n = len(elements)
+    try:
+        fn = _load_fn(fn_bytes)
+    except BaseException as e:
+        return [None] * n, dict.fromkeys(range(n), _fail(e))
+    values, errors = [], None
+    for i, el in enumerate(elements):
+        try:
+            values.append(fn(*el[0], **el[1]) if star else fn(el))
+        except BaseException as e:  # SystemExit too: the item fails only
+            values.append(None)
+            if errors is None:
+                errors = {}
+            errors[i] = _fail(e)
+    return values, errors
+
+
+def _encode_safely(values, errors):
+    """Pickle the answer; a value or exception that will not pickle
+    becomes an error of its own (the others keep their values)."""
+    try:
+        return pickle.dumps((values, errors), protocol=_PROTO)
+    except BaseException:
+        pass
+    errors = dict(errors or {})
+    for i, v in enumerate(values):
+        try:
+            pickle.dumps(v, protocol=_PROTO)
+        except BaseException as e:
+            values[i] = None
+            errors[i] = (pickle.PicklingError(
+                "the worker could not send back the item's result: %s"
+                % e), "")
+    for i, (exc, tb) in list(errors.items()):
+        try:
+            pickle.dumps(exc, protocol=_PROTO)
+        except BaseException as e:
+            errors[i] = (pickle.PicklingError(
+                "the worker could not send back the item's exception %r: "
+                "%s" % (exc, e)), tb)
+    return pickle.dumps((values, errors), protocol=_PROTO)
+
+
+def worker_entry(payload):
+    """The C pool's worker callable: bytes in, bytes out, never raises."""
+    try:
+        return _encode_safely(*_run_chunk(payload))
+    except BaseException as e:  # a payload that would not unpickle
+        return pickle.dumps((None, (RuntimeError(
+            "gpupool worker could not decode the item: %r" % (e,)),
+            traceback.format_exc())), protocol=_PROTO)
+
+
+def decode(out, n):
+    """The caller's side: a GP_OK item's bytes into (values, errors),
+    errors None or {index: (exception, traceback text)}."""
+    values, errors = pickle.loads(out)
+    if values is None:  # worker_entry's decode failure: every element
+        return [None] * n, dict.fromkeys(range(n), errors)
+    return values, errors
+
+
+def lost_function_error(fn, exc):
+    """The clear error for _LostFunction, raised in the caller."""
+    return pickle.PicklingError(
+        "the workers cannot find %r (%s): it was sent by name, and the "
+        "workers were forked before it was defined (a function of "
+        "__main__ defined after Pool(), in a script or a notebook). "
+        "Fix: pip install cloudpickle (gpupool then sends functions by "
+        "value), or define the function before creating the Pool."
+        % (getattr(fn, "__qualname__", fn), exc))
+
+
+class Initializer:
+    """The C pool's init callable: runs initializer(*initargs) in each
+    worker, after the library has put the worker's CUDA_VISIBLE_DEVICES
+    and the rest into os.environ. On failure the traceback is written to
+    report_fd (a pipe the caller reads to explain InitError), then the
+    exception propagates so the C pool fails with GP_EINIT.
+
+    First, every worker (replacements too) writes its pid, 4 bytes, to
+    pid_fd: a non-blocking pipe the caller keeps open until join(), so
+    that terminate() can kill a replacement forked during a call running
+    in another thread, whose pid the caller cannot ask the C pool for.
+
+    report is [write end, read end] of that pipe while
+    Pool() runs; the caller sets it to None once the first workers are
+    up, so a replacement worker forked later never touches an fd number
+    that may since have been reused."""
+
+    def __init__(self, initializer, initargs, report, pid_fd):
+        self.initializer = initializer
+        self.initargs = tuple(initargs)
+        self.report = report
+        self.pid_fd = pid_fd
+
+    def __call__(self):
+        try:  # tell the caller this worker's pid (terminate() kills by it)
+            os.write(self.pid_fd, os.getpid().to_bytes(4, "little"))
+        except OSError:  # full (the caller drains it) or closed
+            pass
+        fd, rfd = self.report
+        if rfd is not None:
+            try:
+                os.close(rfd)  # the read end is the caller's
+            except OSError:
+                pass
+        try:
+            if self.initializer is not None:
+                self.initializer(*self.initargs)
+        except BaseException:
+            if fd is not None:
+                text = ("worker pid %d: %s" % (os.getpid(),
+                        traceback.format_exc())).encode(errors="replace")
+                try:  # one write under PIPE_BUF: atomic, never blocks
+                    os.write(fd, text[-4000:])
+                except OSError:
+                    pass
+            raise
+        finally:
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass

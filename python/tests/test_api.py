@@ -1,0 +1,511 @@
+"""The Python API (gpupool.Pool and friends) over fake GPUs.
+
+No test synchronises by timing: a worker that must wait blocks on a FIFO
+or an Event that never fires (then a timeout or a cancel ends it), and a
+subprocess is driven by the lines it prints. The only durations are the
+pool's own timeout/grace, set small so those tests stay short.
+"""
+
+import ctypes
+import itertools
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import types
+
+import pytest
+
+import gpupool
+
+PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(gpupool.__file__)))
+
+
+@pytest.fixture
+def pool():
+    with gpupool.Pool(fake_gpus=2) as p:
+        yield p
+
+
+def children():
+    """Pids of this process's children, from /proc."""
+    me, out = os.getpid(), set()
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                    out.add(int(d))
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+# Worker functions: module level, so they travel by reference.
+
+class Boom(Exception):
+    pass
+
+
+def double(x):
+    return 2 * x
+
+
+def raise_boom(x):
+    if x == 3:
+        raise Boom("item %d went boom" % x)
+    return x
+
+
+def segv_on_3(x):
+    if x == 3:
+        ctypes.string_at(0)  # SIGSEGV in this worker
+    return x
+
+
+def exit_on_3(x):
+    if x == 3:
+        os._exit(7)
+    return x
+
+
+def hang_on_1(x):
+    if x == 1:
+        threading.Event().wait()
+    return x
+
+
+def crash_once(path):
+    """Crashes the first time it sees path, succeeds after."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return "second attempt"
+    os.close(fd)
+    os._exit(1)
+
+
+_init_seen = None
+
+
+def record_env(tag):
+    global _init_seen
+    _init_seen = (tag, os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+def report_env(_):
+    c = gpupool.current()
+    return (_init_seen, os.environ.get("CUDA_VISIBLE_DEVICES"), c.gpu,
+            c.visible, c.pid == os.getpid())
+
+
+def bad_init():
+    raise ValueError("bad init for this test")
+
+
+def read_fifo(path):
+    with open(path, "rb") as f:
+        return f.read(1)
+
+
+def sized(b):
+    return len(b)
+
+
+# -- results --------------------------------------------------------------
+
+def test_map_order_and_values_1e5(pool):
+    n = 10 ** 5
+    assert pool.map(double, range(n)) == [2 * i for i in range(n)]
+
+
+def test_map_empty_and_chunksize(pool):
+    assert pool.map(double, []) == []
+    assert pool.map(double, range(7), chunksize=3) == [0, 2, 4, 6, 8, 10, 12]
+    assert pool.starmap(pow, [(2, 3), (3, 2)]) == [8, 9]
+
+
+def test_imap_ordered_and_unordered(pool):
+    assert list(pool.imap(double, iter(range(1000)), chunksize=7)) == \
+        [2 * i for i in range(1000)]
+    assert sorted(pool.imap_unordered(double, range(1000))) == \
+        [2 * i for i in range(1000)]
+
+
+def test_imap_early_break_then_pool_goes_on(pool):
+    got = []
+    for r in pool.imap(double, itertools.count()):  # endless input
+        got.append(r)
+        if len(got) == 5:
+            break
+    assert got == [0, 2, 4, 6, 8]
+    assert pool.map(double, range(10)) == [2 * i for i in range(10)]
+
+
+def test_imap_unordered_1e6_from_generator_bounded_rss(pool):
+    def rss_kib():
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+
+    n = 10 ** 6
+    # 1e6 items of ~130 bytes: held at once they would take > 130 MB.
+    gen = (b"%099d" % i for i in range(n))
+    before = rss_kib()
+    peak, count, total = before, 0, 0
+    for r in pool.imap_unordered(sized, gen, chunksize=1000):
+        count += 1
+        total += r
+        if count % 10000 == 0:
+            peak = max(peak, rss_kib())
+    assert count == n and total == 99 * n
+    assert peak - before < 40 * 1024, "caller grew %d KiB" % (peak - before)
+
+
+def test_imap_input_error_reaches_caller(pool):
+    def gen():
+        yield 1
+        yield 2
+        raise KeyError("input broke")
+
+    it = pool.imap(double, gen())
+    assert next(it) == 2
+    assert next(it) == 4
+    with pytest.raises(KeyError, match="input broke"):
+        next(it)
+
+
+def test_submit_futures_beside_map(pool):
+    futs = [pool.submit(pow, 2, i) for i in range(20)]
+    assert pool.map(double, range(100)) == [2 * i for i in range(100)]
+    assert [f.result() for f in futs] == [2 ** i for i in range(20)]
+    f = pool.submit(raise_boom, 3)
+    with pytest.raises(Boom):
+        f.result()
+    assert isinstance(f.exception().__cause__, gpupool.RemoteTraceback)
+
+
+# -- errors ---------------------------------------------------------------
+
+def test_exception_type_and_remote_traceback(pool):
+    with pytest.raises(Boom, match="item 3 went boom") as ei:
+        pool.map(raise_boom, range(10), chunksize=1)
+    cause = ei.value.__cause__
+    assert isinstance(cause, gpupool.RemoteTraceback)
+    assert "raise_boom" in cause.tb and "Boom" in cause.tb
+    import traceback
+    shown = "".join(traceback.format_exception(ei.value))
+    assert "RemoteTraceback" in shown and "raise_boom" in shown
+
+
+def test_return_exceptions_gives_outcomes(pool):
+    res = pool.map(raise_boom, range(6), chunksize=1, return_exceptions=True)
+    assert res[:3] == [0, 1, 2] and res[4:] == [4, 5]
+    assert isinstance(res[3], Boom)
+
+
+def test_segfault_fails_one_item_and_pool_goes_on(pool):
+    res = pool.map(segv_on_3, range(8), chunksize=1, return_exceptions=True)
+    assert [r for i, r in enumerate(res) if i != 3] == [0, 1, 2, 4, 5, 6, 7]
+    assert isinstance(res[3], gpupool.WorkerCrashed)
+    assert res[3].signal == signal.SIGSEGV
+    with pytest.raises(gpupool.WorkerCrashed):
+        pool.map(segv_on_3, range(8), chunksize=1)
+    assert pool.map(double, range(100)) == [2 * i for i in range(100)]
+    assert len(pool.info()) == 2 and all(w.pid > 0 for w in pool.info())
+
+
+def test_os_exit_is_worker_crashed_with_code(pool):
+    res = pool.map(exit_on_3, range(5), chunksize=1, return_exceptions=True)
+    assert isinstance(res[3], gpupool.WorkerCrashed)
+    assert res[3].exitcode == 7 and res[3].signal is None
+    assert res[4] == 4
+    assert pool.map(double, [1]) == [2]
+
+
+def test_timeout():
+    with gpupool.Pool(fake_gpus=2, timeout=0.5, grace=0.1) as p:
+        res = p.map(hang_on_1, range(4), return_exceptions=True)
+        assert res[0] == 0 and res[2:] == [2, 3]
+        assert isinstance(res[1], gpupool.Timeout)
+        assert isinstance(res[1], TimeoutError)
+        assert p.map(double, [5]) == [10]
+
+
+def test_retries(tmp_path):
+    with gpupool.Pool(fake_gpus=1, retries=2) as p:
+        assert p.map(crash_once, [str(tmp_path / "a")]) == ["second attempt"]
+    with gpupool.Pool(fake_gpus=1) as p:
+        with pytest.raises(gpupool.WorkerCrashed):
+            p.map(crash_once, [str(tmp_path / "b")])
+
+
+def test_unpicklable_result_is_an_item_error(pool):
+    res = pool.map(_make_lock, [0, 1], chunksize=1, return_exceptions=True)
+    assert all(isinstance(r, pickle.PicklingError) for r in res)
+
+
+def _make_lock(_):
+    return threading.Lock()
+
+
+# -- environment, initializer, placement ------------------------------------
+
+def test_environ_in_worker_and_initializer():
+    with gpupool.Pool(fake_gpus=2, initializer=record_env,
+                      initargs=("tag",)) as p:
+        res = p.map(report_env, range(8), chunksize=1)
+        assert {r[2] for r in res} <= {0, 1}
+        for (tag, init_env), env, gpu, visible, own in res:
+            assert tag == "tag" and own
+            assert env is not None and init_env == env == visible
+        assert sorted(w.gpu for w in p.info()) == [0, 1]
+    assert gpupool.current() is None
+
+
+def test_initializer_that_raises_is_clear_at_pool():
+    with pytest.raises(gpupool.InitError) as ei:
+        gpupool.Pool(fake_gpus=1, initializer=bad_init)
+    assert "bad_init" in str(ei.value)
+    assert "bad init for this test" in str(ei.value)
+
+
+def test_pool_refused_when_cuda_initialised(monkeypatch):
+    state = {"init": True}
+    torch = types.ModuleType("torch")
+    torch.cuda = types.SimpleNamespace(is_initialized=lambda: state["init"])
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    before = children()
+    with pytest.raises(RuntimeError, match="CUDA is already initialised"):
+        gpupool.Pool(fake_gpus=1)
+    assert children() == before  # refused before forking anything
+    state["init"] = False
+    with gpupool.Pool(fake_gpus=1) as p:
+        assert p.map(double, [1]) == [2]
+
+
+def test_module_level_map(monkeypatch):
+    monkeypatch.setenv("GPUPOOL_FAKE_GPUS", "2")
+    try:
+        assert gpupool.map(abs, [-1, -2]) == [1, 2]
+    finally:
+        gpupool.shutdown()
+
+
+# -- threads, signals, children -----------------------------------------------
+
+def test_caller_thread_runs_during_map(pool, tmp_path):
+    """The worker's item reads a FIFO that only a caller thread writes:
+    the map ends only if that thread runs while the map waits."""
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    ran = []
+
+    def writer():
+        with open(fifo, "wb") as f:
+            f.write(b"x")
+        ran.append(True)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    assert pool.map(read_fifo, [fifo]) == [b"x"]
+    t.join()
+    assert ran == [True]
+
+
+def test_close_join_terminate_leave_no_child():
+    before = children()
+    p = gpupool.Pool(fake_gpus=2)
+    assert len(children() - before) == 2
+    p.close()
+    p.join()
+    assert children() == before
+    p = gpupool.Pool(fake_gpus=2)
+    fut = p.submit(hang_on_1, 1)  # never ends by itself
+    p.terminate()
+    with pytest.raises((gpupool.Canceled, gpupool.WorkerCrashed)):
+        fut.result()
+    assert children() == before
+    with pytest.raises(ValueError):
+        p.map(double, [1])
+
+
+def _script(body, tmp_path, env_extra=None):
+    path = tmp_path / "script.py"
+    path.write_text(textwrap.dedent(body))
+    env = dict(os.environ, PYTHONPATH=PKG_DIR)
+    env.pop("GPUPOOL_FAKE_GPUS", None)
+    env.update(env_extra or {})
+    return path, env
+
+
+def test_keyboard_interrupt_during_map_leaves_no_child(tmp_path):
+    path, env = _script("""
+        import os, sys, threading, gpupool
+        def f(x):
+            os.write(1, b"started\\n")
+            threading.Event().wait()
+        def kids():
+            n = 0
+            for d in os.listdir("/proc"):
+                try:
+                    st = open("/proc/%s/stat" % d).read()
+                    n += int(st.rsplit(")", 1)[1].split()[1]) == os.getpid()
+                except (OSError, ValueError, IndexError):
+                    pass
+            return n
+        try:
+            with gpupool.Pool(fake_gpus=2, grace=0.1) as p:
+                print("workers", kids(), flush=True)
+                p.map(f, range(4), chunksize=1)
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt children", kids(), flush=True)
+    """, tmp_path)
+    proc = subprocess.Popen([sys.executable, str(path)], env=env,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().split() == ["workers", "2"]
+    assert proc.stdout.readline() == "started\n"
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=120) == 0
+    assert "KeyboardInterrupt children 0" in rest
+
+
+def test_function_defined_in_main_after_pool(tmp_path):
+    pytest.importorskip("cloudpickle")
+    path, env = _script("""
+        import gpupool
+        with gpupool.Pool(fake_gpus=2) as p:
+            k = 3
+            def late(x):
+                return x * k
+            print(p.map(late, range(5)), p.submit(lambda: 7).result())
+    """, tmp_path)
+    out = subprocess.run([sys.executable, str(path)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[0] == "[0, 3, 6, 9, 12] 7"
+
+
+def test_function_in_main_without_cloudpickle_names_the_fix(tmp_path):
+    path, env = _script("""
+        import pickle, sys
+        sys.modules["cloudpickle"] = None  # as if not installed
+        import gpupool
+        def early(x):
+            return -x
+        with gpupool.Pool(fake_gpus=1) as p:
+            print(p.map(early, [1]), flush=True)  # by reference: fine
+            def late(x):
+                return x
+            try:
+                p.map(late, [1])
+            except pickle.PicklingError as e:
+                print("late:", e, flush=True)
+            try:
+                p.map(lambda x: x, [1])
+            except pickle.PicklingError as e:
+                print("lambda:", e, flush=True)
+    """, tmp_path)
+    out = subprocess.run([sys.executable, str(path)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "[-1]"
+    assert lines[1].startswith("late:") and "pip install cloudpickle" in \
+        lines[1]
+    assert lines[2].startswith("lambda:") and "pip install cloudpickle" in \
+        lines[2]
+
+
+def test_progress_plain_line(pool, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # as if not installed
+    assert pool.map(double, range(50), progress=True) == \
+        [2 * i for i in range(50)]
+    err = capsys.readouterr().err
+    assert "gpupool: 50/50 items" in err
+
+
+# -- lifecycle details ---------------------------------------------------------
+
+_state = []
+
+
+def remember(x):
+    """Worker state survives between items: what an initializer loads
+    (a model) is there for every item the worker runs."""
+    _state.append(x)
+    return os.getpid(), len(_state)
+
+
+def test_worker_state_persists_between_items():
+    with gpupool.Pool(fake_gpus=1) as p:
+        res = p.map(remember, range(5), chunksize=1)
+    assert len({pid for pid, _ in res}) == 1
+    assert [n for _, n in res] == [1, 2, 3, 4, 5]
+
+
+def test_fn_exception_is_not_retried(tmp_path):
+    with gpupool.Pool(fake_gpus=1, retries=3) as p:
+        with pytest.raises(Boom):
+            p.map(raise_boom, [3])
+
+
+def test_leaving_with_block_ends_an_unread_imap():
+    before = children()
+    with gpupool.Pool(fake_gpus=2) as p:
+        it = p.imap(double, itertools.count())
+        assert next(it) == 0
+    # it is still referenced: join() must not wait for a reader
+    assert children() == before
+    with pytest.raises(gpupool.Canceled):
+        list(it)
+
+
+def test_terminate_during_imap_reaches_the_reader():
+    p = gpupool.Pool(fake_gpus=2)
+    it = p.imap(hang_on_1, range(4), chunksize=1)
+    assert next(it) == 0  # item 1 hangs: the reader waits on it next
+    p.terminate()
+    with pytest.raises((gpupool.Canceled, gpupool.WorkerCrashed)):
+        next(it)
+
+
+def test_pool_fds_are_close_on_exec():
+    import fcntl
+
+    def inheritable():
+        out = set()
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                if not fcntl.fcntl(int(fd), fcntl.F_GETFD) & fcntl.FD_CLOEXEC:
+                    out.add(int(fd))
+            except OSError:
+                pass
+        return out
+
+    before = inheritable()
+    with gpupool.Pool(fake_gpus=2) as p:
+        p.map(double, range(10))
+        assert inheritable() <= before
+    assert inheritable() <= before
+
+
+def test_maps_from_two_threads_take_turns(pool):
+    out = {}
+
+    def run(tag):
+        out[tag] = pool.map(double, range(tag, tag + 2000), chunksize=10)
+
+    ts = [threading.Thread(target=run, args=(t,)) for t in (0, 5000)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert out[0] == [2 * i for i in range(2000)]
+    assert out[5000] == [2 * i for i in range(5000, 7000)]
