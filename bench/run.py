@@ -4,6 +4,7 @@ use instead, on the same work, on this machine, in one run.
 
     python3 bench/run.py [--quick] [--install-peers] [--out DIR]
                          [--build DIR] [--no-build] [--publish]
+                         [--sections cmd,pool,mpi,python] [--python PY]
 
 Writes DIR/results.json (machine, versions, git revision, every figure with
 median, min and max over repeats), DIR/results.md (tables, targets with
@@ -783,7 +784,7 @@ PY_ROUNDTRIP = [
     ("loky", "loky executor .submit(f, x).result()"),
 ]
 PY_WARM = [
-    ("pool", "gpupool.Pool(initializer=setup).map"),
+    ("pool", "gpupool.Pool(initializer=setup).map(chunksize=1)"),
     ("run", "gpupool-run, one python3 -c per task"),
     ("semaphore", "Process per task + Semaphore(4) + Manager().list()"),
 ]
@@ -1096,7 +1097,8 @@ def targets(res, skipped):
             p and med(p["gpupool_over"]), ">=", 3.0,
             "median of per-round ratios of round trips/s, "
             "submit().result() both", why_na=na,
-            context=p and "%.0f us against %.0f us a round trip%s" % (
+            context=p and p["us"] and rt["gpupool"]["us"] and
+            "%.0f us against %.0f us a round trip%s" % (
                 med(rt["gpupool"]["us"]), med(p["us"]),
                 "; gpupool Pool.map(f, [x]): %.0f us, %.2fx PPE" % (
                     med(rt["gpupool-map1"]["us"]),
