@@ -4,6 +4,7 @@ use instead, on the same work, on this machine, in one run.
 
     python3 bench/run.py [--quick] [--install-peers] [--out DIR]
                          [--build DIR] [--no-build] [--publish]
+                         [--sections cmd,pool,mpi,python] [--python PY]
 
 Writes DIR/results.json (machine, versions, git revision, every figure with
 median, min and max over repeats), DIR/results.md (tables, targets with
@@ -51,6 +52,8 @@ FULL = dict(
     pskew_rounds=5,
     payloads=((16, 100000), (4096, 20000), (MIB, 256)), payload_rounds=3,
     mpi_n=200000, mpi_rounds=5,
+    py_ns=(10**5, 10**6), py_triv_rounds=3, py_rt_n=2000, py_rt_rounds=5,
+    py_warm=(100, 0.5, 0.1), py_warm_rounds=3,
 )
 QUICK = dict(
     cmd_n=200, true_rounds=2, sleep_rounds=1,
@@ -61,6 +64,8 @@ QUICK = dict(
     pskew_rounds=2,
     payloads=((16, 20000), (4096, 5000), (MIB, 64)), payload_rounds=1,
     mpi_n=50000, mpi_rounds=3,
+    py_ns=(10**5,), py_triv_rounds=2, py_rt_n=500, py_rt_rounds=2,
+    py_warm=(20, 0.2, 0.05), py_warm_rounds=2,
 )
 
 # Pareto(alpha 1.5) item durations for pool_map's skewed set (5 ms scale,
@@ -761,6 +766,222 @@ def pool_section(cfg, build, work, res, notes):
                                             "items_per_s")}
 
 
+# ---------------------------------------------------------------------------
+# The Python package gpupool against Python's pools (issue 11).
+
+PY_TRIVIAL = [
+    ("gpupool", "gpupool.Pool.map (default chunks)"),
+    ("map", "multiprocessing Pool.map (default chunks)"),
+    ("ppe", "ProcessPoolExecutor.map (chunksize=1000)"),
+    ("loky", "loky executor .map (chunksize=1000)"),
+    ("mpire", "mpire WorkerPool.map (default chunks)"),
+]
+PY_ROUNDTRIP = [
+    ("gpupool", "gpupool Pool.submit(f, x).result()"),
+    ("gpupool-map1", "gpupool Pool.map(f, [x])"),
+    ("ppe", "ProcessPoolExecutor.submit(f, x).result()"),
+    ("apply", "multiprocessing Pool.apply(f, (x,))"),
+    ("loky", "loky executor .submit(f, x).result()"),
+]
+PY_WARM = [
+    ("pool", "gpupool.Pool(initializer=setup).map(chunksize=1)"),
+    ("run", "gpupool-run, one python3 -c per task"),
+    ("semaphore", "Process per task + Semaphore(4) + Manager().list()"),
+]
+PY_STAMP_PATHS = ["pyproject.toml", "meson.build", "meson_options.txt",
+                  "python", "src", "include"]
+
+
+def py_probe(py):
+    """What py_gpupool.py peers says under interpreter py, or None."""
+    try:
+        r = subprocess.run([py, os.path.join(HERE, "py_gpupool.py"),
+                            "peers"], capture_output=True, text=True,
+                           timeout=60, cwd="/", env=base_env())
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if r.returncode != 0:
+        return None
+    lines = [x for x in r.stdout.splitlines() if x.startswith("{")]
+    return json.loads(lines[0]) if lines else None
+
+
+def py_tree_stamp():
+    """Identifies the package's sources as they are in this tree: the
+    committed blobs of its paths plus any uncommitted change."""
+    import hashlib
+    h = hashlib.sha1()
+    for argv in (["git", "-C", REPO, "ls-files", "-s", "--"],
+                 ["git", "-C", REPO, "diff", "HEAD", "--"],
+                 ["git", "-C", REPO, "ls-files", "-o", "--exclude-standard",
+                  "--"]):
+        h.update((sh(argv + PY_STAMP_PATHS) or "").encode())
+    return h.hexdigest()
+
+
+def python_env(build, explicit, notes):
+    """An interpreter that imports gpupool: (python, probe, how), or
+    (None, None, why). Order: --python / GPUPOOL_BENCH_PYTHON; a venv in
+    the build dir with the package pip-installed from this tree (kept
+    between runs while the package's sources do not change); a gpupool
+    this interpreter can already import."""
+    if explicit:
+        p = py_probe(explicit)
+        if p:
+            return explicit, p, "given interpreter %s" % explicit
+        return None, None, "--python %s cannot import gpupool" % explicit
+    why = []
+    if os.path.exists(os.path.join(REPO, "pyproject.toml")):
+        venv = os.path.join(build, "pyvenv")
+        py = os.path.join(venv, "bin", "python")
+        stamp_file = os.path.join(venv, "gpupool-bench-stamp")
+        stamp = py_tree_stamp()
+        try:
+            with open(stamp_file) as f:
+                cached = f.read().strip() == stamp
+        except OSError:
+            cached = False
+        p = py_probe(py) if cached else None
+        if p:
+            return py, p, "venv %s (cached, sources unchanged)" % venv
+        log("python: pip install %s into %s" % (REPO, venv))
+        t0 = time.monotonic()
+        r = None
+        if not os.path.exists(py):
+            r = subprocess.run([sys.executable, "-m", "venv",
+                                "--system-site-packages", venv],
+                               capture_output=True, text=True)
+        if r is None or r.returncode == 0:
+            # Without build isolation when the venv has the build backend
+            # (no network needed); else pip fetches it.
+            nbi = subprocess.run([py, "-c", "import mesonpy"],
+                                 capture_output=True).returncode == 0
+            argv = [py, "-m", "pip", "install", "-q",
+                    "--disable-pip-version-check"]
+            argv += ["--no-build-isolation"] if nbi else []
+            try:
+                r = subprocess.run(argv + [REPO], capture_output=True,
+                                   text=True, timeout=600, cwd="/")
+            except subprocess.TimeoutExpired:
+                r = None
+        p = py_probe(py) if r is not None and r.returncode == 0 else None
+        if p:
+            with open(stamp_file, "w") as f:
+                f.write(stamp + "\n")
+            return py, p, "venv %s, pip install%s of this tree (%.0f s)" % (
+                venv, " --no-build-isolation" if nbi else "",
+                time.monotonic() - t0)
+        why.append("pip install of this tree into a venv failed: %s" % (
+            "timed out" if r is None else
+            (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
+            [-200:]))
+    else:
+        why.append("no pyproject.toml in this tree")
+    p = py_probe(sys.executable)
+    if p:
+        notes.append("python: %s; measured the gpupool that %s imports "
+                     "(%s), which may not be this tree's" % (
+                         "; ".join(why), sys.executable, p["gpupool_file"]))
+        return sys.executable, p, "already importable: %s" % (
+            p["gpupool_file"])
+    return None, None, "; ".join(why + ["%s cannot import gpupool" %
+                                        sys.executable])
+
+
+def python_section(cfg, build, work, res, notes, explicit=None):
+    py, probe, how = python_env(build, explicit, notes)
+    if py is None:
+        notes.append("python section skipped: " + how)
+        res["python_skipped"] = how
+        log("python: skipped: " + how)
+        return
+    log("python: %s" % how)
+    helper = [py, os.path.join(HERE, "py_gpupool.py")]
+    sec = res["python"] = {"workers": SLOTS, "interpreter": py, "how": how,
+                           "probe": probe, "missing": {}}
+    for peer in ("loky", "mpire"):
+        if not probe.get(peer):
+            sec["missing"][peer] = "not importable by %s" % py
+            notes.append("python: %s not importable (pip install %s): not "
+                         "measured" % (peer, peer))
+
+    def have(k):
+        return k not in sec["missing"]
+
+    # 1. Trivial items.
+    impls = [(k, lab) for k, lab in PY_TRIVIAL if have(k)]
+    tr = sec["trivial"] = {"labels": dict(impls), "ns": list(cfg["py_ns"]),
+                           "by_n": {}}
+    for n in cfg["py_ns"]:
+        runs = {k: [] for k, _ in impls}
+        for rd in range(cfg["py_triv_rounds"]):
+            log("python: trivial N=%d, round %d/%d" % (
+                n, rd + 1, cfg["py_triv_rounds"]))
+            for k, _ in rotate(impls, rd):
+                runs[k].append(one(helper + ["trivial", k, str(n)]))
+        g = runs["gpupool"]
+        tr["by_n"][str(n)] = {
+            k: {"items_per_s": stats([x.get("items_per_s") for x in v]),
+                "startup_s": stats([x.get("startup_s") for x in v]),
+                "gpupool_over": pair_ratios(g, v, "items_per_s")
+                if k != "gpupool" else None}
+            for k, v in runs.items()}
+
+    # 2. One item in flight.
+    impls = [(k, lab) for k, lab in PY_ROUNDTRIP if have(k)]
+    n = cfg["py_rt_n"]
+    rt = sec["roundtrip"] = {"labels": dict(impls), "n": n, "impls": {}}
+    runs = {k: [] for k, _ in impls}
+    for rd in range(cfg["py_rt_rounds"]):
+        log("python: one item in flight x %d, round %d/%d" % (
+            n, rd + 1, cfg["py_rt_rounds"]))
+        for k, _ in rotate(impls, rd):
+            runs[k].append(one(helper + ["roundtrip", k, str(n)]))
+    g = runs["gpupool"]
+    rt["impls"] = {k: {"us": stats([x.get("us") for x in v]),
+                       "per_s": stats([x.get("per_s") for x in v]),
+                       "gpupool_over": pair_ratios(g, v, "per_s")
+                       if k != "gpupool" else None}
+                   for k, v in runs.items()}
+    if "gpupool-map1" in runs and "ppe" in runs:
+        rt["map1_over_ppe"] = pair_ratios(runs["gpupool-map1"], runs["ppe"],
+                                          "per_s")
+
+    # 3. Warm workers against a process per task.
+    tasks, setup_s, work_s = cfg["py_warm"]
+    gpr = os.path.join(build, "src", "cli", "gpupool-run")
+    impls = list(PY_WARM)
+    if not os.access(gpr, os.X_OK):
+        impls = [x for x in impls if x[0] != "run"]
+        sec["missing"]["run"] = "gpupool-run not built in %s" % build
+        notes.append("python: warm workers: gpupool-run not built, its "
+                     "row not measured")
+    wm = sec["warm"] = {
+        "labels": dict(impls), "tasks": tasks, "slots": SLOTS,
+        "setup_s": setup_s, "work_s": work_s,
+        "ideal_s": tasks * work_s / SLOTS,
+        "setup_per_worker_s": setup_s,
+        "setup_per_task_s": tasks * setup_s / SLOTS, "impls": {}}
+    runs = {k: [] for k, _ in impls}
+    for rd in range(cfg["py_warm_rounds"]):
+        log("python: warm workers, %d tasks x %g s set-up, round %d/%d" % (
+            tasks, setup_s, rd + 1, cfg["py_warm_rounds"]))
+        for k, _ in rotate(impls, rd):
+            runs[k].append(one(helper + ["warm", k, str(tasks), repr(setup_s),
+                                         repr(work_s), gpr]))
+    wm["impls"] = {k: {"wall_s": stats([x.get("wall_s") for x in v]),
+                       "overhead_s": stats([x.get("overhead_s") for x in v]),
+                       "overhead_setups": stats(
+                           [x["overhead_s"] / setup_s for x in v
+                            if x.get("overhead_s") is not None])}
+                   for k, v in runs.items()}
+    if "run" in runs:
+        wm["pool_faster_than_run"] = pair_ratios(runs["run"], runs["pool"],
+                                                 "wall_s")
+    wm["pool_faster_than_semaphore"] = pair_ratios(
+        runs["semaphore"], runs["pool"], "wall_s")
+
+
 def mpi_section(cfg, build, work, res, notes):
     """gpupool-run across 3 local MPI ranks x 2 fake GPUs: how many null
     tasks a second rank 0 dispatches (bench_ranks: gpupool-run's own code,
@@ -857,6 +1078,48 @@ def targets(res, skipped):
             add("pool_map skewed makespan <= 1.05x greedy ideal (%s order)"
                 % order, med(s["over_ideal"]), "<=", 1.05,
                 "median over rounds")
+    py = res.get("python")
+    if py or res.get("python_skipped"):
+        na = res.get("python_skipped")
+        tr = py and py["trivial"]
+        top = tr and str(max(int(k) for k in tr["by_n"]))
+        m = tr and tr["by_n"][top].get("map")
+        g = tr and tr["by_n"][top]["gpupool"]
+        add("python: gpupool.Pool.map >= 1.5x multiprocessing Pool.map "
+            "(x*2, N=%s)" % (fmt_n(top) if top else "10^6"),
+            m and med(m["gpupool_over"]), ">=", 1.5,
+            "median of per-round items/s ratios, default chunks both",
+            why_na=na, context=m and "%s items/s against %s" % (
+                fmt_si(g["items_per_s"]), fmt_si(m["items_per_s"])))
+        rt = py and py["roundtrip"]["impls"]
+        p = rt and rt.get("ppe")
+        add("python: one item in flight, gpupool >= 3x ProcessPoolExecutor",
+            p and med(p["gpupool_over"]), ">=", 3.0,
+            "median of per-round ratios of round trips/s, "
+            "submit().result() both", why_na=na,
+            context=p and p["us"] and rt["gpupool"]["us"] and
+            "%.0f us against %.0f us a round trip%s" % (
+                med(rt["gpupool"]["us"]), med(p["us"]),
+                "; gpupool Pool.map(f, [x]): %.0f us, %.2fx PPE" % (
+                    med(rt["gpupool-map1"]["us"]),
+                    med(py["roundtrip"]["map1_over_ppe"]))
+                if rt.get("gpupool-map1") and
+                py["roundtrip"].get("map1_over_ppe") else ""))
+        wm = py and py["warm"]
+        w = wm and wm["impls"].get("pool")
+        add("python: warm pool's overhead <= 1.5x one set-up (%s)" % (
+            "%d tasks, %g s set-up, 4 slots" % (wm["tasks"], wm["setup_s"])
+            if wm else "100 tasks, 0.5 s set-up"),
+            w and med(w["overhead_setups"]), "<=", 1.5,
+            "median over rounds of (wall - ideal work time) / set-up",
+            fmt="%.2f set-ups", why_na=na,
+            context=wm and "; ".join(
+                "%s: %.1f set-ups" % (wm["labels"][k],
+                                      med(x["overhead_setups"]))
+                for k, x in wm["impls"].items()
+                if k != "pool" and x["overhead_setups"]) +
+            " (tasks x set-up / slots = %.1f set-ups)" % (
+                wm["tasks"] / wm["slots"]))
     mp = res.get("mpi")
     if mp:
         add("rank 0 dispatches >= 20,000 tasks/s over MPI (3 local ranks)",
@@ -1185,6 +1448,80 @@ def markdown(res):
         L.append("")
         L.append("MB/s: item bytes sent per second (10^6 B), each way.")
         L.append("")
+    py = res.get("python")
+    if py:
+        L.append("### Python: gpupool.Pool against Python's pools, 4 workers")
+        L.append("")
+        pr = py["probe"]
+        L.append("Interpreter: %s (Python %s), gpupool from %s; %s." % (
+            py["interpreter"], pr.get("python"), pr.get("gpupool_file"),
+            py["how"]) + (" Not measured: %s." % "; ".join(
+                "%s (%s)" % kv for kv in py["missing"].items())
+                if py["missing"] else ""))
+        L.append("")
+        tr = py["trivial"]
+        L.append("#### Python: trivial items (x * 2 on an int), items/s")
+        L.append("")
+        L.append("| implementation | " + " | ".join(
+            "N=%s | gpupool faster by" % fmt_n(n) for n in tr["ns"]) + " |")
+        L.append("| --- |" + " --- | --- |" * len(tr["ns"]))
+        for k, lab in tr["labels"].items():
+            row = "| %s |" % lab
+            for n in tr["ns"]:
+                x = tr["by_n"].get(str(n), {}).get(k)
+                row += (" %s | %s |" % (fmt_si(x["items_per_s"]),
+                                        fmt_m(x["gpupool_over"]))
+                        if x else " - | |")
+            L.append(row)
+        L.append("")
+        L.append("Each run is a fresh process that creates its pool, warms it"
+                 " up with a map of 64 items, then times one map of N items "
+                 "and checks the results. Default chunks: len / (4 x workers)"
+                 " items a message. Rounds: %d." % (
+                     res["config"]["py_triv_rounds"]))
+        L.append("")
+        rt = py["roundtrip"]
+        L.append("#### Python: one item in flight (%s sequential round trips)"
+                 % fmt_n(rt["n"]))
+        L.append("")
+        L.append("| call | us a round trip | round trips/s | "
+                 "gpupool faster by |")
+        L.append("| --- | --- | --- | --- |")
+        for k, lab in rt["labels"].items():
+            x = rt["impls"][k]
+            L.append("| %s | %s | %s | %s |" % (
+                lab, fmt_s(x["us"], "%.0f"), fmt_si(x["per_s"]),
+                fmt_m(x["gpupool_over"])))
+        L.append("")
+        L.append("gpupool faster by: median of per-round ratios against "
+                 "gpupool's submit().result(). Rounds: %d." % (
+                     res["config"]["py_rt_rounds"]))
+        L.append("")
+        wm = py["warm"]
+        L.append("#### Python: warm workers against a process per task (%d "
+                 "tasks, %g s set-up, %g s work, 4 slots)" % (
+                     wm["tasks"], wm["setup_s"], wm["work_s"]))
+        L.append("")
+        L.append("| how | wall s | overhead s | overhead in set-ups |")
+        L.append("| --- | --- | --- | --- |")
+        for k, lab in wm["labels"].items():
+            x = wm["impls"][k]
+            L.append("| %s | %s | %s | %s |" % (
+                lab, fmt_s(x["wall_s"], "%.2f"), fmt_s(x["overhead_s"],
+                                                       "%.2f"),
+                fmt_m(x["overhead_setups"], "%.1f")))
+        L.append("")
+        L.append("Overhead = wall - ideal, ideal = tasks x work / 4 = %.2f s "
+                 "(no set-up at all). Set-up once per worker costs %.2f s of "
+                 "wall (1 set-up); once per task, %.2f s (tasks x set-up / 4"
+                 " = %g set-ups). The set-up is a sleep standing for `import "
+                 "torch` + a CUDA context. Wall: from before the pool (or "
+                 "Manager, or gpupool-run) is created to after everything is "
+                 "reaped. Rounds: %d." % (
+                     wm["ideal_s"], wm["setup_per_worker_s"],
+                     wm["setup_per_task_s"], wm["tasks"] / wm["slots"],
+                     res["config"]["py_warm_rounds"]))
+        L.append("")
     mp = res.get("mpi")
     if mp:
         L.append("### gpupool-run across %d MPI ranks x %d fake GPUs: "
@@ -1353,6 +1690,31 @@ def panels(res):
                            ("Pool.map (default chunks)",
                             [med(pl[z]["impls"]["map"]["mb_per_s"])
                              for z in sizes], "map")]})
+    py = res.get("python")
+    if py:
+        tr = py["trivial"]
+        ns = [str(n) for n in tr["ns"]]
+        P.append({"title": "Python: trivial items (x*2), 4 workers",
+                  "unit": "items/s (log, higher is better)", "log": True,
+                  "series": ["N=%s" % fmt_n(n) for n in ns],
+                  "rows": [(lab_, [med((tr["by_n"].get(n, {}).get(k) or {})
+                                       .get("items_per_s")) for n in ns],
+                            "gpupool-run" if k == "gpupool" else k)
+                           for k, lab_ in tr["labels"].items()]})
+        rt = py["roundtrip"]
+        P.append({"title": "Python: one item in flight, round trip",
+                  "unit": "us (lower is better)",
+                  "rows": [(lab_, med(rt["impls"][k]["us"]),
+                            "gpupool-run" if k.startswith("gpupool") else k)
+                           for k, lab_ in rt["labels"].items()]})
+        wm = py["warm"]
+        P.append({"title": "Python: %d tasks, %g s set-up each, 4 slots" % (
+                     wm["tasks"], wm["setup_s"]),
+                  "unit": "overhead s = wall - ideal (dashed: 1.5 set-ups)",
+                  "ref": 1.5 * wm["setup_s"],
+                  "rows": [(lab_, med(wm["impls"][k]["overhead_s"]),
+                            "gpupool-run" if k in ("pool", "run") else k)
+                           for k, lab_ in wm["labels"].items()]})
     mp = res.get("mpi")
     if mp:
         P.append({"title": "gpupool-run, %d MPI ranks: dispatch" %
@@ -1555,8 +1917,13 @@ def main():
                          "set up with -Dbuildtype=release if missing)")
     ap.add_argument("--no-build", action="store_true",
                     help="use --build as it is; do not run meson/ninja")
-    ap.add_argument("--sections", default="cmd,pool,mpi",
-                    help="some of cmd, pool, mpi (default: all three)")
+    ap.add_argument("--sections", default="cmd,pool,mpi,python",
+                    help="some of cmd, pool, mpi, python (default: all)")
+    ap.add_argument("--python", metavar="PYTHON",
+                    default=os.environ.get("GPUPOOL_BENCH_PYTHON"),
+                    help="python section: an interpreter that imports "
+                         "gpupool (default: $GPUPOOL_BENCH_PYTHON, else "
+                         "pip install this tree into BUILD/pyvenv)")
     ap.add_argument("--publish", action="store_true",
                     help="copy the table and plot into docs/benchmarks.*")
     ap.add_argument("--render", metavar="RESULTS_JSON",
@@ -1613,6 +1980,8 @@ def main():
             pool_section(cfg, build, work, res, notes)
         if "mpi" in sections:
             mpi_section(cfg, build, work, res, notes)
+        if "python" in sections:
+            python_section(cfg, build, work, res, notes, a.python)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     res["load_after"] = list(os.getloadavg())

@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""The Python package gpupool against Python's process pools, for the
+benchmark harness's `python` section. One measurement per call, one JSON
+line out. Run with an interpreter that can import gpupool (the harness
+installs the package from this tree into a venv).
+
+    python3 py_gpupool.py peers                  which optional peers import
+    python3 py_gpupool.py trivial IMPL N         x * 2 on the ints 0..N-1
+    python3 py_gpupool.py roundtrip IMPL N       N sequential one-item calls
+    python3 py_gpupool.py warm IMPL TASKS SETUP WORK [GPUPOOL_RUN]
+
+Always 4 workers (gpupool: 4 fake GPUs). For trivial and roundtrip the pool
+is created and warmed up before the clock starts (startup_s says what that
+took); results are checked.
+
+trivial IMPL: gpupool (gpupool.Pool.map, default chunks), map
+    (multiprocessing.Pool.map, default chunks: len / (4 x workers)), ppe
+    (ProcessPoolExecutor.map, chunksize=1000: its default of 1 sends one
+    item a message, so people pass a large round chunksize, as its docs
+    advise), loky (get_reusable_executor(4).map, chunksize=1000, as ppe),
+    mpire (WorkerPool(4).map, its default chunks).
+roundtrip IMPL: gpupool (Pool.submit(f, x).result()), gpupool-map1
+    (Pool.map(f, [x])), ppe (submit(f, x).result()), apply
+    (multiprocessing.Pool.apply(f, (x,))), loky (submit(...).result()).
+warm IMPL: TASKS tasks on 4 slots, each needing a set-up of SETUP seconds
+    (a sleep standing for `import torch` + a CUDA context) and then WORK
+    seconds of work (a sleep). The clock runs from before anything is
+    created to after everything is reaped: what a user's script costs.
+    pool: gpupool.Pool(fake_gpus=4, initializer=setup).map(work, tasks,
+        chunksize=1): set-up once per worker; one task a message, as for
+        any long task (examples/python_sweep.py's imap_unordered does the
+        same); default chunks (len / 16) would add their imbalance (100
+        tasks: 15 chunks of 7 on 4 workers, 0.3 s here).
+    run: gpupool-run --fake-gpus 4 --quiet FILE, one `python3 -c` per task
+        doing set-up then work (GPUPOOL_RUN: the binary).
+    semaphore: a multiprocessing.Process per task, all started at once,
+        each entering a Semaphore(4), popping a free GPU id from a
+        Manager().list(), doing set-up then work, giving the id back.
+"""
+import concurrent.futures as cf
+import json
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+WORKERS = 4
+PPE_CHUNK = 1000
+
+
+def twice(x):
+    return x * 2
+
+
+def ident(x):
+    return x
+
+
+def setup(secs):
+    time.sleep(secs)       # stands for import torch + CUDA context
+
+
+def work(secs):
+    time.sleep(secs)
+    return os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def out(**kw):
+    print(json.dumps(kw), flush=True)
+
+
+def peers():
+    have = {}
+    for name in ("loky", "mpire", "cloudpickle"):
+        try:
+            m = __import__(name)
+            have[name] = getattr(m, "__version__", "?")
+        except Exception:
+            have[name] = None
+    import gpupool
+    out(python=sys.version.split()[0], executable=sys.executable,
+        gpupool_file=gpupool.__file__,
+        gpupool_version=getattr(gpupool, "__version__", None), **have)
+
+
+def make(impl):
+    """(pool, map(fn, items), one(fn, x), close())"""
+    if impl.startswith("gpupool"):
+        import gpupool
+        p = gpupool.Pool(fake_gpus=WORKERS)
+        return (lambda f, xs: p.map(f, xs),
+                lambda f, x: p.submit(f, x).result(),
+                lambda f, x: p.map(f, [x])[0],
+                p.close)
+    if impl in ("map", "apply"):
+        p = mp.Pool(processes=WORKERS)
+        return (lambda f, xs: p.map(f, xs),
+                lambda f, x: p.apply(f, (x,)), None,
+                lambda: (p.close(), p.join()))
+    if impl == "ppe":
+        p = cf.ProcessPoolExecutor(max_workers=WORKERS)
+        return (lambda f, xs: list(p.map(f, xs, chunksize=PPE_CHUNK)),
+                lambda f, x: p.submit(f, x).result(), None,
+                p.shutdown)
+    if impl == "loky":
+        import loky
+        p = loky.get_reusable_executor(max_workers=WORKERS)
+        return (lambda f, xs: list(p.map(f, xs, chunksize=PPE_CHUNK)),
+                lambda f, x: p.submit(f, x).result(), None,
+                p.shutdown)
+    if impl == "mpire":
+        import mpire
+        p = mpire.WorkerPool(n_jobs=WORKERS)
+        return (lambda f, xs: p.map(f, xs),
+                lambda f, x: p.apply(f, (x,)), None,
+                p.terminate)
+    raise SystemExit("unknown IMPL " + impl)
+
+
+def trivial(impl, n):
+    t0 = time.perf_counter()
+    mapf, _, _, close = make(impl)
+    mapf(twice, range(64))
+    startup = time.perf_counter() - t0
+    items = list(range(n))
+    t0 = time.perf_counter()
+    r = mapf(twice, items)
+    secs = time.perf_counter() - t0
+    close()
+    if r != [x * 2 for x in items]:
+        raise SystemExit("%s: wrong results" % impl)
+    out(impl=impl, n=n, secs=secs, items_per_s=n / secs, startup_s=startup)
+
+
+def roundtrip(impl, n):
+    t0 = time.perf_counter()
+    mapf, one, one_map, close = make(impl)
+    call = one_map if impl == "gpupool-map1" else one
+    for x in range(32):
+        call(ident, x)
+    startup = time.perf_counter() - t0
+    bad = 0
+    t0 = time.perf_counter()
+    for x in range(n):
+        bad += call(ident, x) != x
+    secs = time.perf_counter() - t0
+    close()
+    if bad:
+        raise SystemExit("%s: %d wrong results" % (impl, bad))
+    out(impl=impl, n=n, secs=secs, us=secs / n * 1e6, per_s=n / secs,
+        startup_s=startup)
+
+
+def sem_task(i, s, w, sem, free):
+    with sem:
+        gpu = free.pop()
+        try:
+            os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+            setup(s)
+            work(w)
+        finally:
+            free.append(gpu)
+
+
+def warm(impl, tasks, s, w, gpr=None):
+    ideal = tasks * w / WORKERS
+    if impl == "pool":
+        import gpupool
+        t0 = time.perf_counter()
+        with gpupool.Pool(fake_gpus=WORKERS, initializer=setup,
+                          initargs=(s,)) as p:
+            r = p.map(work, [w] * tasks, chunksize=1)
+        wall = time.perf_counter() - t0
+        if len(r) != tasks or None in r:
+            raise SystemExit("pool: wrong results")
+    elif impl == "run":
+        code = "import time; time.sleep(%r); time.sleep(%r)" % (s, w)
+        with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
+            for _ in range(tasks):
+                f.write("%s -c '%s'\n" % (sys.executable, code))
+            f.flush()
+            t0 = time.perf_counter()
+            rc = subprocess.run([gpr, "--fake-gpus", str(WORKERS),
+                                 "--quiet", f.name]).returncode
+            wall = time.perf_counter() - t0
+        if rc != 0:
+            raise SystemExit("gpupool-run: exit %d" % rc)
+    elif impl == "semaphore":
+        t0 = time.perf_counter()
+        sem = mp.Semaphore(WORKERS)
+        with mp.Manager() as manager:
+            free = manager.list(range(WORKERS))
+            procs = [mp.Process(target=sem_task, args=(i, s, w, sem, free))
+                     for i in range(tasks)]
+            for p in procs:
+                p.start()
+            for p in procs:
+                p.join()
+        wall = time.perf_counter() - t0
+        bad = [p.exitcode for p in procs if p.exitcode != 0]
+        if bad:
+            raise SystemExit("semaphore: %d tasks failed" % len(bad))
+    else:
+        raise SystemExit("unknown IMPL " + impl)
+    out(impl=impl, tasks=tasks, setup_s=s, work_s=w, wall_s=wall,
+        ideal_s=ideal, overhead_s=wall - ideal)
+
+
+def main(argv):
+    what = argv[1]
+    if what == "peers":
+        peers()
+    elif what == "trivial":
+        trivial(argv[2], int(argv[3]))
+    elif what == "roundtrip":
+        roundtrip(argv[2], int(argv[3]))
+    elif what == "warm":
+        warm(argv[2], int(argv[3]), float(argv[4]), float(argv[5]),
+             argv[6] if len(argv) > 6 else None)
+    else:
+        raise SystemExit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
