@@ -2,7 +2,8 @@
 # The Python package's tests, as a user gets the package: this tree
 # pip-installed into a venv of the build directory (BUILD/pyvenv, made
 # once; pip fetches meson-python, meson and ninja from PyPI to build it),
-# then pytest on python/tests against what was installed.
+# then pytest on python/tests against what was installed (with
+# cloudpickle, an optional extra some tests need).
 #
 #	run.sh SRCROOT BUILDROOT
 #
@@ -17,6 +18,6 @@ if [ ! -x "$venv/bin/python" ]; then
 		exit 77
 	}
 fi
-"$venv/bin/pip" install -q --disable-pip-version-check "$src" pytest
+"$venv/bin/pip" install -q --disable-pip-version-check "$src" pytest cloudpickle
 cd "$src"
 exec "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
