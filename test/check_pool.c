@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1962,6 +1963,151 @@ START_TEST(strerror_names_every_code)
 }
 END_TEST
 
+/*
+ * A worker SIGKILLed from outside while its item runs (what Pool.terminate()
+ * in Python does): with retries 0 that item ends GP_CRASHED, 128 + 9, after
+ * one attempt and never starts again; the items behind it (in its batch,
+ * dispatched and never begun, or not yet sent) run once, on the replacement.
+ * Shared counters (MAP_SHARED, made before the pool) count each item's
+ * starts in every worker; the blocked item tells its pid through a pipe and
+ * then reads a pipe nobody writes to; a thread kills that pid. No timing.
+ */
+#define KILLED_N	401
+#define KILLED_K	1	/* item 0 is a batch alone (no estimate yet);
+				   item 1 heads the next, with others behind */
+
+struct killed {
+	_Atomic int	 starts[KILLED_N];
+	int		 report[2];	/* the blocked item's pid, once */
+	int		 never[2];	/* read by the blocked item */
+};
+
+static struct killed	*killed;
+
+static int
+started_then_blocks(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	int	 i;
+	pid_t	 me = getpid();
+	char	 c;
+
+	(void)ctx;
+	(void)arg;
+	if (len != sizeof(i))
+		return 99;
+	memcpy(&i, in, sizeof(i));
+	if (atomic_fetch_add(&killed->starts[i], 1) == 0 && i == KILLED_K) {
+		if (write(killed->report[1], &me, sizeof(me)) != sizeof(me))
+			return 98;
+		while (read(killed->never[0], &c, 1) != 0)
+			;
+		return 97;	/* not reached: nobody writes or closes */
+	}
+	return 0;
+}
+
+static void *
+kill_reported(void *unused)
+{
+	pid_t	 pid;
+
+	(void)unused;
+	ck_assert_int_eq(read(killed->report[0], &pid, sizeof(pid)),
+	    sizeof(pid));
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	return NULL;
+}
+
+/* A feed over an array, as the Python package's Pool drives the pool. */
+struct array_feed {
+	struct gp_item	*it;
+	size_t		 n, pos;
+};
+
+static int
+array_next(void *arg, struct gp_item **item)
+{
+	struct array_feed	*f = arg;
+
+	if (f->pos == f->n)
+		return GP_FEED_END;
+	*item = &f->it[f->pos++];
+	return GP_FEED_ITEM;
+}
+
+static int
+array_done(void *arg, struct gp_item *item)
+{
+	(void)arg;
+	(void)item;
+	return 0;
+}
+
+static void
+started_item_killed_from_outside(int per_gpu, int feed)
+{
+	struct array_feed	 af = { 0 };
+	struct gp_feed		 fd = { .next = array_next,
+				       .done = array_done, .in_fd = -1,
+				       .ctl_fd = -1, .arg = &af };
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 1, .retries = 0 };
+	struct gp_item		*it;
+	pthread_t		 killer;
+	int			 vals[KILLED_N], i;
+
+	killed = mmap(NULL, sizeof(*killed), PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(killed, MAP_FAILED);
+	memset(killed, 0, sizeof(*killed));
+	ck_assert_int_eq(pipe2(killed->report, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(killed->never, O_CLOEXEC), 0);
+	o.per_gpu = per_gpu;
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	it = int_items(vals, KILLED_N);
+	ck_assert_int_eq(pthread_create(&killer, NULL, kill_reported, NULL),
+	    0);
+	af.it = it;
+	af.n = KILLED_N;
+	if (feed)
+		ck_assert_int_eq(gp_pool_run(p, started_then_blocks, NULL, 0,
+		    &fd), 0);
+	else
+		ck_assert_int_eq(gp_pool_map(p, started_then_blocks, NULL, 0,
+		    it, KILLED_N), 0);
+	ck_assert_int_eq(pthread_join(killer, NULL), 0);
+	ck_assert_int_eq(it[KILLED_K].status, GP_CRASHED);
+	ck_assert_int_eq(it[KILLED_K].code, 128 + SIGKILL);
+	ck_assert_int_eq(it[KILLED_K].attempts, 1);
+	ck_assert_int_eq(atomic_load(&killed->starts[KILLED_K]), 1);
+	for (i = 0; i < KILLED_N; i++) {
+		if (i == KILLED_K)
+			continue;
+		ck_assert_msg(it[i].status == GP_OK && it[i].code == 0,
+		    "item %d: status %d code %d", i, it[i].status,
+		    it[i].code);
+		ck_assert_int_eq(it[i].attempts, 1);
+		ck_assert_int_eq(atomic_load(&killed->starts[i]), 1);
+	}
+	gp_items_release(it, KILLED_N);
+	gp_pool_destroy(p);
+	close(killed->report[0]);
+	close(killed->report[1]);
+	close(killed->never[0]);
+	close(killed->never[1]);
+	munmap(killed, sizeof(*killed));
+	free(it);
+}
+
+START_TEST(started_item_killed_from_outside_is_not_rerun)
+{
+	started_item_killed_from_outside(1, 0);	/* items in its batch */
+	started_item_killed_from_outside(3, 0);	/* and on other workers */
+	started_item_killed_from_outside(1, 1);	/* a feed: batches of 1 */
+	started_item_killed_from_outside(3, 1);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -2002,6 +2148,7 @@ main(void)
 	tcase_add_test(tc, pool_map_in_a_worker_of_the_default_pool);
 	tcase_add_test(tc, fork_hook_wraps_every_worker_fork);
 	tcase_add_test(tc, strerror_names_every_code);
+	tcase_add_test(tc, started_item_killed_from_outside_is_not_rerun);
 	suite_add_tcase(s, tc);
 	return gp_check_run(s);
 }
