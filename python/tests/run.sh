@@ -3,7 +3,7 @@
 # pip-installed into a venv of the build directory (BUILD/pyvenv, made
 # once; pip fetches meson-python, meson and ninja from PyPI to build it),
 # then pytest on python/tests against what was installed (with
-# cloudpickle, an optional extra some tests need).
+# cloudpickle, an optional extra some tests need), and the example.
 #
 #	run.sh SRCROOT BUILDROOT
 #
@@ -20,4 +20,9 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/pip" install -q --disable-pip-version-check "$src" pytest cloudpickle
 cd "$src"
-exec "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
+"$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
+# The example, as its docstring runs it: 100 jobs, each once.
+n=$(GPUPOOL_FAKE_GPUS=4 "$venv/bin/python" examples/python_sweep.py |
+    grep -c '^job .* ran on GPU [0-3] (CUDA_VISIBLE_DEVICES=fake[0-3])$')
+[ "$n" = 100 ] || { echo "examples/python_sweep.py: $n of 100 jobs"; exit 1; }
+echo "examples/python_sweep.py: 100 jobs ran"
