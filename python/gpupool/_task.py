@@ -88,15 +88,38 @@ def _run_chunk(payload):
     except BaseException as e:
         return [None] * n, dict.fromkeys(range(n), _fail(e))
     values, errors = [], None
-    for i, el in enumerate(elements):
+    if star:
+        for i, (args, kwargs) in enumerate(elements):
+            try:
+                values.append(fn(*args, **kwargs))
+            except BaseException as e:  # SystemExit too: the item only
+                values.append(None)
+                if errors is None:
+                    errors = {}
+                errors[i] = _fail(e)
+        return values, errors
+    # fn(x): list.extend(map()) runs the loop in C. When fn raises,
+    # extend() has kept the values before it and the iterator stands just
+    # past the failed element: record the error, go on with the rest.
+    # A StopIteration from fn ends map() as if the input had ended: the
+    # element where values stops short raised it (its traceback is lost).
+    it = iter(elements)
+    while True:
         try:
-            values.append(fn(*el[0], **el[1]) if star else fn(el))
-        except BaseException as e:  # SystemExit too: the item fails only
-            values.append(None)
+            values.extend(map(fn, it))
+            if len(values) == n:
+                return values, errors
             if errors is None:
                 errors = {}
-            errors[i] = _fail(e)
-    return values, errors
+            errors[len(values)] = (StopIteration(
+                "fn raised StopIteration"), "StopIteration (raised by fn; "
+                "its traceback is not kept)\n")
+            values.append(None)
+        except BaseException as e:  # SystemExit too: the item fails only
+            if errors is None:
+                errors = {}
+            errors[len(values)] = _fail(e)
+            values.append(None)
 
 
 def _encode_safely(values, errors):
