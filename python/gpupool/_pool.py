@@ -370,7 +370,10 @@ class Pool:
         A crash or timeout fails every item of its chunk.
         """
         self._check_open()
-        items = list(iterable)
+        # A list, tuple or range is read as it is (no copy; a range's
+        # chunks travel as ranges); anything else is read into a list.
+        items = (iterable if type(iterable) in (list, tuple, range)
+                 else list(iterable))
         if not items:
             return []
         cs = chunksize or self._chunksize(len(items))
