@@ -509,3 +509,62 @@ def test_maps_from_two_threads_take_turns(pool):
         t.join()
     assert out[0] == [2 * i for i in range(2000)]
     assert out[5000] == [2 * i for i in range(5000, 7000)]
+
+
+# -- fast paths (py-perf) --------------------------------------------------
+
+def fail_some(x):
+    if x % 5 == 2:
+        raise Boom("item %d went boom" % x)
+    if x == 9:
+        raise StopIteration("item 9")
+    return x * 10
+
+
+def test_chunk_with_failures_keeps_every_other_value(pool):
+    """A worker runs a chunk in one C loop and resumes after a failure:
+    each failure is its own element's, the rest keep their values (a
+    StopIteration from fn included, which would end a plain map())."""
+    res = pool.map(fail_some, range(23), chunksize=23,
+                   return_exceptions=True)
+    for x, r in enumerate(res):
+        if x % 5 == 2:
+            assert isinstance(r, Boom) and str(r) == "item %d went boom" % x
+            assert "fail_some" in r.__cause__.tb
+        elif x == 9:
+            assert isinstance(r, StopIteration)
+        else:
+            assert r == x * 10
+    with pytest.raises(Boom, match="item 2 went boom"):
+        pool.map(fail_some, range(23), chunksize=23)
+
+
+def test_map_reads_lists_tuples_and_ranges_as_given(pool):
+    assert pool.map(double, range(3, 1000, 7), chunksize=10) == \
+        [2 * i for i in range(3, 1000, 7)]
+    assert pool.map(double, tuple(range(50))) == [2 * i for i in range(50)]
+    xs = list(range(50))
+    assert pool.map(double, xs, chunksize=4) == [2 * i for i in xs]
+    assert xs == list(range(50))
+
+
+def test_submit_result_drives_the_pool_in_the_caller():
+    """result() on a pending submit runs the C call in the calling thread
+    when no call runs; futures, errors and maps beside it are as before."""
+    with gpupool.Pool(fake_gpus=2) as p:
+        for i in range(50):
+            assert p.submit(pow, 2, i).result() == 2 ** i
+            assert p.map(double, [i]) == [2 * i]
+        f = p.submit(raise_boom, 3)
+        assert isinstance(f.exception(), Boom)
+        futs = [p.submit(pow, 3, i) for i in range(20)]
+        assert [f.result() for f in reversed(futs)] == \
+            [3 ** i for i in reversed(range(20))]
+        done = []
+        t = threading.Thread(target=lambda: done.append(
+            [p.submit(pow, 5, i).result() for i in range(30)]))
+        t.start()
+        assert [p.submit(pow, 7, i).result() for i in range(30)] == \
+            [7 ** i for i in range(30)]
+        t.join()
+        assert done == [[5 ** i for i in range(30)]]
