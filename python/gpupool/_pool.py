@@ -469,7 +469,11 @@ class Pool:
     def _dispatch(self):
         while True:
             with self._cv:
-                while not self._subq.q or self._waiting:
+                # Not while another thread drives (a map, or a result()
+                # helping, Pool._help): that call serves the queue, and its
+                # end notifies.
+                while (not self._subq.q or self._waiting
+                       or self._owner is not None):
                     if self._state != "open" and not self._subq.q:
                         self._dispatcher = None
                         self._cv.notify_all()
