@@ -568,3 +568,32 @@ def test_submit_result_drives_the_pool_in_the_caller():
             [7 ** i for i in range(30)]
         t.join()
         assert done == [[5 ** i for i in range(30)]]
+
+
+SCALE = 2
+
+
+def test_function_by_value_sees_current_globals_and_closure(pool):
+    """A function's pickle is kept between calls only while what it
+    refers to is the same (scalar globals, closure, code): a changed
+    global or a new closure is seen by the next call."""
+    pytest.importorskip("cloudpickle")
+    global SCALE
+    f = lambda x: x * SCALE  # noqa: E731 (by value: not importable)
+    try:
+        SCALE = 2
+        assert pool.submit(f, 5).result() == 10
+        assert pool.submit(f, 6).result() == 12
+        SCALE = 3
+        assert pool.submit(f, 5).result() == 15
+        assert pool.map(f, [1, 2]) == [3, 6]
+    finally:
+        SCALE = 2
+    box = [1]
+    g = lambda x: x + box[0]  # noqa: E731 (a mutable cell: never kept)
+    assert pool.submit(g, 1).result() == 2
+    box[0] = 10
+    assert pool.submit(g, 1).result() == 11
+    for k in (1, 2):
+        h = (lambda k: lambda x: x * k)(k)
+        assert pool.submit(h, 7).result() == 7 * k
