@@ -35,6 +35,9 @@ from . import _progress
 from . import _task
 
 
+_MAX_CHUNK = 16384  # map's default chunks: len / (4 x workers), capped
+
+
 def _refuse_if_cuda_initialised():
     """Forking a process that has initialised CUDA gives workers that
     cannot use CUDA ("Cannot re-initialize CUDA in forked subprocess").
@@ -339,7 +342,11 @@ class Pool:
         if self._timeout is not None or self._retries:
             return 1  # a timeout or a retry then concerns one item
         c, extra = divmod(n, self._size * 4)  # as multiprocessing does
-        return max(1, c + (1 if extra else 0))
+        # but at most _MAX_CHUNK items: measured (2 cores, x * 2, 10^6
+        # items) 62,500-item chunks ran at 7.4 M/s, 16,000 at 8.9 M/s,
+        # 8,000 at 9.0 M/s (smaller pickles stay in cache, and the first
+        # and last chunks, when workers wait, are shorter).
+        return max(1, min(c + (1 if extra else 0), _MAX_CHUNK))
 
     # -- the API -----------------------------------------------------------
 
