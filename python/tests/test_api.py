@@ -376,6 +376,45 @@ def test_keyboard_interrupt_during_map_leaves_no_child(tmp_path):
     assert "KeyboardInterrupt children 0" in rest
 
 
+def test_keyboard_interrupt_during_submit_result_leaves_no_child(tmp_path):
+    """result() may drive the pool in the main thread (no dispatcher
+    hop): Ctrl-C there raises KeyboardInterrupt, the future ends, no child
+    is left."""
+    path, env = _script("""
+        import os, sys, threading, gpupool
+        def f(x):
+            os.write(1, b"started\\n")
+            threading.Event().wait()
+        def kids():
+            n = 0
+            for d in os.listdir("/proc"):
+                try:
+                    st = open("/proc/%s/stat" % d).read()
+                    n += int(st.rsplit(")", 1)[1].split()[1]) == os.getpid()
+                except (OSError, ValueError, IndexError):
+                    pass
+            return n
+        fut = None
+        try:
+            with gpupool.Pool(fake_gpus=2, grace=0.1) as p:
+                print("workers", kids(), flush=True)
+                fut = p.submit(f, 1)
+                fut.result()
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt children", kids(), flush=True)
+            print("future done", fut.done(), flush=True)
+    """, tmp_path)
+    proc = subprocess.Popen([sys.executable, str(path)], env=env,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().split() == ["workers", "2"]
+    assert proc.stdout.readline() == "started\n"
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=120) == 0
+    assert "KeyboardInterrupt children 0" in rest
+    assert "future done True" in rest
+
+
 def test_function_defined_in_main_after_pool(tmp_path):
     pytest.importorskip("cloudpickle")
     path, env = _script("""
