@@ -69,19 +69,23 @@ class MapJob:
         self.chunksize = chunksize
         self.return_exceptions = return_exceptions
         self.progress = progress
-        self.results = [None] * len(items)
+        self.n = len(items)
+        self.results = [None] * self.n
         self.pos = 0
 
     def next_item(self):
-        if self.pos >= len(self.items):
+        if self.pos >= self.n:
             return None
         start = self.pos
-        self.pos = min(start + self.chunksize, len(self.items))
+        self.pos = min(start + self.chunksize, self.n)
         chunk = self.items[start:self.pos]
+        if len(chunk) != self.pos - start:  # the caller's list, not a copy
+            raise Abort(RuntimeError("gpupool: the list given to map() "
+                                     "changed size during the map"))
         return start, _task.dumps_chunk(self.fn_bytes, 0, chunk)
 
     def finish(self, start, status, code, out):
-        n = min(self.chunksize, len(self.items) - start)
+        n = min(self.chunksize, self.n - start)
         values, excs = values_of(self.fn, status, code, out, n)
         if excs:
             if not self.return_exceptions:

@@ -376,6 +376,45 @@ def test_keyboard_interrupt_during_map_leaves_no_child(tmp_path):
     assert "KeyboardInterrupt children 0" in rest
 
 
+def test_keyboard_interrupt_during_submit_result_leaves_no_child(tmp_path):
+    """result() may drive the pool in the main thread (no dispatcher
+    hop): Ctrl-C there raises KeyboardInterrupt, the future ends, no child
+    is left."""
+    path, env = _script("""
+        import os, sys, threading, gpupool
+        def f(x):
+            os.write(1, b"started\\n")
+            threading.Event().wait()
+        def kids():
+            n = 0
+            for d in os.listdir("/proc"):
+                try:
+                    st = open("/proc/%s/stat" % d).read()
+                    n += int(st.rsplit(")", 1)[1].split()[1]) == os.getpid()
+                except (OSError, ValueError, IndexError):
+                    pass
+            return n
+        fut = None
+        try:
+            with gpupool.Pool(fake_gpus=2, grace=0.1) as p:
+                print("workers", kids(), flush=True)
+                fut = p.submit(f, 1)
+                fut.result()
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt children", kids(), flush=True)
+            print("future done", fut.done(), flush=True)
+    """, tmp_path)
+    proc = subprocess.Popen([sys.executable, str(path)], env=env,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().split() == ["workers", "2"]
+    assert proc.stdout.readline() == "started\n"
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=120) == 0
+    assert "KeyboardInterrupt children 0" in rest
+    assert "future done True" in rest
+
+
 def test_function_defined_in_main_after_pool(tmp_path):
     pytest.importorskip("cloudpickle")
     path, env = _script("""
@@ -509,3 +548,91 @@ def test_maps_from_two_threads_take_turns(pool):
         t.join()
     assert out[0] == [2 * i for i in range(2000)]
     assert out[5000] == [2 * i for i in range(5000, 7000)]
+
+
+# -- fast paths (py-perf) --------------------------------------------------
+
+def fail_some(x):
+    if x % 5 == 2:
+        raise Boom("item %d went boom" % x)
+    if x == 9:
+        raise StopIteration("item 9")
+    return x * 10
+
+
+def test_chunk_with_failures_keeps_every_other_value(pool):
+    """A worker runs a chunk in one C loop and resumes after a failure:
+    each failure is its own element's, the rest keep their values (a
+    StopIteration from fn included, which would end a plain map())."""
+    res = pool.map(fail_some, range(23), chunksize=23,
+                   return_exceptions=True)
+    for x, r in enumerate(res):
+        if x % 5 == 2:
+            assert isinstance(r, Boom) and str(r) == "item %d went boom" % x
+            assert "fail_some" in r.__cause__.tb
+        elif x == 9:
+            assert isinstance(r, StopIteration)
+        else:
+            assert r == x * 10
+    with pytest.raises(Boom, match="item 2 went boom"):
+        pool.map(fail_some, range(23), chunksize=23)
+
+
+def test_map_reads_lists_tuples_and_ranges_as_given(pool):
+    assert pool.map(double, range(3, 1000, 7), chunksize=10) == \
+        [2 * i for i in range(3, 1000, 7)]
+    assert pool.map(double, tuple(range(50))) == [2 * i for i in range(50)]
+    xs = list(range(50))
+    assert pool.map(double, xs, chunksize=4) == [2 * i for i in xs]
+    assert xs == list(range(50))
+
+
+def test_submit_result_drives_the_pool_in_the_caller():
+    """result() on a pending submit runs the C call in the calling thread
+    when no call runs; futures, errors and maps beside it are as before."""
+    with gpupool.Pool(fake_gpus=2) as p:
+        for i in range(50):
+            assert p.submit(pow, 2, i).result() == 2 ** i
+            assert p.map(double, [i]) == [2 * i]
+        f = p.submit(raise_boom, 3)
+        assert isinstance(f.exception(), Boom)
+        futs = [p.submit(pow, 3, i) for i in range(20)]
+        assert [f.result() for f in reversed(futs)] == \
+            [3 ** i for i in reversed(range(20))]
+        done = []
+        t = threading.Thread(target=lambda: done.append(
+            [p.submit(pow, 5, i).result() for i in range(30)]))
+        t.start()
+        assert [p.submit(pow, 7, i).result() for i in range(30)] == \
+            [7 ** i for i in range(30)]
+        t.join()
+        assert done == [[5 ** i for i in range(30)]]
+
+
+SCALE = 2
+
+
+def test_function_by_value_sees_current_globals_and_closure(pool):
+    """A function's pickle is kept between calls only while what it
+    refers to is the same (scalar globals, closure, code): a changed
+    global or a new closure is seen by the next call."""
+    pytest.importorskip("cloudpickle")
+    global SCALE
+    f = lambda x: x * SCALE  # noqa: E731 (by value: not importable)
+    try:
+        SCALE = 2
+        assert pool.submit(f, 5).result() == 10
+        assert pool.submit(f, 6).result() == 12
+        SCALE = 3
+        assert pool.submit(f, 5).result() == 15
+        assert pool.map(f, [1, 2]) == [3, 6]
+    finally:
+        SCALE = 2
+    box = [1]
+    g = lambda x: x + box[0]  # noqa: E731 (a mutable cell: never kept)
+    assert pool.submit(g, 1).result() == 2
+    box[0] = 10
+    assert pool.submit(g, 1).result() == 11
+    for k in (1, 2):
+        h = (lambda k: lambda x: x * k)(k)
+        assert pool.submit(h, 7).result() == 7 * k
