@@ -335,9 +335,26 @@ def test_close_join_terminate_leave_no_child():
         p.map(double, [1])
 
 
+# What a script may call: kids(), how many children this process has now.
+_SCRIPT_HEAD = """\
+import os
+
+
+def kids():
+    n = 0
+    for d in os.listdir("/proc"):
+        try:
+            st = open("/proc/%s/stat" % d).read()
+            n += int(st.rsplit(")", 1)[1].split()[1]) == os.getpid()
+        except (OSError, ValueError, IndexError):
+            pass
+    return n
+"""
+
+
 def _script(body, tmp_path, env_extra=None):
     path = tmp_path / "script.py"
-    path.write_text(textwrap.dedent(body))
+    path.write_text(_SCRIPT_HEAD + textwrap.dedent(body))
     env = dict(os.environ, PYTHONPATH=PKG_DIR)
     env.pop("GPUPOOL_FAKE_GPUS", None)
     env.update(env_extra or {})
@@ -350,15 +367,6 @@ def test_keyboard_interrupt_during_map_leaves_no_child(tmp_path):
         def f(x):
             os.write(1, b"started\\n")
             threading.Event().wait()
-        def kids():
-            n = 0
-            for d in os.listdir("/proc"):
-                try:
-                    st = open("/proc/%s/stat" % d).read()
-                    n += int(st.rsplit(")", 1)[1].split()[1]) == os.getpid()
-                except (OSError, ValueError, IndexError):
-                    pass
-            return n
         try:
             with gpupool.Pool(fake_gpus=2, grace=0.1) as p:
                 print("workers", kids(), flush=True)
@@ -385,15 +393,6 @@ def test_keyboard_interrupt_during_submit_result_leaves_no_child(tmp_path):
         def f(x):
             os.write(1, b"started\\n")
             threading.Event().wait()
-        def kids():
-            n = 0
-            for d in os.listdir("/proc"):
-                try:
-                    st = open("/proc/%s/stat" % d).read()
-                    n += int(st.rsplit(")", 1)[1].split()[1]) == os.getpid()
-                except (OSError, ValueError, IndexError):
-                    pass
-            return n
         fut = None
         try:
             with gpupool.Pool(fake_gpus=2, grace=0.1) as p:
