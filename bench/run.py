@@ -1257,6 +1257,24 @@ def fmt_m(s, f="%.2f", scale=1.0):
     return f % (s["median"] * scale) if s else "-"
 
 
+def trivial_table(tr, absent):
+    """The markdown rows of a trivial-items measurement: items/s and how
+    much faster gpupool is, per implementation and N; absent where an
+    implementation did not run at that N."""
+    L = ["| implementation | " + " | ".join(
+        "N=%s | gpupool faster by" % fmt_n(n) for n in tr["ns"]) + " |",
+        "| --- |" + " --- | --- |" * len(tr["ns"])]
+    for k, lab in tr["labels"].items():
+        row = "| %s |" % lab
+        for n in tr["ns"]:
+            x = tr["by_n"].get(str(n), {}).get(k)
+            row += (" %s | %s |" % (fmt_si(x["items_per_s"]),
+                                    fmt_m(x["gpupool_over"]))
+                    if x else " %s | |" % absent)
+        L.append(row)
+    return L
+
+
 def markdown(res):
     L = []
     m, v, g = res["machine"], res["versions"], res["git"]
@@ -1391,19 +1409,7 @@ def markdown(res):
         L.append("### pool_map: trivial items (x * 2 on an int), 4 workers, "
                  "items/s")
         L.append("")
-        L.append("| implementation | " + " | ".join(
-            "N=%s | gpupool faster by" % fmt_n(n) for n in tr["ns"]) + " |")
-        L.append("| --- |" + " --- | --- |" * len(tr["ns"]))
-        for k, lab in tr["labels"].items():
-            row = "| %s |" % lab
-            for n in tr["ns"]:
-                x = tr["by_n"].get(str(n), {}).get(k)
-                if x:
-                    row += " %s | %s |" % (fmt_si(x["items_per_s"]),
-                                           fmt_m(x["gpupool_over"]))
-                else:
-                    row += " skipped | |"
-            L.append(row)
+        L += trivial_table(tr, "skipped")
         L.append("")
         sk = []
         for k, per in tr["skipped"].items():
@@ -1462,17 +1468,7 @@ def markdown(res):
         tr = py["trivial"]
         L.append("#### Python: trivial items (x * 2 on an int), items/s")
         L.append("")
-        L.append("| implementation | " + " | ".join(
-            "N=%s | gpupool faster by" % fmt_n(n) for n in tr["ns"]) + " |")
-        L.append("| --- |" + " --- | --- |" * len(tr["ns"]))
-        for k, lab in tr["labels"].items():
-            row = "| %s |" % lab
-            for n in tr["ns"]:
-                x = tr["by_n"].get(str(n), {}).get(k)
-                row += (" %s | %s |" % (fmt_si(x["items_per_s"]),
-                                        fmt_m(x["gpupool_over"]))
-                        if x else " - | |")
-            L.append(row)
+        L += trivial_table(tr, "-")
         L.append("")
         L.append("Each run is a fresh process that creates its pool, warms it"
                  " up with a map of 64 items, then times one map of N items "
@@ -1587,6 +1583,20 @@ def color_for(key, series_index):
     return s[min(series_index, len(s) - 1)]
 
 
+def trivial_panel(title, tr):
+    """A plot panel of a trivial-items measurement (pool_map's or the
+    Python section's): items/s per implementation, one bar per N."""
+    ns = [str(n) for n in tr["ns"]]
+    return {"title": title,
+            "unit": "items/s (log, higher is better)", "log": True,
+            "series": ["N=%s" % fmt_n(n) for n in ns],
+            "rows": [(lab_, [med((tr["by_n"].get(n, {}).get(k) or {})
+                                 .get("items_per_s")) for n in ns],
+                      "gpupool-run" if k == "gpupool" else
+                      ("spawn4" if k.startswith("raw") else k))
+                     for k, lab_ in tr["labels"].items()]}
+
+
 def panels(res):
     """What the plot shows: a list of panels of grouped horizontal bars.
     rows: (label, value or [value per series], colour key)."""
@@ -1645,16 +1655,8 @@ def panels(res):
                             or None, k) for k in names]})
     pm = res.get("pool_map")
     if pm:
-        tr = pm["trivial"]
-        ns = [str(n) for n in tr["ns"]]
-        P.append({"title": "pool_map: trivial items (x*2), 4 workers",
-                  "unit": "items/s (log, higher is better)", "log": True,
-                  "series": ["N=%s" % fmt_n(n) for n in ns],
-                  "rows": [(lab_, [med((tr["by_n"].get(n, {}).get(k) or {})
-                                       .get("items_per_s")) for n in ns],
-                            "gpupool-run" if k == "gpupool" else
-                            ("spawn4" if k.startswith("raw") else k))
-                           for k, lab_ in tr["labels"].items()]})
+        P.append(trivial_panel("pool_map: trivial items (x*2), 4 workers",
+                               pm["trivial"]))
         rt = pm["roundtrip"]
         P.append({"title": "pool_map: one item in flight, round trip",
                   "unit": "us (lower is better)",
@@ -1692,15 +1694,8 @@ def panels(res):
                              for z in sizes], "map")]})
     py = res.get("python")
     if py:
-        tr = py["trivial"]
-        ns = [str(n) for n in tr["ns"]]
-        P.append({"title": "Python: trivial items (x*2), 4 workers",
-                  "unit": "items/s (log, higher is better)", "log": True,
-                  "series": ["N=%s" % fmt_n(n) for n in ns],
-                  "rows": [(lab_, [med((tr["by_n"].get(n, {}).get(k) or {})
-                                       .get("items_per_s")) for n in ns],
-                            "gpupool-run" if k == "gpupool" else k)
-                           for k, lab_ in tr["labels"].items()]})
+        P.append(trivial_panel("Python: trivial items (x*2), 4 workers",
+                               py["trivial"]))
         rt = py["roundtrip"]
         P.append({"title": "Python: one item in flight, round trip",
                   "unit": "us (lower is better)",
