@@ -361,6 +361,22 @@ def _script(body, tmp_path, env_extra=None):
     return path, env
 
 
+def _interrupt(path, env):
+    """Run the script, which prints "workers 2", then "started" from an
+    item, and on KeyboardInterrupt its children: SIGINT it once the item
+    started; it must exit 0 with no child left. Returns what it printed
+    after "started"."""
+    proc = subprocess.Popen([sys.executable, str(path)], env=env,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().split() == ["workers", "2"]
+    assert proc.stdout.readline() == "started\n"
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=120) == 0
+    assert "KeyboardInterrupt children 0" in rest
+    return rest
+
+
 def test_keyboard_interrupt_during_map_leaves_no_child(tmp_path):
     path, env = _script("""
         import os, sys, threading, gpupool
@@ -374,14 +390,7 @@ def test_keyboard_interrupt_during_map_leaves_no_child(tmp_path):
         except KeyboardInterrupt:
             print("KeyboardInterrupt children", kids(), flush=True)
     """, tmp_path)
-    proc = subprocess.Popen([sys.executable, str(path)], env=env,
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().split() == ["workers", "2"]
-    assert proc.stdout.readline() == "started\n"
-    proc.send_signal(signal.SIGINT)
-    rest = proc.stdout.read()
-    assert proc.wait(timeout=120) == 0
-    assert "KeyboardInterrupt children 0" in rest
+    _interrupt(path, env)
 
 
 def test_keyboard_interrupt_during_submit_result_leaves_no_child(tmp_path):
@@ -403,14 +412,7 @@ def test_keyboard_interrupt_during_submit_result_leaves_no_child(tmp_path):
             print("KeyboardInterrupt children", kids(), flush=True)
             print("future done", fut.done(), flush=True)
     """, tmp_path)
-    proc = subprocess.Popen([sys.executable, str(path)], env=env,
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().split() == ["workers", "2"]
-    assert proc.stdout.readline() == "started\n"
-    proc.send_signal(signal.SIGINT)
-    rest = proc.stdout.read()
-    assert proc.wait(timeout=120) == 0
-    assert "KeyboardInterrupt children 0" in rest
+    rest = _interrupt(path, env)
     assert "future done True" in rest
 
 
