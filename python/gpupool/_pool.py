@@ -139,6 +139,12 @@ class Pool:
                  timeout=None, retries=0, max_tasks_per_worker=None,
                  fake_gpus=None, *, grace=None):
         _refuse_if_cuda_initialised()
+        for name, secs in (("timeout", timeout), ("grace", grace)):
+            # The C pool takes whole milliseconds, at least 1: 0, a
+            # negative value or NaN would become a 1 ms limit.
+            if secs is not None and not secs > 0:
+                raise ValueError("%s=%r: a positive number of seconds, or "
+                                 "None" % (name, secs))
         self._timeout = timeout
         self._retries = retries
         self._max_tasks = max_tasks_per_worker or 0

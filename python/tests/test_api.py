@@ -237,6 +237,16 @@ def test_timeout():
         assert p.map(double, [5]) == [10]
 
 
+@pytest.mark.parametrize("kw", [dict(timeout=0), dict(timeout=-5),
+                                dict(timeout=float("nan")), dict(grace=0),
+                                dict(grace=-1)])
+def test_timeout_and_grace_must_be_positive(kw):
+    before = children()
+    with pytest.raises(ValueError, match="positive number of seconds"):
+        gpupool.Pool(fake_gpus=1, **kw)
+    assert children() == before  # refused before forking anything
+
+
 def test_retries(tmp_path):
     with gpupool.Pool(fake_gpus=1, retries=2) as p:
         assert p.map(crash_once, [str(tmp_path / "a")]) == ["second attempt"]
