@@ -162,6 +162,20 @@ enum gp_pool_flags {
 					   holds the pipes cannot hide the
 					   death; a busy one's stop fd turns
 					   readable */
+	GP_POOL_GPUS_FREE = (1 << 6),	/* use only free GPUs: at creation,
+					   those with no compute process
+					   outside the pool and memory used by
+					   others under busy_pct; during
+					   calls, no item starts on a GPU
+					   someone else has taken until it is
+					   free again (needs NVML; without it
+					   every GPU counts as free) */
+	GP_POOL_WAIT_FREE = (1 << 7),	/* with GPUS_FREE: keep the busy GPUs
+					   too, and let items wait for them */
+	GP_POOL_MONITOR = (1 << 8),	/* watch the GPUs through NVML even
+					   without GPUS_FREE: item_mem and
+					   need() fit what is really in use,
+					   gp_pool_usage() has figures */
 };
 
 /*
@@ -219,7 +233,19 @@ struct gp_pool_opts {
 	size_t		 errlen;
 	gp_fork_hook	*fork_hook;	/* around each worker fork; NULL: none */
 	void		*fork_arg;	/* passed to fork_hook */
-	uint64_t	 reserved[6];	/* must be 0: room for later options */
+	int		 gpus_per_worker;/* GPUs each worker owns, chosen near
+					   each other (NVLink, PCIe switch,
+					   NUMA node); its CUDA_VISIBLE_DEVICES
+					   lists them; 0: 1 */
+	unsigned	 busy_pct;	/* GPUS_FREE: memory used by others over
+					   this % of the total makes a GPU
+					   busy; 0: 10 */
+	uint64_t	 item_mem;	/* GPU memory each item needs, bytes per
+					   GPU: an item starts only where it
+					   fits beside what runs (see
+					   gp_pool_gpu_state()); 0: none
+					   declared */
+	uint64_t	 reserved[4];	/* must be 0: room for later options */
 };
 
 /* Where a worker runs (gp_pool_info(), gp_ctx_info()). */
@@ -241,7 +267,21 @@ struct gp_worker_info {
 					   "gpu-local", "machine: no bus id" */
 	int		 cpubind_rc;	/* 0 or -errno, once the worker started */
 	int		 membind_rc;	/* 0 or -errno (0 if not bound) */
-	char		 reserved[64];	/* 0: room for later fields */
+	int		 ngpus;		/* GPUs it owns (gpus_per_worker): gpu
+					   is the first, visible lists all */
+	char		 reserved[60];	/* 0: room for later fields */
+};
+
+/* What one item needs to start (gp_feed.need). */
+struct gp_need {
+	uint64_t	 mem;		/* GPU memory, bytes per GPU; 0: the
+					   pool's item_mem */
+	int		 gpus;		/* GPUs held whole, for it alone, chosen
+					   near each other; 0 or 1: one, shared
+					   by up to per_gpu items. Over 1 needs
+					   gpus_per_worker 1: fn then starts
+					   processes on them (gp_ctx_item_visible()) */
+	int		 pad;
 };
 
 /* A stream of items for gp_pool_run(). */
@@ -274,7 +314,13 @@ struct gp_feed {
 	 * may come from the control channel. */
 	int		 ctl_fd;
 	int		(*ctl)(void *arg);
-	uint64_t	 reserved[4];	/* must be 0: room for later fields */
+	/* Optional: what an item needs, asked each time it is about to
+	 * start (a retry may need more). need is zeroed first; leave a
+	 * field 0 for the default. NULL: every item needs item_mem on one
+	 * GPU. */
+	void		(*need)(void *arg, const struct gp_item *item,
+			    struct gp_need *need);
+	uint64_t	 reserved[3];	/* must be 0: room for later fields */
 };
 
 enum gp_feed_next {
@@ -359,6 +405,59 @@ GP_API int	gp_pool_size(const struct gp_pool *p);
 GP_API int	gp_pool_info(const struct gp_pool *p, int worker,
 		    struct gp_worker_info *out);
 
+/* A GPU of the pool as the master last saw it (gp_pool_gpu_state()). */
+struct gp_gpu_state {
+	int		 gpu;		/* 0 .. gp_pool_gpus() - 1 */
+	int		 known;		/* NVML reports it (GPUS_FREE, MONITOR,
+					   item_mem; 0 without NVML) */
+	int		 busy;		/* used by someone else, or ownership
+					   cannot be told: why says which */
+	int		 util;		/* % utilisation, -1 unknown */
+	uint64_t	 mem_total;	/* bytes, 0 unknown */
+	uint64_t	 mem_foreign;	/* bytes used by processes not ours */
+	uint64_t	 mem_ours;	/* the larger of what this pool's
+					   running items declared and use */
+	int		 running;	/* this pool's items on it */
+	int		 nforeign;	/* compute processes not ours */
+	int		 held;		/* held whole by a multi-GPU item */
+	int		 pad;
+	char		 uuid[48];	/* as gp_worker_info */
+	char		 busid[32];
+	char		 why[128];	/* "free", "pid 4242 is not ours (3.0
+					   GiB)", "no NVML: ..." */
+	char		 reserved[64];	/* zeroed: room for later fields */
+};
+
+/* GPU figures of one item, from NVML by the pids of its processes (the
+ * worker and its descendants): zero without a monitor. */
+struct gp_usage {
+	uint64_t	 mem_peak;	/* bytes, summed over its GPUs; 0: none
+					   seen */
+	int		 util;		/* mean % SM utilisation, -1 unknown */
+	int		 samples;	/* monitor samples taken while it ran */
+	uint64_t	 reserved[2];	/* zeroed */
+};
+
+/* Number of GPUs the pool uses (gpus_per_worker of them per worker). */
+GP_API int	gp_pool_gpus(const struct gp_pool *p);
+/* GPU gpu's state, copied to *out: 0 or -EINVAL. Read from the thread
+ * making calls on the pool (feed callbacks included) or while none
+ * runs. */
+GP_API int	gp_pool_gpu_state(const struct gp_pool *p, int gpu,
+		    struct gp_gpu_state *out);
+/* Whether the GPUs are watched: NULL when NVML answers, else why not
+ * ("no NVML: libnvidia-ml.so.1: cannot open shared object file",
+ * "monitor not asked for"). A static or pool-owned string. */
+GP_API const char *gp_pool_monitor(const struct gp_pool *p);
+/* 1 when the next item waits for a GPU (busy, or its memory does not fit
+ * yet), with the reason in why; 0 otherwise. From the thread making
+ * calls, e.g. in feed->ctl or a timer's callback. */
+GP_API int	gp_pool_waiting(const struct gp_pool *p, char *why, size_t len);
+/* GPU figures of the item worker ran last (or runs now): call it from
+ * feed->done with item->worker. 0 or -EINVAL. */
+GP_API int	gp_pool_usage(const struct gp_pool *p, int worker,
+		    struct gp_usage *out);
+
 /* Set up an item to run: in and inlen as given (in is read, not copied:
  * keep it valid until the call that runs the item returns, or until done()
  * for gp_pool_run()), no result (out NULL, outlen 0: a result left from
@@ -394,6 +493,17 @@ GP_API int	gp_ctx_stop_fd(const struct gp_ctx *ctx);
  * only the worker can: use GP_POOL_NO_PDEATHSIG and watch the stop fd, as
  * gpupool-run does. */
 GP_API void	gp_ctx_set_pgid(struct gp_ctx *ctx, pid_t pgid);
+
+/* In a worker, inside fn: the CUDA_VISIBLE_DEVICES value for the
+ * current item: the worker's own GPUs, or, for an item that needs
+ * several (gp_need.gpus), the ones it holds, in PCI bus order. The
+ * library's memory, valid until fn returns. */
+GP_API const char *gp_ctx_item_visible(const struct gp_ctx *ctx);
+/* In a worker, inside fn: bind the calling process to the CPUs and NUMA
+ * memory of the current item's GPUs (item 1: the union of their
+ * localities), so that what it starts next inherits them; item 0 binds
+ * it back to its own place. 0 or a negative errno. */
+GP_API int	gp_ctx_item_bind(struct gp_ctx *ctx, int item);
 
 /* Text for any code returned above or any item code < 0: a static
  * string (strerror()'s for plain errno values). */
