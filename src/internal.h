@@ -13,8 +13,10 @@
 #include <sys/types.h>
 
 #include "gpupool.h"
+#include "gate.h"
 #include "gpu.h"
 #include "io.h"
+#include "mon.h"
 #include "msg.h"
 #include "topo.h"
 
@@ -88,6 +90,11 @@ struct gp_worker {
 	struct gp_msg_ready	 ready;		/* what its READY said */
 	struct gp_place		 place;
 	struct gp_worker_info	 info;
+	const int		*home;		/* its GPUs (indices into gpus) */
+	int			 nhome;
+	int			*iset;		/* GPUs its item holds (watch.c) */
+	int			 niset, capset;	/* 0: no item counted */
+	uint64_t		 imem;		/* bytes that item declared */
 };
 
 /* One gp_pool_map() or gp_pool_run() call. */
@@ -109,6 +116,8 @@ struct gp_job {
 	size_t			 running;	/* items in batches */
 	int			 canceled;
 	int64_t			 est_ns;	/* estimated item time, 0: none */
+	const struct gp_item	*need_for;	/* the item need was asked for */
+	struct gp_need		 need;		/* its answer (watch.c) */
 };
 
 /* loop.c's poll set, rebuilt each turn; kept with the pool, not on the
@@ -124,6 +133,7 @@ struct gp_pollset {
 	int			 nw;		/* the first nw are workers' */
 	int			 cfd, kfd, ffd;	/* cancel_fd, ctl_fd, in_fd:
 						   their entry, or -1 */
+	int			 mfd;		/* the monitor's, or -1 */
 };
 
 struct gp_pool {
@@ -143,6 +153,27 @@ struct gp_pool {
 	int			 respawns;	/* budget left; < 0: no limit */
 	struct gp_job		*job;		/* the call in progress, or NULL */
 	struct gp_pollset	 ps;		/* loop.c: from the first run */
+	int			*grp;		/* worker GPU sets: ngrp x per
+						   (gpus_per_worker) indices */
+	int			 ngrp;
+	struct gp_watch {			/* watch.c */
+		struct gp_mon	 mon;
+		struct gp_gstate *gs;		/* ngpus, or NULL: not gated */
+		struct gp_gusage *use;		/* nw */
+		int		*busy;		/* nw: 1 while it runs an item */
+		int		*avail;		/* ngpus: scratch for picks */
+		int		*pick;		/* ngpus: gp_watch_place()'s set */
+		int		 npick;		/* 0: the worker's own GPUs */
+		uint64_t	 pmem;		/* bytes its item declared */
+		int		*mix;		/* ngpus: monitor's index of each */
+		pid_t		*pids;		/* nw: scratch for requests */
+		int		 on;		/* the monitor is wanted */
+		int		 gate;		/* items are checked at all */
+		int		 nomon;		/* no monitor, or it left */
+		char		 why[200];	/* nomon: why ("" before) */
+		int64_t		 due;		/* next sample; 0: none */
+		char		 wait[160];	/* why the next item waits */
+	}			 wt;
 };
 
 /* loop.c: the master's event loop; uses proc.c and job.c. */
@@ -239,6 +270,43 @@ void	gp_job_cancel(struct gp_job *job);
 void	gp_job_abandon(struct gp_job *job);
 /* Every item ended (or, canceled, every started one), and no more come. */
 int	gp_job_done(const struct gp_job *job);
+
+/*
+ * watch.c: the GPUs as the master sees them during a pool's life: the
+ * monitor child (mon.c) and when to ask it, each GPU's state and which
+ * items may start where (gate.c), the GPU figures of each worker's item.
+ * Master only; without GPUS_FREE, MONITOR, item_mem or a feed's need()
+ * it does nothing and costs nothing.
+ */
+/* In plan(): start the monitor if asked and take a first sample; with
+ * GPUS_FREE (not WAIT_FREE, not PLAN_ONLY) keep only the free GPUs
+ * (GP_ENOGPU, with each GPU's reason in err, when none is). Then the
+ * nearness of the GPUs and, with gpus_per_worker, their groups
+ * (p->grp, p->ngrp). 0 or a negative code with err set. */
+int	gp_watch_plan(struct gp_pool *p, char *err, size_t errlen);
+/* After the workers are placed: per-worker state. 0 or -ENOMEM. */
+int	gp_watch_init(struct gp_pool *p);
+void	gp_watch_release(struct gp_pool *p);
+/* Whether job's items go through gp_watch_place() (one item per batch). */
+int	gp_watch_gated(const struct gp_pool *p, const struct gp_job *job);
+/* For job's next item it (the head): an idle worker it may start on now,
+ * with its GPU set written to p's scratch; NULL when it must wait (why
+ * in p->wt.wait). *bad gets -E2BIG when it can never start here (more
+ * GPUs or memory than the pool has). */
+struct gp_worker *gp_watch_place(struct gp_pool *p, struct gp_job *job,
+	    const struct gp_item *it, int *bad);
+/* The item gp_watch_place() chose w for has started on it: count it
+ * against its GPUs. Returns the number of GPUs it holds beyond w's own
+ * (0: its own set), whose indices are then in w->iset. */
+int	gp_watch_start(struct gp_pool *p, struct gp_worker *w);
+/* w's item ended, or w died: its GPUs are free of it. */
+void	gp_watch_end(struct gp_pool *p, struct gp_worker *w);
+/* Poll: the monitor's fd when an answer is pending (else -1), and the
+ * time the next sample is due (-1: none), asking now when due. */
+int	gp_watch_fd(struct gp_pool *p, const struct gp_job *job, int64_t now,
+	    int64_t *due);
+/* The monitor's fd is readable: read, and fold a whole snapshot in. */
+void	gp_watch_read(struct gp_pool *p);
 
 /* worker.c: the child after fork; never returns. */
 void	gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)

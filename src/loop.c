@@ -62,10 +62,12 @@ send_job(struct gp_worker *w, const struct gp_job *job)
 	return 0;
 }
 
-/* Give one idle worker its next batch. Returns 1 if it got one, 0 if no
- * work is ready, or a negative errno. */
+/* Give one idle worker its next batch, of at most max items (0: as
+ * gp_job_batch_size() says). Returns 1 if it got one, 0 if no work is
+ * ready, or a negative errno. */
 static int
-dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
+dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
+    size_t max)
 {
 	struct gp_rec_task	 rec = { 0 };
 	struct gp_item		*it;
@@ -76,8 +78,8 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 		return 0;
 	if (w->job != job->gen && (rc = send_job(w, job)) < 0)
 		return rc;
-	want = gp_job_batch_size(job, live_workers(p), p->o.max_tasks,
-	    w->ntasks);
+	want = max ? max : gp_job_batch_size(job, live_workers(p),
+	    p->o.max_tasks, w->ntasks);
 	/* Payload bytes, records included: never more than the worker
 	 * accepts, which one item of max_msg bytes always fits. */
 	lim = GP_MSG_MAX(p->o.max_msg);
@@ -115,6 +117,8 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 		return 0;
 	}
 	gp_msg_finish(&w->wbuf, at, w->nfl);
+	if ((rc = gp_watch_start(p, w)) < 0)
+		return rc;
 	w->nres = 0;
 	w->ntasks += (unsigned)w->nfl;
 	atomic_store(&w->shm->stop, 0);
@@ -126,6 +130,66 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	return 1;
 }
 
+/* The GPUs an item holds beyond its worker's own, for the worker to
+ * hand on (gp_ctx_item_visible()): sent before its TASK. */
+static int
+send_gpus(struct gp_worker *w, const int *set, int n)
+{
+	uint32_t	 g;
+	size_t		 at;
+	int		 i, rc;
+
+	if ((rc = gp_msg_begin(&w->wbuf, GP_MSG_GPUS, &at)) < 0)
+		return rc;
+	for (i = 0; i < n; i++) {
+		g = (uint32_t)set[i];
+		if ((rc = gp_buf_add(&w->wbuf, &g, sizeof(g))) < 0)
+			return rc;
+	}
+	gp_msg_finish(&w->wbuf, at, (uint64_t)n);
+	return 0;
+}
+
+/* Items that need GPUs (watch.c): one at a time, in order, each on the
+ * worker gp_watch_place() chose; the first that must wait holds back
+ * the rest. */
+static int
+dispatch_gated(struct gp_pool *p, struct gp_job *job)
+{
+	struct gp_worker	*w;
+	struct gp_item		*it;
+	size_t			 mark;
+	int			 i, bad, rc;
+
+	for (;;) {
+		for (i = 0; i < p->nw && p->w[i].state != GP_W_IDLE; i++)
+			;
+		if (i == p->nw || (it = gp_job_peek(job)) == NULL)
+			return 0;
+		if ((w = gp_watch_place(p, job, it, &bad)) == NULL) {
+			if (bad == 0)
+				return 0;
+			gp_job_take(job);
+			(void)gp_job_fail(job, it, bad);
+			continue;
+		}
+		if (w->job != job->gen && (rc = send_job(w, job)) < 0)
+			return rc;
+		mark = w->wbuf.len - w->wbuf.off;
+		if (p->wt.npick > 0 &&
+		    (rc = send_gpus(w, p->wt.pick, p->wt.npick)) < 0)
+			return rc;
+		if ((rc = dispatch_one(p, job, w, 1)) <= 0) {
+			/* No TASK: no GPUS either. */
+			w->wbuf.len = w->wbuf.off + mark;
+			if (rc < 0)
+				return rc;
+			continue;
+		}
+		p->rr = w->idx + 1;
+	}
+}
+
 /* Idle workers in turn from where the last dispatch stopped, so the
  * stragglers and retries of a run do not all land on GPU 0. */
 static int
@@ -133,11 +197,16 @@ dispatch(struct gp_pool *p, struct gp_job *job)
 {
 	int	 k, i, rc, start = p->rr;
 
+	if (gp_watch_gated(p, job))
+		return dispatch_gated(p, job);
+	p->wt.npick = 0;
+	p->wt.pmem = 0;
+
 	for (k = 0; k < p->nw; k++) {
 		i = (start + k) % p->nw;
 		if (p->w[i].state != GP_W_IDLE)
 			continue;
-		if ((rc = dispatch_one(p, job, &p->w[i])) <= 0)
+		if ((rc = dispatch_one(p, job, &p->w[i], 0)) <= 0)
 			return rc;
 		p->rr = i + 1;
 	}
@@ -213,6 +282,7 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 	if (rc < 0)
 		return -EPROTO;
 	if (w->nres == w->nfl) {
+		gp_watch_end(p, w);
 		w->nfl = w->nres = 0;
 		w->stop_id = 0;
 		w->kill_at = 0;
@@ -314,6 +384,7 @@ lost(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	int		 status = 0, code, rc = 0;
 
 	gp_proc_reap(w, &status);
+	gp_watch_end(p, w);
 	code = gp_wstatus_code(status);
 	w->status = status;
 	if (job != NULL)
@@ -392,7 +463,7 @@ run_done(const struct gp_pool *p, const struct gp_job *job)
 static int
 pollset_alloc(struct gp_pool *p)
 {
-	size_t	 cap = 3 * (size_t)p->nw + 3;
+	size_t	 cap = 3 * (size_t)p->nw + 4;
 
 	if ((p->ps.pfd = calloc(cap, sizeof(*p->ps.pfd))) == NULL)
 		return -ENOMEM;
@@ -428,16 +499,18 @@ pollset_add(struct gp_pollset *ps, int fd, short events, struct gp_worker *w)
 
 /* This turn's poll set, rebuilt from the workers' states: each live
  * worker's result pipe and pidfd, its task pipe while bytes wait to go,
- * then the cancel, ctl and feed fds. Returns the number of entries, or
+ * then the monitor's, the cancel, ctl and feed fds. *due is when the
+ * next GPU sample is (-1: none). Returns the number of entries, or
  * -EDEADLK when nothing could wake the poll. */
 static int
-fill(struct gp_pool *p, struct gp_job *job)
+fill(struct gp_pool *p, struct gp_job *job, int64_t now, int64_t *due)
 {
 	struct gp_pollset	*ps = &p->ps;
-	int			 i;
+	int			 i, mfd;
 
 	ps->n = 0;
-	ps->cfd = ps->kfd = ps->ffd = -1;
+	ps->cfd = ps->kfd = ps->ffd = ps->mfd = -1;
+	*due = -1;
 	for (i = 0; i < p->nw; i++) {
 		if (p->w[i].state == GP_W_DEAD)
 			continue;
@@ -450,6 +523,8 @@ fill(struct gp_pool *p, struct gp_job *job)
 	ps->nw = ps->n;
 	if (job == NULL)
 		return ps->n;
+	if ((mfd = gp_watch_fd(p, job, now, due)) >= 0)
+		ps->mfd = pollset_add(ps, mfd, POLLIN, NULL);
 	if (!job->canceled && (p->o.flags & GP_POOL_CANCEL_FD))
 		ps->cfd = pollset_add(ps, p->o.cancel_fd, POLLIN, NULL);
 	if (job->feed != NULL && job->feed->ctl != NULL &&
@@ -457,7 +532,8 @@ fill(struct gp_pool *p, struct gp_job *job)
 		ps->kfd = pollset_add(ps, job->feed->ctl_fd, POLLIN, NULL);
 	if (job->feed_wait && !job->feed_nofd && job->feed->in_fd >= 0)
 		ps->ffd = pollset_add(ps, job->feed->in_fd, POLLIN, NULL);
-	else if (job->feed_wait && job->running == 0 && ps->kfd < 0)
+	else if (job->feed_wait && job->running == 0 && ps->kfd < 0 &&
+	    *due < 0 && ps->mfd < 0)
 		return -EDEADLK;	/* nothing can wake us */
 	return ps->n;
 }
@@ -468,6 +544,8 @@ on_call_fds(struct gp_pool *p, struct gp_job *job)
 {
 	struct gp_pollset	*ps = &p->ps;
 
+	if (ps->mfd >= 0 && ps->pfd[ps->mfd].revents)
+		gp_watch_read(p);
 	if (ps->cfd >= 0 && ps->pfd[ps->cfd].revents)
 		job->cancel_req = 1;
 	if (ps->ffd >= 0 && ps->pfd[ps->ffd].revents)
@@ -533,7 +611,7 @@ handle(struct gp_pool *p, struct gp_job *job)
 int
 gp_loop_run(struct gp_pool *p, struct gp_job *job)
 {
-	int64_t		 dl, now;
+	int64_t		 dl, now, due = -1;
 	int		 n, rc;
 
 	if (p->ps.pfd == NULL && (rc = pollset_alloc(p)) < 0)
@@ -548,10 +626,12 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 			return 0;
 		if (job != NULL && live_workers(p) == 0)
 			return GP_ENOWORKER;
-		if ((n = fill(p, job)) < 0)
-			return n;
 		now = gp_now_ns();
+		if ((n = fill(p, job, now, &due)) < 0)
+			return n;
 		dl = expire(p, now);
+		if (due >= 0 && (dl < 0 || due < dl))
+			dl = due;
 		if (poll(p->ps.pfd, (nfds_t)n, gp_poll_ms(dl, now)) == -1) {
 			if (errno == EINTR)
 				continue;
@@ -594,6 +674,7 @@ gp_loop_abandon(struct gp_pool *p, struct gp_job *job, int rc)
 		}
 		for (i = w->nres; i < w->nfl; i++)
 			(void)gp_job_fail(job, w->fl[i].item, rc);
+		gp_watch_end(p, w);
 		w->nfl = w->nres = 0;
 		w->stop_id = 0;
 		w->kill_at = 0;

@@ -25,6 +25,11 @@ gp_msg_parse(const void *buf, size_t avail, size_t max,
 		if (hdr->len != 0)
 			return -EBADMSG;
 		break;
+	case GP_MSG_GPUS:
+		if (hdr->id == 0 || hdr->id > GP_MSG_GPUS_MAX ||
+		    hdr->len != hdr->id * sizeof(uint32_t))
+			return -EBADMSG;
+		break;
 	case GP_MSG_JOB:
 		if (hdr->len < sizeof(uint64_t))
 			return -EBADMSG;

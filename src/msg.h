@@ -19,6 +19,8 @@ enum gp_msg_type {
 	GP_MSG_RESULT,		/* W→M  id = count; count × (gp_rec_result + bytes) */
 	GP_MSG_STOP,		/* M→W  id = item; wake stop_fd pollers */
 	GP_MSG_QUIT,		/* M→W  run fini, leave with _exit(0) */
+	GP_MSG_GPUS,		/* M→W  id = n; n × u32 GPU index: the GPUs the
+				   next TASK's one item holds */
 };
 
 struct gp_msg_hdr {
@@ -56,6 +58,8 @@ struct gp_rec_result {
 	uint32_t	 len;
 	uint32_t	 pad;
 };
+
+#define GP_MSG_GPUS_MAX	1024	/* GPUs in one GPUS message */
 
 /* Overhead of a one-record message over its payload. */
 #define GP_MSG_OVERHEAD	(sizeof(struct gp_msg_hdr) + \

@@ -36,17 +36,25 @@ env_int(const char *name, int *out, char *err, size_t errlen)
 }
 
 static void
-describe(struct gp_worker *w, const struct gp_gpu *g)
+describe(struct gp_pool *p, struct gp_worker *w)
 {
 	struct gp_worker_info	*i = &w->info;
+	const struct gp_gpu	*g = &p->gpus[w->home[0]];
 	unsigned		 f = w->place.flags;
+	size_t			 at;
+	int			 k;
 
 	snprintf(i->visible, sizeof(i->visible), "%s", g->visible);
+	for (k = 1, at = strlen(i->visible); k < w->nhome &&
+	    at < sizeof(i->visible); k++)
+		at += (size_t)snprintf(i->visible + at, sizeof(i->visible) - at,
+		    ",%s", p->gpus[w->home[k]].visible);
 	snprintf(i->uuid, sizeof(i->uuid), "%s", g->uuid);
 	snprintf(i->busid, sizeof(i->busid), "%s", g->busid);
 	snprintf(i->name, sizeof(i->name), "%s", g->name);
 	i->mem_bytes = g->mem_bytes;
 	i->fake = g->fake;
+	i->ngpus = w->nhome;
 	i->numa = w->place.numa;
 	gp_topo_list(i->cpuset, sizeof(i->cpuset), w->place.cpuset);
 	gp_topo_list(i->nodeset, sizeof(i->nodeset), w->place.nodeset);
@@ -58,41 +66,51 @@ describe(struct gp_worker *w, const struct gp_gpu *g)
 	    "gpu-local", (f & GP_PLACE_SHARED) ? ", shared cores" : "");
 }
 
-/* Workers are numbered GPU-first (worker i runs on GPU i % ngpus), so a
- * few items spread over GPUs before doubling up; placement is computed
- * GPU-major so one GPU's workers get neighbouring cores. */
+/* Workers are numbered set-first (worker i owns GPU set i % ngrp: one
+ * GPU, or gpus_per_worker near ones), so a few items spread over GPUs
+ * before doubling up; placement is computed set-major so one set's
+ * workers get neighbouring cores, on its first GPU's locality widened by
+ * the others'. */
 static int
 place(struct gp_pool *p)
 {
 	const char	**bus;
 	struct gp_place	*pl;
-	int		 i, g, s, k = p->o.per_gpu, rc;
+	int		 i, j, g, s, k = p->o.per_gpu, rc;
+	int		 per = p->o.gpus_per_worker;
 
-	bus = calloc((size_t)p->nw, sizeof(*bus));
+	bus = calloc((size_t)(p->nw > per ? p->nw : per), sizeof(*bus));
 	pl = calloc((size_t)p->nw, sizeof(*pl));
 	if (bus == NULL || pl == NULL) {
 		free(bus);
 		free(pl);
 		return -ENOMEM;
 	}
-	for (g = 0; g < p->ngpus; g++)
+	for (g = 0; g < p->ngrp; g++)
 		for (s = 0; s < k; s++)
-			bus[g * k + s] = p->gpus[g].busid;
-	if ((rc = gp_topo_place(p->topo, bus, p->nw, pl)) == 0) {
-		for (i = 0; i < p->nw; i++) {
-			struct gp_worker *w = &p->w[i];
+			bus[g * k + s] = p->gpus[p->grp[g * per]].busid;
+	rc = gp_topo_place(p->topo, bus, p->nw, pl);
+	for (i = 0; i < p->nw && rc == 0; i++) {
+		struct gp_worker *w = &p->w[i];
 
-			g = i % p->ngpus;
-			s = i / p->ngpus;
-			w->idx = i;
-			w->fd = w->wfd = w->tfd = w->pidfd = -1;
-			w->info.worker = i;
-			w->info.gpu = g;
-			w->info.slot = s;
-			w->place = pl[g * k + s];
-			describe(w, &p->gpus[g]);
-		}
+		g = i % p->ngrp;
+		s = i / p->ngrp;
+		w->idx = i;
+		w->fd = w->wfd = w->tfd = w->pidfd = -1;
+		w->home = &p->grp[g * per];
+		w->nhome = per;
+		w->info.worker = i;
+		w->info.gpu = w->home[0];
+		w->info.slot = s;
+		w->place = pl[g * k + s];
+		pl[g * k + s].cpuset = pl[g * k + s].nodeset = NULL;
+		for (j = 0; j < per; j++)
+			bus[j] = p->gpus[w->home[j]].busid;
+		rc = gp_topo_widen(p->topo, &w->place, bus, per);
+		describe(p, w);
 	}
+	for (i = 0; i < p->nw; i++)
+		gp_place_release(&pl[i]);
 	free(bus);
 	free(pl);
 	return rc;
@@ -114,6 +132,7 @@ pool_free(struct gp_pool *p)
 	if (p->topo != NULL)
 		hwloc_topology_destroy(p->topo);
 	gp_loop_release(p);
+	gp_watch_release(p);
 	free(p->w);
 	free(p->gpus);
 	free(p->xml);
@@ -172,7 +191,9 @@ _Static_assert(sizeof(struct gp_worker_info) == 768, "gp_worker_info size");
 
 #define GP_POOL_FLAGS_ALL	(GP_POOL_CANCEL_FD | GP_POOL_NO_BIND | \
 				 GP_POOL_STRICT_BIND | GP_POOL_CUDA_INIT | \
-				 GP_POOL_PLAN_ONLY | GP_POOL_NO_PDEATHSIG)
+				 GP_POOL_PLAN_ONLY | GP_POOL_NO_PDEATHSIG | \
+				 GP_POOL_GPUS_FREE | GP_POOL_WAIT_FREE | \
+				 GP_POOL_MONITOR)
 
 #define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
 
@@ -240,19 +261,22 @@ plan(struct gp_pool *p, char *err, size_t errlen)
 	if ((rc = gp_gpu_resolve(&p->o, &p->gpus, err, errlen)) < 0)
 		return rc;
 	p->ngpus = rc;
-	if ((long)p->ngpus * p->o.per_gpu > GP_MAX_WORKERS)
-		return gp_errf(err, errlen, -EINVAL, "%d GPUs x %d per GPU is "
-		    "over %d workers", p->ngpus, p->o.per_gpu, GP_MAX_WORKERS);
-	p->nw = p->ngpus * p->o.per_gpu;
-	p->respawns = p->o.respawn_max < 0 ? -1 : p->o.respawn_max > 0 ?
-	    p->o.respawn_max : GP_DEFAULT_RESPAWN * p->nw;
 	for (i = pci = 0; i < p->ngpus; i++)
 		pci |= p->gpus[i].busid[0] != '\0';
-	if ((rc = gp_topo_load(&p->topo, p->xml, pci, err, errlen)) < 0)
+	if ((rc = gp_topo_load(&p->topo, p->xml, pci, err, errlen)) < 0 ||
+	    (rc = gp_watch_plan(p, err, errlen)) < 0)
 		return rc;
+	if ((long)p->ngrp * p->o.per_gpu > GP_MAX_WORKERS)
+		return gp_errf(err, errlen, -EINVAL, "%d GPUs x %d per GPU is "
+		    "over %d workers", p->ngrp, p->o.per_gpu, GP_MAX_WORKERS);
+	p->nw = p->ngrp * p->o.per_gpu;
+	p->respawns = p->o.respawn_max < 0 ? -1 : p->o.respawn_max > 0 ?
+	    p->o.respawn_max : GP_DEFAULT_RESPAWN * p->nw;
 	if ((p->w = calloc((size_t)p->nw, sizeof(*p->w))) == NULL)
 		return -ENOMEM;
-	return place(p);
+	if ((rc = place(p)) < 0)
+		return rc;
+	return gp_watch_init(p);
 }
 
 /* Map the shared page, fork every worker and wait for each READY. On

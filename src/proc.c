@@ -71,6 +71,10 @@ close_others(struct gp_pool *p)
 		gp_proc_close_fds(&p->w[i]);
 	if (p->o.flags & GP_POOL_CANCEL_FD)
 		close(p->o.cancel_fd);
+	if (p->wt.mon.fd >= 0)
+		close(p->wt.mon.fd);
+	if (p->wt.mon.pidfd >= 0)
+		close(p->wt.mon.pidfd);
 }
 
 /*

@@ -479,3 +479,32 @@ gp_topo_list(char *buf, size_t len, hwloc_const_bitmap_t set)
 		return snprintf(buf, len, "%s", "");
 	return hwloc_bitmap_list_snprintf(buf, len, set);
 }
+
+int
+gp_topo_widen(hwloc_topology_t t, struct gp_place *pl,
+    const char *const *busid, int n)
+{
+	struct gp_place	 first, other;
+	hwloc_const_nodeset_t all;
+	int		 i, rc, same;
+
+	if (n < 2)
+		return 0;
+	if ((rc = gp_topo_place(t, busid, 1, &first)) < 0)
+		return rc;
+	for (i = 1; i < n && rc == 0; i++) {
+		if ((rc = gp_topo_place(t, &busid[i], 1, &other)) < 0)
+			break;
+		same = hwloc_bitmap_isequal(other.cpuset, first.cpuset);
+		if (!same && (hwloc_bitmap_or(pl->cpuset, pl->cpuset,
+		    other.cpuset) == -1 || hwloc_bitmap_or(pl->nodeset,
+		    pl->nodeset, other.nodeset) == -1))
+			rc = -ENOMEM;
+		gp_place_release(&other);
+	}
+	gp_place_release(&first);
+	all = hwloc_topology_get_topology_nodeset(t);
+	pl->membind = !hwloc_bitmap_iszero(pl->nodeset) &&
+	    !hwloc_bitmap_isequal(pl->nodeset, all);
+	return rc;
+}

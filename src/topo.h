@@ -52,6 +52,16 @@ int	gp_topo_place(hwloc_topology_t t, const char *const *busid, int n,
 void	gp_place_release(struct gp_place *p);
 
 /*
+ * A place for GPUs busid[0..n-1] together: pl, already the place of
+ * busid[0] (a worker's share of its locality, or all of it), widened by
+ * the whole locality of each other GPU that lies elsewhere (a GPU on the
+ * same locality as busid[0] adds nothing, so workers sharing it keep
+ * disjoint cores). Returns 0 or -ENOMEM.
+ */
+int	gp_topo_widen(hwloc_topology_t t, struct gp_place *pl,
+	    const char *const *busid, int n);
+
+/*
  * Bind the calling process (a worker, single-threaded) to p: CPUs first,
  * then memory when p->membind. *cpu_rc and *mem_rc get 0 or a negative
  * errno each; the return value is the first failure, or 0.

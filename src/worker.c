@@ -31,6 +31,7 @@ struct outq {
 };
 
 struct gp_ctx {
+	struct gp_pool		*p;
 	struct gp_worker	*w;
 	struct gp_worker_info	*info;
 	int			 fd;		/* tasks in */
@@ -42,6 +43,10 @@ struct gp_ctx {
 	size_t			 data;		/* current item's reply bytes, or
 						   0 outside an item */
 	int			 reply_rc;	/* the last gp_ctx_reply() failed */
+	const char		**ibus;		/* bus ids of the GPUS the next
+						   item holds (GP_MSG_GPUS) */
+	int			 nibus;		/* 0: its worker's own */
+	struct gp_buf		 ivis;		/* their CUDA_VISIBLE_DEVICES */
 };
 
 /* The reply goes straight into the outgoing message, after the record
@@ -77,6 +82,60 @@ void
 gp_ctx_set_pgid(struct gp_ctx *ctx, pid_t pgid)
 {
 	atomic_store(&ctx->w->shm->pgid, pgid > 0 ? pgid : 0);
+}
+
+const char *
+gp_ctx_item_visible(const struct gp_ctx *ctx)
+{
+	return ctx->nibus > 0 ? (const char *)ctx->ivis.data :
+	    ctx->info->visible;
+}
+
+int
+gp_ctx_item_bind(struct gp_ctx *ctx, int item)
+{
+	struct gp_pool	*p = ctx->p;
+	struct gp_place	 pl;
+	int		 cpu_rc, mem_rc, rc;
+
+	if (p->o.flags & GP_POOL_NO_BIND)
+		return 0;
+	if (!item || ctx->nibus == 0)
+		return gp_topo_bind(p->topo, &ctx->w->place, &cpu_rc, &mem_rc);
+	if ((rc = gp_topo_place(p->topo, ctx->ibus, 1, &pl)) < 0)
+		return rc;
+	if ((rc = gp_topo_widen(p->topo, &pl, ctx->ibus, ctx->nibus)) == 0)
+		rc = gp_topo_bind(p->topo, &pl, &cpu_rc, &mem_rc);
+	gp_place_release(&pl);
+	return rc;
+}
+
+/* GP_MSG_GPUS: the next item holds these GPUs (n indices at pl, n >= 1,
+ * checked by gp_msg_parse()). */
+static void
+item_gpus(struct gp_pool *p, struct gp_ctx *ctx, const uint8_t *pl, int n)
+{
+	const char	*v, **b;
+	uint32_t	 g;
+	int		 i;
+
+	if ((b = realloc(ctx->ibus, (size_t)n * sizeof(*b))) == NULL)
+		_exit(GP_EXIT_NOMEM);
+	ctx->ibus = b;
+	ctx->ivis.off = ctx->ivis.len = 0;
+	for (i = 0; i < n; i++) {
+		memcpy(&g, pl + i * sizeof(g), sizeof(g));
+		if (g >= (uint32_t)p->ngpus)
+			_exit(GP_EXIT_PROTO);
+		b[i] = p->gpus[g].busid;
+		v = p->gpus[g].visible;
+		if ((i > 0 && gp_buf_add(&ctx->ivis, ",", 1) < 0) ||
+		    gp_buf_add(&ctx->ivis, v, strlen(v)) < 0)
+			_exit(GP_EXIT_NOMEM);
+	}
+	if (gp_buf_add(&ctx->ivis, "", 1) < 0)
+		_exit(GP_EXIT_NOMEM);
+	ctx->nibus = n;
 }
 
 static void
@@ -343,10 +402,14 @@ serve(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx)
 				    h.len - sizeof(addr));
 			}
 			break;
+		case GP_MSG_GPUS:
+			item_gpus(p, ctx, pl, (int)h.id);
+			break;
 		case GP_MSG_TASK:
 			if (fn == NULL)
 				_exit(GP_EXIT_PROTO);
 			run_batch(p, w, ctx, fn, arg, pl, pl + h.len);
+			ctx->nibus = 0;
 			break;
 		case GP_MSG_STOP:
 			break;	/* the item it named is over */
@@ -414,6 +477,7 @@ ctx_init(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx, int fd,
 {
 	w->info.pid = getpid();
 	memset(ctx, 0, sizeof(*ctx));
+	ctx->p = p;
 	ctx->w = w;
 	ctx->info = &w->info;
 	ctx->fd = fd;

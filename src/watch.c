@@ -1,0 +1,526 @@
+/*
+ * watch.c: the GPUs as the master sees them while a pool lives. It starts
+ * the monitor child (mon.c, the only process that loads NVML) when the
+ * options ask for it, asks it for a sample only while something needs one
+ * (an item waits for a GPU, or items run and their figures are wanted),
+ * folds each answer into every GPU's state (gate.c decides what a sample
+ * means), and answers the dispatcher's one question: on which idle worker,
+ * if any, may the next item start now. Items start in order: one that
+ * must wait holds back the ones after it, so an item needing four GPUs is
+ * never starved by a stream of one-GPU items (design.md, "Shared GPUs").
+ * Master only.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define WATCH_FIRST_MS		10000	/* the first sample, at creation */
+#define WATCH_RUN_NS		500000000	/* while items run */
+#define WATCH_WAIT_NS		200000000	/* while an item waits */
+#define WATCH_HUNG_NS		10000000000LL	/* an answer this late: gone */
+
+static const char	 not_asked[] = "not asked for (GP_POOL_GPUS_FREE, "
+			    "GP_POOL_MONITOR or item_mem)";
+
+static int
+wanted(const struct gp_pool *p)
+{
+	return (p->o.flags & (GP_POOL_GPUS_FREE | GP_POOL_MONITOR)) ||
+	    p->o.item_mem > 0;
+}
+
+static double
+gib(uint64_t b)
+{
+	return (double)b / (double)(1ull << 30);
+}
+
+/* The monitor is gone or never answered: from now on the pool works as
+ * without one, every GPU's state unknown (so none is busy). */
+static void
+unwatch(struct gp_pool *p, const char *why)
+{
+	int	 i;
+
+	gp_mon_stop(&p->wt.mon);
+	p->wt.nomon = 1;
+	snprintf(p->wt.why, sizeof(p->wt.why), "%s", why);
+	for (i = 0; i < p->ngpus; i++) {
+		p->wt.gs[i].known = 0;
+		p->wt.gs[i].busy = 0;
+		p->wt.gs[i].foreign = p->wt.gs[i].ours = 0;
+		p->wt.gs[i].nforeign = 0;
+		p->wt.gs[i].util = -1;
+		snprintf(p->wt.gs[i].why, sizeof(p->wt.gs[i].why),
+		    "unknown: %s", why);
+	}
+}
+
+/* Fold the monitor's last snapshot in. It lists the GPUs the monitor was
+ * started with; when gp_watch_plan() left some out, the kept ones move
+ * down in place (mix[] ascends), as gate.c wants one entry per GPU. */
+static void
+fold(struct gp_pool *p)
+{
+	struct gp_mon_snap	*s = p->wt.mon.snap;
+	int			 i;
+
+	if (!s->ok) {
+		unwatch(p, s->err);
+		return;
+	}
+	for (i = 0; i < p->ngpus; i++)
+		if (p->wt.mix[i] != i)
+			s->gpu[i] = s->gpu[p->wt.mix[i]];
+	s->ngpu = p->ngpus;
+	gp_gate_sample(p->wt.gs, p->ngpus, s, p->o.busy_pct);
+	for (i = 0; i < p->ngpus; i++)
+		if (!p->wt.gs[i].known && p->wt.gs[i].total == 0)
+			p->wt.gs[i].total = p->gpus[i].mem_bytes;
+	if (p->wt.use != NULL)
+		gp_gate_usage(p->wt.use, p->nw, p->wt.busy, s);
+}
+
+/* Keep only the free GPUs (GPUS_FREE without WAIT_FREE). */
+static int
+keep_free(struct gp_pool *p, char *err, size_t errlen)
+{
+	char	 why[512];
+	size_t	 at = 0;
+	int	 i, n = 0;
+
+	for (i = 0; i < p->ngpus; i++) {
+		if (!p->wt.gs[i].busy) {
+			p->gpus[n] = p->gpus[i];
+			p->wt.gs[n] = p->wt.gs[i];
+			p->wt.mix[n++] = p->wt.mix[i];
+		} else if (at < sizeof(why))
+			at += (size_t)snprintf(why + at, sizeof(why) - at,
+			    "%sGPU %d (%s): %s", at ? "; " : "", i,
+			    p->gpus[i].uuid[0] ? p->gpus[i].uuid :
+			    p->gpus[i].visible, p->wt.gs[i].why);
+	}
+	if (n == 0)
+		return gp_errf(err, errlen, GP_ENOGPU, "no free GPU: %s "
+		    "(--wait-free, GP_POOL_WAIT_FREE, waits for one)", why);
+	p->ngpus = n;
+	return 0;
+}
+
+/* GPU i's nearness, then the workers' GPU sets: groups of
+ * gpus_per_worker near GPUs, or one GPU each. */
+static int
+groups(struct gp_pool *p, char *err, size_t errlen)
+{
+	const char	**bus;
+	int		*dom, *grp, i, j, g, k = p->o.gpus_per_worker;
+
+	if (k > p->ngpus)
+		return gp_errf(err, errlen, -EINVAL, "%d GPUs per worker, but "
+		    "the pool has %d GPUs", k, p->ngpus);
+	bus = calloc((size_t)p->ngpus, sizeof(*bus));
+	dom = calloc((size_t)p->ngpus * GP_NEAR_LEVELS, sizeof(*dom));
+	grp = calloc((size_t)p->ngpus, sizeof(*grp));
+	if ((p->grp = calloc((size_t)p->ngpus, sizeof(*p->grp))) == NULL ||
+	    bus == NULL || dom == NULL || grp == NULL) {
+		free(bus);
+		free(dom);
+		free(grp);
+		return -ENOMEM;
+	}
+	for (i = 0; i < p->ngpus; i++)
+		bus[i] = p->gpus[i].busid;
+	gp_topo_near(p->topo, p->xml, bus, p->ngpus, dom);
+	for (i = 0; i < p->ngpus; i++)
+		for (j = 0; j < GP_NEAR_LEVELS; j++)
+			p->wt.gs[i].dom[j] = dom[i * GP_NEAR_LEVELS + j];
+	p->ngrp = gp_gate_group(p->wt.gs, p->ngpus, k, grp);
+	/* Group g's GPUs at grp[g * k ..], ascending. */
+	for (g = 0; g < p->ngrp; g++)
+		for (i = 0, j = 0; i < p->ngpus; i++)
+			if (grp[i] == g)
+				p->grp[g * k + j++] = i;
+	free(bus);
+	free(dom);
+	free(grp);
+	return 0;
+}
+
+int
+gp_watch_plan(struct gp_pool *p, char *err, size_t errlen)
+{
+	struct gp_watch	*wt = &p->wt;
+	size_t		 n = (size_t)p->ngpus;
+	int		 i, rc;
+
+	if (p->o.gpus_per_worker == 0)
+		p->o.gpus_per_worker = 1;
+	if (p->o.busy_pct == 0)
+		p->o.busy_pct = 10;
+	if (p->o.gpus_per_worker < 0 || p->o.busy_pct > 100)
+		return gp_errf(err, errlen, -EINVAL, "pool options: "
+		    "gpus_per_worker %d or busy_pct %u out of range",
+		    p->o.gpus_per_worker, p->o.busy_pct);
+	wt->mon.fd = wt->mon.pidfd = -1;
+	if ((wt->gs = calloc(n, sizeof(*wt->gs))) == NULL ||
+	    (wt->avail = calloc(n, sizeof(int))) == NULL ||
+	    (wt->pick = calloc(n, sizeof(int))) == NULL ||
+	    (wt->mix = calloc(n, sizeof(int))) == NULL)
+		return -ENOMEM;
+	for (i = 0; i < p->ngpus; i++) {
+		wt->mix[i] = i;
+		wt->gs[i].util = -1;
+		wt->gs[i].total = p->gpus[i].mem_bytes;
+		snprintf(wt->gs[i].why, sizeof(wt->gs[i].why), "unknown: "
+		    "GPU monitor %s", not_asked);
+	}
+	snprintf(wt->why, sizeof(wt->why), "%s", not_asked);
+	wt->nomon = 1;
+	if (wanted(p)) {
+		if ((rc = gp_mon_start(&wt->mon, p->gpus, p->ngpus, err,
+		    errlen)) < 0)
+			return rc;
+		wt->nomon = 0;
+		wt->why[0] = '\0';
+		if ((rc = gp_mon_sample(&wt->mon, NULL, 0, WATCH_FIRST_MS)) < 0)
+			unwatch(p, rc == -ETIMEDOUT ? "the GPU monitor did "
+			    "not answer" : "the GPU monitor ended");
+		else
+			fold(p);
+		if (!wt->nomon && (p->o.flags & GP_POOL_PLAN_ONLY))
+			gp_mon_stop(&wt->mon);	/* its sample is kept */
+	}
+	if ((p->o.flags & GP_POOL_GPUS_FREE) && !wt->nomon &&
+	    !(p->o.flags & (GP_POOL_WAIT_FREE | GP_POOL_PLAN_ONLY)) &&
+	    (rc = keep_free(p, err, errlen)) < 0)
+		return rc;
+	return groups(p, err, errlen);
+}
+
+int
+gp_watch_init(struct gp_pool *p)
+{
+	size_t	 n = (size_t)p->nw;
+
+	if ((p->wt.use = calloc(n, sizeof(*p->wt.use))) == NULL ||
+	    (p->wt.busy = calloc(n, sizeof(int))) == NULL ||
+	    (p->wt.pids = calloc(n, sizeof(pid_t))) == NULL)
+		return -ENOMEM;
+	return 0;
+}
+
+void
+gp_watch_release(struct gp_pool *p)
+{
+	int	 i;
+
+	gp_mon_stop(&p->wt.mon);
+	for (i = 0; i < p->nw && p->w != NULL; i++)
+		free(p->w[i].iset);
+	free(p->wt.gs);
+	free(p->wt.use);
+	free(p->wt.busy);
+	free(p->wt.avail);
+	free(p->wt.pick);
+	free(p->wt.mix);
+	free(p->wt.pids);
+	free(p->grp);
+}
+
+int
+gp_watch_gated(const struct gp_pool *p, const struct gp_job *job)
+{
+	return (p->o.flags & GP_POOL_GPUS_FREE) || p->o.item_mem > 0 ||
+	    (job->feed != NULL && job->feed->need != NULL);
+}
+
+/* Whether every GPU of w's own set admits mem bytes more. */
+static int
+home_fits(const struct gp_pool *p, const struct gp_worker *w, uint64_t mem)
+{
+	int	 i, f = (p->o.flags & GP_POOL_GPUS_FREE) != 0;
+
+	for (i = 0; i < w->nhome; i++)
+		if (!gp_gate_fits(&p->wt.gs[w->home[i]], mem, f))
+			return 0;
+	return 1;
+}
+
+/* Why nothing admits an item of mem bytes on m GPUs, for people. */
+static void
+wait_reason(struct gp_pool *p, uint64_t mem, int m)
+{
+	const struct gp_gstate	*g, *b = &p->wt.gs[0];
+	uint64_t		 best = 0, room, used;
+	int			 i, busy = 0, idle = 0;
+
+	for (i = 0; i < p->ngpus; i++) {
+		g = &p->wt.gs[i];
+		if (g->busy && (p->o.flags & GP_POOL_GPUS_FREE) && busy++ == 0)
+			b = g;
+		idle += g->running == 0 && !g->busy;
+		used = (g->declared > g->ours ? g->declared : g->ours) +
+		    g->foreign;
+		room = g->total > used ? g->total - used : 0;
+		if (room > best)
+			best = room;
+	}
+	if (busy == p->ngpus)
+		snprintf(p->wt.wait, sizeof(p->wt.wait), "every GPU is busy "
+		    "(GPU %d: %s)", (int)(b - p->wt.gs), b->why);
+	else if (m > 1)
+		snprintf(p->wt.wait, sizeof(p->wt.wait), "needs %d GPUs "
+		    "together; %d idle", m, idle);
+	else if (mem > 0)
+		snprintf(p->wt.wait, sizeof(p->wt.wait), "needs %.1f GiB; at "
+		    "most %.1f GiB free on a GPU", gib(mem), gib(best));
+	else
+		snprintf(p->wt.wait, sizeof(p->wt.wait), "no free GPU with "
+		    "an idle slot (GPU %d: %s)", (int)(b - p->wt.gs), b->why);
+}
+
+/* The head item's need, asked of the feed once per turn at the head. */
+static void
+head_need(const struct gp_pool *p, struct gp_job *job,
+    const struct gp_item *it, uint64_t *mem, int *m)
+{
+	if (job->need_for != it) {
+		memset(&job->need, 0, sizeof(job->need));
+		if (job->feed != NULL && job->feed->need != NULL)
+			job->feed->need(job->feed->arg, it, &job->need);
+		job->need_for = it;
+	}
+	*mem = job->need.mem ? job->need.mem : p->o.item_mem;
+	*m = job->need.gpus > 1 ? job->need.gpus : 1;
+}
+
+/* An idle worker of ours on GPU g, from the round-robin point on. */
+static struct gp_worker *
+idle_on(struct gp_pool *p, int g)
+{
+	struct gp_worker	*w;
+	int			 k;
+
+	for (k = 0; k < p->nw; k++) {
+		w = &p->w[(p->rr + k) % p->nw];
+		if (w->state == GP_W_IDLE && w->home[0] == g)
+			return w;
+	}
+	return NULL;
+}
+
+/* An item holding m GPUs whole (gpus_per_worker 1): pick them. */
+static struct gp_worker *
+place_many(struct gp_pool *p, uint64_t mem, int m)
+{
+	int	 i, f = (p->o.flags & GP_POOL_GPUS_FREE) != 0;
+
+	for (i = 0; i < p->ngpus; i++)
+		p->wt.avail[i] = idle_on(p, i) != NULL;
+	if (gp_gate_pick(p->wt.gs, p->ngpus, p->wt.avail, m, mem, f,
+	    p->wt.pick) != m)
+		return NULL;
+	p->wt.npick = m;
+	return idle_on(p, p->wt.pick[0]);
+}
+
+struct gp_worker *
+gp_watch_place(struct gp_pool *p, struct gp_job *job, const struct gp_item *it,
+    int *bad)
+{
+	struct gp_worker	*w;
+	uint64_t		 mem, top = 0;
+	int			 i, k, m;
+
+	*bad = 0;
+	p->wt.npick = 0;
+	head_need(p, job, it, &mem, &m);
+	p->wt.pmem = mem;
+	for (i = 0; i < p->ngpus; i++)
+		if (p->wt.gs[i].total > top)
+			top = p->wt.gs[i].total;
+	if ((m > 1 && (m > p->ngpus || p->o.gpus_per_worker > 1)) ||
+	    (top > 0 && mem > top)) {
+		*bad = -E2BIG;
+		return NULL;
+	}
+	if (m > 1)
+		w = place_many(p, mem, m);
+	else
+		for (k = 0, w = NULL; k < p->nw && w == NULL; k++) {
+			w = &p->w[(p->rr + k) % p->nw];
+			if (w->state != GP_W_IDLE || !home_fits(p, w, mem))
+				w = NULL;
+		}
+	if (w == NULL)
+		wait_reason(p, mem, m);
+	else
+		p->wt.wait[0] = '\0';
+	return w;
+}
+
+int
+gp_watch_start(struct gp_pool *p, struct gp_worker *w)
+{
+	const int	*set = p->wt.npick ? p->wt.pick : w->home;
+	int		 i, n = p->wt.npick ? p->wt.npick : w->nhome;
+	int		*s;
+
+	if (p->wt.gs == NULL)
+		return 0;
+	if (n > w->capset) {
+		if ((s = realloc(w->iset, (size_t)n * sizeof(*s))) == NULL)
+			return -ENOMEM;
+		w->iset = s;
+		w->capset = n;
+	}
+	memcpy(w->iset, set, (size_t)n * sizeof(*set));
+	w->niset = n;
+	w->imem = p->wt.pmem;
+	for (i = 0; i < n; i++) {
+		p->wt.gs[set[i]].running++;
+		p->wt.gs[set[i]].declared += w->imem;
+		p->wt.gs[set[i]].held += p->wt.npick > 0;
+	}
+	memset(&p->wt.use[w->idx], 0, sizeof(p->wt.use[w->idx]));
+	p->wt.busy[w->idx] = 1;
+	return p->wt.npick;
+}
+
+void
+gp_watch_end(struct gp_pool *p, struct gp_worker *w)
+{
+	int	 i, many = w->niset > w->nhome;
+
+	if (p->wt.gs == NULL || w->niset == 0)
+		return;
+	for (i = 0; i < w->niset; i++) {
+		p->wt.gs[w->iset[i]].running--;
+		p->wt.gs[w->iset[i]].declared -= w->imem;
+		p->wt.gs[w->iset[i]].held -= many;
+	}
+	w->niset = 0;
+	p->wt.busy[w->idx] = 0;
+}
+
+int
+gp_watch_fd(struct gp_pool *p, const struct gp_job *job, int64_t now,
+    int64_t *due)
+{
+	struct gp_watch	*wt = &p->wt;
+	int		 i, rc;
+
+	*due = -1;
+	if (wt->nomon || wt->mon.pid == 0 || job == NULL)
+		return -1;
+	if (wt->mon.pending) {
+		if (wt->due == 0)
+			wt->due = now + WATCH_HUNG_NS;
+		if (now >= wt->due) {
+			unwatch(p, "the GPU monitor stopped answering");
+			return -1;
+		}
+		*due = wt->due;
+		return wt->mon.fd;
+	}
+	if (job->running == 0 && wt->wait[0] == '\0') {
+		wt->due = 0;
+		return -1;
+	}
+	if (wt->due == 0)
+		wt->due = now + (wt->wait[0] ? WATCH_WAIT_NS : WATCH_RUN_NS);
+	if (now < wt->due) {
+		*due = wt->due;
+		return -1;
+	}
+	for (i = 0; i < p->nw; i++)
+		wt->pids[i] = p->w[i].state == GP_W_DEAD ? 0 : p->w[i].pid;
+	wt->due = 0;
+	if ((rc = gp_mon_request(&wt->mon, wt->pids, p->nw)) < 0) {
+		unwatch(p, "the GPU monitor ended");
+		return -1;
+	}
+	*due = now + WATCH_HUNG_NS;
+	wt->due = *due;
+	return wt->mon.fd;
+}
+
+void
+gp_watch_read(struct gp_pool *p)
+{
+	int	 rc = gp_mon_read(&p->wt.mon);
+
+	if (rc < 0)
+		unwatch(p, "the GPU monitor ended");
+	else if (rc == 1) {
+		p->wt.due = 0;
+		fold(p);
+	}
+}
+
+/* The public calls about GPUs. */
+
+int
+gp_pool_gpus(const struct gp_pool *p)
+{
+	return p->ngpus;
+}
+
+int
+gp_pool_gpu_state(const struct gp_pool *p, int gpu, struct gp_gpu_state *out)
+{
+	const struct gp_gstate	*g;
+
+	if (gpu < 0 || gpu >= p->ngpus)
+		return -EINVAL;
+	g = &p->wt.gs[gpu];
+	memset(out, 0, sizeof(*out));
+	out->gpu = gpu;
+	out->known = g->known;
+	out->busy = g->busy;
+	out->util = g->util;
+	out->mem_total = g->total;
+	out->mem_foreign = g->foreign;
+	out->mem_ours = g->declared > g->ours ? g->declared : g->ours;
+	out->running = g->running;
+	out->nforeign = g->nforeign;
+	out->held = g->held > 0;
+	snprintf(out->uuid, sizeof(out->uuid), "%s", p->gpus[gpu].uuid);
+	snprintf(out->busid, sizeof(out->busid), "%s", p->gpus[gpu].busid);
+	snprintf(out->why, sizeof(out->why), "%s", g->why);
+	return 0;
+}
+
+const char *
+gp_pool_monitor(const struct gp_pool *p)
+{
+	return p->wt.nomon ? p->wt.why : NULL;
+}
+
+int
+gp_pool_waiting(const struct gp_pool *p, char *why, size_t len)
+{
+	if (p->wt.wait[0] == '\0')
+		return 0;
+	if (why != NULL && len > 0)
+		snprintf(why, len, "%s", p->wt.wait);
+	return 1;
+}
+
+int
+gp_pool_usage(const struct gp_pool *p, int worker, struct gp_usage *out)
+{
+	const struct gp_gusage	*u;
+
+	if (worker < 0 || worker >= p->nw || p->wt.use == NULL)
+		return -EINVAL;
+	u = &p->wt.use[worker];
+	memset(out, 0, sizeof(*out));
+	out->mem_peak = u->mem_peak;
+	out->util = u->util_n ? (int)(u->util_sum / u->util_n) : -1;
+	out->samples = (int)u->samples;
+	return 0;
+}
