@@ -147,3 +147,19 @@ cap_reply(struct gp_ctx *ctx, struct task_reply *rp, const char *msg,
 		err->cap = 0;
 	}
 }
+
+void
+reply_usage(struct gp_pool *pool, struct gp_item *it)
+{
+	struct task_reply	 rp;
+	struct gp_usage		 u;
+
+	if (it->out == NULL || it->outlen < sizeof(rp) ||
+	    gp_pool_usage(pool, it->worker, &u) < 0)
+		return;
+	memcpy(&rp, it->out, sizeof(rp));
+	rp.gpu_mem = u.mem_peak;
+	rp.gpu_util = u.util;
+	rp.gpu_samples = u.samples;
+	memcpy(it->out, &rp, sizeof(rp));
+}

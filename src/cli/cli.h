@@ -167,6 +167,10 @@ struct task_reply {
 	int64_t		 run_ns;	/* CLOCK_MONOTONIC, spawn to exit */
 	uint64_t	 outlen, errlen, msglen;
 	uint64_t	 outcut, errcut;	/* bytes dropped */
+	uint64_t	 gpu_mem;	/* peak GPU memory, bytes, and */
+	int32_t		 gpu_util;	/* mean % (-1: unknown), from the
+					   master's monitor: reply_usage() */
+	int32_t		 gpu_samples;
 };
 
 /* The gp_fn every worker runs; arg is a struct run_conf. */
@@ -194,6 +198,11 @@ void	cap_close(struct cap *c);
  * outcome goes without the output. Frees buffers over 1 MiB. */
 void	cap_reply(struct gp_ctx *ctx, struct task_reply *rp, const char *msg,
 	    struct cap *out, struct cap *err);
+
+/* The GPU figures of the attempt whose reply is it->out, as
+ * gp_pool_usage() gave them (pool: the one that ran it), written into
+ * its task_reply: the master adds them, the worker cannot know them. */
+void	reply_usage(struct gp_pool *pool, struct gp_item *it);
 
 /* results.c: --results DIR, and a task's files in DIR/<seq>/. */
 struct run;
@@ -257,6 +266,9 @@ char	**cmdline_env(const struct gp_worker_info *wi, int rank, int mpi_run);
 /* GPUPOOL_TASK and GPUPOOL_ATTEMPT, in cmdline_env()'s array, for the
  * next task. */
 void	cmdline_env_task(uint64_t seq, uint32_t attempt);
+/* CUDA_VISIBLE_DEVICES in that array (the worker's own GPUs at first):
+ * the next task's, e.g. the GPUs a multi-GPU task holds. 0 or -ENOMEM. */
+int	cmdline_env_gpus(const char *visible);
 
 /* mpi.c (mpi_stub.c without MPI): the ranks of a run started by an MPI
  * launcher (mpirun, srun --mpi=pmix), rank 0 the coordinator. Messages
@@ -515,6 +527,7 @@ enum ctl_ev { EV_SIG = 1, EV_RANKS, EV_INPUT, EV_TIMER, EV_OUT, EV_ERR };
 struct run {
 	const struct opts *o;
 	struct ranks	*rk;		/* NULL: one machine */
+	struct gp_pool	*pool;		/* this rank's, once created */
 	gp_fn		*fn;		/* what workers run: task_run */
 	struct tasks	 in;
 	struct joblog	 jl;
@@ -545,6 +558,12 @@ struct run {
 	int		 ended;		/* RC_END sent to every rank */
 	double		 rt_sum;	/* runtimes of ended attempts */
 	unsigned long	 rt_n;
+	uint64_t	 gmem_peak;	/* largest GPU memory peak of a task */
+	unsigned long	 gmem_seq;	/* ... and its Seq */
+	double		 gutil_sum;	/* GPU utilisation % of attempts */
+	unsigned long	 gutil_n;
+	unsigned long	 oom;		/* attempts that ran out of GPU
+					   memory */
 	int64_t		 t0;
 	int		 bar, tty;
 	int		 bar_shown;

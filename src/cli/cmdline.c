@@ -7,6 +7,7 @@
  * buffers returned are kept for the next call, so a worker allocates
  * once, not per task.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,8 @@ extern char **environ;
 /* Built once per worker: the environment with our five variables. */
 static char	**envp;
 static char	  ev_gpu[32], ev_slot[32], ev_rank[32], ev_task[48], ev_att[48];
+static char	 *ev_vis;	/* CUDA_VISIBLE_DEVICES=..., malloc'd */
+static size_t	  vis_slot;	/* its index in envp */
 
 /* Words that only mean what they say when the shell reads them. */
 static const char *const shell_words[] = {
@@ -84,14 +87,16 @@ char **
 cmdline_env(const struct gp_worker_info *wi, int rank, int mpi_run)
 {
 	static const char *const ours[] = { "GPUPOOL_GPU=", "GPUPOOL_SLOT=",
-	    "GPUPOOL_RANK=", "GPUPOOL_TASK=", "GPUPOOL_ATTEMPT=", NULL };
+	    "GPUPOOL_RANK=", "GPUPOOL_TASK=", "GPUPOOL_ATTEMPT=",
+	    "CUDA_VISIBLE_DEVICES=", NULL };
 	static const char *const mpi[] = { "OMPI_", "PMIX_", "PMI_",
 	    "OPAL_", "HYDRA_", "MPIR_", NULL };
 	size_t		 n, i, k = 0;
 
 	for (n = 0; environ[n] != NULL; n++)
 		;
-	if ((envp = calloc(n + 6, sizeof(*envp))) == NULL)
+	if ((envp = calloc(n + 7, sizeof(*envp))) == NULL ||
+	    cmdline_env_gpus(wi->visible) < 0)
 		return NULL;
 	for (i = 0; i < n; i++)
 		if (!env_has(ours, environ[i]) &&
@@ -105,8 +110,29 @@ cmdline_env(const struct gp_worker_info *wi, int rank, int mpi_run)
 	envp[k++] = ev_rank;
 	envp[k++] = ev_task;
 	envp[k++] = ev_att;
+	vis_slot = k;
+	envp[k++] = ev_vis;
 	envp[k] = NULL;
 	return envp;
+}
+
+int
+cmdline_env_gpus(const char *visible)
+{
+	static const char	 name[] = "CUDA_VISIBLE_DEVICES=";
+	char			*v;
+
+	if (ev_vis != NULL && strcmp(ev_vis + sizeof(name) - 1, visible) == 0)
+		return 0;
+	if ((v = malloc(sizeof(name) + strlen(visible))) == NULL)
+		return -ENOMEM;
+	memcpy(v, name, sizeof(name) - 1);
+	strcpy(v + sizeof(name) - 1, visible);
+	free(ev_vis);
+	ev_vis = v;
+	if (envp != NULL && vis_slot > 0)
+		envp[vis_slot] = ev_vis;
+	return 0;
 }
 
 void

@@ -385,6 +385,9 @@ finish(struct run *r, struct task *t)
 int
 feed_done(void *arg, struct gp_item *it)
 {
+	struct run	*r = arg;
+
+	reply_usage(r->pool, it);
 	/* The gp_item is the first member of its task. */
-	return finish(arg, (struct task *)it);
+	return finish(r, (struct task *)it);
 }

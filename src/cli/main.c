@@ -130,11 +130,28 @@ fmt_mem(char *buf, size_t len, uint64_t b)
 		snprintf(buf, len, "%.1f GiB", (double)b / (1u << 30));
 }
 
+/* --show-gpus' last two columns for GPU g: memory in use (by others
+ * first) and whether the run would use it. */
+static void
+show_state(struct gp_pool *pool, int g)
+{
+	struct gp_gpu_state	 st = { 0 };
+
+	if (gp_pool_gpu_state(pool, g, &st) < 0 || !st.known) {
+		printf("-\t%s\n", st.known ? "-" : "unknown");
+		return;
+	}
+	printf("%.1f/%.1f GiB\t%s%s\n", (double)st.mem_foreign / (1u << 30),
+	    (double)st.mem_total / (1u << 30), st.busy ? "busy: " : "",
+	    st.why);
+}
+
 static int
 show_gpus(const struct opts *o)
 {
 	struct gp_worker_info	 wi, gi;
 	struct gp_pool		*pool;
+	const char		*why;
 	char			 mem[32], numa[16];
 	int			 n, g, w, any;
 
@@ -143,7 +160,7 @@ show_gpus(const struct opts *o)
 	memset(&gi, 0, sizeof(gi));
 	n = gp_pool_size(pool);
 	printf("GPU\tID\tNAME\tMEMORY\tBUS ID\tNUMA\tCORES (per slot)\t"
-	    "PLACEMENT\n");
+	    "PLACEMENT\tIN USE\tSTATE\n");
 	for (g = 0; ; g++) {
 		any = 0;
 		for (w = 0; w < n; w++) {
@@ -169,8 +186,13 @@ show_gpus(const struct opts *o)
 		}
 		if (!any)
 			break;
-		printf("\t%s\n", gi.where);
+		printf("\t%s\t", gi.where);
+		show_state(pool, g);
 	}
+	if ((why = gp_pool_monitor(pool)) != NULL)
+		printf("GPU use: unknown: %s; every GPU counts as free%s\n",
+		    why, o->gpus_free ? " (--gpus free cannot tell busy ones "
+		    "from free ones)" : "");
 	/* How what a task leaves running is found (reap.c): its
 	 * worker is its subreaper. */
 	printf("task cleanup: subreaper\n");

@@ -259,7 +259,8 @@ running(const struct run *r)
 void
 bar_draw(struct run *r, int force)
 {
-	char		 line[240], tot[32], eta[48] = "", el_s[32];
+	char		 line[400], tot[32], eta[48] = "", el_s[32];
+	char		 wait[160] = "";
 	int64_t		 now = gp_now_ns();
 	double		 el, rate;
 	unsigned long	 done = r->ok + r->failed + r->stopped;
@@ -285,9 +286,12 @@ bar_draw(struct run *r, int force)
 		fmt_secs(eta + 6, sizeof(eta) - 6,
 		    (double)((unsigned long)r->total - done) / rate);
 	}
+	if (r->pool != NULL && gp_pool_waiting(r->pool, wait + 11,
+	    sizeof(wait) - 11))
+		memcpy(wait, ", waiting: ", 11);
 	n = snprintf(line, sizeof(line), "%s%s: %lu/%s done, %zu running, "
-	    "%lu failed, %.1f/s, %s elapsed%s", r->tty ? "\r\033[K" : "\r",
-	    CLI_NAME, done, tot, running(r), r->failed, rate, el_s, eta);
+	    "%lu failed, %.1f/s, %s elapsed%s%s", r->tty ? "\r\033[K" : "\r",
+	    CLI_NAME, done, tot, running(r), r->failed, rate, el_s, eta, wait);
 	if (n < 0)
 		return;
 	if ((size_t)n >= sizeof(line))
@@ -469,6 +473,21 @@ summary(struct run *r)
 		    p->ran == 1 ? "" : "s", p->lost ? ", lost" : "");
 	}
 	cli_err("%s", buf);
+	if (r->gmem_peak > 0 || r->gutil_n > 0 || r->oom > 0) {
+		n = (size_t)snprintf(buf, sizeof(buf), "GPU:");
+		if (r->gmem_peak > 0)
+			n += (size_t)snprintf(buf + n, sizeof(buf) - n, " peak "
+			    "memory %.1f GiB (task %lu)", (double)r->gmem_peak /
+			    (1u << 30), r->gmem_seq);
+		if (r->gutil_n > 0)
+			n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s mean "
+			    "utilisation %.0f%%", n > 4 ? "," : "",
+			    r->gutil_sum / (double)r->gutil_n);
+		if (r->oom > 0)
+			(void)snprintf(buf + n, sizeof(buf) - n, "%s %lu out "
+			    "of GPU memory", n > 4 ? "," : "", r->oom);
+		cli_err("%s", buf);
+	}
 	if (r->changed > 1)
 		cli_warn("%lu skipped tasks had another command in the joblog",
 		    r->changed);

@@ -94,6 +94,7 @@ serve_done(void *arg, struct gp_item *it)
 {
 	struct serve	*s = arg;
 
+	reply_usage(s->r->pool, it);
 	if (result(s, it) < 0) {
 		cli_err("out of memory");
 		s->fatal = 1;

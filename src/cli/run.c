@@ -408,6 +408,7 @@ run_setup(struct run *r, struct run_conf *conf, struct gp_pool **pool)
 
 	if (pool_create(o, r, 0, pool) < 0)
 		return -1;
+	r->pool = *pool;
 	if (map_workers(r, *pool) < 0) {
 		cli_err("out of memory");
 		return -1;
@@ -489,6 +490,7 @@ run_tasks(struct run *r)
 		goto fail;
 	if (ranks_rank(r->rk) > 0) {
 		rc = rank_serve(r, pool, &conf);
+		r->pool = NULL;
 		gp_pool_destroy(pool);
 		if (conf.results_fd >= 0)
 			close(conf.results_fd);
@@ -508,6 +510,7 @@ run_tasks(struct run *r)
 		goto fail;
 	run_feed(r, pool, &conf);
 	requeue_fail(r);	/* canceled before a retry */
+	r->pool = NULL;
 	gp_pool_destroy(pool);
 	run_end(r);
 	if (conf.results_fd >= 0)
@@ -518,6 +521,7 @@ fail:
 	/* Rank 0 stops the run when a rank could not start. */
 	if (ranks_rank(r->rk) > 0)
 		(void)rank_serve(r, NULL, &conf);
+	r->pool = NULL;
 	gp_pool_destroy(pool);
 	if (conf.results_fd >= 0)
 		close(conf.results_fd);

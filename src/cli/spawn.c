@@ -334,9 +334,11 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	char			 msg[512] = "";
 	int64_t			 t0;
 	pid_t			 pid;
+	int			 many, started;
 
 	memset(&rp, 0, sizeof(rp));
 	rp.exitval = -1;
+	rp.gpu_util = -1;
 	out.len = err.len = 0;
 	out.cut = err.cut = 0;
 	if ((cmd = task_parse(in, inlen, &h)) == NULL)
@@ -348,6 +350,8 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 		sigfd = subreaper_setup();
 	}
 	cmdline_env_task(h.seq, h.attempt);
+	if (cmdline_env_gpus(gp_ctx_item_visible(ctx)) < 0)
+		return 1;
 
 	/* Canceled while the task was on its way: do not start it. */
 	sp.fd = gp_ctx_stop_fd(ctx);
@@ -357,8 +361,16 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 		cap_reply(ctx, &rp, "", &out, &err);
 		return 0;
 	}
-	if (task_start(rc, h.seq, cmd, &f, &pid, &t0, &rp, msg,
-	    sizeof(msg)) < 0)
+	/* A task holding several GPUs starts bound to all their CPUs and
+	 * memory: the worker binds itself around the spawn. */
+	many = strcmp(gp_ctx_item_visible(ctx), gp_ctx_info(ctx)->visible);
+	if (many)
+		(void)gp_ctx_item_bind(ctx, 1);
+	started = task_start(rc, h.seq, cmd, &f, &pid, &t0, &rp, msg,
+	    sizeof(msg));
+	if (many)
+		(void)gp_ctx_item_bind(ctx, 0);
+	if (started < 0)
 		goto nostart;
 	task_wait(ctx, rc, pid, t0, &rp);
 	/* A result that could not be written fails the task: a resume
