@@ -1,9 +1,11 @@
 /*
- * topo.c: hwloc topology, GPU locality by PCI bus id, worker placement and
- * binding. It owns the hwloc calls of gpupool and nothing else. It must
- * never touch CUDA, NVML or an hwloc GPU component in the master: GPUs are
- * found as plain PCI objects, OS devices are filtered out before loading.
- * It relies on gp_topo_bind running in a single-threaded worker after fork.
+ * topo.c: hwloc topology, GPU locality by PCI bus id, worker placement,
+ * binding, and how near GPUs sit (NVLink, PCIe switch, NUMA node). It owns
+ * the hwloc calls of gpupool and nothing else. It must never touch CUDA,
+ * NVML or an hwloc GPU component in the master: GPUs are found as plain
+ * PCI objects, OS devices are filtered out before loading, except in the
+ * second, XML-only load that reads an NVLink matrix from a file. It relies
+ * on gp_topo_bind running in a single-threaded worker after fork.
  */
 
 #include <sys/stat.h>
@@ -101,27 +103,22 @@ readable(const char *path)
 	return 0;
 }
 
-int
-gp_topo_load(hwloc_topology_t *out, const char *xml, int pci, char *err,
-    size_t errlen)
+/*
+ * Load the topology with the given I/O and OS device filters. Returns 0
+ * or a negative errno; *out is NULL on failure.
+ */
+static int
+open_topo(hwloc_topology_t *out, const char *xml, enum hwloc_type_filter_e io,
+    enum hwloc_type_filter_e osdev)
 {
 	hwloc_topology_t t;
 	size_t		 i;
 	int		 rc;
 
 	*out = NULL;
-	if (err != NULL && errlen > 0)
-		err[0] = '\0';
-	if (xml != NULL && (rc = readable(xml)) < 0) {
-		seterr(err, errlen, xml, rc);
-		return rc;
-	}
 	errno = 0;
-	if (topo_init(&t) == -1) {
-		rc = syserr();
-		seterr(err, errlen, xml, rc);
-		return rc;
-	}
+	if (topo_init(&t) == -1)
+		return syserr();
 	/* Fails with EINVAL where the component is not built: ignored. */
 	for (i = 0; i < sizeof(skipcomp) / sizeof(skipcomp[0]); i++)
 		(void)hwloc_topology_set_components(t,
@@ -133,10 +130,9 @@ gp_topo_load(hwloc_topology_t *out, const char *xml, int pci, char *err,
 	    HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM |
 	    HWLOC_TOPOLOGY_FLAG_RESTRICT_TO_CPUBINDING |
 	    HWLOC_TOPOLOGY_FLAG_RESTRICT_TO_MEMBINDING) == -1) ||
-	    hwloc_topology_set_io_types_filter(t, pci ?
-	    HWLOC_TYPE_FILTER_KEEP_IMPORTANT : HWLOC_TYPE_FILTER_KEEP_NONE) == -1 ||
+	    hwloc_topology_set_io_types_filter(t, io) == -1 ||
 	    hwloc_topology_set_type_filter(t, HWLOC_OBJ_OS_DEVICE,
-	    HWLOC_TYPE_FILTER_KEEP_NONE) == -1 ||
+	    osdev) == -1 ||
 	    /* Placement needs packages, NUMA nodes, cores and PUs. */
 	    hwloc_topology_set_cache_types_filter(t,
 	    HWLOC_TYPE_FILTER_KEEP_NONE) == -1 ||
@@ -146,11 +142,27 @@ gp_topo_load(hwloc_topology_t *out, const char *xml, int pci, char *err,
 	    hwloc_topology_load(t) == -1) {
 		rc = syserr();
 		hwloc_topology_destroy(t);
-		seterr(err, errlen, xml, rc);
 		return rc;
 	}
 	*out = t;
 	return 0;
+}
+
+int
+gp_topo_load(hwloc_topology_t *out, const char *xml, int pci, char *err,
+    size_t errlen)
+{
+	int	 rc;
+
+	*out = NULL;
+	if (err != NULL && errlen > 0)
+		err[0] = '\0';
+	if ((xml == NULL || (rc = readable(xml)) == 0) &&
+	    (rc = open_topo(out, xml, pci ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT :
+	    HWLOC_TYPE_FILTER_KEEP_NONE, HWLOC_TYPE_FILTER_KEEP_NONE)) == 0)
+		return 0;
+	seterr(err, errlen, xml, rc);
+	return rc;
 }
 
 /*
@@ -181,6 +193,15 @@ busidok(const char *s)
 	return 1;
 }
 
+/* GPU busid's PCI device in t, or NULL (no such device, or a bad id). */
+static hwloc_obj_t
+pcidev(hwloc_topology_t t, const char *busid)
+{
+	if (busid == NULL || !busidok(busid))
+		return NULL;
+	return hwloc_get_pcidev_by_busidstring(t, busid);
+}
+
 static struct loc
 locate(hwloc_topology_t t, const char *busid)
 {
@@ -193,8 +214,7 @@ locate(hwloc_topology_t t, const char *busid)
 		l.flags = GP_PLACE_NOBUSID | GP_PLACE_MACHINE;
 		return l;
 	}
-	if (!busidok(busid) ||
-	    (pci = hwloc_get_pcidev_by_busidstring(t, busid)) == NULL) {
+	if ((pci = pcidev(t, busid)) == NULL) {
 		l.flags = GP_PLACE_NOTFOUND | GP_PLACE_MACHINE;
 		return l;
 	}
@@ -478,4 +498,188 @@ gp_topo_list(char *buf, size_t len, hwloc_const_bitmap_t set)
 	if (set == NULL)
 		return snprintf(buf, len, "%s", "");
 	return hwloc_bitmap_list_snprintf(buf, len, set);
+}
+
+/*
+ * Domain ids are the index of the domain's lowest GPU: key[i] names GPU
+ * i's domain (NULL: none), and dom[i][lv] becomes the lowest j with the
+ * same key.
+ */
+static void
+keyed(const void *const *key, int n, int lv, int (*dom)[GP_NEAR_LEVELS])
+{
+	int	 i, j;
+
+	for (i = 0; i < n; i++) {
+		if (key[i] == NULL)
+			continue;
+		for (j = 0; key[j] != key[i]; j++)
+			;
+		dom[i][lv] = j;
+	}
+}
+
+/*
+ * The topmost bridge above pci that is not a host bridge: on a real
+ * machine the root port, under which a PCIe switch fans out. NULL when
+ * the device hangs off the host bridge itself.
+ */
+static hwloc_obj_t
+topbridge(hwloc_obj_t pci)
+{
+	hwloc_obj_t	 b, top = NULL;
+
+	for (b = pci->parent; b != NULL && b->type == HWLOC_OBJ_BRIDGE;
+	    b = b->parent)
+		if (b->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI)
+			top = b;
+	return top;
+}
+
+/*
+ * The OS index of the first NUMA node of pci's locality, or -1 when it has
+ * none, or is the whole machine with several nodes (a VM that does not
+ * say where its GPUs sit).
+ */
+static int
+numaof(hwloc_topology_t t, hwloc_obj_t pci)
+{
+	hwloc_const_nodeset_t	 all;
+	hwloc_obj_t		 anc;
+
+	all = hwloc_topology_get_topology_nodeset(t);
+	anc = hwloc_get_non_io_ancestor_obj(t, pci);
+	if (anc == NULL || anc->nodeset == NULL ||
+	    hwloc_bitmap_iszero(anc->nodeset) ||
+	    (hwloc_bitmap_isincluded(all, anc->nodeset) &&
+	    hwloc_bitmap_weight(all) > 1))
+		return -1;
+	return hwloc_bitmap_first(anc->nodeset);
+}
+
+/* The PCI device a distances object stands for (an OS device's parent). */
+static hwloc_obj_t
+devof(hwloc_obj_t o)
+{
+	while (o != NULL && o->type == HWLOC_OBJ_OS_DEVICE)
+		o = o->parent;
+	return o != NULL && o->type == HWLOC_OBJ_PCI_DEVICE ? o : NULL;
+}
+
+static int
+ufind(int *up, int a)
+{
+	while (up[a] != a)
+		a = up[a] = up[up[a]];
+	return a;
+}
+
+/*
+ * Union the objects of matrix d that are NVLink-near: two pool GPUs
+ * (gpu[o] >= 0) linked either way, or a pool GPU and an NVSwitch linked
+ * both ways. Links between switches (the trunk between two DGX-2
+ * baseboards) and to CPUs (POWER8's packages) make nothing near.
+ */
+static void
+links(const struct hwloc_distances_s *d, const int *gpu, int *up)
+{
+	const hwloc_uint64_t	*v = d->values;
+	unsigned		 a, b, nb = d->nbobjs;
+	int			 sw, fwd, back;
+
+	for (a = 0; a < nb; a++) {
+		sw = gpu[a] < 0 && devof(d->objs[a]) != NULL &&
+		    d->objs[a]->subtype != NULL &&
+		    strcmp(d->objs[a]->subtype, "NVSwitch") == 0;
+		for (b = 0; b < nb; b++) {
+			if (a == b || gpu[b] < 0)
+				continue;
+			fwd = v[a * nb + b] > 0;
+			back = v[b * nb + a] > 0;
+			if ((gpu[a] >= 0 && (fwd || back)) ||
+			    (sw && fwd && back))
+				up[ufind(up, (int)a)] = ufind(up, (int)b);
+		}
+	}
+}
+
+/*
+ * NVLink domains from the XML's NVLinkBandwidth matrix, which names GPUs
+ * by their NVML OS devices: load the file again with OS devices kept (the
+ * XML backend alone runs, GPU components stay blacklisted). A file
+ * without the matrix leaves them unknown. key[] is n pointers of scratch.
+ * Returns 0 or a negative errno.
+ */
+static int
+nvlink(const char *xml, const char *const *busid, int n,
+    int (*dom)[GP_NEAR_LEVELS], const void **key)
+{
+	struct hwloc_distances_s *d = NULL;
+	hwloc_topology_t	 t;
+	hwloc_obj_t		 dev;
+	unsigned		 nr = 1, o;
+	int			*gpu = NULL, *up = NULL, i, rc;
+
+	if ((rc = open_topo(&t, xml, HWLOC_TYPE_FILTER_KEEP_ALL,
+	    HWLOC_TYPE_FILTER_KEEP_ALL)) < 0)
+		return rc;
+	if (hwloc_distances_get_by_name(t, "NVLinkBandwidth", &nr, &d, 0) ==
+	    -1 || nr == 0)
+		goto out;
+	if ((gpu = calloc(d->nbobjs, sizeof(*gpu))) == NULL ||
+	    (up = calloc(d->nbobjs, sizeof(*up))) == NULL) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < n; i++)
+		key[i] = pcidev(t, busid[i]);
+	for (o = 0; o < d->nbobjs; o++) {
+		up[o] = (int)o;
+		gpu[o] = -1;
+		dev = devof(d->objs[o]);
+		for (i = 0; i < n && dev != NULL && gpu[o] < 0; i++)
+			if (key[i] == dev)
+				gpu[o] = i;
+	}
+	links(d, gpu, up);
+	for (i = 0; i < n; i++)
+		key[i] = NULL;
+	for (o = 0; o < d->nbobjs; o++)
+		if (gpu[o] >= 0 && key[gpu[o]] == NULL)
+			key[gpu[o]] = &up[ufind(up, (int)o)];
+	keyed(key, n, GP_NEAR_NVLINK, dom);
+out:
+	free(up);
+	free(gpu);
+	if (d != NULL)
+		hwloc_distances_release(t, d);
+	hwloc_topology_destroy(t);
+	return rc;
+}
+
+int
+gp_topo_near(hwloc_topology_t t, const char *xml, const char *const *busid,
+    int n, int (*dom)[GP_NEAR_LEVELS])
+{
+	const void	**key;
+	hwloc_obj_t	 pci;
+	int		 i, lv;
+
+	for (i = 0; i < n; i++)
+		for (lv = 0; lv < GP_NEAR_LEVELS; lv++)
+			dom[i][lv] = -1;
+	if (n <= 0 || busid == NULL)
+		return 0;
+	if ((key = calloc((size_t)n, sizeof(*key))) == NULL)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		if ((pci = pcidev(t, busid[i])) == NULL)
+			continue;
+		key[i] = topbridge(pci);
+		dom[i][GP_NEAR_NUMA] = numaof(t, pci);
+	}
+	keyed(key, n, GP_NEAR_PCI, dom);
+	i = xml != NULL ? nvlink(xml, busid, n, dom, key) : 0;
+	free(key);
+	return i;
 }

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <hwloc.h>
 
+#include "gate.h"
+
 /* Flags describing how a worker's place was decided (struct gp_place). */
 enum gp_place_flags {
 	GP_PLACE_MACHINE  = (1 << 0),	/* locality is the whole machine */
@@ -50,6 +52,25 @@ int	gp_topo_load(hwloc_topology_t *out, const char *xml, int pci,
 int	gp_topo_place(hwloc_topology_t t, const char *const *busid, int n,
 	    struct gp_place *out);
 void	gp_place_release(struct gp_place *p);
+
+/*
+ * How near the n GPUs with PCI bus ids busid[] (as gp_topo_place()) sit,
+ * per level of enum gp_near: dom[i][lv] is GPU i's domain, -1 when
+ * unknown; equal ids mean the same domain. NVLINK and PCI ids are the
+ * index of the domain's lowest GPU, NUMA ids a node's OS index.
+ * NVLINK: GPUs linked directly, or both ways to the same NVSwitch, in the
+ * NVLinkBandwidth matrix of the XML file xml (t's own file, loaded a
+ * second time with OS devices kept, XML only); with xml NULL (this
+ * system) unknown, since only hwloc's NVML component could tell, in the
+ * master. PCI: GPUs under the same topmost non-host bridge (a root port
+ * with a PCIe switch below); unknown for a GPU on the host bridge itself.
+ * NUMA: the first NUMA node of the GPU's locality; unknown when the
+ * locality is the whole machine and it has several. Returns 0, or a
+ * negative errno (-ENOMEM, or the second load's) with every domain it
+ * could not tell left -1.
+ */
+int	gp_topo_near(hwloc_topology_t t, const char *xml,
+	    const char *const *busid, int n, int (*dom)[GP_NEAR_LEVELS]);
 
 /*
  * Bind the calling process (a worker, single-threaded) to p: CPUs first,
