@@ -407,65 +407,67 @@ START_TEST(pick_same_socket)
 }
 END_TEST
 
+/* gp_gate_pick() of m GPUs on the DGX-2 gives want[], ended by -1. */
+static void
+expect_pick(const struct gp_gstate *g, const int *avail, int m,
+    uint64_t need, int free_only, const int *want)
+{
+	int	 out[NDGX], k, i;
+
+	k = gp_gate_pick(g, NDGX, avail, m, need, free_only, out);
+	for (i = 0; want[i] >= 0; i++)
+		;
+	ck_assert_int_eq(k, i);
+	for (i = 0; i < k; i++)
+		ck_assert_int_eq(out[i], want[i]);
+}
+
+#define WANT(...)	((const int[]){ __VA_ARGS__, -1 })
+#define NONE		WANT(-1)
+
 START_TEST(pick_baseboard)
 {
 	struct gp_gstate g[NDGX];
-	int		 avail[NDGX], out[NDGX], i;
+	int		 avail[NDGX], i;
 
 	dgx2_gpus(g);
 	for (i = 0; i < NDGX; i++)
 		avail[i] = 1;
-	ck_assert_int_eq(gp_gate_pick(g, NDGX, avail, 8, 0, 0, out), 8);
-	for (i = 0; i < 8; i++)
-		ck_assert_int_eq(out[i], i);
+	expect_pick(g, avail, 8, 0, 0, WANT(0, 1, 2, 3, 4, 5, 6, 7));
 	/* One GPU of the first baseboard taken: the other whole one. */
 	g[3].running = 1;
-	ck_assert_int_eq(gp_gate_pick(g, NDGX, avail, 8, 0, 0, out), 8);
-	for (i = 0; i < 8; i++)
-		ck_assert_int_eq(out[i], 8 + i);
+	expect_pick(g, avail, 8, 0, 0, WANT(8, 9, 10, 11, 12, 13, 14, 15));
 	/* More than are free: none. */
-	ck_assert_int_eq(gp_gate_pick(g, NDGX, avail, 16, 0, 0, out), 0);
-	ck_assert_int_eq(gp_gate_pick(g, NDGX, avail, 17, 0, 0, out), 0);
-	ck_assert_int_eq(gp_gate_pick(g, NDGX, avail, 15, 0, 0, out), 15);
+	expect_pick(g, avail, 16, 0, 0, NONE);
+	expect_pick(g, avail, 17, 0, 0, NONE);
 	for (i = 0; i < NDGX; i++)
 		avail[i] = i == 2 || i == 9 || i == 12;
-	ck_assert_int_eq(gp_gate_pick(g, NDGX, avail, 4, 0, 0, out), 0);
-	ck_assert_int_eq(gp_gate_pick(g, NDGX, avail, 2, 0, 0, out), 2);
-	ck_assert_int_eq(out[0], 9);
-	ck_assert_int_eq(out[1], 12);
+	expect_pick(g, avail, 4, 0, 0, NONE);
+	expect_pick(g, avail, 2, 0, 0, WANT(9, 12));
 	/* No socket holds three: any three. */
-	ck_assert_int_eq(gp_gate_pick(g, NDGX, avail, 3, 0, 0, out), 3);
-	ck_assert_int_eq(out[0], 2);
-	ck_assert_int_eq(out[2], 12);
+	expect_pick(g, avail, 3, 0, 0, WANT(2, 9, 12));
 }
 END_TEST
 
 START_TEST(pick_best_fit)
 {
 	struct gp_gstate g[NDGX];
-	int		 avail[NDGX], out[NDGX], i;
+	int		 avail[NDGX], i;
 
 	dgx2_gpus(g);
 	/* Socket 0 has 3 free, socket 1 all 8: a pair comes from socket 0,
 	 * keeping the emptier baseboard for an 8-GPU item. */
 	for (i = 0; i < NDGX; i++)
 		avail[i] = i >= 8 || i == 1 || i == 5 || i == 6;
-	ck_assert_int_eq(gp_gate_pick(g, NDGX, avail, 2, 0, 0, out), 2);
-	ck_assert_int_eq(out[0], 1);
-	ck_assert_int_eq(out[1], 5);
-	ck_assert_int_eq(gp_gate_pick(g, NDGX, avail, 4, 0, 0, out), 4);
-	ck_assert_int_eq(out[0], 8);
-	ck_assert_int_eq(out[3], 11);
+	expect_pick(g, avail, 2, 0, 0, WANT(1, 5));
+	expect_pick(g, avail, 4, 0, 0, WANT(8, 9, 10, 11));
 	/* Memory: a GPU where the need does not fit is skipped. */
 	g[1].foreign = GiB(30);
-	ck_assert_int_eq(gp_gate_pick(g, NDGX, avail, 2, GiB(4), 0, out), 2);
-	ck_assert_int_eq(out[0], 5);
-	ck_assert_int_eq(out[1], 6);
+	expect_pick(g, avail, 2, GiB(4), 0, WANT(5, 6));
 	/* Busy counts only with free_only. */
 	g[5].busy = 1;
-	ck_assert_int_eq(gp_gate_pick(g, NDGX, avail, 2, GiB(4), 1, out), 2);
-	ck_assert_int_eq(out[0], 8);
-	ck_assert_int_eq(out[1], 9);
+	expect_pick(g, avail, 2, GiB(4), 0, WANT(5, 6));
+	expect_pick(g, avail, 2, GiB(4), 1, WANT(8, 9));
 }
 END_TEST
 
@@ -530,41 +532,38 @@ START_TEST(group_dgx2_sockets)
 }
 END_TEST
 
+/* gp_gate_group(g, n, k) makes ngroups groups, GPU i's being want[i]. */
+static void
+expect_group(const struct gp_gstate *g, int n, int k, int ngroups,
+    const int *want)
+{
+	int	 group[NDGX], i;
+
+	ck_assert_int_eq(gp_gate_group(g, n, k, group), ngroups);
+	for (i = 0; i < n; i++)
+		ck_assert_msg(group[i] == want[i], "k=%d: GPU %d in group %d, "
+		    "want %d", k, i, group[i], want[i]);
+}
+
 START_TEST(group_dgx2_three)
 {
 	struct gp_gstate g[NDGX];
-	int		 group[NDGX], i, cross = 0;
 
 	/* 16 by 3: two groups per baseboard, then one across (no choice),
 	 * the last GPU over. */
 	dgx2_gpus(g);
-	ck_assert_int_eq(gp_gate_group(g, NDGX, 3, group), 5);
-	for (i = 0; i < 6; i++)
-		ck_assert_int_eq(group[i], i / 3);
-	for (i = 8; i < 14; i++)
-		ck_assert_int_eq(group[i], 2 + (i - 8) / 3 + 1);
-	ck_assert_int_eq(group[6], 2);
-	ck_assert_int_eq(group[7], 2);
-	ck_assert_int_eq(group[14], 2);
-	ck_assert_int_eq(group[15], -1);
-	for (i = 0; i < NDGX; i++)
-		cross += group[i] == 2;
-	ck_assert_int_eq(cross, 3);
+	expect_group(g, NDGX, 3, 5, (const int[]){ 0, 0, 0, 1, 1, 1, 2, 2,
+	    3, 3, 3, 4, 4, 4, 2, -1 });
 }
 END_TEST
 
 START_TEST(group_no_domains)
 {
 	struct gp_gstate g[5];
-	int		 group[5];
 
 	fresh(g, 5);
-	ck_assert_int_eq(gp_gate_group(g, 5, 2, group), 2);
-	ck_assert_int_eq(group[0], 0);
-	ck_assert_int_eq(group[1], 0);
-	ck_assert_int_eq(group[2], 1);
-	ck_assert_int_eq(group[3], 1);
-	ck_assert_int_eq(group[4], -1);
+	expect_group(g, 5, 2, 2, (const int[]){ 0, 0, 1, 1, -1 });
+	expect_group(g, 5, 0, 0, (const int[]){ -1, -1, -1, -1, -1 });
 	/* Only NUMA known (a PCIe box): pairs stay on their node, in index
 	 * order within it. */
 	g[0].dom[GP_NEAR_NUMA] = 1;
@@ -572,14 +571,12 @@ START_TEST(group_no_domains)
 	g[2].dom[GP_NEAR_NUMA] = 1;
 	g[3].dom[GP_NEAR_NUMA] = 0;
 	g[4].dom[GP_NEAR_NUMA] = 1;
-	ck_assert_int_eq(gp_gate_group(g, 5, 2, group), 2);
-	ck_assert_int_eq(group[0], 0);
-	ck_assert_int_eq(group[2], 0);
-	ck_assert_int_eq(group[1], 1);
-	ck_assert_int_eq(group[3], 1);
-	ck_assert_int_eq(group[4], -1);
-	ck_assert_int_eq(gp_gate_group(g, 5, 0, group), 0);
-	ck_assert_int_eq(group[0], -1);
+	expect_group(g, 5, 2, 2, (const int[]){ 0, 1, 0, 1, -1 });
+	/* Nearer levels first: a PCIe switch pairs 2 and 4 across nodes,
+	 * leaving 0 over. */
+	g[2].dom[GP_NEAR_PCI] = 2;
+	g[4].dom[GP_NEAR_PCI] = 2;
+	expect_group(g, 5, 2, 2, (const int[]){ -1, 0, 1, 0, 1 });
 }
 END_TEST
 
