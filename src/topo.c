@@ -1,9 +1,11 @@
 /*
- * topo.c: hwloc topology, GPU locality by PCI bus id, worker placement and
- * binding. It owns the hwloc calls of gpupool and nothing else. It must
- * never touch CUDA, NVML or an hwloc GPU component in the master: GPUs are
- * found as plain PCI objects, OS devices are filtered out before loading.
- * It relies on gp_topo_bind running in a single-threaded worker after fork.
+ * topo.c: hwloc topology, GPU locality by PCI bus id, worker placement
+ * and binding (how near GPUs sit is near.c's). With near.c it owns the
+ * hwloc calls of gpupool and nothing else. It must never touch CUDA,
+ * NVML or an hwloc GPU component in the master: GPUs are found as plain
+ * PCI objects, OS devices are filtered out before loading, except in
+ * near.c's second, XML-only load that reads an NVLink matrix. It relies
+ * on gp_topo_bind running in a single-threaded worker after fork.
  */
 
 #include <sys/stat.h>
@@ -102,26 +104,17 @@ readable(const char *path)
 }
 
 int
-gp_topo_load(hwloc_topology_t *out, const char *xml, int pci, char *err,
-    size_t errlen)
+gp_topo_open(hwloc_topology_t *out, const char *xml,
+    enum hwloc_type_filter_e io, enum hwloc_type_filter_e osdev)
 {
 	hwloc_topology_t t;
 	size_t		 i;
 	int		 rc;
 
 	*out = NULL;
-	if (err != NULL && errlen > 0)
-		err[0] = '\0';
-	if (xml != NULL && (rc = readable(xml)) < 0) {
-		seterr(err, errlen, xml, rc);
-		return rc;
-	}
 	errno = 0;
-	if (topo_init(&t) == -1) {
-		rc = syserr();
-		seterr(err, errlen, xml, rc);
-		return rc;
-	}
+	if (topo_init(&t) == -1)
+		return syserr();
 	/* Fails with EINVAL where the component is not built: ignored. */
 	for (i = 0; i < sizeof(skipcomp) / sizeof(skipcomp[0]); i++)
 		(void)hwloc_topology_set_components(t,
@@ -133,10 +126,9 @@ gp_topo_load(hwloc_topology_t *out, const char *xml, int pci, char *err,
 	    HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM |
 	    HWLOC_TOPOLOGY_FLAG_RESTRICT_TO_CPUBINDING |
 	    HWLOC_TOPOLOGY_FLAG_RESTRICT_TO_MEMBINDING) == -1) ||
-	    hwloc_topology_set_io_types_filter(t, pci ?
-	    HWLOC_TYPE_FILTER_KEEP_IMPORTANT : HWLOC_TYPE_FILTER_KEEP_NONE) == -1 ||
+	    hwloc_topology_set_io_types_filter(t, io) == -1 ||
 	    hwloc_topology_set_type_filter(t, HWLOC_OBJ_OS_DEVICE,
-	    HWLOC_TYPE_FILTER_KEEP_NONE) == -1 ||
+	    osdev) == -1 ||
 	    /* Placement needs packages, NUMA nodes, cores and PUs. */
 	    hwloc_topology_set_cache_types_filter(t,
 	    HWLOC_TYPE_FILTER_KEEP_NONE) == -1 ||
@@ -146,11 +138,27 @@ gp_topo_load(hwloc_topology_t *out, const char *xml, int pci, char *err,
 	    hwloc_topology_load(t) == -1) {
 		rc = syserr();
 		hwloc_topology_destroy(t);
-		seterr(err, errlen, xml, rc);
 		return rc;
 	}
 	*out = t;
 	return 0;
+}
+
+int
+gp_topo_load(hwloc_topology_t *out, const char *xml, int pci, char *err,
+    size_t errlen)
+{
+	int	 rc;
+
+	*out = NULL;
+	if (err != NULL && errlen > 0)
+		err[0] = '\0';
+	if ((xml == NULL || (rc = readable(xml)) == 0) &&
+	    (rc = gp_topo_open(out, xml, pci ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT :
+	    HWLOC_TYPE_FILTER_KEEP_NONE, HWLOC_TYPE_FILTER_KEEP_NONE)) == 0)
+		return 0;
+	seterr(err, errlen, xml, rc);
+	return rc;
 }
 
 /*
@@ -181,6 +189,14 @@ busidok(const char *s)
 	return 1;
 }
 
+hwloc_obj_t
+gp_topo_pcidev(hwloc_topology_t t, const char *busid)
+{
+	if (busid == NULL || !busidok(busid))
+		return NULL;
+	return hwloc_get_pcidev_by_busidstring(t, busid);
+}
+
 static struct loc
 locate(hwloc_topology_t t, const char *busid)
 {
@@ -193,8 +209,7 @@ locate(hwloc_topology_t t, const char *busid)
 		l.flags = GP_PLACE_NOBUSID | GP_PLACE_MACHINE;
 		return l;
 	}
-	if (!busidok(busid) ||
-	    (pci = hwloc_get_pcidev_by_busidstring(t, busid)) == NULL) {
+	if ((pci = gp_topo_pcidev(t, busid)) == NULL) {
 		l.flags = GP_PLACE_NOTFOUND | GP_PLACE_MACHINE;
 		return l;
 	}

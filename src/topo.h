@@ -1,6 +1,7 @@
 /*
- * topo.h: hwloc topology, GPU locality and worker placement (topo.c).
- * Never installed. The master loads the topology and computes placement;
+ * topo.h: hwloc topology, GPU locality and worker placement (topo.c), and
+ * how near GPUs sit (near.c). Never installed. The master loads the
+ * topology and computes placement;
  * each worker binds itself with the inherited topology after fork.
  * Nothing here touches CUDA, NVML or an hwloc GPU component.
  */
@@ -9,6 +10,8 @@
 
 #include <stddef.h>
 #include <hwloc.h>
+
+#include "gate.h"
 
 /* Flags describing how a worker's place was decided (struct gp_place). */
 enum gp_place_flags {
@@ -38,6 +41,15 @@ struct gp_place {
 int	gp_topo_load(hwloc_topology_t *out, const char *xml, int pci,
 	    char *err, size_t errlen);
 
+/* Load the topology of this system (xml NULL) or of an XML file with
+ * the given I/O and OS device filters, GPU components blacklisted.
+ * Returns 0 or a negative errno; *out is NULL on failure (for
+ * gp_topo_load() and near.c's NVLink load). */
+int	gp_topo_open(hwloc_topology_t *out, const char *xml,
+	    enum hwloc_type_filter_e io, enum hwloc_type_filter_e osdev);
+/* GPU busid's PCI device in t, or NULL (no such device, or a bad id). */
+hwloc_obj_t gp_topo_pcidev(hwloc_topology_t t, const char *busid);
+
 /*
  * Compute the place of n workers. busid[i] is worker i's GPU PCI bus id
  * ("dddd:bb:dd.f"), or NULL/"" when unknown. Workers whose GPUs share a
@@ -60,6 +72,25 @@ void	gp_place_release(struct gp_place *p);
  */
 int	gp_topo_widen(hwloc_topology_t t, struct gp_place *pl,
 	    const char *const *busid, int n);
+
+/*
+ * near.c: how near the n GPUs with PCI bus ids busid[] (as gp_topo_place()) sit,
+ * per level of enum gp_near: dom[i][lv] is GPU i's domain, -1 when
+ * unknown; equal ids mean the same domain. NVLINK and PCI ids are the
+ * index of the domain's lowest GPU, NUMA ids a node's OS index.
+ * NVLINK: GPUs linked directly, or both ways to the same NVSwitch, in the
+ * NVLinkBandwidth matrix of the XML file xml (t's own file, loaded a
+ * second time with OS devices kept, XML only); with xml NULL (this
+ * system) unknown, since only hwloc's NVML component could tell, in the
+ * master. PCI: GPUs under the same topmost non-host bridge (a root port
+ * with a PCIe switch below); unknown for a GPU on the host bridge itself.
+ * NUMA: the first NUMA node of the GPU's locality; unknown when the
+ * locality is the whole machine and it has several. Returns 0, or a
+ * negative errno (-ENOMEM, or the second load's) with every domain it
+ * could not tell left -1.
+ */
+int	gp_topo_near(hwloc_topology_t t, const char *xml,
+	    const char *const *busid, int n, int (*dom)[GP_NEAR_LEVELS]);
 
 /*
  * Bind the calling process (a worker, single-threaded) to p: CPUs first,

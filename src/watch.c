@@ -116,13 +116,14 @@ static int
 groups(struct gp_pool *p, char *err, size_t errlen)
 {
 	const char	**bus;
-	int		*dom, *grp, i, j, g, k = p->o.gpus_per_worker;
+	int		(*dom)[GP_NEAR_LEVELS], *grp, i, j, g;
+	int		 k = p->o.gpus_per_worker;
 
 	if (k > p->ngpus)
 		return gp_errf(err, errlen, -EINVAL, "%d GPUs per worker, but "
 		    "the pool has %d GPUs", k, p->ngpus);
 	bus = calloc((size_t)p->ngpus, sizeof(*bus));
-	dom = calloc((size_t)p->ngpus * GP_NEAR_LEVELS, sizeof(*dom));
+	dom = calloc((size_t)p->ngpus, sizeof(*dom));
 	grp = calloc((size_t)p->ngpus, sizeof(*grp));
 	if ((p->grp = calloc((size_t)p->ngpus, sizeof(*p->grp))) == NULL ||
 	    bus == NULL || dom == NULL || grp == NULL) {
@@ -133,10 +134,11 @@ groups(struct gp_pool *p, char *err, size_t errlen)
 	}
 	for (i = 0; i < p->ngpus; i++)
 		bus[i] = p->gpus[i].busid;
-	gp_topo_near(p->topo, p->xml, bus, p->ngpus, dom);
+	/* A nearness it could not tell is unknown (-1): groups are then
+	 * filled in index order. */
+	(void)gp_topo_near(p->topo, p->xml, bus, p->ngpus, dom);
 	for (i = 0; i < p->ngpus; i++)
-		for (j = 0; j < GP_NEAR_LEVELS; j++)
-			p->wt.gs[i].dom[j] = dom[i * GP_NEAR_LEVELS + j];
+		memcpy(p->wt.gs[i].dom, dom[i], sizeof(dom[i]));
 	p->ngrp = gp_gate_group(p->wt.gs, p->ngpus, k, grp);
 	/* Group g's GPUs at grp[g * k ..], ascending. */
 	for (g = 0; g < p->ngrp; g++)

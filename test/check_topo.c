@@ -93,15 +93,41 @@ struct report {
 	unsigned long	 mask[16];
 };
 
+/*
+ * gp_topo_near()'s domains on each fixture: NVLink from the XML's
+ * NVLinkBandwidth matrix (DGX-2: one domain per baseboard through its 6
+ * NVSwitches; POWER8: GPU pairs linked directly), PCI by the root port
+ * above each GPU (DGX-2: 4 GPUs behind each PCIe switch tree; elsewhere
+ * one GPU per root port). NUMA is the fixture table's.
+ */
+static const struct near {
+	int		 nvlink[16];
+	int		 pci[16];
+} nears[] = {
+	[DGX2] = { { 0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8, 8, 8, 8 },
+		   { 0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12 } },
+	[E32] = { { -1, -1, -1 }, { 0, 1, 2 } },
+	[E24] = { { -1, -1, -1 }, { 0, 1, 2 } },
+	[POWER8] = { { 0, 0, 2, 2 }, { 0, 1, 2, 3 } },
+};
+
+static const char *
+xmlpath(int f)
+{
+	static char	 buf[512];
+
+	snprintf(buf, sizeof(buf), "%s/%s", GP_FIXTURES, fixtures[f].file);
+	return buf;
+}
+
 static hwloc_topology_t
 load(int f)
 {
 	hwloc_topology_t t;
-	char		 path[512], err[256];
+	char		 err[256];
 	int		 rc;
 
-	snprintf(path, sizeof(path), "%s/%s", GP_FIXTURES, fixtures[f].file);
-	rc = gp_topo_load(&t, path, 1, err, sizeof(err));
+	rc = gp_topo_load(&t, xmlpath(f), 1, err, sizeof(err));
 	ck_assert_msg(rc == 0, "gp_topo_load: %d %s", rc, err);
 	ck_assert_ptr_nonnull(t);
 	return t;
@@ -763,6 +789,125 @@ START_TEST(place_zero)
 }
 END_TEST
 
+/* Nearness */
+
+START_TEST(near_fixtures)
+{
+	const struct fixture *fx = &fixtures[_i];
+	const char	*id[16];
+	hwloc_topology_t t;
+	int		 dom[16][GP_NEAR_LEVELS], i;
+
+	for (i = 0; i < fx->ngpu; i++)
+		id[i] = fx->gpu[i].busid;
+	t = load(_i);
+	ck_assert_int_eq(gp_topo_near(t, xmlpath(_i), id, fx->ngpu, dom), 0);
+	for (i = 0; i < fx->ngpu; i++) {
+		ck_assert_msg(dom[i][GP_NEAR_NVLINK] == nears[_i].nvlink[i],
+		    "%s %s: NVLink domain %d, want %d", fx->file, id[i],
+		    dom[i][GP_NEAR_NVLINK], nears[_i].nvlink[i]);
+		ck_assert_msg(dom[i][GP_NEAR_PCI] == nears[_i].pci[i],
+		    "%s %s: PCI domain %d, want %d", fx->file, id[i],
+		    dom[i][GP_NEAR_PCI], nears[_i].pci[i]);
+		ck_assert_msg(dom[i][GP_NEAR_NUMA] == fx->gpu[i].numa,
+		    "%s %s: NUMA %d, want %d", fx->file, id[i],
+		    dom[i][GP_NEAR_NUMA], fx->gpu[i].numa);
+	}
+	/* This system's topology never tells NVLink. */
+	ck_assert_int_eq(gp_topo_near(t, NULL, id, fx->ngpu, dom), 0);
+	for (i = 0; i < fx->ngpu; i++) {
+		ck_assert_int_eq(dom[i][GP_NEAR_NVLINK], -1);
+		ck_assert_int_eq(dom[i][GP_NEAR_PCI], nears[_i].pci[i]);
+	}
+	hwloc_topology_destroy(t);
+}
+END_TEST
+
+/* Ids follow the GPUs given, in their order, whatever subset. */
+START_TEST(near_subset)
+{
+	static const char *const id[] = {
+		"0000:e7:00.0", "0000:3b:00.0", "0000:b7:00.0", "0000:34:00.0",
+		"0000:e5:00.0",
+	};
+	static const int nv[] = { 0, 1, 0, 1, 0 };
+	static const int pci[] = { 0, 1, 2, 1, 0 };
+	static const int numa[] = { 1, 0, 1, 0, 1 };
+	hwloc_topology_t t;
+	int		 dom[5][GP_NEAR_LEVELS], i;
+
+	t = load(DGX2);
+	ck_assert_int_eq(gp_topo_near(t, xmlpath(DGX2), id, 5, dom), 0);
+	for (i = 0; i < 5; i++) {
+		ck_assert_int_eq(dom[i][GP_NEAR_NVLINK], nv[i]);
+		ck_assert_int_eq(dom[i][GP_NEAR_PCI], pci[i]);
+		ck_assert_int_eq(dom[i][GP_NEAR_NUMA], numa[i]);
+	}
+	hwloc_topology_destroy(t);
+}
+END_TEST
+
+/* GPUs the topology cannot place are in no domain at any level. */
+START_TEST(near_unknown)
+{
+	static const char *const id[] = {
+		NULL, "", "0000:ff:00.0", "34:00.0", "0000:34:00.0",
+	};
+	hwloc_topology_t t;
+	char		 err[256];
+	int		 dom[5][GP_NEAR_LEVELS], i, lv;
+
+	t = load(DGX2);
+	ck_assert_int_eq(gp_topo_near(t, xmlpath(DGX2), id, 5, dom), 0);
+	for (i = 0; i < 4; i++)
+		for (lv = 0; lv < GP_NEAR_LEVELS; lv++)
+			ck_assert_int_eq(dom[i][lv], -1);
+	ck_assert_int_eq(dom[4][GP_NEAR_NVLINK], 4);
+	ck_assert_int_eq(dom[4][GP_NEAR_PCI], 4);
+	ck_assert_int_eq(dom[4][GP_NEAR_NUMA], 0);
+	ck_assert_int_eq(gp_topo_near(t, xmlpath(DGX2), NULL, 5, dom), 0);
+	ck_assert_int_eq(dom[4][GP_NEAR_NUMA], -1);
+	hwloc_topology_destroy(t);
+
+	/* Loaded without PCI: only the XML's matrix says anything. */
+	ck_assert_int_eq(gp_topo_load(&t, xmlpath(DGX2), 0, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(gp_topo_near(t, xmlpath(DGX2), &id[4], 1, dom), 0);
+	ck_assert_int_eq(dom[0][GP_NEAR_NVLINK], 0);
+	ck_assert_int_eq(dom[0][GP_NEAR_PCI], -1);
+	ck_assert_int_eq(dom[0][GP_NEAR_NUMA], -1);
+	hwloc_topology_destroy(t);
+
+	/* This machine: whatever it has, NVLink stays unknown. */
+	t = loadlocal();
+	ck_assert_int_eq(gp_topo_near(t, NULL, &id[4], 1, dom), 0);
+	ck_assert_int_eq(dom[0][GP_NEAR_NVLINK], -1);
+	hwloc_topology_destroy(t);
+}
+END_TEST
+
+/* A whole-machine locality with one NUMA node left is on that node. */
+START_TEST(near_machine)
+{
+	static const char *const id[] = { "0000:83:00.0", "0000:84:00.0" };
+	hwloc_topology_t t;
+	hwloc_bitmap_t	 keep;
+	int		 dom[2][GP_NEAR_LEVELS];
+
+	t = load(E32);
+	keep = parse(PKG1_32);
+	ck_assert_int_eq(hwloc_topology_restrict(t, keep,
+	    HWLOC_RESTRICT_FLAG_REMOVE_CPULESS), 0);
+	hwloc_bitmap_free(keep);
+	ck_assert_int_eq(gp_topo_near(t, xmlpath(E32), id, 2, dom), 0);
+	ck_assert_int_eq(dom[0][GP_NEAR_NUMA], 1);
+	ck_assert_int_eq(dom[1][GP_NEAR_NUMA], 1);
+	ck_assert_int_eq(dom[0][GP_NEAR_PCI], 0);
+	ck_assert_int_eq(dom[1][GP_NEAR_PCI], 1);
+	hwloc_topology_destroy(t);
+}
+END_TEST
+
 /* List format */
 
 START_TEST(list_format)
@@ -963,6 +1108,13 @@ topo_suite(void)
 	tcase_add_test(tc, busid_unknown);
 	tcase_add_test(tc, busid_notfound);
 	tcase_add_test(tc, busid_forms);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("near");
+	tcase_add_loop_test(tc, near_fixtures, 0, NFIXTURES);
+	tcase_add_test(tc, near_subset);
+	tcase_add_test(tc, near_unknown);
+	tcase_add_test(tc, near_machine);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("list");
