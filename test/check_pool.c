@@ -1733,12 +1733,12 @@ START_TEST(reserved_fields_leave_room_to_grow)
 
 	o.errbuf = err;
 	o.errlen = sizeof(err);
-	o.reserved[5] = 1;
+	o.reserved[3] = 1;
 	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
 	ck_assert_ptr_null(p);
 	ck_assert_msg(strstr(err, "reserved fields are not zero") != NULL,
 	    "errbuf: %s", err);
-	o.reserved[5] = 0;
+	o.reserved[3] = 0;
 	o.flags = 1u << 30;
 	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
 	ck_assert_msg(strstr(err, "unknown flags 0x40000000") != NULL,
