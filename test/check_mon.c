@@ -177,6 +177,7 @@ START_TEST(processes_belong_to_their_worker_or_are_foreign)
 	if ((kid = fork()) == 0) {
 		close(hold[1]);
 		(void)read(hold[0], &c, 1);	/* until the test is done */
+		close(hold[0]);
 		_exit(0);
 	}
 	ck_assert_int_gt(kid, 0);

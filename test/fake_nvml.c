@@ -29,14 +29,12 @@
  * loads this library appends its pid, so a test proves who loaded NVML
  * (as fake_libcuda.c does for CUDA).
  */
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/time.h>
-#include <unistd.h>
 
+#include "fake_log.h"
 #include "nvml.h"
 
 #define FAKE_GPUS	64
@@ -85,17 +83,7 @@ static char	 handles[FAKE_GPUS];
 __attribute__((constructor)) static void
 loaded(void)
 {
-	const char	*log = getenv("GP_FAKE_NVML_LOG");
-	char		 line[32];
-	int		 fd, n;
-
-	if (log == NULL ||
-	    (fd = open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600)) < 0)
-		return;
-	n = snprintf(line, sizeof(line), "%d\n", (int)getpid());
-	if (write(fd, line, (size_t)n) != n)
-		_exit(99);
-	close(fd);
+	fake_log_load("GP_FAKE_NVML_LOG");
 }
 
 /* "16G", "512M", "123": bytes; "-": not available. */
@@ -279,11 +267,11 @@ nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u)
 {
 	int	 i = gpu_of(d);
 
-	if (i < 0)
-		return NVML_ERROR_INVALID_ARGUMENT;
-	u->gpu = st.g[i].util;
-	u->memory = 0;
-	return NVML_SUCCESS;
+	if (i >= 0) {
+		u->gpu = st.g[i].util;
+		u->memory = 0;
+	}
+	return i >= 0 ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
 /* Any version: entries of size sz, pid and usedGpuMemory first. */
