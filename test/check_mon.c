@@ -10,6 +10,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -372,6 +374,74 @@ START_TEST(a_dead_monitor_fails_and_is_reaped)
 }
 END_TEST
 
+/*
+ * Put an impostor in m's monitor's place: a child that reads a request
+ * and answers len bytes of a snapshot that says ngpu GPUs (len 0: it
+ * answers nothing, then exits when asked). The real monitor is reaped
+ * here; m keeps its buffers.
+ */
+static pid_t
+impostor(struct gp_mon *m, size_t len, int ngpu)
+{
+	struct gp_mon_snap	*s = calloc(1, m->snaplen);
+	char			 rq[64];
+	int			 sv[2], st;
+	pid_t			 pid;
+
+	ck_assert_int_eq(kill(m->pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(m->pid, &st, 0), m->pid);
+	close(m->fd);
+	if (m->pidfd >= 0)
+		close(m->pidfd);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	s->ok = 1;
+	s->ngpu = ngpu;
+	if ((pid = fork()) == 0) {
+		close(sv[0]);
+		if (read(sv[1], rq, sizeof(rq)) > 0 && len > 0)
+			(void)gp_write_full(sv[1], s, len);
+		_exit(0);
+	}
+	ck_assert_int_gt(pid, 0);
+	close(sv[1]);
+	free(s);
+	ck_assert_int_eq(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0);
+	m->fd = sv[0];
+	m->pid = pid;
+	m->pidfd = -1;
+	return pid;
+}
+
+/* A short reply, a reply for another pool, or a reply unasked: the
+ * monitor is gone, stopped and reaped. */
+START_TEST(a_bad_reply_stops_the_monitor)
+{
+	const char	*ids[] = { "GPU-aaaa" };
+	struct gp_mon	 m;
+	pid_t		 pid;
+	int		 st;
+
+	set_state("gpu GPU-aaaa - 16G 0 0\n");
+	start(&m, 1, ids);
+	pid = impostor(&m, m.snaplen / 2, 1);
+	ck_assert_int_eq(gp_mon_sample(&m, NULL, 0, SAMPLE_MS), -EPIPE);
+	ck_assert_int_eq(m.pid, 0);
+	ck_assert_int_eq(waitpid(pid, &st, WNOHANG), -1);
+	start(&m, 1, ids);
+	pid = impostor(&m, m.snaplen, 2);
+	ck_assert_int_eq(gp_mon_sample(&m, NULL, 0, SAMPLE_MS), -EPROTO);
+	ck_assert_ptr_null(m.snap);
+	ck_assert_int_eq(waitpid(pid, &st, WNOHANG), -1);
+	start(&m, 1, ids);
+	pid = impostor(&m, m.snaplen, 1);
+	ck_assert_int_eq(gp_write_full(m.fd, "x", 1), 0);	/* it answers */
+	wait_hup(m.fd);
+	ck_assert_int_eq(gp_mon_read(&m), -EPROTO);
+	ck_assert_int_eq(waitpid(pid, &st, WNOHANG), -1);
+	gp_mon_stop(&m);
+}
+END_TEST
+
 START_TEST(stop_is_safe_on_a_monitor_never_started)
 {
 	struct gp_mon	 m;
@@ -490,6 +560,7 @@ main(void)
 	tcase_add_test(tc, a_missing_library_is_named);
 	tcase_add_test(tc, a_failed_init_is_named);
 	tcase_add_test(tc, a_dead_monitor_fails_and_is_reaped);
+	tcase_add_test(tc, a_bad_reply_stops_the_monitor);
 	tcase_add_test(tc, stop_is_safe_on_a_monitor_never_started);
 	tcase_add_test(tc, one_request_at_a_time);
 	tcase_add_test(tc, the_monitor_keeps_only_its_channel);
