@@ -454,7 +454,7 @@ child_setup(int ch, pid_t master)
 	sigemptyset(&none);
 	(void)sigprocmask(SIG_SETMASK, &none, NULL);
 	if (ch != MON_CHANNEL && dup2(ch, MON_CHANNEL) == -1)
-		_exit(GP_EXIT_NOMEM);
+		_exit(1);	/* the master sees EOF: no monitor */
 	close_from(MON_CHANNEL + 1);
 }
 
