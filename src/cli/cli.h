@@ -61,7 +61,39 @@ void	tasks_close(struct tasks *t);
 long	tasks_scan(const char *path, int (*skip)(void *, unsigned long,
 	    const char *), void *arg, char *err, size_t errlen);
 
-/* joblog.c: GNU parallel's joblog, plus a trailing GPU column. */
+/* need.c: what a task needs of the GPUs: a tag at the start of its
+ * line ("[mem=20G gpus=2] cmd"), and the values of --mem and
+ * --gpus-per-task. Pure; messages are for the caller to prefix with the
+ * file and line or the option. */
+#define NEED_GPUS_MAX	1024
+
+struct task_need {
+	uint64_t	 mem;		/* GPU memory, bytes per GPU; 0: not
+					   given */
+	int		 gpus;		/* GPUs; 0: not given */
+};
+
+/* The tag at the start of line, if any (after blanks; only a '['
+ * followed at once by a lower-case key and '=' starts one: "[ -f x ]"
+ * and "[[" are commands): keys mem=SIZE and gpus=N, in any order,
+ * blank-separated, each at most once, up to ']'; the blanks after it
+ * are skipped. Returns the offset of the command in line (0 and *nd
+ * zeroed without a tag), or -EINVAL with err saying why: an unknown
+ * key, a bad value, no ']', no command. */
+int	need_parse(const char *line, struct task_need *nd, char *err,
+	    size_t errlen);
+/* A size, s[0..n) (need not be NUL-terminated): digits with at most one
+ * '.', then K, M, G or T (either case) alone or with "i", "iB" or "B",
+ * all binary (20G = 20 GiB), rounded up to a byte; "0" needs no unit.
+ * 0 and *bytes, or -EINVAL (bad, or a number without unit) or -ERANGE
+ * (over 1024T) with *why a static string saying why. */
+int	need_size(const char *s, size_t n, uint64_t *bytes, const char **why);
+/* A GPU count, s[0..n): 1 to NEED_GPUS_MAX. 0 and *gpus, or -EINVAL
+ * with *why a static string. */
+int	need_gpus(const char *s, size_t n, int *gpus, const char **why);
+
+/* joblog.c: GNU parallel's joblog, plus trailing GPU, GPUMem and
+ * GPUUtil columns. */
 struct jl_ent {
 	unsigned long	 seq;
 	unsigned long	 line;		/* its line's order in the file */
