@@ -676,15 +676,23 @@ struct attempt {
 	const char	*out, *err, *msg;	/* in t->item.out */
 	size_t		 outlen, errlen, msglen;
 	uint64_t	 outcut, errcut;
+	int		 oom;		/* K_FAILED, and its stderr shows a GPU
+					   out-of-memory error (gpu_oom()) */
 	char		 why[160];
 };
 
 /* Read t's outcome (the pointers in oc point into t->item.out). */
 void	outcome(const struct run *r, const struct task *t,
 	    struct attempt *oc);
-/* "exit status 3", "killed by signal 9 (Killed)", "timed out (...)". */
+/* "exit status 3", "killed by signal 9 (Killed)", "timed out (...)",
+ * with ", GPU out of memory" after it when oc->oom. */
 void	describe(const struct run *r, const struct attempt *oc, char *buf,
 	    size_t len);
+/* Whether a task's stderr, err[0..len) (not NUL-terminated), shows a GPU
+ * out-of-memory error: PyTorch's, TensorFlow's, JAX's, the CUDA driver
+ * and runtime's, cuBLAS's or cuDNN's (not a host MemoryError or
+ * ENOMEM). */
+int	gpu_oom(const char *err, size_t len);
 
 /* coord.c: rank 0's side of the ranks protocol (rank.c's is the other). */
 /* Hand tasks to the ranks with room, the emptiest first (rank 0's own
