@@ -122,6 +122,9 @@ struct jl_rec {
 	const char	*cmd;
 	const char	*gpu;
 	const char	*host;		/* ":" for this machine */
+	int64_t		 gpu_mem;	/* peak GPU memory, MiB; -1: unknown */
+	int		 gpu_util;	/* mean GPU utilisation, %; -1:
+					   unknown */
 };
 
 void	joblog_init(struct joblog *j);
@@ -154,7 +157,8 @@ int	joblog_done(const struct joblog *j, unsigned long seq, int failed_too);
 int	joblog_changed(const struct joblog *j, unsigned long seq,
 	    const char *cmd);
 /* Append one line and make it durable (write + fdatasync). A TAB or a
- * newline in the command or GPU id is written \t or \n. */
+ * newline in the command or GPU id is written \t or \n; a negative
+ * gpu_mem or gpu_util is written '-'. */
 int	joblog_append(struct joblog *j, const struct jl_rec *r);
 /* Close (a joblog it created and never wrote is removed), free. */
 void	joblog_release(struct joblog *j);
