@@ -466,6 +466,12 @@ struct opts {
 	int		 show_gpus;
 	int		 quiet;
 	uint64_t	 rank_timeout_ms;
+	int		 gpus_free;	/* --gpus free[:LIST] (gpus: the LIST,
+					   or NULL) */
+	int		 wait_free;	/* --wait-free */
+	unsigned	 busy_pct;	/* --busy-pct; 0: not given (10) */
+	uint64_t	 mem;		/* --mem, bytes per GPU; 0: none */
+	int		 gpus_per_task;	/* --gpus-per-task; 0: not given (1) */
 };
 
 /* Parse argv into *o (which points into argv). Prints what is wrong, or
