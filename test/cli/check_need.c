@@ -354,6 +354,52 @@ START_TEST(oom_is_seen_in_stderr)
 }
 END_TEST
 
+/* A worker's reply for exit status ev with stderr err, as t's result. */
+static void
+reply(struct task *t, int ev, const char *err)
+{
+	struct task_reply	 rp;
+	size_t			 n = strlen(err);
+
+	memset(t, 0, sizeof(*t));
+	memset(&rp, 0, sizeof(rp));
+	rp.exitval = ev;
+	rp.errlen = n;
+	t->item.outlen = sizeof(rp) + n;
+	ck_assert_ptr_nonnull(t->item.out = malloc(t->item.outlen));
+	memcpy(t->item.out, &rp, sizeof(rp));
+	memcpy((char *)t->item.out + sizeof(rp), err, n);
+}
+
+/* A failed attempt whose stderr shows it is recorded and described as
+ * out of GPU memory; a task that succeeded is not, whatever it said. */
+START_TEST(oom_attempt_is_described)
+{
+	struct task	 t;
+	struct attempt	 oc;
+	char		 buf[160];
+
+	reply(&t, 1, oom[2]);
+	outcome(NULL, &t, &oc);
+	ck_assert_int_eq(oc.kind, K_FAILED);
+	ck_assert_int_eq(oc.oom, 1);
+	describe(NULL, &oc, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "exit status 1, GPU out of memory");
+	free(t.item.out);
+	reply(&t, 1, not_oom[1]);
+	outcome(NULL, &t, &oc);
+	ck_assert_int_eq(oc.oom, 0);
+	describe(NULL, &oc, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "exit status 1");
+	free(t.item.out);
+	reply(&t, 0, oom[2]);
+	outcome(NULL, &t, &oc);
+	ck_assert_int_eq(oc.kind, K_OK);
+	ck_assert_int_eq(oc.oom, 0);
+	free(t.item.out);
+}
+END_TEST
+
 /* A temporary file with text; its path in path (32 bytes). */
 static void
 file_with(char *path, const char *text)
@@ -501,6 +547,7 @@ main(void)
 	tcase_add_test(tc, gpu_option_errors);
 	tcase_add_test(tc, help_says_how_gpus_are_shared);
 	tcase_add_test(tc, oom_is_seen_in_stderr);
+	tcase_add_test(tc, oom_attempt_is_described);
 	tcase_add_test(tc, joblog_gpu_columns);
 	tcase_add_test(tc, joblog_resume_old_new_and_torn);
 	suite_add_tcase(s, tc);
