@@ -61,7 +61,39 @@ void	tasks_close(struct tasks *t);
 long	tasks_scan(const char *path, int (*skip)(void *, unsigned long,
 	    const char *), void *arg, char *err, size_t errlen);
 
-/* joblog.c: GNU parallel's joblog, plus a trailing GPU column. */
+/* need.c: what a task needs of the GPUs: a tag at the start of its
+ * line ("[mem=20G gpus=2] cmd"), and the values of --mem and
+ * --gpus-per-task. Pure; messages are for the caller to prefix with the
+ * file and line or the option. */
+#define NEED_GPUS_MAX	1024
+
+struct task_need {
+	uint64_t	 mem;		/* GPU memory, bytes per GPU; 0: not
+					   given */
+	int		 gpus;		/* GPUs; 0: not given */
+};
+
+/* The tag at the start of line, if any (after blanks; only a '['
+ * followed at once by a lower-case key and '=' starts one: "[ -f x ]"
+ * and "[[" are commands): keys mem=SIZE and gpus=N, in any order,
+ * blank-separated, each at most once, up to ']'; the blanks after it
+ * are skipped. Returns the offset of the command in line (0 and *nd
+ * zeroed without a tag), or -EINVAL with err saying why: an unknown
+ * key, a bad value, no ']', no command. */
+int	need_parse(const char *line, struct task_need *nd, char *err,
+	    size_t errlen);
+/* A size, s[0..n) (need not be NUL-terminated): digits with at most one
+ * '.', then K, M, G or T (either case) alone or with "i", "iB" or "B",
+ * all binary (20G = 20 GiB), rounded up to a byte; "0" needs no unit.
+ * 0 and *bytes, or -EINVAL (bad, or a number without unit) or -ERANGE
+ * (over 1024T) with *why a static string saying why. */
+int	need_size(const char *s, size_t n, uint64_t *bytes, const char **why);
+/* A GPU count, s[0..n): 1 to NEED_GPUS_MAX. 0 and *gpus, or -EINVAL
+ * with *why a static string. */
+int	need_gpus(const char *s, size_t n, int *gpus, const char **why);
+
+/* joblog.c: GNU parallel's joblog, plus trailing GPU, GPUMem and
+ * GPUUtil columns. */
 struct jl_ent {
 	unsigned long	 seq;
 	unsigned long	 line;		/* its line's order in the file */
@@ -90,6 +122,9 @@ struct jl_rec {
 	const char	*cmd;
 	const char	*gpu;
 	const char	*host;		/* ":" for this machine */
+	int64_t		 gpu_mem;	/* peak GPU memory, MiB; -1: unknown */
+	int		 gpu_util;	/* mean GPU utilisation, %; -1:
+					   unknown */
 };
 
 void	joblog_init(struct joblog *j);
@@ -122,7 +157,8 @@ int	joblog_done(const struct joblog *j, unsigned long seq, int failed_too);
 int	joblog_changed(const struct joblog *j, unsigned long seq,
 	    const char *cmd);
 /* Append one line and make it durable (write + fdatasync). A TAB or a
- * newline in the command or GPU id is written \t or \n. */
+ * newline in the command or GPU id is written \t or \n; a negative
+ * gpu_mem or gpu_util is written '-'. */
 int	joblog_append(struct joblog *j, const struct jl_rec *r);
 /* Close (a joblog it created and never wrote is removed), free. */
 void	joblog_release(struct joblog *j);
@@ -442,6 +478,12 @@ struct opts {
 	int		 show_gpus;
 	int		 quiet;
 	uint64_t	 rank_timeout_ms;
+	int		 gpus_free;	/* --gpus free[:LIST] (gpus: the LIST,
+					   or NULL) */
+	int		 wait_free;	/* --wait-free */
+	unsigned	 busy_pct;	/* --busy-pct; 0: not given (10) */
+	uint64_t	 mem;		/* --mem, bytes per GPU; 0: none */
+	int		 gpus_per_task;	/* --gpus-per-task; 0: not given (1) */
 };
 
 /* Parse argv into *o (which points into argv). Prints what is wrong, or
@@ -663,15 +705,23 @@ struct attempt {
 	const char	*out, *err, *msg;	/* in t->item.out */
 	size_t		 outlen, errlen, msglen;
 	uint64_t	 outcut, errcut;
+	int		 oom;		/* K_FAILED, and its stderr shows a GPU
+					   out-of-memory error (gpu_oom()) */
 	char		 why[160];
 };
 
 /* Read t's outcome (the pointers in oc point into t->item.out). */
 void	outcome(const struct run *r, const struct task *t,
 	    struct attempt *oc);
-/* "exit status 3", "killed by signal 9 (Killed)", "timed out (...)". */
+/* "exit status 3", "killed by signal 9 (Killed)", "timed out (...)",
+ * with ", GPU out of memory" after it when oc->oom. */
 void	describe(const struct run *r, const struct attempt *oc, char *buf,
 	    size_t len);
+/* Whether a task's stderr, err[0..len) (not NUL-terminated), shows a GPU
+ * out-of-memory error: PyTorch's, TensorFlow's, JAX's, the CUDA driver
+ * and runtime's, cuBLAS's or cuDNN's (not a host MemoryError or
+ * ENOMEM). */
+int	gpu_oom(const char *err, size_t len);
 
 /* coord.c: rank 0's side of the ranks protocol (rank.c's is the other). */
 /* Hand tasks to the ranks with room, the emptiest first (rank 0's own

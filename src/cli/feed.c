@@ -276,6 +276,7 @@ record(struct run *r, const struct task *t, const struct attempt *oc)
 	jr.cmd = task_cmd(t);
 	jr.gpu = gpu_of(r, t->rank, oc->worker);
 	jr.host = r->npeer > 1 ? p->host : ":";
+	jr.gpu_mem = jr.gpu_util = -1;	/* NEEDSWORK: gp_pool_usage() */
 	if ((rc = joblog_append(&r->jl, &jr)) < 0 && !r->jl_broken) {
 		/* Without its record a resume would run it again: stop. */
 		cli_err("cannot write joblog '%s': %s", r->jl.path,

@@ -1,15 +1,19 @@
 /*
  * joblog.c: GNU parallel's joblog (Seq Host Starttime JobRuntime Send
- * Receive Exitval Signal Command, TAB separated) with the GPU as a tenth,
- * trailing column. Reads an old one for --resume and appends one line per
- * attempt, each made durable before the next task's outcome is handled,
- * so a crash loses at most the line being written. Never prints.
+ * Receive Exitval Signal Command, TAB separated) with three trailing
+ * columns: the GPU, GPUMem (the task's peak GPU memory, MiB) and GPUUtil
+ * (its mean GPU utilisation, %), '-' when unknown. Reads an old one for
+ * --resume and appends one line per attempt, each made durable before
+ * the next task's outcome is handled, so a crash loses at most the line
+ * being written. Never prints.
  *
- * A line counts when it has at least the ten fields we write and its
- * Seq, Exitval and Signal are integers. A line torn by a crash either
- * lacks fields (ignored: its task runs again) or was cut inside the GPU
- * column, after the outcome was complete (counted). A TAB or newline in
- * a command or a GPU id is written as \t or \n, so the columns hold.
+ * A line counts when it has at least ten fields and its Seq, Exitval and
+ * Signal are integers: the twelve we write, the ten of joblogs written
+ * before GPUMem and GPUUtil, or a line torn by a crash after its outcome
+ * was complete (cut inside the GPU, GPUMem or GPUUtil column). A line
+ * torn sooner lacks fields and is ignored: its task runs again. A TAB or
+ * newline in a command or a GPU id is written as \t or \n, so the
+ * columns hold and the Command is always the ninth field.
  *
  * What --resume keeps of an old joblog is one entry per Seq it records,
  * sorted: memory follows the rows present, not the largest Seq.
@@ -31,7 +35,7 @@
 #define LOCK_RETRY_MS	100	/* --wait-lock: try again after */
 
 static const char header[] = "Seq\tHost\tStarttime\tJobRuntime\tSend\t"
-    "Receive\tExitval\tSignal\tCommand\tGPU\n";
+    "Receive\tExitval\tSignal\tCommand\tGPU\tGPUMem\tGPUUtil\n";
 
 void
 joblog_init(struct joblog *j)
@@ -167,7 +171,7 @@ mark(struct joblog *j, unsigned long seq, int ok, uint32_t h)
 static int
 parse(struct joblog *j, char *l, size_t n)
 {
-	char		*tab[10], *p, *last;
+	char		*tab[9], *p;
 	long		 seq, ev, sig;
 	int		 k = 0;
 	uint32_t	 h = 0;
@@ -182,13 +186,12 @@ parse(struct joblog *j, char *l, size_t n)
 		tab[k++] = p;
 	if (k < 9)
 		return 0;	/* fewer than ten fields: torn or foreign */
-	last = strrchr(tab[7] + 1, '\t');	/* before the GPU */
 	if (num(l, tab[0], &seq) < 0 || seq <= 0 ||
 	    (unsigned long)seq > SEQ_LIMIT ||
 	    num(tab[5] + 1, tab[6], &ev) < 0 ||
 	    num(tab[6] + 1, tab[7], &sig) < 0)
 		return 0;
-	*last = '\0';
+	*tab[8] = '\0';		/* the Command ends there */
 	h = joblog_hash(tab[7] + 1);
 	return mark(j, (unsigned long)seq, ev == 0 && sig == 0, h);
 }
@@ -490,12 +493,25 @@ put_esc(char *p, const char *s)
 	return p;
 }
 
+/* A TAB and v at p, '-' when v < 0; returns the end. */
+static char *
+put_num(char *p, int64_t v)
+{
+	*p++ = '\t';
+	if (v < 0) {
+		*p++ = '-';
+		return p;
+	}
+	return p + sprintf(p, "%lld", (long long)v);
+}
+
 int
 joblog_append(struct joblog *j, const struct jl_rec *r)
 {
-	/* Escaping at most doubles the command and the GPU id. */
-	size_t	 tail = 2 * (strlen(r->cmd) + strlen(r->gpu)) + 2;
-	size_t	 need = tail + strlen(r->host) + 160;
+	/* Escaping at most doubles the command and the GPU id; then two
+	 * TABs and numbers of up to 20 digits, and the newline. */
+	size_t	 tail = 2 * (strlen(r->cmd) + strlen(r->gpu)) + 2 + 2 * 21;
+	size_t	 need = tail + strlen(r->host) + 200;
 	char	*l, *p;
 	int	 n, rc;
 
@@ -514,6 +530,8 @@ joblog_append(struct joblog *j, const struct jl_rec *r)
 	p = put_esc(j->line + n, r->cmd);
 	*p++ = '\t';
 	p = put_esc(p, r->gpu);
+	p = put_num(p, r->gpu_mem);
+	p = put_num(p, r->gpu_util);
 	*p++ = '\n';
 	/* One write per line: with O_APPEND it lands whole or torn, never
 	 * mixed with another line. */

@@ -28,8 +28,17 @@ static const char usage_text[] =
 "\n"
 "GPUs and slots:\n"
 "  --gpus LIST          GPUs to use: indexes, UUIDs or PCI bus ids, comma\n"
-"                       separated, or all (default: every GPU found)\n"
+"                       separated, or all (default: every GPU found);\n"
+"                       free: only those nobody else uses; free:LIST:\n"
+"                       those of LIST that nobody else uses\n"
+"  --wait-free          with --gpus free: wait for busy GPUs to become\n"
+"                       free rather than leave them out\n"
+"  --busy-pct PCT       with --gpus free: memory used by others over PCT %\n"
+"                       of a GPU's makes it busy (1 to 100, default 10)\n"
 "  --per-gpu K          tasks at a time on each GPU (default 1)\n"
+"  --mem SIZE           GPU memory each task needs on each of its GPUs:\n"
+"                       20G, 1.5GiB, 512M (binary units)\n"
+"  --gpus-per-task N    GPUs each task gets, close together (default 1)\n"
 "  --fake-gpus N        N pretend GPUs (testing, machines without GPU);\n"
 "                       also GPUPOOL_FAKE_GPUS=N; 0: the real GPUs only\n"
 "  --show-gpus          print the GPUs and the cores their workers get\n"
@@ -37,9 +46,10 @@ static const char usage_text[] =
 "  --fake-busids LIST   PCI bus ids of the fake GPUs, for --show-gpus\n"
 "\n"
 "Records and recovery:\n"
-"  --joblog FILE        one line per attempt: GNU parallel's joblog plus a\n"
-"                       GPU column; FILE is rewritten unless --resume,\n"
-"                       --resume-failed or +FILE (append)\n"
+"  --joblog FILE        one line per attempt: GNU parallel's joblog plus\n"
+"                       GPU, GPUMem (MiB) and GPUUtil (%) columns; FILE\n"
+"                       is rewritten unless --resume, --resume-failed or\n"
+"                       +FILE (append)\n"
 "  --resume             skip tasks the joblog already records\n"
 "  --resume-failed      skip only tasks it records as succeeded\n"
 "  --wait-lock          wait while another run holds the joblog or DIR\n"
@@ -71,6 +81,23 @@ static const char usage_text[] =
 "  GPUPOOL_TASK          its number among FILE's tasks, from 1 (joblog Seq)\n"
 "  GPUPOOL_ATTEMPT       1, then 2, ... when retried\n"
 "  GPUPOOL_RANK          its MPI rank (0 on one machine)\n"
+"\n"
+"GPU sharing (needs NVML, libnvidia-ml.so.1; without it every GPU counts\n"
+"as free and nothing is measured):\n"
+"  A GPU is busy when a compute process outside this run uses it, when\n"
+"  others use more than --busy-pct of its memory, or when NVML cannot\n"
+"  tell whose processes are on it (a container). --gpus free leaves busy\n"
+"  GPUs out, and a GPU taken by someone mid-run gets no new task until it\n"
+"  is free again; --show-gpus says why each GPU is usable or not.\n"
+"  With --mem and --per-gpu K, a slot starts a task only while the needs\n"
+"  of the tasks on that GPU plus what others use there fit its memory.\n"
+"  A line may declare its own needs before its command, overriding --mem\n"
+"  and --gpus-per-task:  [mem=20G gpus=2] torchrun --nproc_per_node 2 ...\n"
+"  A task with N GPUs holds them alone: CUDA_VISIBLE_DEVICES lists their\n"
+"  UUIDs, and its CPUs and memory are bound to the union of their NUMA\n"
+"  nodes. The joblog's GPUMem and GPUUtil columns give each task's peak\n"
+"  GPU memory (MiB) and mean utilisation (%); a task whose errors show a\n"
+"  GPU out-of-memory error is reported so.\n"
 "\n"
 "Exit status: 0 all succeeded; 1-100 the number of failed tasks; 101 more\n"
 "than 100 failed; 130, 143 or 129 after SIGINT, SIGTERM or SIGHUP; 255\n"
@@ -189,7 +216,8 @@ enum {
 	OPT_GPUS = 256, OPT_FAKE, OPT_PERGPU, OPT_JOBLOG, OPT_RESUME,
 	OPT_RESUMEF, OPT_RETRIES, OPT_TIMEOUT, OPT_GRACE, OPT_HALT,
 	OPT_RESULTS, OPT_BAR, OPT_DRYRUN, OPT_SHOW, OPT_TOPO, OPT_BUSIDS,
-	OPT_RANKTMO, OPT_WAITLOCK,
+	OPT_RANKTMO, OPT_WAITLOCK, OPT_WAITFREE, OPT_BUSYPCT, OPT_MEM,
+	OPT_GPT,
 };
 
 static const struct option longopts[] = {
@@ -211,6 +239,10 @@ static const struct option longopts[] = {
 	{ "topology",		required_argument, NULL, OPT_TOPO },
 	{ "fake-busids",	required_argument, NULL, OPT_BUSIDS },
 	{ "rank-timeout",	required_argument, NULL, OPT_RANKTMO },
+	{ "wait-free",		no_argument,	   NULL, OPT_WAITFREE },
+	{ "busy-pct",		required_argument, NULL, OPT_BUSYPCT },
+	{ "mem",		required_argument, NULL, OPT_MEM },
+	{ "gpus-per-task",	required_argument, NULL, OPT_GPT },
 	{ "quiet",		no_argument,	   NULL, 'q' },
 	{ "version",		no_argument,	   NULL, 'V' },
 	{ "help",		no_argument,	   NULL, 'h' },
@@ -293,6 +325,40 @@ opt_time(int c, struct opts *o)
 	return 0;
 }
 
+/* What the GPUs must be or give: --busy-pct, --mem, --gpus-per-task. 0,
+ * or -1 after an error. */
+static int
+opt_gpu(int c, struct opts *o)
+{
+	const char	*why;
+	long		 n;
+
+	switch (c) {
+	case OPT_BUSYPCT:
+		if (parse_int(optarg, 1, 100, &n) < 0) {
+			cli_err("--busy-pct: '%s' is not a percentage (1 to "
+			    "100)", optarg);
+			return -1;
+		}
+		o->busy_pct = (unsigned)n;
+		break;
+	case OPT_MEM:
+		if (need_size(optarg, strlen(optarg), &o->mem, &why) < 0) {
+			cli_err("--mem: bad size '%s': %s", optarg, why);
+			return -1;
+		}
+		break;
+	case OPT_GPT:
+		if (need_gpus(optarg, strlen(optarg), &o->gpus_per_task,
+		    &why) < 0) {
+			cli_err("--gpus-per-task: '%s' is %s", optarg, why);
+			return -1;
+		}
+		break;
+	}
+	return 0;
+}
+
 /* The names: --gpus, --joblog, --results, --topology, --fake-busids. 0,
  * or -1 after an error. */
 static int
@@ -300,9 +366,14 @@ opt_name(int c, struct opts *o)
 {
 	switch (c) {
 	case OPT_GPUS:
-		o->gpus = optarg;
-		if (*optarg == '\0') {
-			cli_err("--gpus: empty GPU list");
+		/* free, free:LIST: the last --gpus wins, as a whole. */
+		o->gpus_free = strcmp(optarg, "free") == 0 ||
+		    strncmp(optarg, "free:", 5) == 0;
+		o->gpus = o->gpus_free ? (optarg[4] ? optarg + 5 : NULL) :
+		    optarg;
+		if (o->gpus != NULL && *o->gpus == '\0') {
+			cli_err("--gpus: empty GPU list%s", o->gpus_free ?
+			    " after 'free:'" : "");
 			return -1;
 		}
 		break;
@@ -353,6 +424,13 @@ opt_set(int c, const char *opt, struct opts *o)
 	case OPT_TOPO:
 	case OPT_BUSIDS:
 		return opt_name(c, o);
+	case OPT_BUSYPCT:
+	case OPT_MEM:
+	case OPT_GPT:
+		return opt_gpu(c, o);
+	case OPT_WAITFREE:
+		o->wait_free = 1;
+		break;
 	case OPT_RESUME:
 		o->resume = 1;
 		break;
@@ -404,6 +482,11 @@ opts_check(int argc, char **argv, struct opts *o)
 	if ((o->resume || o->resume_failed) && o->joblog == NULL) {
 		cli_err("%s needs --joblog FILE", o->resume_failed ?
 		    "--resume-failed" : "--resume");
+		return -1;
+	}
+	if ((o->wait_free || o->busy_pct) && !o->gpus_free) {
+		cli_err("%s needs --gpus free", o->wait_free ? "--wait-free" :
+		    "--busy-pct");
 		return -1;
 	}
 	if (o->show_gpus) {

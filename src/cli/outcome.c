@@ -3,12 +3,15 @@
  * worker's reply (struct task_reply and the bytes after it) when it sent
  * a whole one, else from what the pool says of the item (crashed, timed
  * out, canceled, never run) or from the loss of the rank it ran on; and
- * the one line that describes a failure in messages. Pure: it reads the
- * task and the run, changes neither and prints nothing.
+ * the one line that describes a failure in messages; and whether a
+ * failed task ran out of GPU memory, by the messages the usual libraries
+ * print. Pure: it reads the task and the run, changes neither and prints
+ * nothing.
  */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 
@@ -51,8 +54,10 @@ from_reply(const struct gp_item *it, struct attempt *oc)
 		oc->kind = K_OK;
 	else if (rp.flags & R_STOPPED)
 		oc->kind = K_STOPPED;
-	else
+	else {
 		oc->kind = K_FAILED;
+		oc->oom = gpu_oom(oc->err, oc->errlen);
+	}
 	return 1;
 }
 
@@ -114,12 +119,12 @@ outcome(const struct run *r, const struct task *t, struct attempt *oc)
 		no_reply(r, t, oc);
 }
 
-/* "exit status 3", "killed by signal 9 (Killed)", "timed out (...)". */
 void
 describe(const struct run *r, const struct attempt *oc, char *buf,
     size_t len)
 {
 	char	 tmo[32];
+	size_t	 n;
 
 	if (oc->flags & R_TIMEDOUT) {
 		fmt_secs(tmo, sizeof(tmo), (double)r->o->timeout_ms / 1000);
@@ -134,4 +139,127 @@ describe(const struct run *r, const struct attempt *oc, char *buf,
 		    strsignal(oc->signal));
 	else
 		snprintf(buf, len, "exit status %d", oc->exitval);
+	if (oc->oom && (n = strlen(buf)) < len)
+		snprintf(buf + n, len - n, ", GPU out of memory");
+}
+
+/*
+ * What each library prints when a GPU allocation fails, as seen in
+ * their users' reports (GitHub issues cited by repository and number):
+ *   PyTorch	"torch.OutOfMemoryError: CUDA out of memory. Tried to
+ *		allocate 4.22 GiB" (antgroup/echomimic_v2#115; before 2.5
+ *		torch.cuda.OutOfMemoryError, pytorch/pytorch#16417; before
+ *		1.13 "RuntimeError: CUDA out of memory.", pytorch/pytorch
+ *		#59778); "RuntimeError: CUDA error: out of memory" when a
+ *		kernel or library call fails (LBANN/lbann#129 prints the
+ *		same from its own check)
+ *   TensorFlow	"ResourceExhaustedError: OOM when allocating tensor with
+ *		shape[...] ... device:GPU:0 by allocator GPU_0_bfc"
+ *		(tensorflow/tensorflow#17669, tensorflow/models#7142); the
+ *		same for host memory names device:CPU:0 and allocator cpu
+ *		(tensorflow/tensorflow#45238), which is not ours
+ *   JAX/XLA	"jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED:
+ *		Out of memory while trying to allocate 7406166528 bytes."
+ *		(google-deepmind/alphafold#1023, sokrypton/ColabFold#65) or
+ *		"... Out of memory allocating ..." (onpix/LLNeRF#9)
+ *   CUDA	the driver API's name "CUDA_ERROR_OUT_OF_MEMORY: out of
+ *		memory" (alphafold#197, from TensorFlow's cuda_driver.cc);
+ *		the runtime's "cudaErrorMemoryAllocation: out of memory"
+ *		(cupy/cupy#314); and cudaGetErrorString()'s bare "out of
+ *		memory" in a program's own check: "GPUassert: out of memory
+ *		mean.cu 377" (tromp/cuckoo#53), "CUDA Error: out of memory"
+ *		(pjreddie/darknet#499), "CUDA error 2 in file ... out of
+ *		memory" (AMReX-Codes/amrex#3189): counted only on a line
+ *		that also says CUDA or GPU, any case
+ *   cuBLAS	"CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling
+ *		`cublasCreate(handle)`" (QwenLM/Qwen3#873)
+ *   cuDNN	"Could not create cudnn handle: CUDNN_STATUS_ALLOC_FAILED"
+ *		(tensorflow/tensorflow#39989), "Error in CuDNN:
+ *		CUDNN_STATUS_ALLOC_FAILED" (torch/torch7#780)
+ * Python's MemoryError, "Cannot allocate memory" (ENOMEM) and
+ * std::bad_alloc are the host's and are not matched.
+ */
+static const char *const oom_any[] = {
+	"CUDA out of memory", "torch.OutOfMemoryError",
+	"torch.cuda.OutOfMemoryError",
+	"CUDA error: out of memory", "CUDA_ERROR_OUT_OF_MEMORY",
+	"cudaErrorMemoryAllocation", "RESOURCE_EXHAUSTED: Out of memory",
+	"CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
+};
+
+/* Matched on a line that names no host device. */
+static const char *const oom_tf[] = {
+	"OOM when allocating tensor", "ResourceExhaustedError",
+};
+
+/* Whether s[0..n) holds w, ASCII case ignored. */
+static int
+has_nocase(const char *s, size_t n, const char *w)
+{
+	size_t	 i, k = strlen(w);
+
+	for (i = 0; i + k <= n; i++)
+		if (strncasecmp(s + i, w, k) == 0)
+			return 1;
+	return 0;
+}
+
+/* The line of err[0..len) around offset at: *ls and its length. */
+static size_t
+line_at(const char *err, size_t len, size_t at, const char **ls)
+{
+	const char	*s = err + at, *e;
+
+	while (s > err && s[-1] != '\n')
+		s--;
+	if ((e = memchr(err + at, '\n', len - at)) == NULL)
+		e = err + len;
+	*ls = s;
+	return (size_t)(e - s);
+}
+
+/* Whether word is on a line of err that passes ok(line). */
+static int
+on_a_line(const char *err, size_t len, const char *word,
+    int (*ok)(const char *, size_t))
+{
+	const char	*p = err, *ls;
+	size_t		 k = strlen(word), ll;
+
+	while ((p = memmem(p, len - (size_t)(p - err), word, k)) != NULL) {
+		ll = line_at(err, len, (size_t)(p - err), &ls);
+		if (ok(ls, ll))
+			return 1;
+		p += k;
+	}
+	return 0;
+}
+
+static int
+names_no_host(const char *l, size_t n)
+{
+	return !has_nocase(l, n, "device:CPU") &&
+	    !has_nocase(l, n, "MemoryError: Unable");
+}
+
+static int
+names_gpu(const char *l, size_t n)
+{
+	return has_nocase(l, n, "CUDA") || has_nocase(l, n, "GPU");
+}
+
+int
+gpu_oom(const char *err, size_t len)
+{
+	size_t	 i;
+
+	if (err == NULL || len == 0)
+		return 0;
+	for (i = 0; i < sizeof(oom_any) / sizeof(oom_any[0]); i++)
+		if (memmem(err, len, oom_any[i], strlen(oom_any[i])) != NULL)
+			return 1;
+	for (i = 0; i < sizeof(oom_tf) / sizeof(oom_tf[0]); i++)
+		if (on_a_line(err, len, oom_tf[i], names_no_host))
+			return 1;
+	return on_a_line(err, len, "out of memory", names_gpu);
 }

@@ -349,8 +349,17 @@ read_log(const char *path, struct rec *recs, struct beg *begs, int *nbeg)
 	return n;
 }
 
+/* Whether s is a GPUMem or GPUUtil value: '-' or an integer. */
+static int
+jl_num(const char *s)
+{
+	return strcmp(s, "-") == 0 || (*s != '\0' &&
+	    strspn(s, "0123456789") == strlen(s));
+}
+
 /* Joblog records (the header and lines with fewer than 10 fields are
- * not returned; *bad counts the latter). */
+ * not returned; *bad counts the latter). The header is ours, or that of
+ * a joblog from before GPUMem and GPUUtil that a test wrote. */
 static int
 read_joblog(const char *path, struct jrec *j, int max, int *bad)
 {
@@ -360,8 +369,12 @@ read_joblog(const char *path, struct jrec *j, int max, int *bad)
 	ck_assert_msg(b != NULL, "no joblog at %s", path);
 	for (l = strtok_r(b, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
 		if (first) {
-			ck_assert_str_eq(l, "Seq\tHost\tStarttime\tJobRuntime\t"
-			    "Send\tReceive\tExitval\tSignal\tCommand\tGPU");
+			ck_assert_msg(strcmp(l, "Seq\tHost\tStarttime\t"
+			    "JobRuntime\tSend\tReceive\tExitval\tSignal\t"
+			    "Command\tGPU\tGPUMem\tGPUUtil") == 0 || strcmp(l,
+			    "Seq\tHost\tStarttime\tJobRuntime\tSend\t"
+			    "Receive\tExitval\tSignal\tCommand\tGPU") == 0,
+			    "joblog header '%s'", l);
 			first = 0;
 			continue;
 		}
@@ -381,7 +394,12 @@ read_joblog(const char *path, struct jrec *j, int max, int *bad)
 		j[n].exitval = atoi(f[6]);
 		j[n].sig = atoi(f[7]);
 		snprintf(j[n].cmd, sizeof(j[n].cmd), "%s", f[8]);
-		snprintf(j[n].gpu, sizeof(j[n].gpu), "%s", f[k]);
+		snprintf(j[n].gpu, sizeof(j[n].gpu), "%s", f[9]);
+		/* Ours have twelve; a test's old ones ten. */
+		ck_assert_msg(k + 1 == 12 || k + 1 == 10, "%d fields", k + 1);
+		if (k + 1 == 12)
+			ck_assert_msg(jl_num(f[10]) && jl_num(f[11]), "GPUMem "
+			    "'%s', GPUUtil '%s'", f[10], f[11]);
 		n++;
 	}
 	free(b);
@@ -2537,7 +2555,7 @@ START_TEST(joblog_escapes_tabs)
 	for (l = strtok_r(b, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
 		for (i = 0, tabs = 0; l[i]; i++)
 			tabs += l[i] == '\t';
-		ck_assert_msg(tabs == 9, "%d fields in '%s'", tabs + 1, l);
+		ck_assert_msg(tabs == 11, "%d fields in '%s'", tabs + 1, l);
 		lines++;
 	}
 	ck_assert_int_eq(lines, 3);

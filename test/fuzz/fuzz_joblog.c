@@ -17,7 +17,8 @@
  *     its outcome and command, and every Seq seen before is still seen
  *     with the same outcome and command (ending a torn line must not eat
  *     or change a record); a command with a TAB (written \t) reads back
- *     as unchanged.
+ *     as unchanged; the record's line ends in its GPU, GPUMem and
+ *     GPUUtil columns ('-' for unknown), twelve fields in all.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -76,6 +77,35 @@ check_tables(const struct joblog *j)
 	}
 }
 
+/* The file's last line is r's: twelve fields, ending in its GPU,
+ * GPUMem and GPUUtil. */
+static void
+check_last_line(const struct jl_rec *r)
+{
+	char		 tail[512], want[96], m[24], u[24], *l;
+	off_t		 end;
+	ssize_t		 n;
+	size_t		 wl;
+	int		 fd, tabs = 0;
+
+	CHECK((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0);
+	CHECK((end = lseek(fd, 0, SEEK_END)) > 0);
+	n = pread(fd, tail, sizeof(tail) - 1,
+	    end > (off_t)sizeof(tail) - 1 ? end - (off_t)sizeof(tail) + 1 : 0);
+	close(fd);
+	/* The bytes before may be anything, NULs included. */
+	CHECK(n > 0 && tail[n - 1] == '\n');
+	CHECK((l = memrchr(tail, '\n', (size_t)n - 1)) != NULL);
+	for (l++; l < tail + n - 1; l++)
+		tabs += *l == '\t';
+	CHECK(tabs == 11);
+	snprintf(m, sizeof(m), "%lld", (long long)r->gpu_mem);
+	snprintf(u, sizeof(u), "%d", r->gpu_util);
+	wl = (size_t)snprintf(want, sizeof(want), "\t%s\t%s\t%s\n", r->gpu,
+	    r->gpu_mem < 0 ? "-" : m, r->gpu_util < 0 ? "-" : u);
+	CHECK((size_t)n >= wl && memcmp(tail + n - wl, want, wl) == 0);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -129,10 +159,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	r.cmd = cmd;
 	r.gpu = "0";
 	r.host = ":";
+	r.gpu_mem = size % 3 == 0 ? -1 : (int64_t)size * 31;
+	r.gpu_util = size % 5 == 0 ? -1 : (int)(size % 101);
 	joblog_init(&j);
 	CHECK(joblog_open(&j, path, 1, err, sizeof(err)) == 0);
 	CHECK(joblog_append(&j, &r) == 0);
 	joblog_release(&j);
+	check_last_line(&r);
 
 	joblog_init(&j);
 	CHECK(joblog_load(&j, path, err, sizeof(err)) == 0);

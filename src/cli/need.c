@@ -1,0 +1,194 @@
+/*
+ * need.c: what a task declares it needs of the GPUs: the tag a task's
+ * line may start with ("[mem=20G gpus=2] python train.py"), and the
+ * values --mem and --gpus-per-task take. Pure: it reads strings, keeps
+ * no state and prints nothing; a caller names the file and line.
+ *
+ * A '[' is a tag only when a lower-case key and '=' follow it at once,
+ * so that shell tests ("[ -f x ] && ...", "[[ ... ]]") stay commands.
+ * Sizes are binary whatever their spelling (20G, 20GiB and 20GB are all
+ * 20 GiB), as nvidia-smi's MiB are: a GPU's memory is sold in GiB.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define SIZE_MAX_TIB	1024		/* --mem at most 1024T */
+#define NEED_KEYS	"(mem=SIZE, gpus=N)"
+
+static int
+blank(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+/*
+ * Digits with at most one '.', then K, M, G or T (either case) and "",
+ * "i", "iB" or "B"; "0" alone too. Checked by hand first, as opts.c's
+ * durations are: strtod() alone would take a sign, blanks, an exponent,
+ * hex, inf and nan. A size over 0 is rounded up to a whole byte.
+ */
+int
+need_size(const char *s, size_t n, uint64_t *bytes, const char **why)
+{
+	static const char	 units[] = "KMGT";
+	char			 num[32], *end;
+	const char		*u, *p;
+	double			 v;
+	size_t			 d;
+	int			 shift, c;
+
+	d = 0;
+	while (d < n && s[d] >= '0' && s[d] <= '9')
+		d++;
+	if (d < n && s[d] == '.')
+		for (d++; d < n && s[d] >= '0' && s[d] <= '9'; d++)
+			;
+	*why = "not a size (say 20G, 1.5GiB or 512M)";
+	if (d == 0 || (d == 1 && s[0] == '.') || d >= sizeof(num))
+		return -EINVAL;
+	memcpy(num, s, d);
+	num[d] = '\0';
+	errno = 0;
+	v = strtod(num, &end);
+	if (errno || *end != '\0')
+		return -EINVAL;
+	if (d == n) {
+		/* 20 what? Only nothing needs no unit. */
+		*bytes = 0;
+		if (v != 0) {
+			*why = "needs a unit, e.g. 20G";
+			return -EINVAL;
+		}
+		*why = NULL;
+		return 0;
+	}
+	c = s[d] >= 'a' && s[d] <= 'z' ? s[d] - 'a' + 'A' : s[d];
+	if (c == '\0' || (p = strchr(units, c)) == NULL)
+		return -EINVAL;
+	shift = 10 * (int)(p - units + 1);
+	u = s + d + 1;
+	n -= d + 1;
+	if (!(n == 0 || (n == 1 && (*u == 'i' || *u == 'B')) ||
+	    (n == 2 && u[0] == 'i' && u[1] == 'B')))
+		return -EINVAL;
+	v *= (double)(1ull << shift);
+	if (v > (double)SIZE_MAX_TIB * (double)(1ull << 40)) {
+		*why = "too large (at most 1024T)";
+		return -ERANGE;
+	}
+	*bytes = (uint64_t)v;
+	if ((double)*bytes < v)
+		(*bytes)++;
+	*why = NULL;
+	return 0;
+}
+
+int
+need_gpus(const char *s, size_t n, int *gpus, const char **why)
+{
+	size_t	 i;
+	int	 v = 0;
+
+	*why = "not a GPU count (1 to 1024)";
+	if (n == 0 || n > 4)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+		v = v * 10 + (s[i] - '0');
+	}
+	if (v < 1 || v > NEED_GPUS_MAX)
+		return -EINVAL;
+	*gpus = v;
+	*why = NULL;
+	return 0;
+}
+
+/* One key=value of a tag, k[0..n): into *nd, or -EINVAL with err. */
+static int
+need_item(const char *k, size_t n, struct task_need *nd, unsigned *seen,
+    char *err, size_t errlen)
+{
+	const char	*eq = memchr(k, '=', n), *v, *why;
+	size_t		 kl, vl;
+	unsigned	 bit;
+	int		 rc;
+
+	kl = eq != NULL ? (size_t)(eq - k) : n;
+	if (kl == 3 && memcmp(k, "mem", 3) == 0)
+		bit = 1;
+	else if (kl == 4 && memcmp(k, "gpus", 4) == 0)
+		bit = 2;
+	else {
+		snprintf(err, errlen, "unknown key '%.*s' in task options "
+		    NEED_KEYS, (int)(kl > 64 ? 64 : kl), k);
+		return -EINVAL;
+	}
+	if (eq == NULL || eq + 1 == k + n) {
+		snprintf(err, errlen, "'%.*s' needs a value in task options "
+		    NEED_KEYS, (int)kl, k);
+		return -EINVAL;
+	}
+	if (*seen & bit) {
+		snprintf(err, errlen, "'%.*s' given twice in task options",
+		    (int)kl, k);
+		return -EINVAL;
+	}
+	*seen |= bit;
+	v = eq + 1;
+	vl = n - kl - 1;
+	rc = bit == 1 ? need_size(v, vl, &nd->mem, &why) :
+	    need_gpus(v, vl, &nd->gpus, &why);
+	if (rc < 0)
+		snprintf(err, errlen, "bad value '%.*s' for %.*s= in task "
+		    "options: %s", (int)(vl > 64 ? 64 : vl), v, (int)kl, k,
+		    why);
+	return rc;
+}
+
+int
+need_parse(const char *line, struct task_need *nd, char *err,
+    size_t errlen)
+{
+	const char	*p = line, *q, *end;
+	unsigned	 seen = 0;
+	int		 rc;
+
+	memset(nd, 0, sizeof(*nd));
+	while (blank(*p))
+		p++;
+	if (p[0] != '[')
+		return 0;
+	for (q = p + 1; *q >= 'a' && *q <= 'z'; q++)
+		;
+	if (q == p + 1 || *q != '=')
+		return 0;	/* a shell test, a glob: the command */
+	if ((end = strchr(p, ']')) == NULL) {
+		snprintf(err, errlen, "no ']' closing the task options "
+		    NEED_KEYS);
+		return -EINVAL;
+	}
+	for (p++;;) {
+		while (blank(*p))
+			p++;
+		if (p == end)
+			break;
+		for (q = p; q < end && !blank(*q); q++)
+			;
+		if ((rc = need_item(p, (size_t)(q - p), nd, &seen, err,
+		    errlen)) < 0)
+			return rc;
+		p = q;
+	}
+	for (p++; blank(*p); p++)
+		;
+	if (*p == '\0') {
+		snprintf(err, errlen, "task options but no command");
+		return -EINVAL;
+	}
+	return (int)(p - line);
+}
