@@ -45,9 +45,10 @@ unwatch(struct gp_pool *p, const char *why)
 {
 	int	 i;
 
+	/* why may be the snapshot's, which stopping the monitor frees. */
+	snprintf(p->wt.why, sizeof(p->wt.why), "%s", why);
 	gp_mon_stop(&p->wt.mon);
 	p->wt.nomon = 1;
-	snprintf(p->wt.why, sizeof(p->wt.why), "%s", why);
 	for (i = 0; i < p->ngpus; i++) {
 		p->wt.gs[i].known = 0;
 		p->wt.gs[i].busy = 0;
@@ -55,7 +56,7 @@ unwatch(struct gp_pool *p, const char *why)
 		p->wt.gs[i].nforeign = 0;
 		p->wt.gs[i].util = -1;
 		snprintf(p->wt.gs[i].why, sizeof(p->wt.gs[i].why),
-		    "unknown: %s", why);
+		    "unknown: %s", p->wt.why);
 	}
 }
 

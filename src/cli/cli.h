@@ -44,18 +44,21 @@ struct tasks {
 	unsigned long	 lineno;	/* physical lines consumed */
 	unsigned long	 first;		/* first line of the current task */
 	unsigned long	 seq;		/* tasks returned so far */
+	size_t		 cmd;		/* the command's offset in line, after
+					   a [mem=... gpus=...] tag (need.c) */
 	char		 err[256];	/* "file:line: what" after an error */
 };
 
 int	tasks_open(struct tasks *t, const char *path, char *err, size_t errlen);
 /* Next task: TASKS_LINE (t->line, t->llen NUL-terminated, t->seq,
- * t->first), TASKS_AGAIN (pollable input has no whole line now),
+ * t->first, t->cmd: its tag checked), TASKS_AGAIN (pollable input has no whole line now),
  * TASKS_EOF, or -EINVAL (bad input; t->err names file:line) or -errno
  * (read error; t->err says so). */
 int	tasks_next(struct tasks *t);
 void	tasks_close(struct tasks *t);
 /* A pass over a regular file with a second descriptor: count its tasks
- * (calling skip(seq) for each; a nonzero return does not count it) and
+ * (calling skip(seq, command without its tag) for each; a nonzero
+ * return does not count it) and
  * find input errors before anything runs. Returns the count, or as
  * tasks_next() for an error. */
 long	tasks_scan(const char *path, int (*skip)(void *, unsigned long,

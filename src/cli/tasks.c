@@ -146,8 +146,10 @@ blank(const char *p, size_t n)
 static int
 take(struct tasks *t, const char *p, size_t n)
 {
-	size_t	 k, i, cap;
-	char	*l;
+	struct task_need nd;
+	size_t		 k, i, cap;
+	char		*l, why[160];
+	int		 off;
 
 	if (n > 0 && p[n - 1] == '\r')
 		n--;
@@ -185,6 +187,9 @@ take(struct tasks *t, const char *p, size_t n)
 	t->line[t->llen] = '\0';
 	if (t->joining || blank(t->line, t->llen))
 		return 0;
+	if ((off = need_parse(t->line, &nd, why, sizeof(why))) < 0)
+		return fail(t, -EINVAL, t->first, why);
+	t->cmd = (size_t)off;
 	t->seq++;
 	return TASKS_LINE;
 }
@@ -234,7 +239,7 @@ tasks_scan(const char *path, int (*skip)(void *, unsigned long, const char *),
 	if ((rc = tasks_open(&t, path, err, errlen)) < 0)
 		return rc;
 	while ((rc = tasks_next(&t)) == TASKS_LINE)
-		if (skip == NULL || !skip(arg, t.seq, t.line))
+		if (skip == NULL || !skip(arg, t.seq, t.line + t.cmd))
 			count++;
 	if (rc < 0)
 		snprintf(err, errlen, "%s", t.err);
