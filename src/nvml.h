@@ -1,7 +1,7 @@
 /*
- * nvml.h: the few declarations of NVIDIA's NVML C ABI that the monitor
- * (mon.c) calls through dlsym(), and that the tests' fake NVML
- * (test/fake_nvml.c) exports. No nvml.h ships with the CUDA toolkit on
+ * nvml.h: nvml.c's two calls, made by the monitor child (mon.c), and the
+ * few declarations of NVIDIA's NVML C ABI that nvml.c calls through
+ * dlsym() and that the tests' fake NVML (test/fake_nvml.c) exports. No nvml.h ships with the CUDA toolkit on
  * most machines, and the ABI is stable, so the types are written out
  * here from NVIDIA's NVML API reference (nvmlReturn_t, nvmlMemory_t,
  * nvmlUtilization_t, nvmlProcessInfo_v1_t and _v2_t,
@@ -10,6 +10,23 @@
  */
 #ifndef GP_NVML_H
 #define GP_NVML_H
+
+#include <sys/types.h>
+
+struct gp_gpu;
+struct gp_mon_snap;
+
+/* nvml.c, in the monitor child only. */
+/* One snapshot of the n pool GPUs at g into s (room for n GPUs), each
+ * compute process marked with the worker i (pids[i], 0: none) whose
+ * process tree holds it. NVML is loaded on the first call; without it
+ * s->ok is 0 and s->err says why, on every call. */
+void	gp_nvml_snapshot(const struct gp_gpu *g, int n, const pid_t *pids,
+	    int nw, struct gp_mon_snap *s);
+/* nvmlShutdown(), if NVML was initialised. */
+void	gp_nvml_close(void);
+
+/* ---- NVML's ABI ---- */
 
 /* nvmlReturn_t: the values the monitor tells apart. */
 typedef int nvmlReturn_t;

@@ -94,6 +94,26 @@ start(struct gp_mon *m, int n, const char **ids)
 	ck_assert_int_ge(m->fd, 0);
 }
 
+/* A monitor of one idle 16 GiB GPU, GPU-aaaa. */
+static void
+start_one(struct gp_mon *m)
+{
+	const char	*ids[] = { "GPU-aaaa" };
+
+	set_state("gpu GPU-aaaa - 16G 0 0\n");
+	start(m, 1, ids);
+}
+
+/* pid is reaped: no zombie of it is left to wait for. */
+static void
+reaped(pid_t pid)
+{
+	int	 st;
+
+	ck_assert_int_eq(waitpid(pid, &st, WNOHANG), -1);
+	ck_assert_int_eq(errno, ECHILD);
+}
+
 static const struct gp_mon_snap *
 sample(struct gp_mon *m, const pid_t *pids, int nw)
 {
@@ -335,14 +355,11 @@ wait_hup(int fd)
 
 START_TEST(a_dead_monitor_fails_and_is_reaped)
 {
-	const char	*ids[] = { "GPU-aaaa" };
 	struct gp_mon	 m;
 	pid_t		 pid;
-	int		 st;
 
-	set_state("gpu GPU-aaaa - 16G 0 0\n");
 	/* Seen by a read. */
-	start(&m, 1, ids);
+	start_one(&m);
 	sample(&m, NULL, 0);
 	pid = m.pid;
 	ck_assert_int_eq(kill(pid, SIGKILL), 0);
@@ -350,27 +367,24 @@ START_TEST(a_dead_monitor_fails_and_is_reaped)
 	ck_assert_int_lt(gp_mon_read(&m), 0);
 	ck_assert_int_eq(m.pid, 0);
 	ck_assert_ptr_null(m.snap);
-	ck_assert_int_eq(waitpid(pid, &st, WNOHANG), -1);
-	ck_assert_int_eq(errno, ECHILD);
+	reaped(pid);
 	ck_assert_int_lt(gp_mon_request(&m, NULL, 0), 0);
 	gp_mon_stop(&m);
 	gp_mon_stop(&m);
 	/* Seen by a request. */
-	start(&m, 1, ids);
+	start_one(&m);
 	pid = m.pid;
 	ck_assert_int_eq(kill(pid, SIGKILL), 0);
 	wait_hup(m.fd);
 	ck_assert_int_lt(gp_mon_request(&m, NULL, 0), 0);
-	ck_assert_int_eq(waitpid(pid, &st, WNOHANG), -1);
-	ck_assert_int_eq(errno, ECHILD);
+	reaped(pid);
 	ck_assert_int_lt(gp_mon_sample(&m, NULL, 0, SAMPLE_MS), 0);
 	gp_mon_stop(&m);
 	/* And a live one, stopped: reaped too. */
-	start(&m, 1, ids);
+	start_one(&m);
 	pid = m.pid;
 	gp_mon_stop(&m);
-	ck_assert_int_eq(waitpid(pid, &st, WNOHANG), -1);
-	ck_assert_int_eq(errno, ECHILD);
+	reaped(pid);
 }
 END_TEST
 
@@ -416,28 +430,25 @@ impostor(struct gp_mon *m, size_t len, int ngpu)
  * monitor is gone, stopped and reaped. */
 START_TEST(a_bad_reply_stops_the_monitor)
 {
-	const char	*ids[] = { "GPU-aaaa" };
 	struct gp_mon	 m;
 	pid_t		 pid;
-	int		 st;
 
-	set_state("gpu GPU-aaaa - 16G 0 0\n");
-	start(&m, 1, ids);
+	start_one(&m);
 	pid = impostor(&m, m.snaplen / 2, 1);
 	ck_assert_int_eq(gp_mon_sample(&m, NULL, 0, SAMPLE_MS), -EPIPE);
 	ck_assert_int_eq(m.pid, 0);
-	ck_assert_int_eq(waitpid(pid, &st, WNOHANG), -1);
-	start(&m, 1, ids);
+	reaped(pid);
+	start_one(&m);
 	pid = impostor(&m, m.snaplen, 2);
 	ck_assert_int_eq(gp_mon_sample(&m, NULL, 0, SAMPLE_MS), -EPROTO);
 	ck_assert_ptr_null(m.snap);
-	ck_assert_int_eq(waitpid(pid, &st, WNOHANG), -1);
-	start(&m, 1, ids);
+	reaped(pid);
+	start_one(&m);
 	pid = impostor(&m, m.snaplen, 1);
 	ck_assert_int_eq(gp_write_full(m.fd, "x", 1), 0);	/* it answers */
 	wait_hup(m.fd);
 	ck_assert_int_eq(gp_mon_read(&m), -EPROTO);
-	ck_assert_int_eq(waitpid(pid, &st, WNOHANG), -1);
+	reaped(pid);
 	gp_mon_stop(&m);
 }
 END_TEST
@@ -478,7 +489,6 @@ END_TEST
  * the soft limit only valgrind's own, which the client cannot see. */
 START_TEST(the_monitor_keeps_only_its_channel)
 {
-	const char	*ids[] = { "GPU-aaaa" };
 	struct dirent	*de;
 	struct rlimit	 rl;
 	struct gp_mon	 m;
@@ -486,9 +496,8 @@ START_TEST(the_monitor_keeps_only_its_channel)
 	DIR		*d;
 	int		 fd, chan = 0;
 
-	set_state("gpu GPU-aaaa - 16G 0 0\n");
 	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
-	start(&m, 1, ids);
+	start_one(&m);
 	sample(&m, NULL, 0);	/* NVML loaded by now */
 	snprintf(path, sizeof(path), "/proc/%d/fd", (int)m.pid);
 	ck_assert_ptr_nonnull(d = opendir(path));
@@ -510,7 +519,6 @@ END_TEST
 /* The fake logs each process that loads it: the monitor, never us. */
 START_TEST(only_the_monitor_loads_nvml)
 {
-	const char	*ids[] = { "GPU-aaaa" };
 	char		 log[] = "/tmp/gp-nvmllog-XXXXXX", line[512];
 	struct gp_mon	 m;
 	FILE		*f;
@@ -519,8 +527,7 @@ START_TEST(only_the_monitor_loads_nvml)
 	ck_assert_int_ge(fd, 0);
 	close(fd);
 	setenv("GP_FAKE_NVML_LOG", log, 1);
-	set_state("gpu GPU-aaaa - 16G 0 0\n");
-	start(&m, 1, ids);
+	start_one(&m);
 	/* Lazily: not before the first request. */
 	ck_assert_ptr_nonnull(f = fopen(log, "re"));
 	ck_assert_int_eq(fscanf(f, "%d", &pid), EOF);
