@@ -94,9 +94,12 @@ void
 cap_reply(struct gp_ctx *ctx, struct task_reply *rp, const char *msg,
     struct cap *out, struct cap *err)
 {
-	size_t	 need;
-	char	*p;
+	const char	*gpus = gp_ctx_item_visible(ctx);
+	size_t		 need;
+	char		*p;
 
+	rp->gpuslen = strcmp(gpus, gp_ctx_info(ctx)->visible) ?
+	    strlen(gpus) : 0;
 	rp->outlen = out->len;
 	rp->errlen = err->len;
 	rp->outcut = out->cut;
@@ -106,13 +109,14 @@ cap_reply(struct gp_ctx *ctx, struct task_reply *rp, const char *msg,
 		rp->flags |= R_OUTCUT;
 	if (rp->errcut)
 		rp->flags |= R_ERRCUT;
-	need = sizeof(*rp) + out->len + err->len + rp->msglen;
+	need = sizeof(*rp) + out->len + err->len + rp->msglen + rp->gpuslen;
 	if (need > reply_cap) {
 		if ((p = realloc(reply, need)) == NULL) {
 			/* Keep the outcome, drop the output. */
 			rp->outcut += rp->outlen;
 			rp->errcut += rp->errlen;
 			rp->outlen = rp->errlen = rp->msglen = 0;
+			rp->gpuslen = 0;
 			(void)gp_ctx_reply(ctx, rp, sizeof(*rp));
 			return;
 		}
@@ -129,6 +133,8 @@ cap_reply(struct gp_ctx *ctx, struct task_reply *rp, const char *msg,
 		memcpy(p, err->data, err->len);
 	p += err->len;
 	memcpy(p, msg, rp->msglen);
+	p += rp->msglen;
+	memcpy(p, gpus, rp->gpuslen);
 	(void)gp_ctx_reply(ctx, reply, need);
 	/* One chatty task must not pin tens of MiB in every worker. */
 	if (reply_cap > KEEP_BUF) {

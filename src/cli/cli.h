@@ -95,6 +95,18 @@ int	need_size(const char *s, size_t n, uint64_t *bytes, const char **why);
  * with *why a static string. */
 int	need_gpus(const char *s, size_t n, int *gpus, const char **why);
 
+/* gp_feed.need for gpupool-run's items (a struct task_hdr, then the
+ * task's line): its tag's mem and gpus, else --mem's and
+ * --gpus-per-task's (o). */
+struct opts;
+void	need_for_item(const struct opts *o, const struct gp_item *it,
+	    struct gp_need *need);
+/* Write a tag declaring mem bytes (rounded up to MiB) and the line's
+ * own gpus= into line (a tagged or untagged task line of len bytes) as
+ * a new line in out (outcap bytes). Returns the new line's length, or
+ * -ENOSPC. */
+int	need_retag(const char *line, uint64_t mem, char *out, size_t outcap);
+
 /* joblog.c: GNU parallel's joblog, plus trailing GPU, GPUMem and
  * GPUUtil columns. */
 struct jl_ent {
@@ -206,6 +218,9 @@ struct task_reply {
 	int64_t		 run_ns;	/* CLOCK_MONOTONIC, spawn to exit */
 	uint64_t	 outlen, errlen, msglen;
 	uint64_t	 outcut, errcut;	/* bytes dropped */
+	uint64_t	 gpuslen;	/* after msg: the GPUs it held, when
+					   more than its worker's own (their
+					   CUDA_VISIBLE_DEVICES) */
 	uint64_t	 gpu_mem;	/* peak GPU memory, bytes, and */
 	int32_t		 gpu_util;	/* mean % (-1: unknown), from the
 					   master's monitor: reply_usage() */
@@ -233,7 +248,8 @@ int	cap_drain(struct cap *c);
 /* Close the read end, if open; the bytes stay. */
 void	cap_close(struct cap *c);
 /* Reply rp (its lengths and R_OUTCUT, R_ERRCUT filled in here), then
- * out's and err's bytes and msg, through gp_ctx_reply(). Out of memory, the
+ * out's and err's bytes, msg and the GPUs the item held when they are
+ * more than the worker's own, through gp_ctx_reply(). Out of memory, the
  * outcome goes without the output. Frees buffers over 1 MiB. */
 void	cap_reply(struct gp_ctx *ctx, struct task_reply *rp, const char *msg,
 	    struct cap *out, struct cap *err);
@@ -663,8 +679,10 @@ struct task {
 	int		 lost;		/* with its rank */
 	int64_t		 real_ns;	/* when handed out */
 	int64_t		 mono_ns;
-	uint8_t		*buf;		/* task_hdr, command, NUL */
+	uint8_t		*buf;		/* task_hdr, line, NUL */
 	size_t		 cap;
+	size_t		 cmd;		/* the command's offset in the line,
+					   after its tag (tasks.c) */
 };
 
 /* Skip callback for tasks_scan(): recorded in the joblog for --resume. */
@@ -693,6 +711,7 @@ void	ranks_ctl(struct run *r, int how);
 /* The gp_feed callbacks of rank 0's run (arg is the struct run). */
 int	feed_next(void *arg, struct gp_item **item);
 int	feed_done(void *arg, struct gp_item *it);
+void	feed_need(void *arg, const struct gp_item *it, struct gp_need *need);
 
 /* outcome.c: what became of one attempt of a task. */
 enum attempt_kind { K_OK, K_FAILED, K_STOPPED, K_NOTRUN };
@@ -710,6 +729,10 @@ struct attempt {
 	uint64_t	 outcut, errcut;
 	int		 oom;		/* K_FAILED, and its stderr shows a GPU
 					   out-of-memory error (gpu_oom()) */
+	const char	*gpus;		/* the GPUs it held beyond its slot's */
+	size_t		 gpuslen;	/* (in t->item.out), or 0 */
+	uint64_t	 gpu_mem;	/* peak GPU memory, bytes (0: unknown) */
+	int		 gpu_util;	/* mean %, -1: unknown */
 	char		 why[160];
 };
 

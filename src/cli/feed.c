@@ -73,6 +73,7 @@ task_new(struct run *r)
 	t->item.in = t->buf;
 	t->item.inlen = need;
 	t->seq = r->in.seq;
+	t->cmd = r->in.cmd;
 	t->line = r->in.first;
 	t->attempt = 1;
 	t->rank = 0;
@@ -98,10 +99,56 @@ task_free(struct run *r, struct task *t)
 	r->free = t;
 }
 
+/* Its command, without the tag of its line. */
 static const char *
 task_cmd(const struct task *t)
 {
-	return (const char *)t->buf + sizeof(struct task_hdr);
+	return (const char *)t->buf + sizeof(struct task_hdr) + t->cmd;
+}
+
+/* After a GPU out-of-memory failure: the next attempt declares more
+ * memory, twice what it declared or a quarter over the peak it reached,
+ * whichever is more (nothing known of either: as it was). 0, or -ENOMEM
+ * (it retries as it was). */
+static int
+task_more_mem(struct run *r, struct task *t, const struct attempt *oc)
+{
+	struct gp_need	 nd;
+	const char	*line = (const char *)t->buf + sizeof(struct task_hdr);
+	uint64_t	 mem;
+	size_t		 cap = t->item.inlen + 64;
+	uint8_t		*b;
+	int		 n;
+
+	need_for_item(r->o, &t->item, &nd);
+	mem = 2 * nd.mem;
+	if (oc->gpu_mem + oc->gpu_mem / 4 > mem)
+		mem = oc->gpu_mem + oc->gpu_mem / 4;
+	if (mem == 0)
+		return 0;
+	if ((b = malloc(cap)) == NULL)
+		return -ENOMEM;
+	if ((n = need_retag(line, mem, (char *)b + sizeof(struct task_hdr),
+	    cap - sizeof(struct task_hdr))) < 0) {
+		free(b);
+		return n;
+	}
+	note(r, "task %lu ran out of GPU memory; its next attempt declares "
+	    "%.1f GiB", t->seq, (double)mem / (1u << 30));
+	free(t->buf);
+	t->buf = b;
+	t->cap = cap;
+	t->item.in = b;
+	t->item.inlen = sizeof(struct task_hdr) + (size_t)n + 1;
+	t->cmd = (size_t)(strchr((char *)b + sizeof(struct task_hdr), ']') -
+	    ((char *)b + sizeof(struct task_hdr))) + 2;
+	return 0;
+}
+
+void
+feed_need(void *arg, const struct gp_item *it, struct gp_need *need)
+{
+	need_for_item(((struct run *)arg)->o, it, need);
 }
 
 /* Fill in the header and stamp a task as handed out to rank. */
@@ -175,7 +222,7 @@ source(struct run *r, struct task **tp)
 		if (rc == TASKS_AGAIN)
 			return GP_FEED_AGAIN;
 		if (rc == TASKS_LINE) {
-			if (run_skip(r, r->in.seq, r->in.line)) {
+			if (run_skip(r, r->in.seq, r->in.line + r->in.cmd)) {
 				r->skipped++;
 				continue;
 			}
@@ -266,6 +313,7 @@ record(struct run *r, const struct task *t, const struct attempt *oc)
 {
 	struct peer	*p = &r->peer[t->rank];
 	struct jl_rec	 jr;
+	char		 gpus[1024];
 	int		 rc, cancel = 0;
 
 	jr.seq = t->seq;
@@ -275,8 +323,24 @@ record(struct run *r, const struct task *t, const struct attempt *oc)
 	jr.signal = oc->signal;
 	jr.cmd = task_cmd(t);
 	jr.gpu = gpu_of(r, t->rank, oc->worker);
+	if (oc->gpuslen > 0) {	/* several GPUs: the ones it held */
+		snprintf(gpus, sizeof(gpus), "%.*s", (int)oc->gpuslen,
+		    oc->gpus);
+		jr.gpu = gpus;
+	}
 	jr.host = r->npeer > 1 ? p->host : ":";
-	jr.gpu_mem = jr.gpu_util = -1;	/* NEEDSWORK: gp_pool_usage() */
+	jr.gpu_mem = oc->gpu_mem > 0 ? (int64_t)((oc->gpu_mem +
+	    (1u << 20) - 1) >> 20) : -1;
+	jr.gpu_util = oc->gpu_util;
+	if (oc->gpu_mem > r->gmem_peak) {
+		r->gmem_peak = oc->gpu_mem;
+		r->gmem_seq = t->seq;
+	}
+	if (oc->gpu_util >= 0) {
+		r->gutil_sum += oc->gpu_util;
+		r->gutil_n++;
+	}
+	r->oom += oc->oom;
 	if ((rc = joblog_append(&r->jl, &jr)) < 0 && !r->jl_broken) {
 		/* Without its record a resume would run it again: stop. */
 		cli_err("cannot write joblog '%s': %s", r->jl.path,
@@ -370,6 +434,9 @@ finish(struct run *r, struct task *t)
 	    !r->halting) {
 		note(r, "task %lu failed (%s); retrying, attempt %u of %d",
 		    t->seq, why, t->attempt + 1, r->o->retries + 1);
+		if (oc.oom && task_more_mem(r, t, &oc) < 0)
+			cli_warn("task %lu: out of memory for a larger tag; "
+			    "it retries as it was", t->seq);
 		t->attempt++;
 		gp_items_release(it, 1);
 		requeue(r, t, 0);

@@ -226,7 +226,7 @@ dry_run(struct run *r)
 		}
 		if (rc != TASKS_LINE)
 			break;
-		if (run_skip(r, r->in.seq, r->in.line)) {
+		if (run_skip(r, r->in.seq, r->in.line + r->in.cmd)) {
 			r->skipped++;
 			continue;
 		}

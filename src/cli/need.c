@@ -110,7 +110,7 @@ need_gpus(const char *s, size_t n, int *gpus, const char **why)
 
 /* One key=value of a tag, k[0..n): into *nd, or -EINVAL with err. */
 static int
-need_item(const char *k, size_t n, struct task_need *nd, unsigned *seen,
+one_key(const char *k, size_t n, struct task_need *nd, unsigned *seen,
     char *err, size_t errlen)
 {
 	const char	*eq = memchr(k, '=', n), *v, *why;
@@ -179,7 +179,7 @@ need_parse(const char *line, struct task_need *nd, char *err,
 			break;
 		for (q = p; q < end && !blank(*q); q++)
 			;
-		if ((rc = need_item(p, (size_t)(q - p), nd, &seen, err,
+		if ((rc = one_key(p, (size_t)(q - p), nd, &seen, err,
 		    errlen)) < 0)
 			return rc;
 		p = q;
@@ -191,4 +191,34 @@ need_parse(const char *line, struct task_need *nd, char *err,
 		return -EINVAL;
 	}
 	return (int)(p - line);
+}
+
+void
+need_for_item(const struct opts *o, const struct gp_item *it,
+    struct gp_need *need)
+{
+	struct task_need	 nd;
+
+	if (it->inlen <= sizeof(struct task_hdr) ||
+	    need_parse((const char *)it->in + sizeof(struct task_hdr), &nd,
+	    NULL, 0) < 0)
+		memset(&nd, 0, sizeof(nd));	/* tasks.c checked it */
+	need->mem = nd.mem ? nd.mem : o->mem;
+	need->gpus = nd.gpus ? nd.gpus : o->gpus_per_task;
+}
+
+int
+need_retag(const char *line, uint64_t mem, char *out, size_t outcap)
+{
+	struct task_need	 nd;
+	unsigned long long	 mib = (mem + (1u << 20) - 1) >> 20;
+	char			 g[24] = "";
+	int			 off, n;
+
+	if ((off = need_parse(line, &nd, NULL, 0)) < 0)
+		off = 0;
+	if (nd.gpus > 0)
+		snprintf(g, sizeof(g), " gpus=%d", nd.gpus);
+	n = snprintf(out, outcap, "[mem=%lluM%s] %s", mib, g, line + off);
+	return n < 0 || (size_t)n >= outcap ? -ENOSPC : n;
 }

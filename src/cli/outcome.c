@@ -26,7 +26,8 @@ from_reply(const struct gp_item *it, struct attempt *oc)
 	if (it->out == NULL || it->outlen < sizeof(rp))
 		return 0;
 	memcpy(&rp, it->out, sizeof(rp));
-	if (sizeof(rp) + rp.outlen + rp.errlen + rp.msglen != it->outlen)
+	if (sizeof(rp) + rp.outlen + rp.errlen + rp.msglen + rp.gpuslen !=
+	    it->outlen)
 		return 0;
 	if ((rp.flags & R_STOPPED) && (rp.flags & R_NOSTART)) {
 		oc->kind = K_NOTRUN;
@@ -39,6 +40,10 @@ from_reply(const struct gp_item *it, struct attempt *oc)
 	oc->errlen = rp.errlen;
 	oc->msg = p + rp.outlen + rp.errlen;
 	oc->msglen = rp.msglen;
+	oc->gpus = oc->msg + rp.msglen;
+	oc->gpuslen = rp.gpuslen;
+	oc->gpu_mem = rp.gpu_samples > 0 ? rp.gpu_mem : 0;
+	oc->gpu_util = rp.gpu_samples > 0 ? rp.gpu_util : -1;
 	oc->outcut = rp.outcut;
 	oc->errcut = rp.errcut;
 	oc->exitval = rp.exitval;

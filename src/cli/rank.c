@@ -89,6 +89,12 @@ serve_next(void *arg, struct gp_item **item)
 	return s->end ? GP_FEED_END : GP_FEED_WAIT;
 }
 
+static void
+serve_need(void *arg, const struct gp_item *it, struct gp_need *need)
+{
+	need_for_item(((struct serve *)arg)->r->o, it, need);
+}
+
 static int
 serve_done(void *arg, struct gp_item *it)
 {
@@ -246,6 +252,7 @@ rank_serve(struct run *r, struct gp_pool *pool, const struct run_conf *conf)
 	memset(&feed, 0, sizeof(feed));
 	feed.next = serve_next;
 	feed.done = serve_done;
+	feed.need = serve_need;
 	feed.ctl = serve_ctl;
 	feed.ctl_fd = r->epfd;
 	feed.in_fd = -1;

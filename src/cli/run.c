@@ -102,7 +102,14 @@ pool_opts(const struct opts *o, struct gp_pool_opts *po, unsigned flags,
 	po->timeout_ms = b <= UINT_MAX ? (unsigned)b : 0;
 	po->max_msg = 2 * (size_t)OUTPUT_MAX + LINE_MAX_BYTES + 65536;
 	po->init = worker_init;
-	po->flags = GP_POOL_NO_PDEATHSIG | flags;
+	/* The monitor is cheap without NVML (one fork, a failed dlopen) and
+	 * gives every task its GPU columns with it. */
+	po->flags = GP_POOL_NO_PDEATHSIG | GP_POOL_MONITOR | flags;
+	if (o->gpus_free)
+		po->flags |= GP_POOL_GPUS_FREE;
+	if (o->wait_free)
+		po->flags |= GP_POOL_WAIT_FREE;
+	po->busy_pct = o->busy_pct;
 	po->errbuf = err;
 	po->errlen = errlen;
 }
@@ -442,6 +449,7 @@ run_feed(struct run *r, struct gp_pool *pool, const struct run_conf *conf)
 	memset(&feed, 0, sizeof(feed));
 	feed.next = feed_next;
 	feed.done = feed_done;
+	feed.need = feed_need;
 	feed.ctl = feed_ctl;
 	feed.ctl_fd = r->epfd;
 	/* A regular file or /dev/null never makes a read wait. */

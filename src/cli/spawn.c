@@ -334,15 +334,18 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	char			 msg[512] = "";
 	int64_t			 t0;
 	pid_t			 pid;
-	int			 many, started;
+	struct task_need	 nd;
+	int			 many, started, off;
 
 	memset(&rp, 0, sizeof(rp));
 	rp.exitval = -1;
 	rp.gpu_util = -1;
 	out.len = err.len = 0;
 	out.cut = err.cut = 0;
-	if ((cmd = task_parse(in, inlen, &h)) == NULL)
+	if ((cmd = task_parse(in, inlen, &h)) == NULL ||
+	    (off = need_parse(cmd, &nd, NULL, 0)) < 0)
 		return 1;
+	cmd += off;	/* its tag was the master's */
 	if (envp == NULL) {	/* the worker's first task */
 		if ((envp = cmdline_env(gp_ctx_info(ctx), rc->rank,
 		    rc->mpi)) == NULL)
