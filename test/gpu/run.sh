@@ -16,6 +16,11 @@
 # GPU (no nvidia-smi, or one that lists none) it says so and exits 77 at
 # once. Each check's full output stays in build-gpu/gpu-check/.
 #
+# A GPU machine without the toolkit or the build tools: build elsewhere
+# with "run.sh --build" (no GPU needed; it also copies the shared
+# libraries the programs need, but the C library's, into build-gpu/lib),
+# bring build-gpu over, and run "run.sh --no-build" there.
+#
 # Environment: NVIDIA_SMI (the nvidia-smi to run), CUDA_HOME (toolkit root;
 # default: nvcc's on PATH, else /usr/local/cuda), GPU_BUILD (build dir),
 # GPU_CONTEXT_TASKS (tasks of the context-cost check, default 32).
@@ -29,11 +34,22 @@
 #   busy-gpu         --gpus free and --wait-free with a foreign CUDA process
 #   context-cost     a CUDA context per task against one per worker
 set -u
+mode=${1:-all}
+case $mode in
+all | --build | --no-build) ;;
+*)
+	echo "usage: test/gpu/run.sh [--build | --no-build]" >&2
+	exit 2
+	;;
+esac
 cd "$(dirname "$0")/../.." || exit 1
 unset GPUPOOL_FAKE_GPUS GPUPOOL_TOPOLOGY
 
 smi=${NVIDIA_SMI:-nvidia-smi}
 B=${GPU_BUILD:-build-gpu}
+W=$B/gpu-check
+run=$B/src/cli/gpupool-run
+gc=$B/test/gpu/gpucheck
 npass=0 nfail=0 nskip=0
 
 # One line: what a command printed, newlines as " | ", cut to 300 bytes.
@@ -46,60 +62,93 @@ fail() { echo "FAIL $1: $2"; nfail=$((nfail + 1)); }
 skip() { echo "SKIP $1: $2"; nskip=$((nskip + 1)); }
 
 # --- A GPU, or exit 77 at once ----------------------------------------
-if ! command -v "$smi" >/dev/null 2>&1; then
-	echo "SKIP all: no GPU: $smi not found"
-	exit 77
-fi
-smi_gpus=$(timeout 30 "$smi" --query-gpu=index,uuid,pci.bus_id \
-    --format=csv,noheader 2>&1)
-rc=$?
-if [ "$rc" -ne 0 ] || ! grep -q 'GPU-' <<<"$smi_gpus"; then
-	echo "SKIP all: no GPU: $smi lists none (exit $rc: $(oneline "$smi_gpus"))"
-	exit 77
+if [ "$mode" != --build ]; then
+	if ! command -v "$smi" >/dev/null 2>&1; then
+		echo "SKIP all: no GPU: $smi not found"
+		exit 77
+	fi
+	smi_gpus=$(timeout 30 "$smi" --query-gpu=index,uuid,pci.bus_id \
+	    --format=csv,noheader 2>&1)
+	rc=$?
+	if [ "$rc" -ne 0 ] || ! grep -q 'GPU-' <<<"$smi_gpus"; then
+		echo "SKIP all: no GPU: $smi lists none (exit $rc: $(oneline "$smi_gpus"))"
+		exit 77
+	fi
 fi
 
 # --- Build ---------------------------------------------------------------
-root=${CUDA_HOME:-}
-if [ -z "$root" ]; then
-	if nv=$(command -v nvcc); then
-		root=$(dirname "$(dirname "$(readlink -f "$nv")")")
-	else
-		root=/usr/local/cuda
+# Configure and build what the checks run; the build's output goes to $1.
+# Says what it built in built, or fails.
+build() {
+	local root=${CUDA_HOME:-} nv rc setup targets t=$SECONDS
+	if [ -z "$root" ]; then
+		if nv=$(command -v nvcc); then
+			root=$(dirname "$(dirname "$(readlink -f "$nv")")")
+		else
+			root=/usr/local/cuda
+		fi
 	fi
-fi
-setup=(-Dcuda=enabled -Dtests=enabled -Dmpi=disabled -Dpython=disabled
-    "-Dcudart_root=$root")
+	setup=(-Dcuda=enabled -Dtests=enabled -Dmpi=disabled
+	    -Dpython=disabled "-Dcudart_root=$root")
+	if [ -f "$B/build.ninja" ]; then
+		timeout 120 meson setup --reconfigure "$B" "${setup[@]}"
+	else
+		timeout 120 meson setup "$B" "${setup[@]}"
+	fi >"$1" 2>&1
+	rc=$?
+	targets=(src/cli/gpupool-run test/gpu/gpucheck)
+	if [ "$rc" -eq 0 ] && timeout 10 ninja -C "$B" -t query \
+	    examples/cuda_map >/dev/null 2>&1; then
+		targets+=(examples/cuda_map)
+	fi
+	[ "$rc" -eq 0 ] && timeout 300 ninja -C "$B" "${targets[@]}" >>"$1" 2>&1
+	rc=$?
+	built="${targets[*]} in $((SECONDS - t)) s, CUDA root $root"
+	if [ "$rc" -ne 0 ]; then
+		built="exit $rc, CUDA root $root: $(grep -i -m3 -e error -e fail "$1" | tr '\n' ' ' | cut -c1-300)"
+		return 1
+	fi
+}
+
+# Copy the shared libraries the programs load, but the C and C++
+# runtimes', into $B/lib, for a machine that lacks them.
+copy_libs() {
+	mkdir -p "$B/lib" &&
+	    ldd "$run" "$gc" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' |
+	    sort -u | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
+	    xargs -r cp -L -t "$B/lib"
+}
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-t=$SECONDS
-if [ -f "$B/build.ninja" ]; then
-	timeout 120 meson setup --reconfigure "$B" "${setup[@]}" >"$log" 2>&1
-else
-	timeout 120 meson setup "$B" "${setup[@]}" >"$log" 2>&1
+if [ "$mode" != --no-build ]; then
+	if ! build "$log"; then
+		fail build "$built"
+		echo "gpu check: 0 passed, 1 failed, 0 skipped: the build failed"
+		exit 1
+	fi
+	if [ "$mode" = --build ]; then
+		copy_libs || exit 1
+		echo "built $built; libraries to bring:" "$B"/lib/*
+		exit 0
+	fi
 fi
-rc=$?
-targets=(src/cli/gpupool-run test/gpu/gpucheck)
-if [ "$rc" -eq 0 ] &&
-    timeout 10 ninja -C "$B" -t query examples/cuda_map >/dev/null 2>&1; then
-	targets+=(examples/cuda_map)
-fi
-[ "$rc" -eq 0 ] && timeout 300 ninja -C "$B" "${targets[@]}" >>"$log" 2>&1
-rc=$?
-if [ "$rc" -ne 0 ]; then
-	fail build "exit $rc (CUDA root $root): $(grep -i -m3 -e error -e fail "$log" | tr '\n' ' ' | cut -c1-300)"
-	echo "gpu check: 0 passed, 1 failed, 0 skipped: the build failed"
+if [ ! -x "$run" ] || [ ! -x "$gc" ]; then
+	fail build "$run or $gc is not built (run.sh --build)"
+	echo "gpu check: 0 passed, 1 failed, 0 skipped: nothing to run"
 	exit 1
 fi
-W=$B/gpu-check
+[ -d "$B/lib" ] && export LD_LIBRARY_PATH="$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 rm -rf "$W"
 mkdir -p "$W"
 cp "$log" "$W/build.log"
-run=$B/src/cli/gpupool-run
-gc=$B/test/gpu/gpucheck
 kernels="with kernels"
-timeout 10 ninja -C "$B" -t query test/gpu/gpukern.cu.o >/dev/null 2>&1 ||
-    kernels="without kernels (no nvcc)"
-pass build "${targets[*]} in $((SECONDS - t)) s, gpucheck $kernels, CUDA root $root"
+[ -e "$B/test/gpu/gpukern.cu.o" ] || kernels="without kernels (no nvcc)"
+if [ "$mode" = --no-build ]; then
+	skip build "--no-build: the programs in $B as they are, gpucheck $kernels"
+else
+	pass build "$built, gpucheck $kernels"
+fi
 
 # --- Helpers for the checks ---------------------------------------------
 T0=$SECONDS
@@ -205,10 +254,15 @@ check_cuda_kernel() {
 	fi
 }
 
+# The pids of the compute processes nvidia-smi lists, one a line.
+compute_pids() {
+	timeout 20 "$smi" --query-compute-apps=pid --format=csv,noheader \
+	    2>/dev/null | grep -E '^[0-9]+$'
+}
+
 # Whether nvidia-smi lists pid $1 as a compute process.
 smi_has_pid() {
-	timeout 20 "$smi" --query-compute-apps=pid --format=csv,noheader 2>/dev/null |
-	    grep -qx "$1"
+	compute_pids | grep -qx "$1"
 }
 
 # The busy-GPU path's three parts, given the holder's pid $1 and whether
@@ -225,7 +279,7 @@ busy_show() {
 		return 1
 	fi
 	if [ "$2" = yes ]; then
-		bad=$(grep -v "busy.*pid $1" <<<"$states")
+		bad=$(grep -v -E "busy.*pid $1([^0-9]|\$)" <<<"$states")
 	else
 		bad=$(grep -v busy <<<"$states")
 	fi
@@ -284,7 +338,7 @@ busy_wait_free() {
 }
 
 no_compute_apps() {
-	[ -z "$(timeout 20 "$smi" --query-compute-apps=pid --format=csv,noheader 2>&1)" ]
+	[ -z "$(compute_pids)" ]
 }
 
 # Whether the holder (under timeout's pid $1) holds its memory, or is gone.
@@ -298,7 +352,7 @@ check_busy_gpu() {
 	# may list one a moment longer.
 	wait_for 20 no_compute_apps
 	others=$(timeout 20 "$smi" --query-compute-apps=pid,process_name \
-	    --format=csv,noheader 2>&1)
+	    --format=csv,noheader 2>&1 | grep -E '^[0-9]+,')
 	if [ -n "$others" ]; then
 		skip busy-gpu "the GPUs already run other processes: $(oneline "$others")"
 		return
