@@ -91,21 +91,24 @@ device_init(struct gp_ctx *ctx, void *arg)
 	const struct gp_worker_info	*wi = gp_ctx_info(ctx);
 	cudaError_t			 e;
 	char				 bus[32] = "";
-	int				 count = -1, dev = -1;
+	int				 count = -1, dev = -1, bad;
 
 	if ((e = cudaGetDeviceCount(&count)) != cudaSuccess ||
 	    (e = cudaGetDevice(&dev)) != cudaSuccess ||
 	    (e = cudaDeviceGetPCIBusId(bus, (int)sizeof(bus), dev)) !=
 	    cudaSuccess) {
-		fprintf(stderr, "worker %d (CUDA_VISIBLE_DEVICES=%s): %s (CUDA "
-		    "error %d)\n", wi->worker, wi->visible,
+		fprintf(stderr, "gpucheck: worker %d (CUDA_VISIBLE_DEVICES=%s): "
+		    "%s (CUDA error %d)\n", wi->worker, wi->visible,
 		    cudaGetErrorString(e), (int)e);
 		return 1;
 	}
-	fprintf(stderr, "worker %d (pid %d, CUDA_VISIBLE_DEVICES=%s): device "
-	    "%d of %d at %s; placed by %s\n", wi->worker, (int)getpid(),
-	    wi->visible, dev, count, bus, wi->busid);
-	return dev != 0 || count != 1 || strcasecmp(bus, wi->busid) != 0;
+	bad = dev != 0 || count != 1 || strcasecmp(bus, wi->busid) != 0;
+	/* A mismatch's line starts "gpucheck:", for run.sh to show. */
+	fprintf(stderr, "%sworker %d (pid %d, CUDA_VISIBLE_DEVICES=%s): "
+	    "device %d of %d at %s; placed by %s\n", bad ? "gpucheck: " : "",
+	    wi->worker, (int)getpid(), wi->visible, dev, count, bus,
+	    wi->busid);
+	return bad;
 }
 
 /* device: every worker's init checks its device (device_init()). */

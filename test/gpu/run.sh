@@ -208,7 +208,7 @@ gc_check() {
 	0) pass "$name" "$(tail -n1 "$out")" ;;
 	77) skip "$name" "$(tail -n1 "$out")" ;;
 	124) fail "$name" "timed out after $secs s: $(oneline "$(tail -q -n3 "$out" "$err")")" ;;
-	*) fail "$name" "exit $rc: $(tail -n1 "$out") [stderr: $(oneline "$(tail -n3 "$err")")]" ;;
+	*) fail "$name" "exit $rc: $(tail -n1 "$out") [stderr: $(oneline "$(grep -m3 '^gpucheck:' "$err" || tail -n3 "$err")")]" ;;
 	esac
 }
 
