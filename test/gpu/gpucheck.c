@@ -135,82 +135,79 @@ mode_device(void)
 }
 
 #ifdef GC_KERNELS
-/* Worker: a kernel that writes through a null pointer. Its context is
- * then lost for good (the error is sticky), so the worker leaves and the
- * pool forks a fresh one for the next item. */
+/*
+ * Worker: item "fault" runs a kernel that writes through a null pointer.
+ * Its context is then lost for good (the error is sticky), so the worker
+ * leaves and the pool forks a fresh one. Any other item runs a kernel
+ * that must work and replies with the pid that ran it.
+ */
 static int
-illegal_item(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
-{
-	int	 e;
-
-	if ((e = gk_illegal()) == 0)
-		return 0;	/* no fault: the master says so */
-	fprintf(stderr, "gpucheck: worker %d: the kernel faulted: %s (CUDA "
-	    "error %d); leaving\n", (int)getpid(),
-	    cudaGetErrorString((cudaError_t)e), e);
-	_exit(ILLEGAL_EXIT);
-}
-
-/* Worker: a kernel that must work, and the pid that ran it. */
-static int
-fill_item(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
+kernel_item(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 {
 	pid_t	 pid = getpid();
 	int	 e;
 
+	if (inlen == 5 && memcmp(in, "fault", 5) == 0) {
+		if ((e = gk_illegal()) == 0)
+			return 0;	/* no fault: the master says so */
+		fprintf(stderr, "gpucheck: worker %d: the kernel faulted: %s "
+		    "(CUDA error %d); leaving\n", (int)pid,
+		    cudaGetErrorString((cudaError_t)e), e);
+		_exit(ILLEGAL_EXIT);
+	}
 	if ((e = gk_fill(FILL_N)) != 0)
 		return e < 0 ? 1 : e;
 	return gp_ctx_reply(ctx, &pid, sizeof(pid)) == 0 ? 0 : 1;
 }
 
-/* The faulting item, then a good one: 0 when the first ended GP_CRASHED
- * or GP_FAILED and the second ran its kernel on a process other than
- * first. */
+/*
+ * illegal: one worker, one map of four items, the second faulting. It
+ * must end GP_CRASHED or GP_FAILED, the others GP_OK with their kernel's
+ * result right, the last two on a process other than the faulted one
+ * (first).
+ */
 static int
-illegal_then_fill(struct gp_pool *pool, pid_t first)
+illegal_map(struct gp_pool *pool, pid_t first)
 {
-	struct gp_item	 it;
-	pid_t		 pid = 0;
-	char		 why[160], why2[160];
-	int		 rc, bad = 1;
+	static const char	*in[] = { "fill", "fault", "fill", "fill" };
+	struct gp_item		 it[4];
+	pid_t			 pid;
+	char			 why[160], fault[160] = "";
+	int			 i, rc, bad = 0;
 
-	gp_item_init(&it, NULL, 0);
-	if ((rc = gp_pool_map(pool, illegal_item, NULL, 0, &it, 1)) < 0) {
+	for (i = 0; i < 4; i++)
+		gp_item_init(&it[i], in[i], strlen(in[i]));
+	if ((rc = gp_pool_map(pool, kernel_item, NULL, 0, it, 4)) < 0) {
 		printf("map: %s\n", gp_strerror(rc));
 		return 1;
 	}
-	(void)gp_item_strerror(&it, why, sizeof(why));
-	if (it.status != GP_CRASHED && it.status != GP_FAILED) {
-		printf("a null-pointer write ended its item %s, not crashed "
-		    "or failed\n", why);
-		return 1;
+	for (i = 0; i < 4 && !bad; i++) {
+		(void)gp_item_strerror(&it[i], why, sizeof(why));
+		pid = 0;
+		if (it[i].status == GP_OK && it[i].outlen == sizeof(pid))
+			memcpy(&pid, it[i].out, sizeof(pid));
+		if (i == 1 && it[i].status != GP_CRASHED &&
+		    it[i].status != GP_FAILED) {
+			printf("a null-pointer write ended its item %s, not "
+			    "crashed or failed\n", why);
+			bad = 1;
+		} else if (i == 1)
+			snprintf(fault, sizeof(fault), "%s", why);
+		else if (pid == 0 || (i > 1 && pid == first)) {
+			printf("faulting item: %s; item %d: %s, pid %d (the "
+			    "faulted worker's: %d)\n", fault, i, why,
+			    (int)pid, (int)first);
+			bad = 1;
+		}
 	}
-	gp_item_init(&it, NULL, 0);
-	if ((rc = gp_pool_map(pool, fill_item, NULL, 0, &it, 1)) < 0) {
-		printf("faulting item: %s; second map: %s\n", why,
-		    gp_strerror(rc));
-		return 1;
-	}
-	if (it.status == GP_OK && it.outlen == sizeof(pid))
-		memcpy(&pid, it.out, sizeof(pid));
-	if (pid == 0)
-		printf("faulting item: %s; the next one: %s\n", why,
-		    gp_item_strerror(&it, why2, sizeof(why2)));
-	else if (pid == first)
-		printf("the next item ran on the faulted worker (pid %d)\n",
-		    (int)pid);
-	else {
-		printf("faulting item: %s (worker pid %d); the next ran a "
-		    "kernel on pid %d\n", why, (int)first, (int)pid);
-		bad = 0;
-	}
-	gp_items_release(&it, 1);
+	if (!bad)
+		printf("faulting item: %s (worker pid %d); the items after it "
+		    "ran their kernel on pid %d\n", fault, (int)first, (int)pid);
+	gp_items_release(it, 4);
 	return bad;
 }
 
-/* illegal: on one worker, the faulting item ends GP_CRASHED or
- * GP_FAILED, and the next item runs a kernel correctly on another
- * process. */
+/* illegal: see illegal_map(). */
 static int
 mode_illegal(void)
 {
@@ -221,7 +218,7 @@ mode_illegal(void)
 	if (pool_make(&pool, "0", GP_POOL_CUDA_INIT, NULL) < 0)
 		return 1;
 	(void)gp_pool_info(pool, 0, &wi);
-	bad = illegal_then_fill(pool, wi.pid);
+	bad = illegal_map(pool, wi.pid);
 	gp_pool_destroy(pool);
 	return bad;
 }
@@ -365,8 +362,9 @@ mode_memory(unsigned mib)
 		    used);
 	else {
 		printf("%u MiB of pid %d released %.2f s after SIGKILL (%s)\n",
-		    mib, (int)wi.pid, now() - t0, by ? "by pid" :
-		    "GPU total: nvidia-smi lists no pid here");
+		    mib, (int)wi.pid, now() - t0, by ? "seen by pid" :
+		    "seen in the GPU's total: nvidia-smi gives no figure for "
+		    "the pid");
 		bad = 0;
 	}
 out:
