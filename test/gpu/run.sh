@@ -154,9 +154,11 @@ fi
 T0=$SECONDS
 BUDGET=290	# seconds for all the checks together
 
-# Seconds a step may take: its own limit, cut to what the budget has left.
+# Seconds a step may take: its own limit, cut to what the budget has left
+# (at least 1: timeout 0 would mean no limit).
 limit() {
 	local left=$((BUDGET - (SECONDS - T0)))
+	[ "$left" -lt 1 ] && left=1
 	if [ "$left" -lt "$1" ]; then echo "$left"; else echo "$1"; fi
 }
 
@@ -212,7 +214,7 @@ gc_check() {
 	esac
 }
 
-# --- 1. show-gpus ---------------------------------------------------------
+# --- show-gpus ---------------------------------------------------------
 check_show_gpus() {
 	local out=$W/show-gpus.out ours theirs extra rc
 	timeout "$(limit 60)" "$run" --show-gpus >"$out" 2>"$W/show-gpus.err"
@@ -237,7 +239,7 @@ check_show_gpus() {
 	pass show-gpus "$(grep -c . <<<"$ours") GPUs as nvidia-smi names them: $(oneline "$ours")"
 }
 
-# --- 3. cuda-kernel --------------------------------------------------------
+# --- cuda-kernel --------------------------------------------------------
 check_cuda_kernel() {
 	local out=$W/cuda-kernel.out rc last
 	if [ ! -x "$B/examples/cuda_map" ]; then
@@ -254,6 +256,7 @@ check_cuda_kernel() {
 	fi
 }
 
+# --- busy-gpu ------------------------------------------------------------
 # The pids of the compute processes nvidia-smi lists, one a line.
 compute_pids() {
 	timeout 20 "$smi" --query-compute-apps=pid --format=csv,noheader \
@@ -384,7 +387,7 @@ check_busy_gpu() {
 	fi
 }
 
-# --- 7. context-cost -----------------------------------------------------
+# --- context-cost -----------------------------------------------------
 check_context_cost() {
 	local n=${GPU_CONTEXT_TASKS:-32} i t0 t1 rc pool secs
 	for ((i = 0; i < n; i++)); do
