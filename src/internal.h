@@ -284,6 +284,9 @@ int	gp_job_done(const struct gp_job *job);
  * nearness of the GPUs and, with gpus_per_worker, their groups
  * (p->grp, p->ngrp). 0 or a negative code with err set. */
 int	gp_watch_plan(struct gp_pool *p, char *err, size_t errlen);
+/* gp_gpu_resolve() found no GPU: append to err what NVML says, when the
+ * monitor was asked for (--show-gpus on a machine without a driver). */
+void	gp_watch_nogpu(struct gp_pool *p, char *err, size_t errlen);
 /* After the workers are placed: per-worker state. 0 or -ENOMEM. */
 int	gp_watch_init(struct gp_pool *p);
 void	gp_watch_release(struct gp_pool *p);

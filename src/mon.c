@@ -129,9 +129,9 @@ gp_mon_start(struct gp_mon *m, const struct gp_gpu *g, int n, char *err,
 
 	memset(m, 0, sizeof(*m));
 	m->fd = m->pidfd = -1;
-	if (n <= 0 || n > MON_MAX_GPUS)
+	if (n < 0 || n > MON_MAX_GPUS)
 		return gp_errf(err, errlen, -EINVAL,
-		    "GPU monitor: %d GPUs (1 to %d)", n, MON_MAX_GPUS);
+		    "GPU monitor: %d GPUs (0 to %d)", n, MON_MAX_GPUS);
 	m->ngpu = n;
 	m->snaplen = snap_len(n);
 	/* Two halves: the one being received, the last whole one. */

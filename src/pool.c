@@ -258,8 +258,11 @@ plan(struct gp_pool *p, char *err, size_t errlen)
 {
 	int	 i, rc, pci;
 
-	if ((rc = gp_gpu_resolve(&p->o, &p->gpus, err, errlen)) < 0)
+	if ((rc = gp_gpu_resolve(&p->o, &p->gpus, err, errlen)) < 0) {
+		if (rc == GP_ENOGPU)
+			gp_watch_nogpu(p, err, errlen);
 		return rc;
+	}
 	p->ngpus = rc;
 	for (i = pci = 0; i < p->ngpus; i++)
 		pci |= p->gpus[i].busid[0] != '\0';

@@ -67,10 +67,12 @@ static void
 fold(struct gp_pool *p)
 {
 	struct gp_mon_snap	*s = p->wt.mon.snap;
+	char			 why[sizeof(s->err) + 16];
 	int			 i;
 
 	if (!s->ok) {
-		unwatch(p, s->err);
+		snprintf(why, sizeof(why), "no NVML: %s", s->err);
+		unwatch(p, why);
 		return;
 	}
 	for (i = 0; i < p->ngpus; i++)
@@ -201,6 +203,22 @@ gp_watch_plan(struct gp_pool *p, char *err, size_t errlen)
 	    (rc = keep_free(p, err, errlen)) < 0)
 		return rc;
 	return groups(p, err, errlen);
+}
+
+void
+gp_watch_nogpu(struct gp_pool *p, char *err, size_t errlen)
+{
+	struct gp_mon	 m = { .fd = -1, .pidfd = -1 };
+	size_t		 n;
+
+	if (!wanted(p) || err == NULL || (n = strlen(err)) + 1 >= errlen ||
+	    gp_mon_start(&m, NULL, 0, NULL, 0) < 0)
+		return;
+	if (gp_mon_sample(&m, NULL, 0, WATCH_FIRST_MS) == 0)
+		snprintf(err + n, errlen - n, m.snap->ok ? "; NVML is there "
+		    "but sees none of them" : "; no NVML either: %s",
+		    m.snap->err);
+	gp_mon_stop(&m);
 }
 
 int

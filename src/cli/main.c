@@ -190,9 +190,9 @@ show_gpus(const struct opts *o)
 		show_state(pool, g);
 	}
 	if ((why = gp_pool_monitor(pool)) != NULL)
-		printf("GPU use: unknown: %s; every GPU counts as free%s\n",
-		    why, o->gpus_free ? " (--gpus free cannot tell busy ones "
-		    "from free ones)" : "");
+		printf("GPU use unknown (%s): every GPU counts as free%s\n",
+		    why, o->gpus_free ? ", --gpus free cannot tell busy ones" :
+		    "");
 	/* How what a task leaves running is found (reap.c): its
 	 * worker is its subreaper. */
 	printf("task cleanup: subreaper\n");

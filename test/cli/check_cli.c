@@ -2277,11 +2277,12 @@ START_TEST(fake_gpus_zero_beats_env)
 	old = wrap_env("GPUPOOL_FAKE_GPUS=4");
 	RUN(&res, "--show-gpus");
 	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
-	/* A header, a line per GPU, the task cleanup line. */
-	ck_assert_int_eq(count_lines(res.out), 6);
+	/* A header, a line per GPU, the GPU use line (no NVML here), the
+	 * task cleanup line. */
+	ck_assert_int_eq(count_lines(res.out), 7);
 	RUN(&res, "--fake-gpus", "2", "--show-gpus");
 	ck_assert_int_eq(res.code, 0);
-	ck_assert_int_eq(count_lines(res.out), 4);
+	ck_assert_int_eq(count_lines(res.out), 5);
 	RUN(&res, "--fake-gpus", "0", "--show-gpus");
 	unwrap_env(old);
 	ck_assert_msg(res.code == 255, "exit %d: %s", res.code, res.err);
@@ -2321,7 +2322,7 @@ START_TEST(dry_run_and_show_gpus_run_nothing)
 
 	RUN(&res, "--fake-gpus", "2", "--per-gpu", "2", "--show-gpus");
 	ck_assert_int_eq(res.code, 0);
-	ck_assert_int_eq(count_lines(res.out), 4);
+	ck_assert_int_eq(count_lines(res.out), 5);
 	ck_assert_ptr_nonnull(strstr(res.out, "\ntask cleanup: subreaper\n"));
 	ck_assert_ptr_nonnull(strstr(res.out, "\n0\tfake0\tfake GPU 0\t"));
 	ck_assert_ptr_nonnull(strstr(res.out, "\n1\tfake1\tfake GPU 1\t"));
