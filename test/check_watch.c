@@ -553,6 +553,52 @@ START_TEST(no_nvml_works_as_before)
 }
 END_TEST
 
+/* Invariant 1 with a monitor: NVML is loaded by the monitor child
+ * only, never by the master (nor by a worker), through a whole call. */
+START_TEST(only_the_monitor_loads_nvml)
+{
+	struct gp_pool_opts	 o = { .fake_gpus = 2 };
+	struct gp_item		 it[4];
+	int			 v[4] = { 5, 5, 5, 5 }, i, pid, n = 0;
+	struct arr		 a = { it, NULL, 4, 0, 0, NULL, NULL, 0, 0 };
+	struct gp_pool		*p;
+	char			 log[64], line[256];
+	FILE			*f;
+
+	snprintf(log, sizeof(log), "/tmp/gp_watch_log.%d", (int)getpid());
+	ck_assert_int_eq(setenv("GP_FAKE_NVML_LOG", log, 1), 0);
+	machine("gpu - - 8G 0 0\ngpu - - 8G 0 0\n");
+	o.flags = GP_POOL_GPUS_FREE;
+	p = pool_with(&o);
+	for (i = 0; i < 4; i++)
+		gp_item_init(&it[i], &v[i], sizeof(int));
+	run_arr(p, &a, -1, NULL);
+	for (i = 0; i < gp_pool_size(p); i++) {
+		struct gp_worker_info wi;
+
+		(void)gp_pool_info(p, i, &wi);
+		ck_assert_ptr_nonnull(f = fopen(log, "r"));
+		while (fscanf(f, "%d", &pid) == 1)
+			ck_assert_int_ne(pid, wi.pid);
+		fclose(f);
+	}
+	ck_assert_ptr_nonnull(f = fopen(log, "r"));
+	while (fscanf(f, "%d", &pid) == 1) {
+		ck_assert_int_ne(pid, getpid());
+		n++;
+	}
+	fclose(f);
+	ck_assert_int_ge(n, 1);
+	ck_assert_ptr_nonnull(f = fopen("/proc/self/maps", "r"));
+	while (fgets(line, sizeof(line), f) != NULL)
+		ck_assert_ptr_null(strstr(line, "nvidia-ml"));
+	fclose(f);
+	gp_items_release(it, 4);
+	gp_pool_destroy(p);
+	unlink(log);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -569,6 +615,7 @@ main(void)
 	tcase_add_test(tc, gpu_taken_mid_run_gets_no_new_item);
 	tcase_add_test(tc, usage_per_item);
 	tcase_add_test(tc, no_nvml_works_as_before);
+	tcase_add_test(tc, only_the_monitor_loads_nvml);
 	suite_add_tcase(s, tc);
 	return gp_check_run(s);
 }

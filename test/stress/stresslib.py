@@ -141,16 +141,18 @@ def parse_joblog(path):
     for i, line in enumerate(lines[1:]):
         if line == "":
             continue
+        # Seq Host Starttime JobRuntime Send Receive Exitval Signal
+        # Command GPU GPUMem GPUUtil: TABs in a command are escaped.
         f = line.split("\t")
-        if len(f) < 10:
+        if len(f) < 12:
             torn.append(line)
             continue
         try:
             recs.append({"seq": int(f[0]), "host": f[1],
                          "start": float(f[2]),
                          "runtime": float(f[3]), "exit": int(f[6]),
-                         "sig": int(f[7]), "cmd": "\t".join(f[8:-1]),
-                         "gpu": f[-1]})
+                         "sig": int(f[7]), "cmd": f[8],
+                         "gpu": f[9]})
         except ValueError:
             torn.append(line)
     return recs, torn
