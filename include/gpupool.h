@@ -276,11 +276,15 @@ struct gp_worker_info {
 struct gp_need {
 	uint64_t	 mem;		/* GPU memory, bytes per GPU; 0: the
 					   pool's item_mem */
-	int		 gpus;		/* GPUs held whole, for it alone, chosen
-					   near each other; 0 or 1: one, shared
-					   by up to per_gpu items. Over 1 needs
-					   gpus_per_worker 1: fn then starts
-					   processes on them (gp_ctx_item_visible()) */
+	int		 gpus;		/* 0 or 1: one GPU, shared by up to
+					   per_gpu items. Over 1, with
+					   gpus_per_worker 1: that many GPUs
+					   held whole, for it alone, chosen near
+					   each other; fn starts processes on
+					   them (gp_ctx_item_visible()). With
+					   gpus_per_worker k: up to k run on a
+					   worker's own GPUs. More GPUs than
+					   there are: GP_ERROR, -E2BIG */
 	int		 pad;
 };
 

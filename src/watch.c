@@ -354,7 +354,7 @@ gp_watch_place(struct gp_pool *p, struct gp_job *job, const struct gp_item *it,
 {
 	struct gp_worker	*w;
 	uint64_t		 mem, top = 0;
-	int			 i, k, m;
+	int			 i, j, m, k = p->o.gpus_per_worker;
 
 	*bad = 0;
 	p->wt.npick = 0;
@@ -363,16 +363,17 @@ gp_watch_place(struct gp_pool *p, struct gp_job *job, const struct gp_item *it,
 	for (i = 0; i < p->ngpus; i++)
 		if (p->wt.gs[i].total > top)
 			top = p->wt.gs[i].total;
-	if ((m > 1 && (m > p->ngpus || p->o.gpus_per_worker > 1)) ||
-	    (top > 0 && mem > top)) {
+	/* With workers owning k GPUs, an item of up to k runs on one of
+	 * them; of more, never. */
+	if (m > p->ngpus || (k > 1 && m > k) || (top > 0 && mem > top)) {
 		*bad = -E2BIG;
 		return NULL;
 	}
-	if (m > 1)
+	if (m > 1 && k == 1)
 		w = place_many(p, mem, m);
 	else
-		for (k = 0, w = NULL; k < p->nw && w == NULL; k++) {
-			w = &p->w[(p->rr + k) % p->nw];
+		for (j = 0, w = NULL; j < p->nw && w == NULL; j++) {
+			w = &p->w[(p->rr + j) % p->nw];
 			if (w->state != GP_W_IDLE || !home_fits(p, w, mem))
 				w = NULL;
 		}
