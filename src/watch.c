@@ -294,7 +294,8 @@ wait_reason(struct gp_pool *p, uint64_t mem, int m)
 		    "(GPU %d: %s)", (int)(b - p->wt.gs), b->why);
 	else if (m > 1)
 		snprintf(p->wt.wait, sizeof(p->wt.wait), "needs %d GPUs "
-		    "together; %d idle", m, idle);
+		    "together; %d idle%s%s", m, idle, busy ? ", busy: " : "",
+		    busy ? b->why : "");
 	else if (mem > 0)
 		snprintf(p->wt.wait, sizeof(p->wt.wait), "needs %.1f GiB; at "
 		    "most %.1f GiB free on a GPU", gib(mem), gib(best));
