@@ -290,6 +290,9 @@ void	gp_watch_nogpu(struct gp_pool *p, char *err, size_t errlen);
 /* After the workers are placed: per-worker state. 0 or -ENOMEM. */
 int	gp_watch_init(struct gp_pool *p);
 void	gp_watch_release(struct gp_pool *p);
+/* In a forked copy of the pool: close the copy's monitor fds, so that
+ * gp_watch_release() leaves the creator's monitor running. */
+void	gp_watch_forget(struct gp_pool *p);
 /* Whether job's items go through gp_watch_place() (one item per batch). */
 int	gp_watch_gated(const struct gp_pool *p, const struct gp_job *job);
 /* For job's next item it (the head): an idle worker it may start on now,

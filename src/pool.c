@@ -350,9 +350,11 @@ gp_pool_destroy(struct gp_pool *p)
 		return;
 	if (getpid() == p->master)
 		gp_proc_shutdown(p);
-	else	/* a forked copy: the workers are not ours to stop */
+	else {	/* a forked copy: the workers are not ours to stop */
 		for (i = 0; i < p->nw; i++)
 			gp_proc_close_fds(&p->w[i]);
+		gp_watch_forget(p);	/* nor the monitor */
+	}
 	pool_free(p);
 }
 

@@ -234,6 +234,17 @@ gp_watch_init(struct gp_pool *p)
 }
 
 void
+gp_watch_forget(struct gp_pool *p)
+{
+	if (p->wt.mon.fd >= 0)
+		close(p->wt.mon.fd);
+	if (p->wt.mon.pidfd >= 0)
+		close(p->wt.mon.pidfd);
+	p->wt.mon.fd = p->wt.mon.pidfd = -1;
+	p->wt.mon.pid = 0;
+}
+
+void
 gp_watch_release(struct gp_pool *p)
 {
 	int	 i;

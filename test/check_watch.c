@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -522,6 +523,35 @@ START_TEST(usage_per_item)
 }
 END_TEST
 
+/* A child the application forks destroys its copy of the pool: the
+ * creator's monitor lives on (its next item still gets figures). */
+START_TEST(forked_copy_leaves_the_monitor)
+{
+	struct gp_pool_opts	 o = { .fake_gpus = 1 };
+	struct gp_item		 it;
+	int			 v[2] = { 1500, 512 }, st;
+	struct arr		 a = { &it, NULL, 1, 0, 0, NULL, usage_check, 0, 0 };
+	struct gp_pool		*p;
+	pid_t			 pid;
+
+	machine("gpu - - 8G 0 10\n");
+	o.flags = GP_POOL_MONITOR;
+	p = pool_with(&o);
+	if ((pid = fork()) == 0) {
+		gp_pool_destroy(p);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_int_eq(st, 0);
+	ck_assert_ptr_null(gp_pool_monitor(p));
+	gp_item_init(&it, v, sizeof(v));
+	run_arr(p, &a, -1, NULL);
+	ck_assert_int_eq(a.flag, 1);
+	gp_items_release(&it, 1);
+	gp_pool_destroy(p);
+}
+END_TEST
+
 /* No NVML: the pool says so once asked, and works as without a monitor
  * (GPUS_FREE cannot tell busy GPUs: every GPU counts as free). */
 START_TEST(no_nvml_works_as_before)
@@ -614,6 +644,7 @@ main(void)
 	tcase_add_test(tc, wait_free_starts_when_the_gpu_frees);
 	tcase_add_test(tc, gpu_taken_mid_run_gets_no_new_item);
 	tcase_add_test(tc, usage_per_item);
+	tcase_add_test(tc, forked_copy_leaves_the_monitor);
 	tcase_add_test(tc, no_nvml_works_as_before);
 	tcase_add_test(tc, only_the_monitor_loads_nvml);
 	suite_add_tcase(s, tc);
