@@ -248,6 +248,8 @@ class Pool:
             report[0] = report[1] = None  # replacements never see them
             os.close(w)
             os.close(r)
+        if gpu_mem:
+            self._refuse_gpu_mem(gpu_mem)
         self._size = self._c.size()
         self._cv = threading.Condition()
         self._runner = threading.Lock()
@@ -262,6 +264,20 @@ class Pool:
         self._inflight = 0     # items sent and not yet done
         self._refresh = False  # self._pids may miss a replacement
         self._pids = [i["pid"] for i in self._c.info()]
+
+    def _refuse_gpu_mem(self, need):
+        """An item needing more than every GPU of the pool has (all
+        totals known) could never start: each would end in an error
+        (-E2BIG). Say so now, and leave nothing running."""
+        totals = [g["mem_total"] for g in self._c.gpus()]
+        if not totals or not all(totals) or need <= max(totals):
+            return
+        self._c.close()
+        os.close(self._pidr)
+        os.close(self._pidw)
+        raise ValueError("gpu_mem=%.1f GiB: more than any GPU of the pool "
+                         "has (%.1f GiB)" % (need / (1 << 30),
+                                             max(totals) / (1 << 30)))
 
     # -- driving the C pool ------------------------------------------------
 

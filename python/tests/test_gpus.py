@@ -165,6 +165,16 @@ def test_gpu_mem_packs_without_exceeding_the_gpu(machine):
             i, beside, vis)
 
 
+@needs_fake_nvml
+def test_gpu_mem_over_every_gpu_is_refused_at_once(machine):
+    machine("gpu - - 8G 0 0\ngpu - - 16G 0 0\n")
+    with pytest.raises(ValueError, match=r"gpu_mem=17.0 GiB: more than "
+                       r"any GPU of the pool has \(16.0 GiB\)"):
+        gpupool.Pool(fake_gpus=2, gpu_mem="17G")
+    with gpupool.Pool(fake_gpus=2, gpu_mem="9G") as p:
+        assert set(p.map(visible, range(4), chunksize=1)) == {"fake1"}
+
+
 def test_gpus_per_worker_gives_each_worker_its_gpus():
     with gpupool.Pool(fake_gpus=4, gpus_per_worker=2) as p:
         info = p.info()
