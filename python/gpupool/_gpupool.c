@@ -390,23 +390,59 @@ readable(PoolObject *self, const char *what)
 	return 0;
 }
 
+/* Worker i's place as a dict (gpy_info_dict()); NULL, maybe with no
+ * exception set, on failure. */
 static PyObject *
-Pool_info(PoolObject *self, PyObject *noargs)
+info_one(const struct gp_pool *p, int i)
 {
 	struct gp_worker_info	 wi;
-	PyObject		*list, *d;
-	int			 i, n;
 
-	if (readable(self, "info()") < 0)
+	if (gp_pool_info(p, i, &wi) < 0)
 		return NULL;
-	n = gp_pool_size(self->pool);
+	return gpy_info_dict(&wi);
+}
+
+/* GPU i's state (struct gp_gpu_state) as a dict; NULL, maybe with no
+ * exception set, on failure. */
+static PyObject *
+gpu_one(const struct gp_pool *p, int i)
+{
+	struct gp_gpu_state	 st;
+
+	if (gp_pool_gpu_state(p, i, &st) < 0)
+		return NULL;
+	return Py_BuildValue("{s:i,s:s,s:s,s:O,s:O,s:s,s:i,s:K,s:K,s:K,s:i,"
+	    "s:i,s:O}",
+	    "gpu", st.gpu, "uuid", st.uuid, "busid", st.busid,
+	    "known", st.known ? Py_True : Py_False,
+	    "busy", st.busy ? Py_True : Py_False, "why", st.why,
+	    "util", st.util,
+	    "mem_total", (unsigned long long)st.mem_total,
+	    "mem_foreign", (unsigned long long)st.mem_foreign,
+	    "mem_ours", (unsigned long long)st.mem_ours,
+	    "running", st.running, "nforeign", st.nforeign,
+	    "held", st.held ? Py_True : Py_False);
+}
+
+/* info() and gpus(): a new list of count(pool) dicts, one(pool, i)
+ * each, or NULL with an exception set. */
+static PyObject *
+dict_list(PoolObject *self, const char *what,
+    int (*count)(const struct gp_pool *),
+    PyObject *(*one)(const struct gp_pool *, int))
+{
+	PyObject	*list, *d;
+	int		 i, n;
+
+	if (readable(self, what) < 0)
+		return NULL;
+	n = count(self->pool);
 	if ((list = PyList_New(n)) == NULL)
 		return NULL;
 	for (i = 0; i < n; i++) {
-		if (gp_pool_info(self->pool, i, &wi) < 0 ||
-		    (d = gpy_info_dict(&wi)) == NULL) {
+		if ((d = one(self->pool, i)) == NULL) {
 			if (!PyErr_Occurred())
-				PyErr_SetString(PyExc_RuntimeError, "info");
+				PyErr_SetString(PyExc_RuntimeError, what);
 			Py_DECREF(list);
 			return NULL;
 		}
@@ -416,19 +452,9 @@ Pool_info(PoolObject *self, PyObject *noargs)
 }
 
 static PyObject *
-gpu_dict(const struct gp_gpu_state *st)
+Pool_info(PoolObject *self, PyObject *noargs)
 {
-	return Py_BuildValue("{s:i,s:s,s:s,s:O,s:O,s:s,s:i,s:K,s:K,s:K,s:i,"
-	    "s:i,s:O}",
-	    "gpu", st->gpu, "uuid", st->uuid, "busid", st->busid,
-	    "known", st->known ? Py_True : Py_False,
-	    "busy", st->busy ? Py_True : Py_False, "why", st->why,
-	    "util", st->util,
-	    "mem_total", (unsigned long long)st->mem_total,
-	    "mem_foreign", (unsigned long long)st->mem_foreign,
-	    "mem_ours", (unsigned long long)st->mem_ours,
-	    "running", st->running, "nforeign", st->nforeign,
-	    "held", st->held ? Py_True : Py_False);
+	return dict_list(self, "info()", gp_pool_size, info_one);
 }
 
 /* gpus(): each GPU of the pool as the master last saw it (the monitor
@@ -437,26 +463,7 @@ gpu_dict(const struct gp_gpu_state *st)
 static PyObject *
 Pool_gpus(PoolObject *self, PyObject *noargs)
 {
-	struct gp_gpu_state	 st;
-	PyObject		*list, *d;
-	int			 i, n;
-
-	if (readable(self, "gpus()") < 0)
-		return NULL;
-	n = gp_pool_gpus(self->pool);
-	if ((list = PyList_New(n)) == NULL)
-		return NULL;
-	for (i = 0; i < n; i++) {
-		if (gp_pool_gpu_state(self->pool, i, &st) < 0 ||
-		    (d = gpu_dict(&st)) == NULL) {
-			if (!PyErr_Occurred())
-				PyErr_SetString(PyExc_RuntimeError, "gpus");
-			Py_DECREF(list);
-			return NULL;
-		}
-		PyList_SET_ITEM(list, i, d);
-	}
-	return list;
+	return dict_list(self, "gpus()", gp_pool_gpus, gpu_one);
 }
 
 /* close(): destroy the pool (every worker asked to leave, then TERM,

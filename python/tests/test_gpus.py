@@ -20,6 +20,9 @@ import pytest
 
 import gpupool
 from gpupool import _pool
+# Every test here leaves no child (the monitor included): test_core's
+# autouse fixture, used by this module too.
+from test_core import no_child_left  # noqa: F401
 
 GIB = 1 << 30
 FAKE_NVML = os.path.join(os.path.dirname(sys.prefix), "test",
@@ -29,25 +32,6 @@ needs_fake_nvml = pytest.mark.skipif(
     reason="no fake NVML at %s (built by meson as test/libnvidia-ml.so.1; "
     "run through python/tests/run.sh, which installs into BUILD/pyvenv)"
     % FAKE_NVML)
-
-
-def children():
-    """Pids of this process's live children (all threads)."""
-    pids = set()
-    for t in os.listdir("/proc/self/task"):
-        try:
-            with open("/proc/self/task/%s/children" % t) as f:
-                pids.update(int(p) for p in f.read().split())
-        except FileNotFoundError:
-            pass
-    return pids
-
-
-@pytest.fixture(autouse=True)
-def no_child_left():
-    before = children()
-    yield
-    assert children() <= before
 
 
 @pytest.fixture
