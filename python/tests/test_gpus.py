@@ -132,7 +132,7 @@ def test_wait_free_starts_when_a_gpu_frees(machine):
         assert not p.gpus()[0].busy
 
 
-# -- memory and several GPUs ---------------------------------------------------
+# -- memory and several GPUs ------------------------------------------------
 
 @needs_fake_nvml
 def test_gpu_mem_packs_without_exceeding_the_gpu(machine):
@@ -174,7 +174,7 @@ def test_gpus_per_worker_gives_each_worker_its_gpus():
         gpupool.Pool(fake_gpus=2, gpus_per_worker=3)
 
 
-# -- no NVML, and NVML only in the monitor --------------------------------------
+# -- no NVML, and NVML only in the monitor ----------------------------------
 
 def test_no_nvml_says_why_and_works(monkeypatch):
     monkeypatch.setenv("GPUPOOL_NVML", "/nonexistent/libnvidia-ml.so.1")
@@ -201,7 +201,7 @@ def test_only_the_monitor_loads_nvml(machine, tmp_path, monkeypatch):
     assert os.getpid() not in loaded and not loaded & workers
 
 
-# -- bad values ------------------------------------------------------------------
+# -- bad values -------------------------------------------------------------
 
 @pytest.mark.parametrize("kw, name", [
     (dict(gpu_mem="20"), "gpu_mem"),
