@@ -18,10 +18,10 @@ import threading
 from . import _gpupool
 from ._errors import (Canceled, Error, InitError, NotRun, PoolError,
                       RemoteTraceback, Timeout, WorkerCrashed)
-from ._pool import Pool, WorkerInfo, current
+from ._pool import GpuState, Pool, WorkerInfo, current
 
 __all__ = [
-    "Pool", "WorkerInfo", "current", "map", "imap", "imap_unordered",
+    "Pool", "WorkerInfo", "GpuState", "current", "map", "imap", "imap_unordered",
     "submit", "shutdown", "Error", "WorkerCrashed", "Timeout", "Canceled",
     "NotRun", "PoolError", "InitError", "RemoteTraceback",
 ]

@@ -36,6 +36,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -139,21 +140,76 @@ gpy_raise_code(int rc, const char *msg)
 /* ------------------------------------------------------------------ */
 /* Pool() */
 
+/* An integer option lo .. hi into *out; None (or absent) leaves *out.
+ * 0, or -1 with a ValueError naming it. */
 static int
-opt_uint(PyObject *o, const char *name, unsigned *out)
+opt_uint(PyObject *o, const char *name, unsigned lo, unsigned hi,
+    unsigned *out)
 {
 	unsigned long	 v;
 
 	if (o == NULL || o == Py_None)
 		return 0;
-	v = PyLong_AsUnsignedLong(o);
-	if (PyErr_Occurred() || v > UINT32_MAX) {
+	v = PyBool_Check(o) ? ULONG_MAX : PyLong_AsUnsignedLong(o);
+	if (PyErr_Occurred() || v < lo || v > hi) {
 		PyErr_Clear();
-		PyErr_Format(PyExc_ValueError, "%s must be an integer 0 .. "
-		    "%u", name, UINT32_MAX);
+		PyErr_Format(PyExc_ValueError, "%s=%R: must be an integer "
+		    "%u .. %u", name, o, lo, hi);
 		return -1;
 	}
 	*out = (unsigned)v;
+	return 0;
+}
+
+/*
+ * The options for shared GPUs (docs/python.md, "Shared GPUs"), into o:
+ * *gpus "free" or "free:LIST" sets GP_POOL_GPUS_FREE and *gpus becomes
+ * LIST or NULL; wait_free and busy_pct need it; gpu_mem is bytes per GPU
+ * (gpupool.Pool turns "20G" into bytes); gpus_per_worker 1 or more. The
+ * monitor is always asked for, as gpupool-run does: without NVML it
+ * costs a fork and a failed dlopen, and gpus() has figures with it.
+ * 0, or -1 with a ValueError naming the argument.
+ */
+static int
+gpu_opts(const char **gpus, int wait_free, PyObject *busy, PyObject *mem,
+    PyObject *per, struct gp_pool_opts *o)
+{
+	const char	*g = *gpus;
+	unsigned	 k = 1;
+
+	if (g != NULL && strncmp(g, "free", 4) == 0 &&
+	    (g[4] == '\0' || g[4] == ':')) {
+		if (g[4] == ':' && g[5] == '\0') {
+			PyErr_SetString(PyExc_ValueError, "gpus='free:': no "
+			    "GPU list after 'free:'");
+			return -1;
+		}
+		o->flags |= GP_POOL_GPUS_FREE;
+		*gpus = g[4] == ':' ? g + 5 : NULL;
+	}
+	if ((wait_free || (busy != NULL && busy != Py_None)) &&
+	    !(o->flags & GP_POOL_GPUS_FREE)) {
+		PyErr_Format(PyExc_ValueError, "%s needs gpus='free' (or "
+		    "'free:LIST')", wait_free ? "wait_free=True" : "busy_pct");
+		return -1;
+	}
+	if (opt_uint(busy, "busy_pct", 1, 100, &o->busy_pct) < 0 ||
+	    opt_uint(per, "gpus_per_worker", 1, INT32_MAX, &k) < 0)
+		return -1;
+	o->gpus_per_worker = (int)k;
+	if (mem != NULL && mem != Py_None) {
+		o->item_mem = PyBool_Check(mem) ? 0 :
+		    PyLong_AsUnsignedLongLong(mem);
+		if (PyBool_Check(mem) || PyErr_Occurred()) {
+			PyErr_Clear();
+			PyErr_Format(PyExc_ValueError, "gpu_mem=%R: must be a "
+			    "number of bytes (an integer 0 or more)", mem);
+			return -1;
+		}
+	}
+	if (wait_free)
+		o->flags |= GP_POOL_WAIT_FREE;
+	o->flags |= GP_POOL_MONITOR;
 	return 0;
 }
 
@@ -212,11 +268,12 @@ Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 {
 	static char	*kwlist[] = { "worker", "gpus", "per_gpu", "fake_gpus",
 			    "timeout_ms", "grace_ms", "retries", "max_tasks",
-			    "init", NULL };
+			    "init", "wait_free", "busy_pct", "gpu_mem",
+			    "gpus_per_worker", NULL };
 	PyObject		*worker, *gpus = NULL, *fake = NULL, *tmo = NULL,
 				*grace = NULL, *maxt = NULL, *init = Py_None,
-				*gstr;
-	int			 per_gpu = 1, retries = 0, rc;
+				*busy = NULL, *mem = NULL, *per = NULL, *gstr;
+	int			 per_gpu = 1, retries = 0, wait_free = 0, rc;
 	struct gp_pool_opts	 o = { 0 };
 	struct gp_pool		*p;
 	char			 err[512];
@@ -225,9 +282,9 @@ Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 		PyErr_SetString(PyExc_RuntimeError, "Pool already set up");
 		return -1;
 	}
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OiOOOiOO", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OiOOOiOOpOOO", kwlist,
 	    &worker, &gpus, &per_gpu, &fake, &tmo, &grace, &retries, &maxt,
-	    &init))
+	    &init, &wait_free, &busy, &mem, &per))
 		return -1;
 	if (!PyCallable_Check(worker) || (init != Py_None &&
 	    !PyCallable_Check(init))) {
@@ -242,13 +299,15 @@ Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 			return -1;
 		o.fake_gpus = v > INT32_MAX || v < 0 ? -1 : (int)v;
 	}
-	if (opt_uint(tmo, "timeout_ms", &o.timeout_ms) < 0 ||
-	    opt_uint(grace, "grace_ms", &o.grace_ms) < 0 ||
-	    opt_uint(maxt, "max_tasks", &o.max_tasks) < 0)
+	if (opt_uint(tmo, "timeout_ms", 0, UINT32_MAX, &o.timeout_ms) < 0 ||
+	    opt_uint(grace, "grace_ms", 0, UINT32_MAX, &o.grace_ms) < 0 ||
+	    opt_uint(maxt, "max_tasks", 0, UINT32_MAX, &o.max_tasks) < 0)
 		return -1;
 	if ((gstr = gpus_string(gpus)) == NULL)
 		return -1;
 	if (gstr != Py_None && (o.gpus = PyUnicode_AsUTF8(gstr)) == NULL)
+		goto fail;
+	if (gpu_opts(&o.gpus, wait_free, busy, mem, per, &o) < 0)
 		goto fail;
 	if (pipes(self) < 0)
 		goto fail;
@@ -263,7 +322,7 @@ Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 	o.init_arg = self;
 	o.fork_hook = gpy_fork_hook;
 	o.fork_arg = self;
-	o.flags = GP_POOL_CANCEL_FD;
+	o.flags |= GP_POOL_CANCEL_FD;
 	o.cancel_fd = self->cancel[0];
 	o.errbuf = err;
 	o.errlen = sizeof(err);
@@ -312,38 +371,99 @@ Pool_size(PoolObject *self, PyObject *noargs)
 	return PyLong_FromLong(gp_pool_size(self->pool));
 }
 
-static PyObject *
-Pool_info(PoolObject *self, PyObject *noargs)
+/* Whether what (info(), gpus(), monitor) may read the pool now: it is
+ * open, and the library's rule holds: from the thread making calls
+ * (next, done) or while none runs (a call replaces dead workers and
+ * refreshes the GPUs' states). 0, or -1 with an exception set. */
+static int
+readable(PoolObject *self, const char *what)
 {
-	struct gp_worker_info	 wi;
-	PyObject		*list, *d;
-	int			 i, n;
-
 	if (self->pool == NULL) {
 		PyErr_SetString(PyExc_ValueError, "Pool is closed");
-		return NULL;
+		return -1;
 	}
-	/* The library's rule: from the thread making calls (next, done) or
-	 * while none runs (a call replaces dead workers). */
 	if (self->busy && self->busy_thread != PyThread_get_thread_ident()) {
-		PyErr_SetString(PyExc_RuntimeError, "info() while a map or "
-		    "run is in progress on this pool in another thread");
-		return NULL;
+		PyErr_Format(PyExc_RuntimeError, "%s while a map or run is in "
+		    "progress on this pool in another thread", what);
+		return -1;
 	}
-	n = gp_pool_size(self->pool);
+	return 0;
+}
+
+/* Worker i's place as a dict (gpy_info_dict()); NULL, maybe with no
+ * exception set, on failure. */
+static PyObject *
+info_one(const struct gp_pool *p, int i)
+{
+	struct gp_worker_info	 wi;
+
+	if (gp_pool_info(p, i, &wi) < 0)
+		return NULL;
+	return gpy_info_dict(&wi);
+}
+
+/* GPU i's state (struct gp_gpu_state) as a dict; NULL, maybe with no
+ * exception set, on failure. */
+static PyObject *
+gpu_one(const struct gp_pool *p, int i)
+{
+	struct gp_gpu_state	 st;
+
+	if (gp_pool_gpu_state(p, i, &st) < 0)
+		return NULL;
+	return Py_BuildValue("{s:i,s:s,s:s,s:O,s:O,s:s,s:i,s:K,s:K,s:K,s:i,"
+	    "s:i,s:O}",
+	    "gpu", st.gpu, "uuid", st.uuid, "busid", st.busid,
+	    "known", st.known ? Py_True : Py_False,
+	    "busy", st.busy ? Py_True : Py_False, "why", st.why,
+	    "util", st.util,
+	    "mem_total", (unsigned long long)st.mem_total,
+	    "mem_foreign", (unsigned long long)st.mem_foreign,
+	    "mem_ours", (unsigned long long)st.mem_ours,
+	    "running", st.running, "nforeign", st.nforeign,
+	    "held", st.held ? Py_True : Py_False);
+}
+
+/* info() and gpus(): a new list of count(pool) dicts, one(pool, i)
+ * each, or NULL with an exception set. */
+static PyObject *
+dict_list(PoolObject *self, const char *what,
+    int (*count)(const struct gp_pool *),
+    PyObject *(*one)(const struct gp_pool *, int))
+{
+	PyObject	*list, *d;
+	int		 i, n;
+
+	if (readable(self, what) < 0)
+		return NULL;
+	n = count(self->pool);
 	if ((list = PyList_New(n)) == NULL)
 		return NULL;
 	for (i = 0; i < n; i++) {
-		if (gp_pool_info(self->pool, i, &wi) < 0 ||
-		    (d = gpy_info_dict(&wi)) == NULL) {
+		if ((d = one(self->pool, i)) == NULL) {
 			if (!PyErr_Occurred())
-				PyErr_SetString(PyExc_RuntimeError, "info");
+				PyErr_SetString(PyExc_RuntimeError, what);
 			Py_DECREF(list);
 			return NULL;
 		}
 		PyList_SET_ITEM(list, i, d);
 	}
 	return list;
+}
+
+static PyObject *
+Pool_info(PoolObject *self, PyObject *noargs)
+{
+	return dict_list(self, "info()", gp_pool_size, info_one);
+}
+
+/* gpus(): each GPU of the pool as the master last saw it (the monitor
+ * samples only while a call runs: between calls this is the state at the
+ * end of the last one, or at creation). */
+static PyObject *
+Pool_gpus(PoolObject *self, PyObject *noargs)
+{
+	return dict_list(self, "gpus()", gp_pool_gpus, gpu_one);
 }
 
 /* close(): destroy the pool (every worker asked to leave, then TERM,
@@ -410,6 +530,8 @@ static PyMethodDef Pool_methods[] = {
 	{ "size", (PyCFunction)Pool_size, METH_NOARGS, "number of workers" },
 	{ "info", (PyCFunction)Pool_info, METH_NOARGS,
 	  "list of dicts: where each worker runs" },
+	{ "gpus", (PyCFunction)Pool_gpus, METH_NOARGS,
+	  "list of dicts: each GPU's state (busy, why, memory, util)" },
 	{ "close", (PyCFunction)Pool_close, METH_NOARGS,
 	  "destroy the pool and reap its workers (idempotent)" },
 	{ "__enter__", (PyCFunction)Pool_enter, METH_NOARGS, NULL },
@@ -423,8 +545,23 @@ Pool_closed(PoolObject *self, void *unused)
 	return PyBool_FromLong(self->pool == NULL);
 }
 
+/* None when NVML answers, else why the GPUs are not watched. */
+static PyObject *
+Pool_monitor(PoolObject *self, void *unused)
+{
+	const char	*why;
+
+	if (readable(self, "monitor") < 0)
+		return NULL;
+	if ((why = gp_pool_monitor(self->pool)) == NULL)
+		Py_RETURN_NONE;
+	return PyUnicode_FromString(why);
+}
+
 static PyGetSetDef Pool_getset[] = {
 	{ "closed", (getter)Pool_closed, NULL, "whether close() ran", NULL },
+	{ "monitor", (getter)Pool_monitor, NULL, "None when NVML watches "
+	  "the GPUs, else why not", NULL },
 	{ NULL }
 };
 
@@ -434,7 +571,9 @@ static PyTypeObject PoolType = {
 	.tp_basicsize = sizeof(PoolObject),
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
 	.tp_doc = "Pool(worker, *, gpus=None, per_gpu=1, fake_gpus=None, "
-	    "timeout_ms=0, grace_ms=0, retries=0, max_tasks=0, init=None)",
+	    "timeout_ms=0, grace_ms=0, retries=0, max_tasks=0, init=None, "
+	    "wait_free=False, busy_pct=None, gpu_mem=None, "
+	    "gpus_per_worker=1)",
 	.tp_new = Pool_new,
 	.tp_init = (initproc)Pool_init,
 	.tp_dealloc = (destructor)Pool_dealloc,
@@ -466,7 +605,8 @@ static const char mod_doc[] =
 "libgpupool's pool, wrapped (the package's C core).\n"
 "\n"
 "Pool(worker, *, gpus=None, per_gpu=1, fake_gpus=None, timeout_ms=0,\n"
-"     grace_ms=0, retries=0, max_tasks=0, init=None)\n"
+"     grace_ms=0, retries=0, max_tasks=0, init=None, wait_free=False,\n"
+"     busy_pct=None, gpu_mem=None, gpus_per_worker=1)\n"
 "  worker(bytes) -> bytes runs in the workers, once per item; if it\n"
 "  raises, the item ends FAILED, code 1, its traceback on stderr.\n"
 "  init() runs once per worker, after os.environ got the worker's\n"
@@ -478,7 +618,14 @@ static const char mod_doc[] =
 "  If next or done raises, the run is canceled and that propagates.\n"
 "  Both release the GIL while waiting; Ctrl-C cancels (main thread)\n"
 "  and raises KeyboardInterrupt once the items stopped.\n"
-"Pool.size(), Pool.info() -> [dict], Pool.close(), with Pool(...) as p\n"
+"  gpus='free' or 'free:LIST': only GPUs nobody else uses (NVML, in a\n"
+"  monitor child); wait_free=True keeps busy ones and items wait;\n"
+"  busy_pct: others' memory over it makes a GPU busy (default 10);\n"
+"  gpu_mem: bytes per GPU each item needs; gpus_per_worker: GPUs each\n"
+"  worker owns, near each other.\n"
+"Pool.size(), Pool.info() -> [dict], Pool.gpus() -> [dict],\n"
+"  Pool.monitor (None, or why NVML does not watch the GPUs),\n"
+"  Pool.close(), with Pool(...) as p\n"
 "current() -> dict in a worker, None in the caller; strerror(code);\n"
 "OK FAILED CRASHED TIMEDOUT CANCELED ERROR NOTRUN; InitError.";
 

@@ -82,10 +82,40 @@ def _read_report(fd):
     return b"".join(chunks).decode(errors="replace")
 
 
-class WorkerInfo:
-    """Where a worker runs: attribute access over the C library's
-    gp_worker_info (worker, gpu, slot, pid, fake, visible, uuid, busid,
-    name, mem_bytes, numa, nodeset, cpuset, ...)."""
+_UNITS = {"K": 10, "M": 20, "G": 30, "T": 40}
+_SIZE_MAX = 1024 << 40  # gpupool-run's --mem takes at most 1024T
+
+
+def _gpu_mem(v):
+    """gpu_mem= as bytes: None, an int, or a size as gpupool-run's --mem
+    takes it: digits with at most one '.', then K, M, G or T (powers of
+    1024, either case) and nothing, "i", "B" or "iB" ("20G", "1.5GiB",
+    "512M"); "0" alone needs no unit. Rounded up to a whole byte."""
+    if v is None or (isinstance(v, int) and not isinstance(v, bool)):
+        return v  # the C pool checks the range
+    if not isinstance(v, str):
+        raise ValueError("gpu_mem=%r: bytes (an int) or a size such as "
+                         "'20G'" % (v,))
+    num = v.rstrip("KMGTkmgtiB")
+    unit = v[len(num):]
+    ok = (num.count(".") <= 1 and num not in ("", ".")
+          and num.replace(".", "", 1).isdigit() and num.isascii())
+    if ok and unit == "" and float(num) == 0:
+        return 0
+    if not ok or unit[:1].upper() not in _UNITS or \
+            unit[1:] not in ("", "i", "B", "iB"):
+        raise ValueError("gpu_mem=%r: not a size (say '20G', '1.5GiB' or "
+                         "'512M': a unit K, M, G or T is needed, powers "
+                         "of 1024)" % (v,))
+    b = math.ceil(float(num) * (1 << _UNITS[unit[0].upper()]))
+    if b > _SIZE_MAX:
+        raise ValueError("gpu_mem=%r: too large (at most 1024T)" % (v,))
+    return b
+
+
+class _Record:
+    """A read-only record: attribute access over a dict from the C
+    pool."""
 
     __slots__ = ("_d",)
 
@@ -99,14 +129,37 @@ class WorkerInfo:
             raise AttributeError(name) from None
 
     def __setattr__(self, name, value):
-        raise AttributeError("WorkerInfo is read-only")
+        raise AttributeError("%s is read-only" % type(self).__name__)
 
     def as_dict(self):
         return dict(self._d)
 
     def __repr__(self):
-        return "WorkerInfo(%s)" % ", ".join(
-            "%s=%r" % kv for kv in self._d.items())
+        return "%s(%s)" % (type(self).__name__, ", ".join(
+            "%s=%r" % kv for kv in self._d.items()))
+
+
+class WorkerInfo(_Record):
+    """Where a worker runs: attribute access over the C library's
+    gp_worker_info (worker, gpu, slot, pid, fake, visible, uuid, busid,
+    name, mem_bytes, numa, nodeset, cpuset, ...)."""
+
+    __slots__ = ()
+
+
+class GpuState(_Record):
+    """A GPU of the pool as it was last seen (Pool.gpus()), over the C
+    library's gp_gpu_state: gpu (index in the pool's GPU list), uuid,
+    busid, known (NVML reports it), busy (someone else uses it, or who
+    does cannot be told), why ("free", "pid 4242 is not ours (3.0 GiB)",
+    "others use 7.0 of 8.0 GiB (over 10%)", "no NVML: ..."), util (%, -1
+    unknown), mem_total, mem_foreign (bytes used by processes not of this
+    pool), mem_ours (what this pool's running items declared or use,
+    whichever is more), running (this pool's items on it), nforeign
+    (compute processes not ours), held (by an item holding several
+    GPUs)."""
+
+    __slots__ = ()
 
 
 def current():
@@ -130,6 +183,18 @@ class Pool:
     grace (seconds, default 1) is the time an item gets after a timeout
     or cancel before SIGKILL.
 
+    Shared GPUs: gpus="free" (or "free:0,2", the free ones of a list)
+    uses only GPUs with no compute process of someone else and others'
+    memory under busy_pct % (default 10) of the total; none free raises
+    OSError saying why each is busy, unless wait_free=True, which keeps
+    them all and lets items wait for a free one. During calls, a GPU
+    someone takes gets no new item until it is free again. gpu_mem (bytes,
+    or "20G") is what each item needs on its GPU: with per_gpu > 1 an item
+    starts only where it fits beside what runs there. gpus_per_worker=N
+    gives each worker N GPUs near each other (all in its
+    CUDA_VISIBLE_DEVICES). The GPUs are watched by NVML in a monitor
+    child, never in this process; gpus() and monitor say what it sees.
+
     Create it from the main thread before starting other threads, and
     before anything initialises CUDA in this process (refused if torch
     did).
@@ -137,8 +202,10 @@ class Pool:
 
     def __init__(self, gpus=None, per_gpu=1, initializer=None, initargs=(),
                  timeout=None, retries=0, max_tasks_per_worker=None,
-                 fake_gpus=None, *, grace=None):
+                 fake_gpus=None, *, grace=None, wait_free=False,
+                 busy_pct=None, gpu_mem=None, gpus_per_worker=1):
         _refuse_if_cuda_initialised()
+        gpu_mem = _gpu_mem(gpu_mem)
         for name, secs in (("timeout", timeout), ("grace", grace)):
             # The C pool takes whole milliseconds, at least 1: 0, a
             # negative value or NaN would become a 1 ms limit.
@@ -166,7 +233,8 @@ class Pool:
                 grace_ms=0 if grace is None else
                 max(1, math.ceil(grace * 1000)),
                 retries=retries, max_tasks=max_tasks_per_worker or 0,
-                init=init)
+                init=init, wait_free=wait_free, busy_pct=busy_pct,
+                gpu_mem=gpu_mem, gpus_per_worker=gpus_per_worker)
         except BaseException as e:
             os.close(self._pidr)
             os.close(self._pidw)
@@ -180,6 +248,8 @@ class Pool:
             report[0] = report[1] = None  # replacements never see them
             os.close(w)
             os.close(r)
+        if gpu_mem:
+            self._refuse_gpu_mem(gpu_mem)
         self._size = self._c.size()
         self._cv = threading.Condition()
         self._runner = threading.Lock()
@@ -194,6 +264,20 @@ class Pool:
         self._inflight = 0     # items sent and not yet done
         self._refresh = False  # self._pids may miss a replacement
         self._pids = [i["pid"] for i in self._c.info()]
+
+    def _refuse_gpu_mem(self, need):
+        """An item needing more than every GPU of the pool has (all
+        totals known) could never start: each would end in an error
+        (-E2BIG). Say so now, and leave nothing running."""
+        totals = [g["mem_total"] for g in self._c.gpus()]
+        if not totals or not all(totals) or need <= max(totals):
+            return
+        self._c.close()
+        os.close(self._pidr)
+        os.close(self._pidw)
+        raise ValueError("gpu_mem=%.1f GiB: more than any GPU of the pool "
+                         "has (%.1f GiB)" % (need / (1 << 30),
+                                             max(totals) / (1 << 30)))
 
     # -- driving the C pool ------------------------------------------------
 
@@ -367,6 +451,29 @@ class Pool:
         self._acquire_runner()
         try:
             return [WorkerInfo(d) for d in self._c.info()]
+        finally:
+            self._release_runner()
+
+    def gpus(self):
+        """Each GPU of the pool as last seen: a list of GpuState. The
+        monitor samples while a call runs (and once at creation), so
+        between calls this is the state at the end of the last one. As
+        info(), this waits for a running call to end."""
+        self._acquire_runner()
+        try:
+            return [GpuState(d) for d in self._c.gpus()]
+        finally:
+            self._release_runner()
+
+    @property
+    def monitor(self):
+        """None while NVML watches the GPUs (in the monitor child), else
+        why not: "no NVML: libnvidia-ml.so.1: cannot open shared object
+        file ...", or the monitor ended. Waits for a running call to end,
+        as info()."""
+        self._acquire_runner()
+        try:
+            return self._c.monitor
         finally:
             self._release_runner()
 
