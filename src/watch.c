@@ -107,8 +107,8 @@ keep_free(struct gp_pool *p, char *err, size_t errlen)
 			    p->gpus[i].visible, p->wt.gs[i].why);
 	}
 	if (n == 0)
-		return gp_errf(err, errlen, GP_ENOGPU, "no free GPU: %s "
-		    "(--wait-free, GP_POOL_WAIT_FREE, waits for one)", why);
+		return gp_errf(err, errlen, GP_ENOGPU, "no free GPU: %s",
+		    why);
 	p->ngpus = n;
 	return 0;
 }

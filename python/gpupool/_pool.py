@@ -22,6 +22,7 @@ joined (join(): helpers ended, workers stopped and reaped); terminate()
 cancels what is queued and running and then joins.
 """
 
+import errno
 import math
 import os
 import sys
@@ -238,6 +239,11 @@ class Pool:
         except BaseException as e:
             os.close(self._pidr)
             os.close(self._pidw)
+            if (isinstance(e, OSError) and e.errno == errno.ENODEV and
+                    str(e.strerror).startswith("no free GPU") and
+                    not wait_free):
+                raise OSError(e.errno, "%s (wait_free=True waits for one)"
+                              % e.strerror) from None
             if not isinstance(e, _gpupool.InitError):
                 raise
             why = _read_report(r)

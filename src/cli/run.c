@@ -132,7 +132,9 @@ pool_create(const struct opts *o, struct run *r, unsigned flags,
 	pool_opts(o, &po, flags, err, sizeof(err));
 	po.init_arg = r;
 	if ((rc = gp_pool_create(pool, &po)) < 0) {
-		cli_err("%s", err[0] ? err : gp_strerror(rc));
+		cli_err("%s%s", err[0] ? err : gp_strerror(rc),
+		    rc == GP_ENOGPU && o->gpus_free && !o->wait_free ?
+		    " (--wait-free waits for one)" : "");
 		return rc;
 	}
 	return 0;
