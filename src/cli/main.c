@@ -138,7 +138,9 @@ show_state(struct gp_pool *pool, int g)
 	struct gp_gpu_state	 st = { 0 };
 
 	if (gp_pool_gpu_state(pool, g, &st) < 0 || !st.known) {
-		printf("-\t%s\n", st.known ? "-" : "unknown");
+		/* Unknown to a working NVML counts as busy: say why. */
+		printf("-\t%s%s\n", st.busy ? "busy: " : "unknown",
+		    st.busy ? st.why : "");
 		return;
 	}
 	printf("%.1f/%.1f GiB\t%s%s\n", (double)st.mem_foreign / (1u << 30),

@@ -261,6 +261,7 @@ bar_draw(struct run *r, int force)
 {
 	char		 line[400], tot[32], eta[48] = "", el_s[32];
 	char		 wait[160] = "";
+	size_t		 held = 0;
 	int64_t		 now = gp_now_ns();
 	double		 el, rate;
 	unsigned long	 done = r->ok + r->failed + r->stopped;
@@ -286,12 +287,17 @@ bar_draw(struct run *r, int force)
 		fmt_secs(eta + 6, sizeof(eta) - 6,
 		    (double)((unsigned long)r->total - done) / rate);
 	}
+	/* The task that waits for a GPU was handed to the pool, which holds
+	 * it: it is not running. */
 	if (r->pool != NULL && gp_pool_waiting(r->pool, wait + 11,
-	    sizeof(wait) - 11))
+	    sizeof(wait) - 11)) {
 		memcpy(wait, ", waiting: ", 11);
+		held = 1;
+	}
 	n = snprintf(line, sizeof(line), "%s%s: %lu/%s done, %zu running, "
 	    "%lu failed, %.1f/s, %s elapsed%s%s", r->tty ? "\r\033[K" : "\r",
-	    CLI_NAME, done, tot, running(r), r->failed, rate, el_s, eta, wait);
+	    CLI_NAME, done, tot, running(r) - held, r->failed, rate, el_s, eta,
+	    wait);
 	if (n < 0)
 		return;
 	if ((size_t)n >= sizeof(line))
