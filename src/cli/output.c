@@ -296,8 +296,8 @@ bar_draw(struct run *r, int force)
 	}
 	n = snprintf(line, sizeof(line), "%s%s: %lu/%s done, %zu running, "
 	    "%lu failed, %.1f/s, %s elapsed%s%s", r->tty ? "\r\033[K" : "\r",
-	    CLI_NAME, done, tot, running(r) - held, r->failed, rate, el_s, eta,
-	    wait);
+	    CLI_NAME, done, tot, running(r) > held ? running(r) - held : 0,
+	    r->failed, rate, el_s, eta, wait);
 	if (n < 0)
 		return;
 	if ((size_t)n >= sizeof(line))
