@@ -366,6 +366,7 @@ gp_watch_place(struct gp_pool *p, struct gp_job *job, const struct gp_item *it,
 	if ((m > 1 && (m > p->ngpus || p->o.gpus_per_worker > 1)) ||
 	    (top > 0 && mem > top)) {
 		*bad = -E2BIG;
+		job->need_for = NULL;
 		return NULL;
 	}
 	if (m > 1)
@@ -378,8 +379,12 @@ gp_watch_place(struct gp_pool *p, struct gp_job *job, const struct gp_item *it,
 		}
 	if (w == NULL)
 		wait_reason(p, mem, m);
-	else
+	else {
 		p->wt.wait[0] = '\0';
+		/* Placed (or failed, above): a retry of it, the same
+		 * gp_item, is asked anew (it may need more). */
+		job->need_for = NULL;
+	}
 	return w;
 }
 
