@@ -688,6 +688,35 @@ START_TEST(bad_tag_runs_nothing)
 }
 END_TEST
 
+/* 12. A task that no GPU here can hold fails at once, saying what it
+ * needs, with no GPU figures (it never ran); the others run. */
+START_TEST(too_big_task_says_what_it_needs)
+{
+	struct jrec	 j[8];
+	struct res	 res;
+	const struct jrec *a;
+	char		*jl, *tasks;
+
+	tmp_make();
+	machine("gpu - - 8G 0 0\n");
+	jl = pathf("joblog");
+	tasks = pathf("tasks");
+	puts_file(tasks, "[mem=20G] true\ntrue\n");
+	RUN(&res, "--fake-gpus", "1", "--joblog", jl, tasks);
+	ck_assert_int_eq(res.code, 1);
+	ck_assert_msg(strstr(res.err, "failed: it needs more than the GPUs "
+	    "here have: 1 at once, 20.0 GiB on each") != NULL && strstr(res.err,
+	    "utilisation") == NULL, "%s", res.err);
+	ck_assert_int_eq(read_joblog(jl, j, 8, NULL), 2);
+	a = by_seq(j, 2, 1);
+	ck_assert_int_eq(a->exitval, -1);
+	ck_assert_int_eq(a->mem, -1);
+	ck_assert_int_eq(a->util, -1);
+	ck_assert_int_eq(by_seq(j, 2, 2)->exitval, 0);
+	tmp_remove();
+}
+END_TEST
+
 static Suite *
 gpus_suite(void)
 {
@@ -706,6 +735,7 @@ gpus_suite(void)
 	tcase_add_test(tc, multi_gpu_tasks_hold_their_gpus_alone);
 	tcase_add_test(tc, oom_retry_declares_more);
 	tcase_add_test(tc, bad_tag_runs_nothing);
+	tcase_add_test(tc, too_big_task_says_what_it_needs);
 	suite_add_tcase(s, tc);
 	return s;
 }
