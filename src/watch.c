@@ -379,6 +379,7 @@ gp_watch_place(struct gp_pool *p, struct gp_job *job, const struct gp_item *it,
 	 * them; of more, never. */
 	if (m > p->ngpus || (k > 1 && m > k) || (top > 0 && mem > top)) {
 		*bad = -E2BIG;
+		job->need_for = NULL;
 		return NULL;
 	}
 	if (m > 1 && k == 1)
@@ -391,8 +392,12 @@ gp_watch_place(struct gp_pool *p, struct gp_job *job, const struct gp_item *it,
 		}
 	if (w == NULL)
 		wait_reason(p, mem, m);
-	else
+	else {
 		p->wt.wait[0] = '\0';
+		/* Placed (or failed, above): a retry of it, the same
+		 * gp_item, is asked anew (it may need more). */
+		job->need_for = NULL;
+	}
 	return w;
 }
 

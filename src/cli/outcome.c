@@ -8,6 +8,7 @@
  * print. Pure: it reads the task and the run, changes neither and prints
  * nothing.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -72,6 +73,7 @@ static void
 no_reply(const struct run *r, const struct task *t, struct attempt *oc)
 {
 	const struct gp_item	*it = &t->item;
+	struct gp_need		 nd;
 
 	oc->kind = K_FAILED;
 	oc->signal = SIGKILL;
@@ -102,7 +104,15 @@ no_reply(const struct run *r, const struct task *t, struct attempt *oc)
 		    "it in time and was killed");
 		break;
 	case GP_ERROR:
-		snprintf(oc->why, sizeof(oc->why), "%s", gp_strerror(it->code));
+		if (it->code == -E2BIG) {	/* gp_watch_place() */
+			need_for_item(r->o, it, &nd);
+			snprintf(oc->why, sizeof(oc->why), "it needs more than "
+			    "the GPUs here have: %d at once, %.1f GiB on each",
+			    nd.gpus > 1 ? nd.gpus : 1,
+			    (double)nd.mem / (1u << 30));
+		} else
+			snprintf(oc->why, sizeof(oc->why), "%s",
+			    gp_strerror(it->code));
 		break;
 	default:
 		snprintf(oc->why, sizeof(oc->why), "its worker sent no result");
@@ -116,6 +126,7 @@ outcome(const struct run *r, const struct task *t, struct attempt *oc)
 	const struct gp_item	*it = &t->item;
 
 	memset(oc, 0, sizeof(*oc));
+	oc->gpu_util = -1;	/* unknown, until a reply says */
 	oc->worker = it->worker;
 	oc->exitval = -1;
 	oc->gpu_util = -1;

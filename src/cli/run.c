@@ -398,6 +398,7 @@ static int
 run_setup(struct run *r, struct run_conf *conf, struct gp_pool **pool)
 {
 	const struct opts	*o = r->o;
+	const char		*why;
 	sigset_t		 set;
 	int			 rc;
 
@@ -418,6 +419,10 @@ run_setup(struct run *r, struct run_conf *conf, struct gp_pool **pool)
 	if (pool_create(o, r, 0, pool) < 0)
 		return -1;
 	r->pool = *pool;
+	/* Said once: without NVML --gpus free runs on every GPU. */
+	if (o->gpus_free && (why = gp_pool_monitor(*pool)) != NULL)
+		cli_warn("--gpus free cannot tell busy GPUs (%s): every GPU "
+		    "counts as free", why);
 	if (map_workers(r, *pool) < 0) {
 		cli_err("out of memory");
 		return -1;
