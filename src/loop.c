@@ -169,7 +169,6 @@ dispatch_gated(struct gp_pool *p, struct gp_job *job)
 		if ((w = gp_watch_place(p, job, it, &bad)) == NULL) {
 			if (bad == 0)
 				return 0;
-			job->need_for = NULL;
 			gp_job_take(job);
 			(void)gp_job_fail(job, it, bad);
 			continue;
@@ -180,9 +179,6 @@ dispatch_gated(struct gp_pool *p, struct gp_job *job)
 		if (p->wt.npick > 0 &&
 		    (rc = send_gpus(w, p->wt.pick, p->wt.npick)) < 0)
 			return rc;
-		/* Taken or failed now: an item at this address later (a
-		 * retry, or the caller's next) is asked again. */
-		job->need_for = NULL;
 		if ((rc = dispatch_one(p, job, w, 1)) <= 0) {
 			/* No TASK: no GPUS either. */
 			w->wbuf.len = w->wbuf.off + mark;

@@ -129,7 +129,6 @@ outcome(const struct run *r, const struct task *t, struct attempt *oc)
 	oc->gpu_util = -1;	/* unknown, until a reply says */
 	oc->worker = it->worker;
 	oc->exitval = -1;
-	oc->gpu_util = -1;
 	oc->start = (double)t->real_ns / 1e9;
 	oc->runtime = (double)(gp_now_ns() - t->mono_ns) / 1e9;
 	if (!from_reply(it, oc))
