@@ -108,14 +108,17 @@ task_cmd(const struct task *t)
 
 /* After a GPU out-of-memory failure: the next attempt declares more
  * memory, twice what it declared or a quarter over the peak it reached,
- * whichever is more (nothing known of either: as it was). 0, or -ENOMEM
- * (it retries as it was). */
+ * whichever is more, at most the largest GPU's memory (nothing known of
+ * either, or no more to ask: as it was). 0, or -ENOMEM (it retries as it
+ * was). */
 static int
 task_more_mem(struct run *r, struct task *t, const struct attempt *oc)
 {
 	struct gp_need	 nd;
+	struct gp_gpu_state st;
 	const char	*line = (const char *)t->buf + sizeof(struct task_hdr);
-	uint64_t	 mem;
+	uint64_t	 mem, top;
+	int		 i;
 	size_t		 cap = t->item.inlen + 64;
 	uint8_t		*b;
 	int		 n;
@@ -124,7 +127,16 @@ task_more_mem(struct run *r, struct task *t, const struct attempt *oc)
 	mem = 2 * nd.mem;
 	if (oc->gpu_mem + oc->gpu_mem / 4 > mem)
 		mem = oc->gpu_mem + oc->gpu_mem / 4;
-	if (mem == 0)
+	/* At most a whole GPU, the largest here: an emptier GPU, rather
+	 * than a need no GPU can meet. */
+	for (i = 0, top = 0; r->pool != NULL && i < gp_pool_gpus(r->pool);
+	    i++)
+		if (gp_pool_gpu_state(r->pool, i, &st) == 0 &&
+		    st.mem_total > top)
+			top = st.mem_total;
+	if (top > 0 && mem > top)
+		mem = top;
+	if (mem == 0 || mem <= nd.mem)
 		return 0;
 	if ((b = malloc(cap)) == NULL)
 		return -ENOMEM;

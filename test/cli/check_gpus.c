@@ -616,6 +616,36 @@ END_TEST
 /* 10. A task that runs out of GPU memory is retried declaring twice
  * its need: on a 2.5 GiB GPU, with a 1 GiB task still running, its
  * second attempt (2 GiB) waits for that task to end. */
+/* An out-of-memory retry never asks more than the largest GPU has: a
+ * task that declared 2 GiB of a 2.5 GiB GPU is retried with all of it,
+ * not failed as too large. */
+START_TEST(oom_retry_asks_at_most_a_whole_gpu)
+{
+	struct res	 res;
+	struct jrec	 j[4];
+	char		*tasks, *oom, line[1024];
+	int		 n;
+
+	tmp_make();
+	machine("gpu - - 2560M 0 0\n");
+	tasks = pathf("tasks");
+	oom = pathf("oom");
+	snprintf(line, sizeof(line), "[mem=2G] if [ -e %s ]; then exit 0; fi; "
+	    "touch %s; echo 'RuntimeError: CUDA error: out of memory' >&2; "
+	    "exit 1\n", oom, oom);
+	puts_file(tasks, line);
+	RUN(&res, "--fake-gpus", "1", "--retries", "1", "--joblog",
+	    pathf("joblog"), tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_msg(strstr(res.err, "its next attempt declares 2.5 GiB") !=
+	    NULL, "%s", res.err);
+	n = read_joblog(pathf("joblog"), j, 4, NULL);
+	ck_assert_int_eq(n, 2);
+	ck_assert_int_eq(j[1].exitval, 0);
+	tmp_remove();
+}
+END_TEST
+
 START_TEST(oom_retry_declares_more)
 {
 	struct want_str	 w;
@@ -734,6 +764,7 @@ gpus_suite(void)
 	tcase_add_test(tc, dgx2_pairs_stay_on_one_socket);
 	tcase_add_test(tc, multi_gpu_tasks_hold_their_gpus_alone);
 	tcase_add_test(tc, oom_retry_declares_more);
+	tcase_add_test(tc, oom_retry_asks_at_most_a_whole_gpu);
 	tcase_add_test(tc, bad_tag_runs_nothing);
 	tcase_add_test(tc, too_big_task_says_what_it_needs);
 	suite_add_tcase(s, tc);
