@@ -189,14 +189,15 @@ read_sources(struct grid *g, char **argv, int argc, int i, const char *sep,
 {
 	struct grid_src	*s = NULL;
 	const char	*why = NULL;
-	int		 kind = 0, link = 0, k, rc, open = -1;
+	int		 kind = 0, link = 0, plus, k, rc, open = -1;
 
 	for (; i < argc; i++) {
-		if ((k = grid_sep(argv[i], &link)) != 0) {
+		if ((k = grid_sep(argv[i], &plus)) != 0) {
 			if (open >= 0)
 				break;
 			open = i;
 			kind = k;
+			link = plus;
 			if (k == 1 && (s = src_new(g, argv[i], link &&
 			    g->nsrc > 0)) == NULL)
 				return -ENOMEM;
