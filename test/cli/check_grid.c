@@ -46,16 +46,6 @@ dry_cmd(const char *out, long seq)
 	return p;
 }
 
-static int
-count_lines(const char *s)
-{
-	int	 n = 0;
-
-	for (; *s; s++)
-		n += *s == '\n';
-	return n;
-}
-
 /* What task seq wrote to TMP/<seq>.out, freed by the caller. */
 static char *
 task_out(long seq)

@@ -77,21 +77,28 @@ START_TEST(replacement_strings)
 {
 	static const char *const v[] = { "/d/e/f.tar.gz", "h y/i.c", "a" };
 	static const char *const n[] = { "lr", "dir", "x" };
+	static const struct {
+		const char	*tmpl;
+		int		 ncol, named;
+		const char	*want;
+	} c[] = {
+		{ "c {} {#} {%}", 2, 0, "c /d/e/f.tar.gz 'h y/i.c' 7 {%}" },
+		{ "{1.}|{1/}|{1//}|{1/.}", 1, 0,
+		  "/d/e/f.tar|f.tar.gz|/d/e|f.tar" },
+		{ "{3//} {3.} {2/.}", 3, 0, ". a i" },
+		{ "--lr={lr} {dir/} {x}", 3, 1, "--lr=/d/e/f.tar.gz i.c a" },
+		{ "awk '{print}' ${HOME} {", 1, 0,
+		  "awk '{print}' ${HOME} { /d/e/f.tar.gz" },
+		{ "cmd", 2, 0, "cmd /d/e/f.tar.gz 'h y/i.c'" },
+		{ "cmd {#}", 2, 0, "cmd 7" },
+		{ "x {3}", 2, 0,
+		  "'{3}' in the command, but a row has 2 arguments" },
+	};
+	size_t	 i;
 
-	ck_assert_str_eq(expand("c {} {#} {%}", 2, v, NULL),
-	    "c /d/e/f.tar.gz 'h y/i.c' 7 {%}");
-	ck_assert_str_eq(expand("{1.}|{1/}|{1//}|{1/.}", 1, v, NULL),
-	    "/d/e/f.tar|f.tar.gz|/d/e|f.tar");
-	ck_assert_str_eq(expand("{3//} {3.} {2/.}", 3, v, NULL), ". a i");
-	ck_assert_str_eq(expand("--lr={lr} {dir/} {x}", 3, v, n),
-	    "--lr=/d/e/f.tar.gz i.c a");
-	ck_assert_str_eq(expand("awk '{print}' ${HOME} {", 1, v, NULL),
-	    "awk '{print}' ${HOME} { /d/e/f.tar.gz");
-	ck_assert_str_eq(expand("cmd", 2, v, NULL),
-	    "cmd /d/e/f.tar.gz 'h y/i.c'");
-	ck_assert_str_eq(expand("cmd {#}", 2, v, NULL), "cmd 7");
-	ck_assert_str_eq(expand("x {3}", 2, v, NULL),
-	    "'{3}' in the command, but a row has 2 arguments");
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+		ck_assert_str_eq(expand(c[i].tmpl, c[i].ncol, v,
+		    c[i].named ? n : NULL), c[i].want);
 	ck_assert_ptr_nonnull(strstr(expand("x {0}", 2, v, NULL),
 	    "count from 1"));
 }
