@@ -308,12 +308,12 @@ grid_parse(struct grid *g, char **argv, int argc, const char *colsep,
 	g->tmpl[0] = '\0';
 	for (n = 0; !grid_word(argv[n]); n++)
 		strcat(strcat(g->tmpl, n ? " " : ""), argv[n]);
-	if ((rc = read_sources(g, argv, argc, i, colsep, err, errlen)) < 0 ||
-	    (header && (rc = take_header(g, err, errlen)) < 0))
+	if ((rc = read_sources(g, argv, argc, i, colsep, err, errlen)) < 0)
 		goto fail;
 	for (i = 0; i < g->nsrc; i++)
 		g->ncol += g->src[i].ncol;
-	if ((rc = shape(g, err, errlen)) < 0)
+	if ((header && (rc = take_header(g, err, errlen)) < 0) ||
+	    (rc = shape(g, err, errlen)) < 0)
 		goto fail;
 	/* Every row has the same columns: the first shows a bad {N}. */
 	rc = grid_line(g, 1, &line, err, errlen);
