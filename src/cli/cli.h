@@ -46,23 +46,94 @@ struct tasks {
 	unsigned long	 seq;		/* tasks returned so far */
 	size_t		 cmd;		/* the command's offset in line, after
 					   a [mem=... gpus=...] tag (need.c) */
+	const struct grid *grid;	/* rows of a grid, not a file's lines */
 	char		 err[256];	/* "file:line: what" after an error */
 };
 
 int	tasks_open(struct tasks *t, const char *path, char *err, size_t errlen);
+/* The rows of g (which must outlive t) as the tasks, named "grid" in
+ * messages: row N is task N, its line the command g expands for it.
+ * 0 or -ENOMEM. */
+struct grid;
+int	tasks_open_grid(struct tasks *t, const struct grid *g);
 /* Next task: TASKS_LINE (t->line, t->llen NUL-terminated, t->seq,
  * t->first, t->cmd: its tag checked), TASKS_AGAIN (pollable input has no whole line now),
  * TASKS_EOF, or -EINVAL (bad input; t->err names file:line) or -errno
  * (read error; t->err says so). */
 int	tasks_next(struct tasks *t);
 void	tasks_close(struct tasks *t);
-/* A pass over a regular file with a second descriptor: count its tasks
- * (calling skip(seq, command without its tag) for each; a nonzero
- * return does not count it) and
- * find input errors before anything runs. Returns the count, or as
- * tasks_next() for an error. */
-long	tasks_scan(const char *path, int (*skip)(void *, unsigned long,
-	    const char *), void *arg, char *err, size_t errlen);
+/* A pass over a regular file with a second descriptor, or over grid g
+ * when not NULL (path unused then): count its tasks (calling skip(seq,
+ * command without its tag) for each; a nonzero return does not count
+ * it) and find input errors before anything runs. Returns the count, or
+ * as tasks_next() for an error. */
+long	tasks_scan(const char *path, const struct grid *g,
+	    int (*skip)(void *, unsigned long, const char *), void *arg,
+	    char *err, size_t errlen);
+
+/* grid.c: COMMAND ::: a b ::: x y, GNU parallel's argument grids: the
+ * sources read whole and checked, row N of their product expanded on
+ * demand. */
+struct grid_src {
+	const char	*what;		/* ":::", ":::+" or the file's path
+					   (points into argv) */
+	char		**val;		/* nrow rows of ncol values */
+	size_t		 nval, nrow;
+	int		 ncol;		/* 1, or the columns of --colsep */
+	int		 linked;	/* :::+, ::::+: steps with the one
+					   before, not crossed with it */
+};
+
+struct grid {
+	char		*tmpl;		/* COMMAND's words, joined by blanks */
+	struct grid_src	*src;
+	int		 nsrc;
+	int		 ncol;		/* all sources' columns: {1}..{ncol} */
+	char		**name;		/* ncol names (--header :), or NULL */
+	unsigned long	 nrow;		/* tasks: the product */
+};
+
+/* Whether s is a grid separator: :::, ::::, :::+ or ::::+. */
+int	grid_word(const char *s);
+/* argv[0..argc): COMMAND's words, then the sources; colsep (or NULL)
+ * splits each value into columns (CSV when it is ","), header takes the
+ * first value of each source as its columns' names. Reads the :::: files
+ * (- is standard input) and checks what a row expands to. 0, or -EINVAL
+ * (err says what is wrong: no command, an empty source, a bad line as
+ * file:line, linked sources of different lengths, {N} past the columns)
+ * or another -errno (a file that cannot be read: err says so). g is
+ * released by grid_release() after a 0 only. */
+int	grid_parse(struct grid *g, char **argv, int argc, const char *colsep,
+	    int header, char *err, size_t errlen);
+/* Task seq (1 to g->nrow) expanded into out: its line, NUL-terminated
+ * (out->len counts the NUL). 0, or -EINVAL or -ENOMEM with err. */
+int	grid_line(const struct grid *g, unsigned long seq, struct gp_buf *out,
+	    char *err, size_t errlen);
+void	grid_release(struct grid *g);
+
+/* repl.c: replacement strings and shell quoting, pure. */
+struct repl_args {
+	const char *const *val;		/* ncol values: {1}..{ncol} */
+	const char *const *name;	/* ncol names ({lr}), or NULL */
+	int		 ncol;
+	unsigned long	 seq;		/* {#} */
+};
+
+/* s[0..n) as one shell word into b: bare when it holds only
+ * [A-Za-z0-9_+=/.,:@%^-], else single-quoted ('\'' for a quote), never
+ * spelling "{%}". 0 or -ENOMEM. */
+int	repl_quote(struct gp_buf *b, const char *s, size_t n);
+/* tmpl with its replacement strings ({}, {N}, {name}, {#}, each with .,
+ * /, // or /. after it for a path's parts) replaced by a's values,
+ * quoted; {%} is left for repl_slot(); text such as {print} stays. With
+ * none, the values are appended, blank-separated. Into b (emptied
+ * first), NUL-terminated. 0, -EINVAL ({N} with N past a->ncol, or 0:
+ * err says so) or -ENOMEM. */
+int	repl_expand(const char *tmpl, const struct repl_args *a,
+	    struct gp_buf *b, char *err, size_t errlen);
+/* cmd with each {%} replaced by slot: a malloc()ed string (the caller
+ * frees it), or NULL: out of memory. Safe in a worker. */
+char	*repl_slot(const char *cmd, int slot);
 
 /* need.c: what a task needs of the GPUs: a tag at the start of its
  * line ("[mem=20G gpus=2] cmd"), and the values of --mem and
@@ -191,7 +262,7 @@ struct run_conf {
 	int32_t		 results_fd;	/* inherited dir fd, or -1 */
 	int32_t		 rank;		/* GPUPOOL_RANK */
 	int32_t		 mpi;		/* drop MPI's variables from tasks */
-	int32_t		 pad;
+	int32_t		 grid;		/* tasks of a grid: {%} is the slot */
 };
 
 struct task_hdr {
@@ -503,6 +574,12 @@ struct opts {
 	unsigned	 busy_pct;	/* --busy-pct; 0: not given (10) */
 	uint64_t	 mem;		/* --mem, bytes per GPU; 0: none */
 	int		 gpus_per_task;	/* --gpus-per-task; 0: not given (1) */
+	/* COMMAND ::: ... (grid.c) rather than FILE. */
+	char		**grid_argv;	/* COMMAND's first word on; NULL:
+					   FILE */
+	int		 grid_argc;
+	const char	*colsep;	/* --colsep SEP */
+	int		 header;	/* --header : */
 };
 
 /* Parse argv into *o (which points into argv). Prints what is wrong, or

@@ -43,7 +43,8 @@ run_skip(void *arg, unsigned long seq, const char *cmd)
 		if (!r->warned_change++)
 			cli_warn("task %lu is '%s' but the joblog has another "
 			    "command for it: was %s edited? (resume matches "
-			    "tasks by number)", seq, cmd, r->o->file);
+			    "tasks by number)", seq, cmd, r->in.grid != NULL ?
+			    "the grid" : r->o->file);
 	}
 	return 1;
 }

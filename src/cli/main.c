@@ -97,7 +97,7 @@ static int
 check_outputs(const struct opts *o, const struct run *r, const char *jl)
 {
 	struct stat	 in, rst;
-	int		 file = strcmp(o->file, "-") != 0;
+	int		 file = o->file != NULL && strcmp(o->file, "-") != 0;
 
 	if (jl != NULL && strcmp(jl, "-") != 0 && fstat(r->in.fd, &in) == 0 &&
 	    S_ISREG(in.st_mode) && same_file(jl, &in)) {
@@ -278,13 +278,23 @@ subreaper_start(void)
  * joblog (locked, and read for --resume) and what the outputs would
  * overwrite. 0, or -1 after saying why. */
 static int
-inputs_open(struct run *r, const struct opts *o)
+inputs_open(struct run *r, const struct opts *o, struct grid *g)
 {
 	const char	*jl = o->joblog;
 	char		 err[512];
 	long		 n;
 
-	if (tasks_open(&r->in, o->file, err, sizeof(err)) < 0) {
+	if (o->grid_argv != NULL) {
+		if (grid_parse(g, o->grid_argv, o->grid_argc, o->colsep,
+		    o->header, err, sizeof(err)) < 0) {
+			cli_err("%s", err);
+			return -1;
+		}
+		if (tasks_open_grid(&r->in, g) < 0) {
+			cli_err("out of memory");
+			return -1;
+		}
+	} else if (tasks_open(&r->in, o->file, err, sizeof(err)) < 0) {
 		cli_err("%s", err);
 		return -1;
 	}
@@ -303,8 +313,8 @@ inputs_open(struct run *r, const struct opts *o)
 	}
 	/* A file is checked whole before anything runs (which also gives
 	 * the bar its total); a pipe is checked as it streams. */
-	if (r->in.regular) {
-		if ((n = tasks_scan(o->file, run_skip, r, err,
+	if (r->in.regular || r->in.grid != NULL) {
+		if ((n = tasks_scan(o->file, r->in.grid, run_skip, r, err,
 		    sizeof(err))) < 0) {
 			cli_err("%s", err);
 			return -1;
@@ -320,6 +330,7 @@ main(int argc, char **argv)
 {
 	struct opts	 o;
 	struct run	 r;
+	struct grid	 g = { 0 };
 	char		 err[512];
 	sigset_t	 set;
 	int		 rc;
@@ -361,12 +372,13 @@ main(int argc, char **argv)
 	if (ranks_rank(r.rk) > 0)
 		/* Tasks come from rank 0, which alone reads FILE. */
 		rc = o.dry_run ? 0 : run_tasks(&r);
-	else if (inputs_open(&r, &o) < 0)
+	else if (inputs_open(&r, &o, &g) < 0)
 		rc = EXIT_FATAL;
 	else
 		rc = o.dry_run ? dry_run(&r) : run_tasks(&r);
 	rc = run_ranks_end(&r, rc);
 	run_release(&r);
+	grid_release(&g);
 	/* The pool's workers and the MPI process are reaped: any child
 	 * left (but those we had at the start) is an orphan of a killed
 	 * worker's task. None: one waitid(). */

@@ -18,6 +18,7 @@
 static const char usage_text[] =
 "usage: gpupool-run [OPTIONS] FILE\n"
 "       gpupool-run [OPTIONS] -          (tasks from standard input)\n"
+"       gpupool-run [OPTIONS] COMMAND ::: ARGS... [::: ARGS...]\n"
 "       gpupool-run --show-gpus [--gpus LIST]\n"
 "\n"
 "Runs each line of FILE, a shell command, on a free GPU slot: at most K\n"
@@ -25,6 +26,20 @@ static const char usage_text[] =
 "and lines starting with # are skipped; a line ending in \\ continues on\n"
 "the next. Tasks start as soon as their line is read, so a pipe works as\n"
 "a queue.\n"
+"\n"
+"Argument grids, GNU parallel's way (options go before COMMAND):\n"
+"  COMMAND ::: a b ::: x y   one task per row of the product (a x, a y,\n"
+"                       b x, b y); :::: FILE takes the arguments from\n"
+"                       FILE's lines; :::+ and ::::+ link to the source\n"
+"                       before (same length) instead of crossing\n"
+"  In COMMAND: {} all of the row's arguments, {1} {2}... one, {#} the\n"
+"  task's number, {%} its slot from 1, {.} {/} {//} {/.} without\n"
+"  extension, basename, dirname, both ({2.} {2/}...); each argument is\n"
+"  shell-quoted. Without any, the arguments are appended.\n"
+"  --colsep SEP         split each argument into columns {1} {2}...\n"
+"                       at SEP (\\t: a TAB); , reads CSV (\"a,b\" is one)\n"
+"  --header :           the first argument of each source names its\n"
+"                       columns: --header : --colsep , train {lr} :::: p.csv\n"
 "\n"
 "GPUs and slots:\n"
 "  --gpus LIST          GPUs to use: indexes, UUIDs or PCI bus ids, comma\n"
@@ -118,6 +133,9 @@ static const char usage_text[] =
 "    echo \"python train.py --lr $lr --batch $bs --out runs/$lr-$bs\"\n"
 "  done; done > sweep.txt\n"
 "  gpupool-run --joblog sweep.log --retries 1 sweep.txt\n"
+"  # ...or the same sweep as a grid, no file needed:\n"
+"  gpupool-run --joblog sweep.log python train.py --lr {1} --batch {2} \\\n"
+"    --out runs/{1}-{2} ::: 0.1 0.01 0.001 ::: 32 64\n"
 "\n"
 "  # After a crash or ^C, run what the joblog does not record...\n"
 "  gpupool-run --joblog sweep.log --resume sweep.txt\n"
@@ -218,6 +236,7 @@ enum {
 	OPT_RESULTS, OPT_BAR, OPT_DRYRUN, OPT_SHOW, OPT_TOPO, OPT_BUSIDS,
 	OPT_RANKTMO, OPT_WAITLOCK, OPT_WAITFREE, OPT_BUSYPCT, OPT_MEM,
 	OPT_GPT,
+	OPT_COLSEP, OPT_HEADER,
 };
 
 static const struct option longopts[] = {
@@ -243,6 +262,8 @@ static const struct option longopts[] = {
 	{ "busy-pct",		required_argument, NULL, OPT_BUSYPCT },
 	{ "mem",		required_argument, NULL, OPT_MEM },
 	{ "gpus-per-task",	required_argument, NULL, OPT_GPT },
+	{ "colsep",		required_argument, NULL, OPT_COLSEP },
+	{ "header",		required_argument, NULL, OPT_HEADER },
 	{ "quiet",		no_argument,	   NULL, 'q' },
 	{ "version",		no_argument,	   NULL, 'V' },
 	{ "help",		no_argument,	   NULL, 'h' },
@@ -403,6 +424,27 @@ opt_name(int c, struct opts *o)
 	return 0;
 }
 
+/* The grid's: --colsep, --header. 0, or -1 after an error. */
+static int
+opt_grid(int c, struct opts *o)
+{
+	if (c == OPT_HEADER) {
+		if (strcmp(optarg, ":") != 0) {
+			cli_err("--header: '%s' is not supported (say --header "
+			    ":)", optarg);
+			return -1;
+		}
+		o->header = 1;
+		return 0;
+	}
+	if (*optarg == '\0') {
+		cli_err("--colsep: empty separator");
+		return -1;
+	}
+	o->colsep = strcmp(optarg, "\\t") == 0 ? "\t" : optarg;
+	return 0;
+}
+
 /* One option c, as getopt_long() returned it (opt: as written). Returns
  * 0 to go on, 1 to exit 0 (help, version), -1 after an error. */
 static int
@@ -428,6 +470,9 @@ opt_set(int c, const char *opt, struct opts *o)
 	case OPT_MEM:
 	case OPT_GPT:
 		return opt_gpu(c, o);
+	case OPT_COLSEP:
+	case OPT_HEADER:
+		return opt_grid(c, o);
 	case OPT_WAITFREE:
 		o->wait_free = 1;
 		break;
@@ -496,6 +541,16 @@ opts_check(int argc, char **argv, struct opts *o)
 		}
 		return 0;
 	}
+	if (o->grid_argv != NULL) {
+		o->grid_argv = argv + optind;
+		o->grid_argc = argc - optind;
+		return 0;
+	}
+	if (o->colsep != NULL || o->header) {
+		cli_err("%s needs COMMAND ::: or :::: arguments", o->header ?
+		    "--header" : "--colsep");
+		return -1;
+	}
 	if (optind == argc) {
 		cli_err("no tasks file given (use - for standard input; "
 		    "see %s --help)", CLI_NAME);
@@ -513,14 +568,20 @@ opts_check(int argc, char **argv, struct opts *o)
 int
 opts_parse(int argc, char **argv, struct opts *o)
 {
-	int		 c, rc;
+	int		 c, rc, i;
 
 	memset(o, 0, sizeof(*o));
 	o->per_gpu = 1;
 	o->grace_ms = DEFAULT_GRACE_MS;
 	o->rank_timeout_ms = DEFAULT_RANK_TIMEOUT_MS;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":hqV", longopts, NULL)) != -1)
+	/* A grid: options end at COMMAND, whose words may look like
+	 * options (echo -n ::: a), as in GNU parallel. */
+	for (i = 1; i < argc && o->grid_argv == NULL; i++)
+		if (grid_word(argv[i]))
+			o->grid_argv = argv;
+	while ((c = getopt_long(argc, argv, o->grid_argv != NULL ? "+:hqV" :
+	    ":hqV", longopts, NULL)) != -1)
 		if ((rc = opt_set(c, argv[optind - 1], o)) != 0)
 			return rc;
 	return opts_check(argc, argv, o);

@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -331,6 +332,7 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	struct results_files	 f = { -1, "", 0 };
 	struct pollfd		 sp;
 	const char		*cmd;
+	char			*slotted = NULL;
 	char			 msg[512] = "";
 	int64_t			 t0;
 	pid_t			 pid;
@@ -369,8 +371,14 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	many = strcmp(gp_ctx_item_visible(ctx), gp_ctx_info(ctx)->visible);
 	if (many)
 		(void)gp_ctx_item_bind(ctx, 1);
-	started = task_start(rc, h.seq, cmd, &f, &pid, &t0, &rp, msg,
-	    sizeof(msg));
+	/* A grid's {%}: the slot, from 1 as GNU parallel's. */
+	if (rc->grid && strstr(cmd, "{%}") != NULL &&
+	    (cmd = slotted = repl_slot(cmd, gp_ctx_info(ctx)->worker + 1)) ==
+	    NULL)
+		snprintf(msg, sizeof(msg), "out of memory");
+	started = cmd == NULL ? -1 : task_start(rc, h.seq, cmd, &f, &pid,
+	    &t0, &rp, msg, sizeof(msg));
+	free(slotted);
 	if (many)
 		(void)gp_ctx_item_bind(ctx, 0);
 	if (started < 0)

@@ -5,7 +5,8 @@
  * prints (errors are left in t->err as "file:line: what"). Assumes input
  * from a pipe or tty is read only after poll() said it is ready, so that
  * it never blocks and never has to set O_NONBLOCK on a file description
- * it shares with the parent shell.
+ * it shares with the parent shell. A grid (grid.c) is the other source of
+ * tasks behind the same calls: its rows, expanded one at a time.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -60,6 +61,19 @@ tasks_open(struct tasks *t, const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
+	return 0;
+}
+
+int
+tasks_open_grid(struct tasks *t, const struct grid *g)
+{
+	memset(t, 0, sizeof(*t));
+	t->fd = -1;
+	t->name = "grid";
+	t->grid = g;
+	t->lcap = 256;
+	if ((t->line = malloc(t->lcap)) == NULL)
+		return -ENOMEM;
 	return 0;
 }
 
@@ -194,6 +208,35 @@ take(struct tasks *t, const char *p, size_t n)
 	return TASKS_LINE;
 }
 
+/* The grid's next row as the task. */
+static int
+grid_next(struct tasks *t)
+{
+	struct gp_buf	 b = { (uint8_t *)t->line, 0, 0, t->lcap };
+	struct task_need nd;
+	char		 why[200];
+	int		 rc;
+
+	if (t->seq >= t->grid->nrow) {
+		t->eof = 1;
+		return TASKS_EOF;
+	}
+	t->lineno = t->first = t->seq + 1;
+	rc = grid_line(t->grid, t->first, &b, why, sizeof(why));
+	t->line = (char *)b.data;	/* grown, or as it was */
+	t->lcap = b.cap;
+	if (rc < 0)
+		return fail(t, rc, t->first, why);
+	t->llen = b.len - 1;
+	if (t->llen > LINE_MAX_BYTES)
+		return fail(t, -EINVAL, t->first, "task longer than 1 MiB");
+	if ((rc = need_parse(t->line, &nd, why, sizeof(why))) < 0)
+		return fail(t, -EINVAL, t->first, why);
+	t->cmd = (size_t)rc;
+	t->seq++;
+	return TASKS_LINE;
+}
+
 int
 tasks_next(struct tasks *t)
 {
@@ -201,6 +244,8 @@ tasks_next(struct tasks *t)
 	size_t		 n;
 	int		 rc;
 
+	if (t->grid != NULL)
+		return grid_next(t);
 	for (;;) {
 		p = t->buf + t->off;
 		n = t->len - t->off;
@@ -229,14 +274,19 @@ tasks_next(struct tasks *t)
 }
 
 long
-tasks_scan(const char *path, int (*skip)(void *, unsigned long, const char *),
-    void *arg, char *err, size_t errlen)
+tasks_scan(const char *path, const struct grid *g,
+    int (*skip)(void *, unsigned long, const char *), void *arg, char *err,
+    size_t errlen)
 {
 	struct tasks	 t;
 	long		 count = 0;
 	int		 rc;
 
-	if ((rc = tasks_open(&t, path, err, errlen)) < 0)
+	if (g != NULL && (rc = tasks_open_grid(&t, g)) < 0) {
+		snprintf(err, errlen, "out of memory");
+		return rc;
+	}
+	if (g == NULL && (rc = tasks_open(&t, path, err, errlen)) < 0)
 		return rc;
 	while ((rc = tasks_next(&t)) == TASKS_LINE)
 		if (skip == NULL || !skip(arg, t.seq, t.line + t.cmd))

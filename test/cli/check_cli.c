@@ -32,16 +32,6 @@
 
 #include "cli_test.h"
 
-static int
-count_lines(const char *s)
-{
-	int	 n = 0;
-
-	for (; *s; s++)
-		n += *s == '\n';
-	return n;
-}
-
 /* Tasks "PROBE record LOG ms" n times. */
 static char *
 record_tasks(const char *name, const char *log, int n, long ms)

@@ -1,0 +1,387 @@
+/*
+ * check_grid.c: gpupool-run COMMAND ::: ... end to end, GNU parallel's
+ * argument grids: the product and its order, linked sources, arguments
+ * from files (CSV with a header too), each replacement string, arguments
+ * that would be shell syntax if they were not quoted, --dry-run, the
+ * joblog and --resume on expanded commands, and the one line a bad grid
+ * gets. Tasks write what they saw into files named by their number ({#}),
+ * read once the run is over; --dry-run shows the expanded commands.
+ */
+#include "check_main.h"
+/* The shared helpers this file has no use for are fine unused. */
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "cli_test.h"
+
+/* A command line: a printf into a string of its own (pathf() is for
+ * files in TMP). */
+static char *
+cmdf(const char *fmt, ...)
+{
+	va_list	 ap;
+	char	*s;
+
+	va_start(ap, fmt);
+	ck_assert_int_ge(vasprintf(&s, fmt, ap), 0);
+	va_end(ap);
+	return s;
+}
+
+/* The Command column of --dry-run's line for Seq seq, or NULL. */
+static const char *
+dry_cmd(const char *out, long seq)
+{
+	static char	 line[512];
+	const char	*p;
+	char		 head[24];
+	size_t		 n;
+
+	snprintf(head, sizeof(head), "\n%ld\t", seq);
+	if ((p = strstr(out, head)) == NULL)
+		return NULL;
+	n = strcspn(p + 1, "\n");
+	snprintf(line, sizeof(line), "%.*s", (int)n, p + 1);
+	/* Seq, GPU, Slot, CUDA_VISIBLE_DEVICES, then the command. */
+	for (p = line, n = 0; n < 4 && (p = strchr(p, '\t')) != NULL; n++)
+		p++;
+	return p;
+}
+
+/* What task seq wrote to TMP/<seq>.out, freed by the caller. */
+static char *
+task_out(long seq)
+{
+	char	*p = pathf("%ld.out", seq), *b = slurp(p, NULL);
+
+	ck_assert_msg(b != NULL, "task %ld wrote nothing", seq);
+	free(p);
+	return b;
+}
+
+/* Each word arrives as one argument, inert: no splitting, no expansion,
+ * no command after ';', no glob, no option, no slot in a literal {%}. */
+START_TEST(quoting_hazards_stay_one_inert_argument)
+{
+	static const char *const hazard[] = { "a b", "it's", "\"q\"",
+	    "$HOME", "x;touch pwned", "*", "-n", "{%}", "`id`", "a\\b",
+	    "" };
+	static const char *const seen[] = { "<a b>", "<it's>", "<\"q\">",
+	    "<$HOME>", "<x;touch pwned>", "<*>", "<-n>", "<{%}>", "<`id`>",
+	    "<a\\b>", "<>" };
+	const int	 n = sizeof(hazard) / sizeof(hazard[0]);
+	const char	*args[40];
+	struct res	 res;
+	char		*cmd, *b;
+	int		 i, k = 0;
+
+	tmp_make();
+	cmd = cmdf("printf '<%%s>' {1} > %s/{#}.out", tmp);
+	args[k++] = "--fake-gpus";
+	args[k++] = "2";
+	args[k++] = "--quiet";
+	args[k++] = cmd;
+	args[k++] = ":::";
+	for (i = 0; i < n; i++)
+		args[k++] = hazard[i];
+	args[k] = NULL;
+	ck_assert_int_eq(chdir(tmp), 0);
+	run_in(-1, 60, &res, args);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	for (i = 0; i < n; i++) {
+		b = task_out(i + 1);
+		ck_assert_str_eq(b, seen[i]);
+		free(b);
+	}
+	ck_assert_int_ne(access("pwned", F_OK), 0);
+
+	/* No replacement string: appended, quoted, in the row's order (a
+	 * redirection may come before them in sh). */
+	free(cmd);
+	cmd = cmdf("printf '<%%s>' > %s/app.out", tmp);
+	RUN(&res, "--fake-gpus", "1", "--quiet", cmd, ":::", "a b", ":::",
+	    "$HOME;*");
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	b = slurp("app.out", NULL);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_str_eq(b, "<a b><$HOME;*>");
+	free(b);
+	free(cmd);
+	tmp_remove();
+}
+END_TEST
+
+/* The product, the first source slowest; its count; COMMAND's words
+ * that look like options are COMMAND's. */
+START_TEST(product_order_and_count)
+{
+	static const char *const want[] = { "echo -n ax1", "echo -n ax2",
+	    "echo -n ay1", "echo -n ay2", "echo -n bx1", "echo -n bx2",
+	    "echo -n by1", "echo -n by2", "echo -n cx1", "echo -n cx2",
+	    "echo -n cy1", "echo -n cy2" };
+	struct res	 res;
+	const char	*c;
+	int		 i;
+
+	RUN(&res, "--fake-gpus", "2", "--dry-run", "echo", "-n", "{1}{2}{3}",
+	    ":::", "a", "b", "c", ":::", "x", "y", ":::", "1", "2");
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_int_eq(count_lines(res.out), 1 + 12);
+	for (i = 0; i < 12; i++) {
+		c = dry_cmd(res.out, i + 1);
+		ck_assert_msg(c != NULL, "no task %d in\n%s", i + 1, res.out);
+		ck_assert_str_eq(c, want[i]);
+	}
+	ck_assert_ptr_nonnull(strstr(res.err, "12 tasks would run"));
+}
+END_TEST
+
+/* :::+ and ::::+ step with the source before instead of crossing. */
+START_TEST(linked_sources_step_together)
+{
+	static const char *const want[] = { "echo a1x", "echo a2y",
+	    "echo a3z", "echo b1x", "echo b2y", "echo b3z" };
+	struct res	 res;
+	char		*f;
+	int		 i;
+
+	tmp_make();
+	f = pathf("xyz");
+	puts_file(f, "x\ny\nz\n");
+	RUN(&res, "--fake-gpus", "1", "--dry-run", "--quiet", "echo",
+	    "{1}{2}{3}", ":::", "a", "b", ":::", "1", "2", "3", "::::+", f);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_int_eq(count_lines(res.out), 1 + 6);
+	for (i = 0; i < 6; i++)
+		ck_assert_str_eq(dry_cmd(res.out, i + 1), want[i]);
+	RUN(&res, "--fake-gpus", "1", "--dry-run", "--quiet", "echo",
+	    ":::", "a", "b", ":::+", "x", "y");
+	ck_assert_int_eq(count_lines(res.out), 1 + 2);
+	ck_assert_str_eq(dry_cmd(res.out, 2), "echo b y");
+	free(f);
+	tmp_remove();
+}
+END_TEST
+
+/* :::: FILE: a line an argument; --colsep splits it into {1} {2}, a
+ * comma as CSV ("a,b" one field, "" a quote); --header : names them. */
+START_TEST(arguments_from_files_and_csv)
+{
+	struct res	 res;
+	char		*lines, *csv, *tsv;
+
+	tmp_make();
+	lines = pathf("lines");
+	csv = pathf("p.csv");
+	tsv = pathf("p.tsv");
+	puts_file(lines, "one word\n\nthree\r\n");
+	puts_file(csv, "lr,batch,note\n0.1,32,plain\n\"0,2\",64,\"say "
+	    "\"\"hi\"\"\"\n");
+	puts_file(tsv, "a b\tc\nd\te\n");
+	RUN(&res, "--fake-gpus", "1", "--dry-run", "--quiet", "echo",
+	    ":::::", ":::", "x", "::::", lines);
+	ck_assert_int_eq(res.code, 0);
+	ck_assert_int_eq(count_lines(res.out), 1 + 3);
+	ck_assert_str_eq(dry_cmd(res.out, 1), "echo ::::: x 'one word'");
+	ck_assert_str_eq(dry_cmd(res.out, 2), "echo ::::: x ''");
+	ck_assert_str_eq(dry_cmd(res.out, 3), "echo ::::: x three");
+
+	RUN(&res, "--fake-gpus", "1", "--dry-run", "--quiet", "--header", ":",
+	    "--colsep", ",", "train", "--lr", "{lr}", "--bs={batch}", "{3}",
+	    "::::", csv);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_int_eq(count_lines(res.out), 1 + 2);
+	ck_assert_str_eq(dry_cmd(res.out, 1), "train --lr 0.1 --bs=32 plain");
+	ck_assert_str_eq(dry_cmd(res.out, 2),
+	    "train --lr 0,2 --bs=64 'say \"hi\"'");
+
+	RUN(&res, "--fake-gpus", "1", "--dry-run", "--quiet", "--colsep",
+	    "\\t", "cp", "{2}", "{1}", "::::", tsv);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_str_eq(dry_cmd(res.out, 1), "cp c 'a b'");
+	ck_assert_str_eq(dry_cmd(res.out, 2), "cp e d");
+	free(lines);
+	free(csv);
+	free(tsv);
+	tmp_remove();
+}
+END_TEST
+
+/* {} {N} {#} and the path forms, as GNU parallel gives them. */
+START_TEST(each_replacement_string)
+{
+	struct res	 res;
+
+	RUN(&res, "--fake-gpus", "1", "--dry-run", "--quiet", "x", "{}", "{#}",
+	    "{.}", "{/}", "{//}", "{/.}", "{2.}", "{2/}", "{2//}", "{2/.}",
+	    "{print}", ":::", "/d/e/f.tar.gz", ":::", "g.txt", "h y/i.c");
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_str_eq(dry_cmd(res.out, 1), "x /d/e/f.tar.gz g.txt 1 "
+	    "/d/e/f.tar g f.tar.gz g.txt /d/e . f.tar g g g.txt . g "
+	    "{print}");
+	ck_assert_str_eq(dry_cmd(res.out, 2), "x /d/e/f.tar.gz 'h y/i.c' 2 "
+	    "/d/e/f.tar 'h y/i' f.tar.gz i.c /d/e 'h y' f.tar i 'h y/i' i.c "
+	    "'h y' i {print}");
+}
+END_TEST
+
+/* {%} is the slot the task ran in, from 1: GPUPOOL_SLOT + 1. The joblog
+ * keeps it as {%}, the rest expanded. */
+START_TEST(slot_is_known_when_it_runs)
+{
+	struct jrec	 j[16];
+	struct res	 res;
+	char		*cmd, *jl, *b, want[64];
+	int		 i, n, slot, env;
+
+	tmp_make();
+	jl = pathf("jl");
+	cmd = cmdf("echo {%%} $GPUPOOL_SLOT > %s/{#}.out", tmp);
+	RUN(&res, "--fake-gpus", "2", "--per-gpu", "2", "--quiet",
+	    "--joblog", jl, cmd, ":::", "a", "b", "c", "d", "e", "f");
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	for (i = 1; i <= 6; i++) {
+		b = task_out(i);
+		ck_assert_int_eq(sscanf(b, "%d %d", &slot, &env), 2);
+		ck_assert_int_eq(slot, env + 1);
+		ck_assert(slot >= 1 && slot <= 4);
+		free(b);
+	}
+	n = read_joblog(jl, j, 16, NULL);
+	ck_assert_int_eq(n, 6);
+	for (i = 0; i < n; i++) {
+		snprintf(want, sizeof(want), "/%ld.out", j[i].seq);
+		ck_assert_ptr_nonnull(strstr(j[i].cmd, "echo {%} "));
+		ck_assert_ptr_nonnull(strstr(j[i].cmd, want));
+	}
+	free(cmd);
+	free(jl);
+	tmp_remove();
+}
+END_TEST
+
+/* The joblog's Command is the expanded command; --resume and
+ * --resume-failed match rows by Seq and command as tasks-file lines. */
+START_TEST(joblog_and_resume_on_expanded_commands)
+{
+	struct jrec	 j[16];
+	struct res	 res;
+	char		*cmd, *jl, *ran, *b;
+	int		 n;
+
+	tmp_make();
+	jl = pathf("jl");
+	ran = pathf("ran");
+	cmd = cmdf("echo {1} >> %s; test {1} != 'b c'", ran);
+	RUN(&res, "--fake-gpus", "2", "--quiet", "--joblog", jl, cmd, ":::",
+	    "a", "b c", "d");
+	ck_assert_int_eq(res.code, 1);
+	n = read_joblog(jl, j, 16, NULL);
+	ck_assert_int_eq(n, 3);
+	ck_assert_int_eq(j[0].seq + j[1].seq + j[2].seq, 6);
+	b = cmdf("echo 'b c' >> %s; test 'b c' != 'b c'", ran);
+	ck_assert_str_eq((j[0].seq == 2 ? j[0] : j[1].seq == 2 ? j[1] :
+	    j[2]).cmd, b);
+	free(b);
+
+	RUN(&res, "--fake-gpus", "2", "--quiet", "--joblog", jl, "--resume",
+	    cmd, ":::", "a", "b c", "d");
+	ck_assert_int_eq(res.code, 0);
+	RUN(&res, "--fake-gpus", "2", "--quiet", "--joblog", jl,
+	    "--resume-failed", cmd, ":::", "a", "b c", "d");
+	ck_assert_int_eq(res.code, 1);
+	b = slurp(ran, NULL);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_int_eq(count_lines(b), 4);
+	ck_assert_ptr_nonnull(strstr(strstr(b, "b c\n") + 1, "b c\n"));
+	ck_assert_int_eq(read_joblog(jl, j, 16, NULL), 4);
+	ck_assert_int_eq(j[3].seq, 2);
+	free(b);
+	free(cmd);
+	free(ran);
+	free(jl);
+	tmp_remove();
+}
+END_TEST
+
+/* A bad grid runs nothing: exit 255 and one line saying what. */
+START_TEST(bad_grids_exit_255_with_one_line)
+{
+	static const struct {
+		const char	*args[10];
+		const char	*says;
+	} bad[] = {
+		{ { ":::", "a" }, "no command before ':::'" },
+		{ { "echo", ":::", ":::", "a" }, "':::' with no arguments" },
+		{ { "echo", ":::", "a", ":::" }, "':::' with no arguments" },
+		{ { "echo", "::::" }, "'::::' with no file after it" },
+		{ { "echo", "{3}", ":::", "a", ":::", "b" },
+		  "'{3}' in the command, but a row has 2 arguments" },
+		{ { "echo", ":::", "a", "b", ":::+", "x" },
+		  "source 2 (':::+') has 1 arguments but is linked to one "
+		  "with 2" },
+		{ { "echo", "::::", "/nonexistent/args" },
+		  "cannot open '/nonexistent/args'" },
+		{ { "--colsep", ",", "echo", "::::", "@CSV" },
+		  "bad.csv:3: unterminated quoted field" },
+		{ { "--colsep", ",", "echo", "::::", "@CSV2" },
+		  "bad2.csv:2: not as many columns as the first line" },
+		{ { "[mem=lots]", "echo", ":::", "a" }, "grid:1: " },
+		{ { "--colsep", ",", "@CSV" }, "--colsep needs COMMAND :::" },
+		{ { "--header", "x", "echo", ":::", "a" },
+		  "--header: 'x' is not supported" },
+	};
+	const char	*args[16];
+	struct res	 res;
+	char		*csv = NULL, *csv2;
+	size_t		 i, k;
+
+	tmp_make();
+	csv = pathf("bad.csv");
+	csv2 = pathf("bad2.csv");
+	puts_file(csv, "a,b\n\"c,d\",e\n\"f,g\n");
+	puts_file(csv2, "a,b\nc\n");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		args[0] = "--fake-gpus";
+		args[1] = "1";
+		for (k = 0; bad[i].args[k] != NULL; k++)
+			args[k + 2] = strcmp(bad[i].args[k], "@CSV") == 0 ?
+			    csv : strcmp(bad[i].args[k], "@CSV2") == 0 ? csv2 :
+			    bad[i].args[k];
+		args[k + 2] = NULL;
+		run_in(-1, 60, &res, args);
+		ck_assert_msg(res.code == 255, "case %zu: exit %d", i,
+		    res.code);
+		ck_assert_msg(strstr(res.err, bad[i].says) != NULL &&
+		    count_lines(res.err) == 1 && strncmp(res.err,
+		    "gpupool-run: ", 13) == 0, "case %zu: '%s'", i, res.err);
+		ck_assert_str_eq(res.out, "");
+	}
+	free(csv);
+	free(csv2);
+	tmp_remove();
+}
+END_TEST
+
+static Suite *
+grid_suite(void)
+{
+	Suite	*s = suite_create("grid");
+	TCase	*tc = tcase_create("grid");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, quoting_hazards_stay_one_inert_argument);
+	tcase_add_test(tc, product_order_and_count);
+	tcase_add_test(tc, linked_sources_step_together);
+	tcase_add_test(tc, arguments_from_files_and_csv);
+	tcase_add_test(tc, each_replacement_string);
+	tcase_add_test(tc, slot_is_known_when_it_runs);
+	tcase_add_test(tc, joblog_and_resume_on_expanded_commands);
+	tcase_add_test(tc, bad_grids_exit_255_with_one_line);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	return gp_check_run(grid_suite());
+}

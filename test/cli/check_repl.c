@@ -1,0 +1,177 @@
+/*
+ * check_repl.c: what a grid's row becomes (src/cli/repl.c, grid.c), with
+ * no task run: the shell quoting of arguments (checked by what /bin/sh
+ * makes of it), each replacement string, the arguments appended when
+ * COMMAND has none, {%} left for the worker, and the rows of a product
+ * with linked sources.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "check_main.h"
+
+/* What sh -c 'printf "<%s>" WORD' prints for a quoted word. */
+static char *
+sh_sees(const char *word)
+{
+	static char	 out[512];
+	char		 cmd[1024];
+	FILE		*p;
+	size_t		 n;
+
+	snprintf(cmd, sizeof(cmd), "printf '<%%s>' %s", word);
+	ck_assert_int_ge(setenv("GP_CMD", cmd, 1), 0);
+	p = popen("/bin/sh -c \"$GP_CMD\"", "r");
+	ck_assert_ptr_nonnull(p);
+	n = fread(out, 1, sizeof(out) - 1, p);
+	out[n] = '\0';
+	ck_assert_int_eq(pclose(p), 0);
+	return out;
+}
+
+START_TEST(quoting_is_one_inert_word)
+{
+	static const char *const words[] = { "plain", "a b", "it's", "\"q\"",
+	    "$HOME", "x;y", "*", "-n", "`id`", "a\\b", "", "{%}", "a{%}b",
+	    "'", "''", "tab\there", "new\nline", "~", "#c", "{1}" };
+	struct gp_buf	 b = { 0 };
+	char		 want[256];
+	size_t		 i;
+
+	for (i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+		b.off = b.len = 0;
+		ck_assert_int_eq(repl_quote(&b, words[i], strlen(words[i])),
+		    0);
+		ck_assert_int_eq(gp_buf_add(&b, "", 1), 0);
+		ck_assert_msg(strstr((char *)b.data, "{%}") == NULL,
+		    "'%s' spells {%%}", (char *)b.data);
+		snprintf(want, sizeof(want), "<%s>", words[i]);
+		ck_assert_str_eq(sh_sees((char *)b.data), want);
+	}
+	b.off = b.len = 0;
+	ck_assert_int_eq(repl_quote(&b, "lr=0.1,x:y/z@%^+", 16), 0);
+	ck_assert_int_eq(gp_buf_add(&b, "", 1), 0);
+	ck_assert_str_eq((char *)b.data, "lr=0.1,x:y/z@%^+");	/* bare */
+	gp_buf_release(&b);
+}
+END_TEST
+
+static const char *
+expand(const char *tmpl, int ncol, const char *const *val,
+    const char *const *name)
+{
+	static struct gp_buf	 b;
+	struct repl_args	 a = { val, name, ncol, 7 };
+	static char		 err[200];
+
+	if (repl_expand(tmpl, &a, &b, err, sizeof(err)) < 0)
+		return err;
+	return (const char *)b.data;
+}
+
+START_TEST(replacement_strings)
+{
+	static const char *const v[] = { "/d/e/f.tar.gz", "h y/i.c", "a" };
+	static const char *const n[] = { "lr", "dir", "x" };
+	static const struct {
+		const char	*tmpl;
+		int		 ncol, named;
+		const char	*want;
+	} c[] = {
+		{ "c {} {#} {%}", 2, 0, "c /d/e/f.tar.gz 'h y/i.c' 7 {%}" },
+		{ "{1.}|{1/}|{1//}|{1/.}", 1, 0,
+		  "/d/e/f.tar|f.tar.gz|/d/e|f.tar" },
+		{ "{3//} {3.} {2/.}", 3, 0, ". a i" },
+		{ "--lr={lr} {dir/} {x}", 3, 1, "--lr=/d/e/f.tar.gz i.c a" },
+		{ "awk '{print}' ${HOME} {", 1, 0,
+		  "awk '{print}' ${HOME} { /d/e/f.tar.gz" },
+		{ "cmd", 2, 0, "cmd /d/e/f.tar.gz 'h y/i.c'" },
+		{ "cmd {#}", 2, 0, "cmd 7" },
+		{ "x {3}", 2, 0,
+		  "'{3}' in the command, but a row has 2 arguments" },
+	};
+	size_t	 i;
+
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+		ck_assert_str_eq(expand(c[i].tmpl, c[i].ncol, v,
+		    c[i].named ? n : NULL), c[i].want);
+	ck_assert_ptr_nonnull(strstr(expand("x {0}", 2, v, NULL),
+	    "count from 1"));
+}
+END_TEST
+
+START_TEST(slot_filled_in_the_worker)
+{
+	char	*s = repl_slot("a {%} b{%}", 12);
+
+	ck_assert_str_eq(s, "a 12 b12");
+	free(s);
+	s = repl_slot("echo '{''%}' 5", 3);
+	ck_assert_str_eq(s, "echo '{''%}' 5");
+	free(s);
+}
+END_TEST
+
+START_TEST(rows_of_the_product)
+{
+	static const char *const argv[] = { "echo", "{2}{1}{3}", "{4}", ":::", "a",
+	    "b", ":::", "x", "y", "z", ":::+", "1", "2", "3", ":::", "p",
+	    "q" };
+	static const char *const want[] = { "echo xa1 p", "echo xa1 q",
+	    "echo ya2 p", "echo ya2 q", "echo za3 p", "echo za3 q",
+	    "echo xb1 p", "echo xb1 q" };
+	static const char *const named[] = { "echo", "{a}-{x}", ":::", "a",
+	    "b", ":::", "x", "y", "z" };
+	struct grid	 g;
+	struct gp_buf	 b = { 0 };
+	char		 err[200];
+	size_t		 i;
+
+	ck_assert_int_eq(grid_parse(&g, (char **)argv, 17, NULL, 0, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(g.nrow, 12);
+	ck_assert_int_eq(g.ncol, 4);
+	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		ck_assert_int_eq(grid_line(&g, i + 1, &b, err, sizeof(err)),
+		    0);
+		ck_assert_str_eq((char *)b.data, want[i]);
+	}
+	grid_release(&g);
+	/* --header : takes a and x as the names. */
+	ck_assert_int_eq(grid_parse(&g, (char **)named, 9, NULL, 1, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(g.nrow, 2);
+	ck_assert_int_eq(grid_line(&g, 2, &b, err, sizeof(err)), 0);
+	ck_assert_str_eq((char *)b.data, "echo b-z");
+	grid_release(&g);
+	gp_buf_release(&b);
+	ck_assert_int_eq(grid_parse(&g, (char **)argv, 12, NULL, 0, err,
+	    sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "source 3 (':::+') has 1 arguments but is "
+	    "linked to one with 3");
+}
+END_TEST
+
+static Suite *
+repl_suite(void)
+{
+	Suite	*s = suite_create("repl");
+	TCase	*tc = tcase_create("repl");
+
+	tcase_add_test(tc, quoting_is_one_inert_word);
+	tcase_add_test(tc, replacement_strings);
+	tcase_add_test(tc, slot_filled_in_the_worker);
+	tcase_add_test(tc, rows_of_the_product);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	return gp_check_run(repl_suite());
+}
