@@ -19,18 +19,6 @@
 #include "cli_test.h"
 #include "check_main.h"
 
-/* The joblog record of Seq seq, or NULL. */
-static const struct jrec *
-by_seq(const struct jrec *j, int n, long seq)
-{
-	int	 i;
-
-	for (i = 0; i < n; i++)
-		if (j[i].seq == seq)
-			return &j[i];
-	return NULL;
-}
-
 static int
 cmp_double(const void *a, const void *b)
 {
@@ -117,9 +105,10 @@ START_TEST(halt_fail_percent_is_of_all_tasks)
 		    jl, tasks);
 		ck_assert_msg(res.code == 2, "%s: exit %d: %s", when[k],
 		    res.code, res.err);
+		/* One slot, in order: tasks 1 to 5, once each. */
 		ck_assert_int_eq(n = read_joblog(jl, j, 16, NULL), 5);
-		for (i = 1; i <= 5; i++)
-			ck_assert_ptr_nonnull(by_seq(j, n, i));
+		for (i = 0; i < n; i++)
+			ck_assert_int_eq(j[i].seq, i + 1);
 		snprintf(want, sizeof(want), "halting after 2 failed tasks "
 		    "(--halt %s)", when[k]);
 		ck_assert_msg(strstr(res.err, want) != NULL, "%s", res.err);
@@ -188,7 +177,6 @@ START_TEST(timeout_percent_stops_the_outlier)
 {
 	struct res	 res;
 	struct jrec	 j[8];
-	const struct jrec *o;
 	char		*tasks, *jl;
 	int		 n, i;
 
@@ -202,14 +190,15 @@ START_TEST(timeout_percent_stops_the_outlier)
 	ck_assert_msg(res.code == 1, "exit %d: %s", res.code, res.err);
 	ck_assert_double_lt(res.secs, 60);
 	ck_assert_int_eq(n = read_joblog(jl, j, 8, NULL), 5);
-	for (i = 1; i <= 5; i++) {
-		ck_assert_ptr_nonnull(o = by_seq(j, n, i));
-		if (i == 4) {
-			ck_assert_int_eq(o->sig, 15);
-			ck_assert_double_ge(o->runtime, 1.5);
+	for (i = 0; i < n; i++) {
+		ck_assert_int_eq(j[i].seq, i + 1);	/* one slot, in order */
+		if (j[i].seq == 4) {
+			ck_assert_int_eq(j[i].sig, 15);
+			ck_assert_double_ge(j[i].runtime, 1.5);
 		} else
-			ck_assert_msg(o->exitval == 0 && o->sig == 0, "task "
-			    "%d: exit %d signal %d", i, o->exitval, o->sig);
+			ck_assert_msg(j[i].exitval == 0 && j[i].sig == 0,
+			    "task %ld: exit %d signal %d", j[i].seq,
+			    j[i].exitval, j[i].sig);
 	}
 	ck_assert_ptr_nonnull(strstr(res.err, "task 4 ("));
 	ck_assert_ptr_nonnull(strstr(res.err, "timed out"));
