@@ -19,6 +19,17 @@
 #include "cli_test.h"
 #include "check_main.h"
 
+/* A temporary directory with the tasks file "tasks" of lines; *jl: the
+ * path of a joblog there. */
+static void
+setup(const char *lines, char **tasks, char **jl)
+{
+	tmp_make();
+	*tasks = pathf("tasks");
+	*jl = pathf("joblog");
+	puts_file(*tasks, lines);
+}
+
 static int
 cmp_double(const void *a, const void *b)
 {
@@ -41,10 +52,7 @@ START_TEST(delay_spaces_the_starts)
 	char		*tasks, *jl;
 	int		 n, i;
 
-	tmp_make();
-	tasks = pathf("tasks");
-	jl = pathf("joblog");
-	puts_file(tasks, "true\ntrue\ntrue\ntrue\n");
+	setup("true\ntrue\ntrue\ntrue\n", &tasks, &jl);
 	RUN(&res, "--fake-gpus", "3", "--delay", "1s", "--joblog", jl, tasks);
 	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
 	ck_assert_double_ge(res.secs, 3.0);
@@ -95,11 +103,8 @@ START_TEST(halt_fail_percent_is_of_all_tasks)
 	char		*tasks, *jl, want[128];
 	int		 n, i, k;
 
-	tmp_make();
-	tasks = pathf("tasks");
-	jl = pathf("joblog");
-	puts_file(tasks, "true\ntrue\nfalse\ntrue\nfalse\n"
-	    "true\ntrue\ntrue\ntrue\ntrue\n");
+	setup("true\ntrue\nfalse\ntrue\nfalse\n"
+	    "true\ntrue\ntrue\ntrue\ntrue\n", &tasks, &jl);
 	for (k = 0; k < 2; k++) {
 		RUN(&res, "--fake-gpus", "1", "--halt", when[k], "--joblog",
 		    jl, tasks);
@@ -127,10 +132,7 @@ START_TEST(halt_success_and_done)
 	struct jrec	 j[16];
 	char		*tasks, *jl;
 
-	tmp_make();
-	tasks = pathf("tasks");
-	jl = pathf("joblog");
-	puts_file(tasks, "false\ntrue\ntrue\ntrue\ntrue\ntrue\n");
+	setup("false\ntrue\ntrue\ntrue\ntrue\ntrue\n", &tasks, &jl);
 	/* 30% of 6 is 1.8: the second success, task 3. */
 	RUN(&res, "--fake-gpus", "1", "--halt", "soon,success=30%",
 	    "--joblog", jl, tasks);
@@ -180,11 +182,8 @@ START_TEST(timeout_percent_stops_the_outlier)
 	char		*tasks, *jl;
 	int		 n, i;
 
-	tmp_make();
-	tasks = pathf("tasks");
-	jl = pathf("joblog");
-	puts_file(tasks, "sleep 0.3\nsleep 0.3\nsleep 0.3\nsleep 600\n"
-	    "sleep 0.3\n");
+	setup("sleep 0.3\nsleep 0.3\nsleep 0.3\nsleep 600\n"
+	    "sleep 0.3\n", &tasks, &jl);
 	RUN(&res, "--fake-gpus", "1", "--grace", "1", "--timeout", "500%",
 	    "--joblog", jl, tasks);
 	ck_assert_msg(res.code == 1, "exit %d: %s", res.code, res.err);
@@ -217,10 +216,7 @@ START_TEST(timeout_percent_is_set_at_start)
 	char		*tasks, *jl;
 	int		 n, i;
 
-	tmp_make();
-	tasks = pathf("tasks");
-	jl = pathf("joblog");
-	puts_file(tasks, "sleep 3\nsleep 0.1\nsleep 0.1\nsleep 0.1\n");
+	setup("sleep 3\nsleep 0.1\nsleep 0.1\nsleep 0.1\n", &tasks, &jl);
 	RUN(&res, "--fake-gpus", "2", "--timeout", "1000%", "--joblog", jl,
 	    tasks);
 	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
