@@ -269,6 +269,8 @@ struct task_hdr {
 	uint64_t	 seq;
 	uint32_t	 attempt;	/* 1-based */
 	uint32_t	 cmdlen;	/* bytes after the header, plus a NUL */
+	uint64_t	 timeout_ms;	/* its own limit (--timeout N%); 0: the
+					   run's, run_conf's */
 };
 
 enum reply_flags {
@@ -538,12 +540,30 @@ int	frame_put(struct gp_buf *b, int type, int peer, const void *data,
 void	mproc_main(int fd, int memfd, pid_t parent)
 	    __attribute__((noreturn));
 
+/* median.c: the running median of a stream of values (two heaps), for
+ * --timeout N%. */
+struct median {
+	double		*lo;		/* max-heap: the lower half */
+	double		*hi;		/* max-heap of the negated upper half */
+	size_t		 nlo, nhi, cap;
+};
+
+/* Add v. 0, or -ENOMEM (m is as it was). */
+int	median_add(struct median *m, double v);
+/* The median of the values added (the lower one of an even count, as GNU
+ * parallel takes it), or -1 when none was. */
+double	median_get(const struct median *m);
+/* Free m's arrays; m is empty again. */
+void	median_release(struct median *m);
+
 /* opts.c: the options, as parsed and checked. */
 #define EXIT_FATAL		255
 #define DEFAULT_GRACE_MS	5000
 #define DEFAULT_RANK_TIMEOUT_MS	30000
 
 enum halt { HALT_NEVER, HALT_SOON, HALT_NOW };
+/* What --halt counts: tasks that failed, succeeded, or ended either way. */
+enum halt_on { HALT_ON_FAIL, HALT_ON_SUCCESS, HALT_ON_DONE };
 
 struct opts {
 	const char	*file;
@@ -559,7 +579,8 @@ struct opts {
 	uint64_t	 timeout_ms;
 	uint64_t	 grace_ms;
 	enum halt	 halt;
-	int		 halt_fail;
+	int		 halt_fail;	/* --halt's N: a count, or with halt_pct
+					   a percentage */
 	int		 resume;
 	int		 resume_failed;
 	int		 wait_lock;	/* wait for a locked joblog, DIR */
@@ -580,6 +601,13 @@ struct opts {
 	int		 grid_argc;
 	const char	*colsep;	/* --colsep SEP */
 	int		 header;	/* --header : */
+	/* GNU parallel's --delay, --halt ...=N% and --timeout N% (feed.c). */
+	uint64_t	 delay_ms;	/* --delay: between two starts; 0: none */
+	const char	*halt_arg;	/* --halt's POLICY as given */
+	enum halt_on	 halt_on;
+	int		 halt_pct;	/* halt_fail is N% of all the tasks */
+	double		 timeout_pct;	/* --timeout N%: of the median runtime
+					   of the tasks that succeeded; 0: no */
 };
 
 /* Parse argv into *o (which points into argv). Prints what is wrong, or
@@ -660,7 +688,8 @@ struct peer {
 };
 
 /* What woke the feed's control fd (an epoll set): epoll_event.data.u32. */
-enum ctl_ev { EV_SIG = 1, EV_RANKS, EV_INPUT, EV_TIMER, EV_OUT, EV_ERR };
+enum ctl_ev { EV_SIG = 1, EV_RANKS, EV_INPUT, EV_TIMER, EV_OUT, EV_ERR,
+	EV_DELAY };
 
 struct run {
 	const struct opts *o;
@@ -717,6 +746,13 @@ struct run {
 	/* feed.c's halt_start(), for output.c: a failed stdout halts the
 	 * run without output.c calling up into feed.c. */
 	void		(*halt)(struct run *, int);
+	/* --delay and --timeout N% (feed.c). */
+	int		 dfd;		/* timerfd: when --delay lets the next
+					   task start; -1: none */
+	int64_t		 last_hand;	/* CLOCK_MONOTONIC: the last task
+					   handed out; 0: none yet */
+	struct median	 ok_rt;		/* runtimes of the tasks that
+					   succeeded, seconds */
 };
 
 void	run_init(struct run *r, const struct opts *o);
@@ -760,13 +796,21 @@ struct task {
 	size_t		 cap;
 	size_t		 cmd;		/* the command's offset in the line,
 					   after its tag (tasks.c) */
+	uint64_t	 timeout_ms;	/* --timeout N%: its limit, set by
+					   hand(); 0: the run's */
 };
 
+/* --delay's timer, in r->epfd (EV_DELAY), when the option is given. 0 or
+ * -errno. */
+int	pace_setup(struct run *r);
+/* EV_DELAY: drain the timer (the feed is asked for a task again). */
+void	pace_wake(struct run *r);
 /* Skip callback for tasks_scan(): recorded in the joblog for --resume. */
 int	run_skip(void *run, unsigned long seq, const char *cmd);
 /* The next task to run anywhere: a retry first, then the input.
  * GP_FEED_ITEM (*tp), GP_FEED_AGAIN (pollable input, no whole line yet),
- * or GP_FEED_END (no more input; retries may still come). */
+ * GP_FEED_WAIT (--delay: not yet; EV_DELAY comes when one may start) or
+ * GP_FEED_END (no more input; retries may still come). */
 int	source(struct run *r, struct task **tp);
 /* Fill in the header and stamp a task as handed out to rank. */
 void	hand(struct run *r, struct task *t, int rank);
@@ -810,6 +854,8 @@ struct attempt {
 	size_t		 gpuslen;	/* (in t->item.out), or 0 */
 	uint64_t	 gpu_mem;	/* peak GPU memory, bytes (0: unknown) */
 	int		 gpu_util;	/* mean %, -1: unknown */
+	uint64_t	 timeout_ms;	/* its own limit (--timeout N%); 0: the
+					   run's */
 	char		 why[160];
 };
 

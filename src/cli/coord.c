@@ -30,7 +30,9 @@ window(const struct run *r, const struct peer *p)
 {
 	double	 mean, q;
 
-	if (r->rt_n == 0)
+	/* With --delay, none: a queued task would start when a slot frees,
+	 * not DELAY after the last one (feed.c's pace()). */
+	if (r->rt_n == 0 || r->o->delay_ms > 0)
 		return (size_t)p->nw;
 	mean = r->rt_sum / (double)r->rt_n;
 	q = mean > 0 ? QUEUE_WORK_S / mean : QUEUE_MAX;

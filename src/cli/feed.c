@@ -10,9 +10,12 @@
  * before it is counted: a resume never runs twice what the log has.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -164,16 +167,86 @@ feed_need(void *arg, const struct gp_item *it, struct gp_need *need)
 	need_for_item(((struct run *)arg)->o, it, need);
 }
 
+int
+pace_setup(struct run *r)
+{
+	struct epoll_event	 ev;
+
+	if (r->o->delay_ms == 0)
+		return 0;
+	if ((r->dfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC |
+	    TFD_NONBLOCK)) == -1)
+		return -errno;
+	ev.events = EPOLLIN;
+	ev.data.u32 = EV_DELAY;
+	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->dfd, &ev) == -1)
+		return -errno;
+	return 0;
+}
+
+void
+pace_wake(struct run *r)
+{
+	uint64_t	 n;
+
+	(void)read(r->dfd, &n, sizeof(n));
+}
+
+/*
+ * --delay: whether a task may be handed out now, DELAY after the last
+ * one. If not, the timer is set to when one may (an absolute time, so
+ * that setting it again is harmless) and EV_DELAY wakes the feed then.
+ * Paced as they are handed out, on rank 0 for every rank: a task starts
+ * as its slot's worker gets it (coord.c's window() queues nothing on a
+ * rank with --delay, where a task would wait for a slot).
+ */
+static int
+pace(struct run *r)
+{
+	struct itimerspec	 its;
+	int64_t			 due;
+
+	if (r->o->delay_ms == 0 || r->last_hand == 0)
+		return 1;
+	due = r->last_hand + (int64_t)r->o->delay_ms * 1000000;
+	if (gp_now_ns() >= due)
+		return 1;
+	memset(&its, 0, sizeof(its));
+	its.it_value.tv_sec = due / 1000000000;
+	its.it_value.tv_nsec = due % 1000000000;
+	if (timerfd_settime(r->dfd, TFD_TIMER_ABSTIME, &its, NULL) == -1)
+		return 1;	/* cannot happen; rather early than never */
+	return 0;
+}
+
+/* --timeout N%: N% of the median runtime of the tasks that succeeded so
+ * far, in ms (at least 1); 0 before the first (GNU parallel's rule: no
+ * limit until one is known). */
+static uint64_t
+task_timeout(const struct run *r)
+{
+	double	 med = median_get(&r->ok_rt), ms;
+
+	if (r->o->timeout_pct <= 0 || med < 0)
+		return 0;
+	ms = med * r->o->timeout_pct * 10;	/* s x N / 100 x 1000 */
+	return ms < 1 ? 1 : (uint64_t)ms + 1;
+}
+
 /* Fill in the header and stamp a task as handed out to rank. */
 void
 hand(struct run *r, struct task *t, int rank)
 {
+	t->timeout_ms = task_timeout(r);
 	rp_task_hdr(t->buf, t->item.inlen, t->seq, t->attempt);
+	memcpy(t->buf + offsetof(struct task_hdr, timeout_ms), &t->timeout_ms,
+	    sizeof(t->timeout_ms));
 	gp_item_init(&t->item, t->item.in, t->item.inlen);
 	t->rank = rank;
 	t->lost = 0;
 	t->real_ns = gp_clock_ns(CLOCK_REALTIME);
 	t->mono_ns = gp_now_ns();
+	r->last_hand = t->mono_ns;
 	r->inflight++;
 	bar_draw(r, 0);
 }
@@ -217,13 +290,16 @@ ranks_ctl(struct run *r, int how)
 
 /* The next task to run anywhere: a retry first, then the input.
  * GP_FEED_ITEM (*tp), GP_FEED_AGAIN (pollable input, no whole line yet),
- * or GP_FEED_END (no more input; retries may still come). */
+ * GP_FEED_WAIT (--delay: not yet) or GP_FEED_END (no more input; retries
+ * may still come). */
 int
 source(struct run *r, struct task **tp)
 {
 	struct task	*t;
 	int		 rc;
 
+	if (!r->halting && (r->rq != NULL || !r->input_done) && !pace(r))
+		return GP_FEED_WAIT;
 	if (!r->halting && (t = r->rq) != NULL) {
 		if ((r->rq = t->next) == NULL)
 			r->rq_tail = NULL;
@@ -271,6 +347,8 @@ feed_next(void *arg, struct gp_item **item)
 	}
 	if (rc == GP_FEED_AGAIN)
 		return GP_FEED_AGAIN;	/* the pool polls in_fd */
+	if (rc == GP_FEED_WAIT)
+		return GP_FEED_WAIT;	/* --delay: EV_DELAY wakes ctl() */
 	/* Nothing new will come, but a running task may fail and be
 	 * retried, here or on another rank: the end is only when none is
 	 * out. */
@@ -371,38 +449,61 @@ record(struct run *r, const struct task *t, const struct attempt *oc)
 	return cancel;
 }
 
-/* Count an attempt that is final, and halt on --halt's count of
- * failures. Returns nonzero to cancel the rest (--halt now). */
+/* Whether --halt's condition is met: N tasks failed, succeeded or ended,
+ * or N% of all the tasks (GNU parallel's rule: of the tasks to run,
+ * counted before the run, which main.c makes sure of). */
+static int
+halt_due(const struct run *r, unsigned long *n)
+{
+	const struct opts	*o = r->o;
+
+	if (o->halt == HALT_NEVER || r->halting)
+		return 0;
+	*n = o->halt_on == HALT_ON_FAIL ? r->failed : o->halt_on ==
+	    HALT_ON_SUCCESS ? r->ok : r->ok + r->failed;
+	if (!o->halt_pct)
+		return *n >= (unsigned long)o->halt_fail;
+	return *n * 100 >= (unsigned long)r->total *
+	    (unsigned long)o->halt_fail;
+}
+
+/* Count an attempt that is final, and halt on --halt's condition.
+ * Returns nonzero to cancel the rest (--halt now). */
 static int
 count(struct run *r, const struct task *t, const struct attempt *oc,
     const char *why)
 {
-	int	 cancel = 0;
+	static const char *const what[] = {
+		[HALT_ON_FAIL] = "failed", [HALT_ON_SUCCESS] = "succeeded",
+		[HALT_ON_DONE] = "ended",
+	};
+	unsigned long	 n;
+	int		 now = r->o->halt == HALT_NOW;
 
 	switch (oc->kind) {
 	case K_OK:
 		r->ok++;
+		/* Out of memory, the median stays as it was. */
+		if (r->o->timeout_pct > 0)
+			(void)median_add(&r->ok_rt, oc->runtime);
 		break;
 	case K_STOPPED:
 		r->stopped++;
-		break;
+		return 0;
 	default:
 		r->failed++;
 		note(r, "task %lu (%s:%lu) failed: %s", t->seq, r->in.name,
 		    t->line, why);
-		if (r->o->halt != HALT_NEVER && !r->halting &&
-		    r->failed >= (unsigned long)r->o->halt_fail) {
-			note(r, "halting after %lu failed task%s: %s",
-			    r->failed, r->failed == 1 ? "" : "s",
-			    r->o->halt == HALT_NOW ? "stopping the running "
-			    "ones" : "letting the running ones finish");
-			halt_start(r, r->o->halt == HALT_NOW ? RC_CANCEL : 0);
-			if (r->o->halt == HALT_NOW)
-				cancel = 1;	/* the pool stops the rest */
-		}
 		break;
 	}
-	return cancel;
+	if (!halt_due(r, &n))
+		return 0;
+	note(r, "halting after %lu %s task%s (--halt %s): %s", n,
+	    what[r->o->halt_on], n == 1 ? "" : "s", r->o->halt_arg,
+	    now ? "stopping the running ones" : "letting the running ones "
+	    "finish");
+	halt_start(r, now ? RC_CANCEL : 0);
+	return now;	/* the pool stops the rest */
 }
 
 /* Done with t: back to the free list. */

@@ -322,6 +322,13 @@ inputs_open(struct run *r, const struct opts *o, struct grid *g)
 		r->total = n;
 		r->changed = 0;	/* counted again as the run skips them */
 	}
+	/* GNU parallel counts every task before it starts one. */
+	if (o->halt_pct && r->total < 0) {
+		cli_err("--halt %s: a percentage is of all the tasks, and a "
+		    "pipe cannot be counted before the run (give a count, or "
+		    "a file)", o->halt_arg);
+		return -1;
+	}
 	return 0;
 }
 

@@ -4,6 +4,8 @@
  * into a struct opts. Checks each value and what the options need of
  * each other, not the files they name (main.c does, before anything
  * runs). Prints the errors it finds, git style, and --help or --version.
+ * Where GNU parallel has the option (--joblog +FILE, --halt, --delay,
+ * --timeout N%), its syntax and meaning are kept.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -71,10 +73,16 @@ static const char usage_text[] =
 "                       (default: refuse, naming its pid)\n"
 "  --retries N          run a failed task up to N more times (any GPU)\n"
 "  --timeout DURATION   stop a task after DURATION: 90, 90s, 500ms, 15m,\n"
-"                       1.5h, 2d (rounded up to the ms; 0: none)\n"
+"                       1.5h, 2d (rounded up to the ms; 0: none); N%: N %\n"
+"                       of the median runtime of the tasks that succeeded\n"
+"                       before it started (none before the first)\n"
 "  --grace DURATION     from SIGTERM to SIGKILL when stopping (default 5s)\n"
 "  --halt POLICY        never (default); now,fail=N: after N failed tasks\n"
-"                       stop running ones; soon,fail=N: let them finish\n"
+"                       stop running ones; soon,fail=N: let them finish;\n"
+"                       fail=N%: N % of all the tasks; success=N, done=N:\n"
+"                       after N succeeded or ended tasks (or N%)\n"
+"  --delay DURATION     at least DURATION between two task starts (data\n"
+"                       loading staggered), on all slots and ranks\n"
 "\n"
 "Output:\n"
 "  --results DIR        write DIR/SEQ/stdout, stderr and exitval instead\n"
@@ -209,24 +217,73 @@ parse_duration(const char *s, uint64_t *ms)
 	return -EINVAL;
 }
 
+/* "200%", "150.5%": a percentage over 0 (at most 10^6), digits with at
+ * most one '.', then '%'. */
+static int
+parse_pct(const char *s, double *pct)
+{
+	size_t	 n = strspn(s, "0123456789");
+	char	*end;
+
+	if (s[n] == '.')
+		n += 1 + strspn(s + n + 1, "0123456789");
+	if (n == 0 || (n == 1 && *s == '.') || strcmp(s + n, "%") != 0)
+		return -EINVAL;
+	*pct = strtod(s, &end);
+	if (end != s + n || !(*pct > 0) || *pct > 1e6)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * GNU parallel's policies: never, or WHEN,WHY=N where WHEN is now (stop
+ * the running tasks) or soon (let them finish), WHY fail, success or done
+ * (either), and N a count (1 or more) or a percentage of all the tasks
+ * ("10%", 1 to 100).
+ */
 static int
 parse_halt(const char *s, struct opts *o)
 {
-	long	 n;
+	static const char *const why[] = {
+		[HALT_ON_FAIL] = "fail=", [HALT_ON_SUCCESS] = "success=",
+		[HALT_ON_DONE] = "done=",
+	};
+	char		 num[16];
+	const char	*p;
+	size_t		 i, n;
+	long		 v;
+	enum halt	 when;
 
-	if (strcmp(s, "never") == 0) {
-		o->halt = HALT_NEVER;
+	o->halt_arg = s;
+	o->halt = HALT_NEVER;
+	if (strcmp(s, "never") == 0)
 		return 0;
-	}
-	if (strncmp(s, "now,fail=", 9) == 0 &&
-	    parse_int(s + 9, 1, INT_MAX, &n) == 0)
-		o->halt = HALT_NOW;
-	else if (strncmp(s, "soon,fail=", 10) == 0 &&
-	    parse_int(s + 10, 1, INT_MAX, &n) == 0)
-		o->halt = HALT_SOON;
-	else
+	if (strncmp(s, "now,", 4) == 0) {
+		when = HALT_NOW;
+		p = s + 4;
+	} else if (strncmp(s, "soon,", 5) == 0) {
+		when = HALT_SOON;
+		p = s + 5;
+	} else
 		return -EINVAL;
-	o->halt_fail = (int)n;
+	for (i = 0; i < sizeof(why) / sizeof(why[0]); i++)
+		if (strncmp(p, why[i], strlen(why[i])) == 0)
+			break;
+	if (i == sizeof(why) / sizeof(why[0]))
+		return -EINVAL;
+	p += strlen(why[i]);
+	n = strlen(p);
+	o->halt_pct = n > 0 && p[n - 1] == '%';
+	n -= (size_t)o->halt_pct;
+	if (n >= sizeof(num))
+		return -EINVAL;
+	memcpy(num, p, n);
+	num[n] = '\0';
+	if (parse_int(num, 1, o->halt_pct ? 100 : INT_MAX, &v) < 0)
+		return -EINVAL;
+	o->halt = when;
+	o->halt_on = (enum halt_on)i;
+	o->halt_fail = (int)v;
 	return 0;
 }
 
@@ -237,6 +294,7 @@ enum {
 	OPT_RANKTMO, OPT_WAITLOCK, OPT_WAITFREE, OPT_BUSYPCT, OPT_MEM,
 	OPT_GPT,
 	OPT_COLSEP, OPT_HEADER,
+	OPT_DELAY,
 };
 
 static const struct option longopts[] = {
@@ -264,6 +322,7 @@ static const struct option longopts[] = {
 	{ "gpus-per-task",	required_argument, NULL, OPT_GPT },
 	{ "colsep",		required_argument, NULL, OPT_COLSEP },
 	{ "header",		required_argument, NULL, OPT_HEADER },
+	{ "delay",		required_argument, NULL, OPT_DELAY },
 	{ "quiet",		no_argument,	   NULL, 'q' },
 	{ "version",		no_argument,	   NULL, 'V' },
 	{ "help",		no_argument,	   NULL, 'h' },
@@ -311,19 +370,32 @@ opt_count(int c, struct opts *o)
 	return 0;
 }
 
-/* The durations and the policy: --timeout, --grace, --rank-timeout,
- * --halt. 0, or -1 after an error. */
+/* The durations and the policy: --timeout, --grace, --delay,
+ * --rank-timeout, --halt. 0, or -1 after an error. */
 static int
 opt_time(int c, struct opts *o)
 {
 	switch (c) {
 	case OPT_TIMEOUT:
+		/* N%: of the median runtime, per task (the last one
+		 * given wins). */
+		o->timeout_pct = 0;
+		o->timeout_ms = 0;
+		if (strchr(optarg, '%') != NULL ? parse_pct(optarg,
+		    &o->timeout_pct) < 0 : parse_duration(optarg,
+		    &o->timeout_ms) < 0) {
+			cli_err("--timeout: bad duration '%s' (say 90, 90s, "
+			    "15m, 2h, 1.5h or 200%%)", optarg);
+			return -1;
+		}
+		break;
 	case OPT_GRACE:
-		if (parse_duration(optarg, c == OPT_TIMEOUT ?
-		    &o->timeout_ms : &o->grace_ms) < 0) {
+	case OPT_DELAY:
+		if (parse_duration(optarg, c == OPT_GRACE ? &o->grace_ms :
+		    &o->delay_ms) < 0) {
 			cli_err("%s: bad duration '%s' (say 90, 90s, "
-			    "15m, 2h or 1.5h)", c == OPT_TIMEOUT ?
-			    "--timeout" : "--grace", optarg);
+			    "15m, 2h or 1.5h)", c == OPT_GRACE ? "--grace" :
+			    "--delay", optarg);
 			return -1;
 		}
 		break;
@@ -338,7 +410,8 @@ opt_time(int c, struct opts *o)
 	case OPT_HALT:
 		if (parse_halt(optarg, o) < 0) {
 			cli_err("--halt: bad policy '%s' (say never, "
-			    "now,fail=N or soon,fail=N)", optarg);
+			    "now,fail=N, soon,fail=N or now,fail=N%%; or "
+			    "success=, done=)", optarg);
 			return -1;
 		}
 		break;
@@ -457,6 +530,7 @@ opt_set(int c, const char *opt, struct opts *o)
 		return opt_count(c, o);
 	case OPT_TIMEOUT:
 	case OPT_GRACE:
+	case OPT_DELAY:
 	case OPT_RANKTMO:
 	case OPT_HALT:
 		return opt_time(c, o);

@@ -126,6 +126,7 @@ outcome(const struct run *r, const struct task *t, struct attempt *oc)
 	const struct gp_item	*it = &t->item;
 
 	memset(oc, 0, sizeof(*oc));
+	oc->timeout_ms = t->timeout_ms;
 	oc->gpu_util = -1;	/* unknown, until a reply says */
 	oc->worker = it->worker;
 	oc->exitval = -1;
@@ -143,7 +144,8 @@ describe(const struct run *r, const struct attempt *oc, char *buf,
 	size_t	 n;
 
 	if (oc->flags & R_TIMEDOUT) {
-		fmt_secs(tmo, sizeof(tmo), (double)r->o->timeout_ms / 1000);
+		fmt_secs(tmo, sizeof(tmo), (double)(oc->timeout_ms ?
+		    oc->timeout_ms : r->o->timeout_ms) / 1000);
 		snprintf(buf, len, "timed out after %s (%s)", tmo,
 		    oc->signal ? strsignal(oc->signal) : "exited");
 	} else if (oc->why[0])

@@ -427,8 +427,7 @@ not_started(const struct run *r, char *buf, size_t len)
 	else if (r->fatal || r->o->halt == HALT_NEVER)
 		snprintf(why, sizeof(why), "after an error");
 	else
-		snprintf(why, sizeof(why), "--halt %s,fail=%d", r->o->halt ==
-		    HALT_NOW ? "now" : "soon", r->o->halt_fail);
+		snprintf(why, sizeof(why), "--halt %s", r->o->halt_arg);
 	if (n == 0)
 		return (size_t)snprintf(buf, len, ", %s (%s)", unread, why);
 	return (size_t)snprintf(buf, len, ", %lu not started%s%s (%s)", n,

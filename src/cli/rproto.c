@@ -89,6 +89,7 @@ rp_task_hdr(uint8_t *b, size_t len, uint64_t seq, uint32_t attempt)
 {
 	struct task_hdr	 h;
 
+	memset(&h, 0, sizeof(h));	/* timeout_ms: the caller's */
 	h.seq = seq;
 	h.attempt = attempt;
 	h.cmdlen = (uint32_t)(len - sizeof(h));

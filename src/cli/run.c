@@ -188,6 +188,10 @@ feed_ctl(void *arg)
 		case EV_TIMER:
 			a = on_timer(r);
 			break;
+		case EV_DELAY:
+			pace_wake(r);
+			a = GP_CTL_GO_ON;
+			break;
 		case EV_OUT:
 		case EV_ERR:
 			q = ev[i].data.u32 == EV_OUT ? &r->oq : &r->eq;
@@ -437,7 +441,7 @@ run_setup(struct run *r, struct run_conf *conf, struct gp_pool **pool)
 		cli_err("cannot set up signals: %s", strerror(errno));
 		return -1;
 	}
-	if ((rc = ctl_setup(r, &set)) < 0) {
+	if ((rc = ctl_setup(r, &set)) < 0 || (rc = pace_setup(r)) < 0) {
 		cli_err("cannot set up signals: %s", strerror(-rc));
 		return -1;
 	}
@@ -570,7 +574,7 @@ run_init(struct run *r, const struct opts *o)
 	r->o = o;
 	r->fn = task_run;
 	r->total = -1;
-	r->sfd = r->epfd = r->tfd = r->rlock = -1;
+	r->sfd = r->epfd = r->tfd = r->rlock = r->dfd = -1;
 	r->oq.fd = STDOUT_FILENO;
 	r->oq.ev = EV_OUT;
 	r->eq.fd = STDERR_FILENO;
@@ -611,6 +615,9 @@ run_release(struct run *r)
 		close(r->epfd);
 	if (r->tfd >= 0)
 		close(r->tfd);
+	if (r->dfd >= 0)
+		close(r->dfd);
+	median_release(&r->ok_rt);
 	for (i = 0; i < r->npeer; i++)
 		peer_release(&r->peer[i]);
 	free(r->peer);

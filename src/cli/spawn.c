@@ -327,6 +327,7 @@ int
 task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 {
 	const struct run_conf	*rc = arg;
+	struct run_conf		 own;
 	struct task_reply	 rp;
 	struct task_hdr		 h;
 	struct results_files	 f = { -1, "", 0 };
@@ -347,6 +348,11 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	if ((cmd = task_parse(in, inlen, &h)) == NULL ||
 	    (off = need_parse(cmd, &nd, NULL, 0)) < 0)
 		return 1;
+	if (h.timeout_ms != 0) {	/* --timeout N%: its own */
+		own = *rc;
+		own.timeout_ms = h.timeout_ms;
+		rc = &own;
+	}
 	cmd += off;	/* its tag was the master's */
 	if (envp == NULL) {	/* the worker's first task */
 		if ((envp = cmdline_env(gp_ctx_info(ctx), rc->rank,

@@ -1,0 +1,284 @@
+/*
+ * check_extras.c: the GNU parallel options gpupool-run keeps with their
+ * meaning: --delay (starts spaced), --halt with percentages and with
+ * success= and done=, --timeout N% (of the median runtime of the tasks
+ * that succeeded), end to end on fake GPUs (check_median.c tests the
+ * median itself). One slot where the order of tasks must be
+ * known; timings only bound from below what the options promise, or are
+ * far apart (0.3 s tasks against a limit of 1.5 s or more), for a loaded
+ * 2-core box. The helpers are cli_test.h's.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Helpers the other programs use and this one does not. */
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "cli_test.h"
+#include "check_main.h"
+
+/* A temporary directory with the tasks file "tasks" of lines; *jl: the
+ * path of a joblog there. */
+static void
+setup(const char *lines, char **tasks, char **jl)
+{
+	tmp_make();
+	*tasks = pathf("tasks");
+	*jl = pathf("joblog");
+	puts_file(*tasks, lines);
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double	 x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Three slots, four tasks that take no time: without --delay they would
+ * start together. With --delay 1s, rank 0 hands one out a second after
+ * the last: the last starts 3 s after the first at least (exact: the run
+ * cannot end sooner), and no two start closer than the delay, less the
+ * few ms a worker takes to start its task after it gets it (0.25 s of
+ * slack, for a loaded machine). */
+START_TEST(delay_spaces_the_starts)
+{
+	struct res	 res;
+	struct jrec	 j[8];
+	double		 st[8];
+	char		*tasks, *jl;
+	int		 n, i;
+
+	setup("true\ntrue\ntrue\ntrue\n", &tasks, &jl);
+	RUN(&res, "--fake-gpus", "3", "--delay", "1s", "--joblog", jl, tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_double_ge(res.secs, 3.0);
+	ck_assert_int_eq(n = read_joblog(jl, j, 8, NULL), 4);
+	for (i = 0; i < n; i++)
+		st[i] = j[i].start;
+	qsort(st, (size_t)n, sizeof(st[0]), cmp_double);
+	for (i = 1; i < n; i++)
+		ck_assert_msg(st[i] - st[i - 1] >= 0.75, "starts %.3f and "
+		    "%.3f: %.3f s apart", st[i - 1], st[i], st[i] - st[i - 1]);
+	tmp_remove();
+}
+END_TEST
+
+/* A retry is a start too: it waits for the delay like a new task. */
+START_TEST(delay_paces_retries)
+{
+	struct res	 res;
+	struct jrec	 j[8];
+	char		*tasks, *jl, *dir, buf[512];
+
+	tmp_make();
+	tasks = pathf("tasks");
+	jl = pathf("joblog");
+	dir = pathf("flaky");
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	snprintf(buf, sizeof(buf), "%s flaky %s 1\n", PROBE, dir);
+	puts_file(tasks, buf);
+	RUN(&res, "--fake-gpus", "2", "--delay", "1s", "--retries", "1",
+	    "--joblog", jl, tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_int_eq(read_joblog(jl, j, 8, NULL), 2);
+	ck_assert_msg(j[1].start - j[0].start >= 0.75, "attempts %.3f s apart",
+	    j[1].start - j[0].start);
+	tmp_remove();
+}
+END_TEST
+
+/* Ten tasks, one slot, in order; tasks 3 and 5 fail. fail=15% is of all
+ * ten (GNU parallel's rule): 1.5 tasks, so the run halts at the second
+ * failure, task 5, not at task 3 (1 of 3 run so far would be 33%).
+ * Tasks 6 to 10 never run; the exit status is the number that failed. */
+START_TEST(halt_fail_percent_is_of_all_tasks)
+{
+	static const char *const when[] = { "now,fail=15%", "soon,fail=15%" };
+	struct res	 res;
+	struct jrec	 j[16];
+	char		*tasks, *jl, want[128];
+	int		 n, i, k;
+
+	setup("true\ntrue\nfalse\ntrue\nfalse\n"
+	    "true\ntrue\ntrue\ntrue\ntrue\n", &tasks, &jl);
+	for (k = 0; k < 2; k++) {
+		RUN(&res, "--fake-gpus", "1", "--halt", when[k], "--joblog",
+		    jl, tasks);
+		ck_assert_msg(res.code == 2, "%s: exit %d: %s", when[k],
+		    res.code, res.err);
+		/* One slot, in order: tasks 1 to 5, once each. */
+		ck_assert_int_eq(n = read_joblog(jl, j, 16, NULL), 5);
+		for (i = 0; i < n; i++)
+			ck_assert_int_eq(j[i].seq, i + 1);
+		snprintf(want, sizeof(want), "halting after 2 failed tasks "
+		    "(--halt %s)", when[k]);
+		ck_assert_msg(strstr(res.err, want) != NULL, "%s", res.err);
+		snprintf(want, sizeof(want), "3 ok, 2 failed, 5 not started "
+		    "(--halt %s)", when[k]);
+		ck_assert_msg(strstr(res.err, want) != NULL, "%s", res.err);
+	}
+	tmp_remove();
+}
+END_TEST
+
+/* success=N% and done=N: halting on what ended well, or at all. */
+START_TEST(halt_success_and_done)
+{
+	struct res	 res;
+	struct jrec	 j[16];
+	char		*tasks, *jl;
+
+	setup("false\ntrue\ntrue\ntrue\ntrue\ntrue\n", &tasks, &jl);
+	/* 30% of 6 is 1.8: the second success, task 3. */
+	RUN(&res, "--fake-gpus", "1", "--halt", "soon,success=30%",
+	    "--joblog", jl, tasks);
+	ck_assert_msg(res.code == 1, "exit %d: %s", res.code, res.err);
+	ck_assert_int_eq(read_joblog(jl, j, 16, NULL), 3);
+	ck_assert_ptr_nonnull(strstr(res.err, "halting after 2 succeeded "
+	    "tasks"));
+	/* done=4: four ended, whichever way. */
+	RUN(&res, "--fake-gpus", "1", "--halt", "now,done=4", "--joblog", jl,
+	    tasks);
+	ck_assert_msg(res.code == 1, "exit %d: %s", res.code, res.err);
+	ck_assert_int_eq(read_joblog(jl, j, 16, NULL), 4);
+	tmp_remove();
+}
+END_TEST
+
+/* A percentage needs every task counted first: from a pipe, a refusal
+ * (exit 255, one line) before anything runs. */
+START_TEST(halt_percent_from_a_pipe_is_refused)
+{
+	struct res	 res;
+	int		 p[2];
+
+	tmp_make();
+	ck_assert_int_eq(pipe(p), 0);
+	ck_assert_int_eq(write(p[1], "true\n", 5), 5);
+	close(p[1]);
+	run_in(p[0], 60, &res, (const char *const []){ "--fake-gpus", "1",
+	    "--halt", "now,fail=10%", "-", NULL });
+	close(p[0]);
+	ck_assert_int_eq(res.code, 255);
+	ck_assert_ptr_nonnull(strstr(res.err, "a pipe cannot be counted"));
+	ck_assert_msg(strchr(res.err, '\n') == res.err + strlen(res.err) - 1,
+	    "not one line: %s", res.err);
+	tmp_remove();
+}
+END_TEST
+
+/* --timeout 500%: tasks of 0.3 s set a median of 0.3 s or more, so a
+ * limit of 1.5 s or more, which a 0.3 s task does not reach even on a
+ * loaded machine; the outlier, which would sleep ten minutes, is
+ * stopped (SIGTERM) and fails; the task after it runs as the others. */
+START_TEST(timeout_percent_stops_the_outlier)
+{
+	struct res	 res;
+	struct jrec	 j[8];
+	char		*tasks, *jl;
+	int		 n, i;
+
+	setup("sleep 0.3\nsleep 0.3\nsleep 0.3\nsleep 600\n"
+	    "sleep 0.3\n", &tasks, &jl);
+	RUN(&res, "--fake-gpus", "1", "--grace", "1", "--timeout", "500%",
+	    "--joblog", jl, tasks);
+	ck_assert_msg(res.code == 1, "exit %d: %s", res.code, res.err);
+	ck_assert_double_lt(res.secs, 60);
+	ck_assert_int_eq(n = read_joblog(jl, j, 8, NULL), 5);
+	for (i = 0; i < n; i++) {
+		ck_assert_int_eq(j[i].seq, i + 1);	/* one slot, in order */
+		if (j[i].seq == 4) {
+			ck_assert_int_eq(j[i].sig, 15);
+			ck_assert_double_ge(j[i].runtime, 1.5);
+		} else
+			ck_assert_msg(j[i].exitval == 0 && j[i].sig == 0,
+			    "task %ld: exit %d signal %d", j[i].seq,
+			    j[i].exitval, j[i].sig);
+	}
+	ck_assert_ptr_nonnull(strstr(res.err, "task 4 ("));
+	ck_assert_ptr_nonnull(strstr(res.err, "timed out"));
+	tmp_remove();
+}
+END_TEST
+
+/* No limit before a task has succeeded (GNU parallel's rule), and a
+ * task's limit is the one known when it starts: task 1 starts with none
+ * and runs 3 s while tasks of 0.1 s succeed on the other slot and give
+ * the tasks after them a limit of about 1 s (1000%). */
+START_TEST(timeout_percent_is_set_at_start)
+{
+	struct res	 res;
+	struct jrec	 j[8];
+	char		*tasks, *jl;
+	int		 n, i;
+
+	setup("sleep 3\nsleep 0.1\nsleep 0.1\nsleep 0.1\n", &tasks, &jl);
+	RUN(&res, "--fake-gpus", "2", "--timeout", "1000%", "--joblog", jl,
+	    tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_int_eq(n = read_joblog(jl, j, 8, NULL), 4);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(j[i].sig, 0);
+	tmp_remove();
+}
+END_TEST
+
+/* Bad values exit 255 with one line naming the option. */
+START_TEST(bad_values_are_refused)
+{
+	static const char *const bad[][3] = {
+		{ "--delay", "1x", "--delay: bad duration '1x'" },
+		{ "--delay", "-1", "--delay: bad duration '-1'" },
+		{ "--timeout", "0%", "--timeout: bad duration '0%'" },
+		{ "--timeout", "%", "--timeout: bad duration '%'" },
+		{ "--timeout", "5%%", "--timeout: bad duration '5%%'" },
+		{ "--timeout", "1e3%", "--timeout: bad duration '1e3%'" },
+		{ "--halt", "now,fail=0%", "--halt: bad policy" },
+		{ "--halt", "now,fail=101%", "--halt: bad policy" },
+		{ "--halt", "soon,fail=", "--halt: bad policy" },
+		{ "--halt", "soon,oops=1", "--halt: bad policy" },
+		{ "--halt", "later,fail=1", "--halt: bad policy" },
+		{ "--halt", "now,success=1.5%", "--halt: bad policy" },
+	};
+	struct res	 res;
+	char		*tasks;
+	size_t		 i;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	puts_file(tasks, "true\n");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		RUN(&res, "--fake-gpus", "1", bad[i][0], bad[i][1], tasks);
+		ck_assert_msg(res.code == 255, "%s %s: exit %d", bad[i][0],
+		    bad[i][1], res.code);
+		ck_assert_msg(strstr(res.err, bad[i][2]) != NULL, "%s",
+		    res.err);
+		ck_assert_msg(strchr(res.err, '\n') == res.err +
+		    strlen(res.err) - 1, "not one line: %s", res.err);
+	}
+	tmp_remove();
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite	*s = suite_create("extras");
+	TCase	*tc = tcase_create("parallel");
+
+	tcase_set_timeout(tc, 90);
+	tcase_add_test(tc, delay_spaces_the_starts);
+	tcase_add_test(tc, delay_paces_retries);
+	tcase_add_test(tc, halt_fail_percent_is_of_all_tasks);
+	tcase_add_test(tc, halt_success_and_done);
+	tcase_add_test(tc, halt_percent_from_a_pipe_is_refused);
+	tcase_add_test(tc, timeout_percent_stops_the_outlier);
+	tcase_add_test(tc, timeout_percent_is_set_at_start);
+	tcase_add_test(tc, bad_values_are_refused);
+	suite_add_tcase(s, tc);
+	return gp_check_run(s);
+}
