@@ -67,6 +67,9 @@ static const char usage_text[] =
 "  --bar                progress bar on stderr (default on a terminal)\n"
 "  --quiet              no progress bar, notices or summary\n"
 "  --dry-run            print which task would run where; run nothing\n"
+"  --timeline FILE.svg  at the end, draw each attempt on its GPU slot\n"
+"  --from-joblog LOG    with --timeline: draw the run LOG records; run\n"
+"                       nothing\n"
 "  --version, --help\n"
 "\n"
 "Across nodes (with MPI):\n"
@@ -218,6 +221,7 @@ enum {
 	OPT_RESULTS, OPT_BAR, OPT_DRYRUN, OPT_SHOW, OPT_TOPO, OPT_BUSIDS,
 	OPT_RANKTMO, OPT_WAITLOCK, OPT_WAITFREE, OPT_BUSYPCT, OPT_MEM,
 	OPT_GPT,
+	OPT_TIMELINE, OPT_FROMJL,
 };
 
 static const struct option longopts[] = {
@@ -243,6 +247,8 @@ static const struct option longopts[] = {
 	{ "busy-pct",		required_argument, NULL, OPT_BUSYPCT },
 	{ "mem",		required_argument, NULL, OPT_MEM },
 	{ "gpus-per-task",	required_argument, NULL, OPT_GPT },
+	{ "timeline",		required_argument, NULL, OPT_TIMELINE },
+	{ "from-joblog",	required_argument, NULL, OPT_FROMJL },
 	{ "quiet",		no_argument,	   NULL, 'q' },
 	{ "version",		no_argument,	   NULL, 'V' },
 	{ "help",		no_argument,	   NULL, 'h' },
@@ -399,6 +405,15 @@ opt_name(int c, struct opts *o)
 	case OPT_BUSIDS:
 		o->fake_busids = optarg;
 		break;
+	case OPT_TIMELINE:
+	case OPT_FROMJL:
+		if (*optarg == '\0') {
+			cli_err("--%s: empty file name", c == OPT_TIMELINE ?
+			    "timeline" : "from-joblog");
+			return -1;
+		}
+		*(c == OPT_TIMELINE ? &o->timeline : &o->from_joblog) = optarg;
+		break;
 	}
 	return 0;
 }
@@ -423,6 +438,8 @@ opt_set(int c, const char *opt, struct opts *o)
 	case OPT_RESULTS:
 	case OPT_TOPO:
 	case OPT_BUSIDS:
+	case OPT_TIMELINE:
+	case OPT_FROMJL:
 		return opt_name(c, o);
 	case OPT_BUSYPCT:
 	case OPT_MEM:
@@ -488,6 +505,14 @@ opts_check(int argc, char **argv, struct opts *o)
 		cli_err("%s needs --gpus free", o->wait_free ? "--wait-free" :
 		    "--busy-pct");
 		return -1;
+	}
+	if (o->from_joblog != NULL) {
+		if (o->timeline == NULL || optind < argc) {
+			cli_err("--from-joblog needs --timeline FILE.svg and "
+			    "no tasks file");
+			return -1;
+		}
+		return 0;
 	}
 	if (o->show_gpus) {
 		if (optind < argc) {
