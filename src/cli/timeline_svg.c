@@ -26,6 +26,7 @@
 #define ROW_GAP		4
 #define LANES_MAX	64	/* sub-rows per row, at most */
 #define CMD_MAX		200	/* bytes of a command in a title */
+#define STRIPS_MAX	6000	/* runs of merged columns, at most */
 #define IDLE_FILL	"#eceff1"
 
 static const char *const kind_fill[TL_NKIND] = {
@@ -324,7 +325,7 @@ put_head(FILE *f, const struct timeline *tl, const struct geo *g)
 	}
 	if (g->merged)
 		fprintf(f, "<text x=\"%d\" y=\"37\" fill=\"#555\">narrow "
-		    "attempts merged: paler = idler</text>\n", x);
+		    "attempts merged: paler = idler, marks = worst failure</text>\n", x);
 	fputs("</g>\n", f);
 }
 
@@ -368,7 +369,7 @@ put_axis(FILE *f, const struct geo *g)
 	    1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800 };
 	double			 d = g->t1 - g->t0, step = steps[0], t;
 	char			 lab[32];
-	size_t			 i;
+	size_t			 i, n;
 	int			 x;
 
 	for (i = 0; i < sizeof(steps) / sizeof(steps[0]); i++)
@@ -380,6 +381,11 @@ put_axis(FILE *f, const struct geo *g)
 	for (t = 0; t <= d + step * 1e-9; t += step) {
 		x = PLOT_X + (int)lround(t * g->px);
 		fmt_t(lab, sizeof(lab), t, step);
+		/* "2h", "5m" rather than "2h00m", "5m00s". */
+		if ((n = strlen(lab)) > 3 && strcmp(lab + n - 3, "00m") == 0)
+			lab[n - 3] = '\0';
+		else if (n > 3 && strcmp(lab + n - 3, "00s") == 0)
+			lab[n - 3] = '\0';
 		fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
 		    "stroke=\"#bbb\" stroke-width=\"0.5\"/><text x=\"%d\" "
 		    "y=\"%d\" text-anchor=\"middle\">%s</text>\n", x, TOP - 2,
@@ -423,101 +429,115 @@ put_bar(FILE *f, const struct timeline *tl, const struct geo *g,
 	fputs("</title></rect>\n", f);
 }
 
-/* One lane's merged attempts, per pixel column: how busy it was, the
- * worst outcome there, and how many attempts of each kind started in
- * it. */
+/* One lane's merged attempts, per column of cw pixels: how busy it was,
+ * the worst outcome other than ok there, and how many attempts of each
+ * kind started in it. */
 struct strip {
-	double		*busy;
-	signed char	*worst;		/* -1: none */
-	unsigned	*cnt;		/* [kind * PLOT_W + column] */
+	int		 cw, ncol;
+	double		*busy;		/* pixels of work */
+	signed char	*worst;		/* -1: none failed */
+	unsigned	*cnt;		/* [kind * ncol + column] */
 	int		 used;
 };
 
 static void
 strip_add(struct strip *s, const struct geo *g, const struct tl_bar *b)
 {
-	double	 x0 = (b->start - g->t0) * g->px;
-	double	 x1 = x0 + b->runtime * g->px, ov;
+	double	 x0 = (b->start - g->t0) * g->px / s->cw;
+	double	 x1 = x0 + b->runtime * g->px / s->cw, ov;
 	int	 c, c0, c1;
 
 	c0 = (int)floor(x0);
 	c1 = (int)ceil(x1) - 1;
-	c0 = c0 < 0 ? 0 : c0 >= PLOT_W ? PLOT_W - 1 : c0;
-	c1 = c1 < c0 ? c0 : c1 >= PLOT_W ? PLOT_W - 1 : c1;
+	c0 = c0 < 0 ? 0 : c0 >= s->ncol ? s->ncol - 1 : c0;
+	c1 = c1 < c0 ? c0 : c1 >= s->ncol ? s->ncol - 1 : c1;
 	for (c = c0; c <= c1; c++) {
 		ov = fmin(x1, c + 1) - fmax(x0, c);
-		if (ov > 0)
-			s->busy[c] += ov;
-		if (s->worst[c] < b->kind)
+		s->busy[c] += ov > 0 ? ov : 1e-9;
+		if (b->kind != TL_OK && s->worst[c] < b->kind)
 			s->worst[c] = (signed char)b->kind;
 	}
-	s->cnt[b->kind * PLOT_W + c0]++;
+	s->cnt[b->kind * s->ncol + c0]++;
 	s->used = 1;
 }
 
-/* Shade 1 to 4: how busy column c was. */
+/* Shade 1 to 4 of column c, by how busy it was; 0: idle. */
 static int
 level(const struct strip *s, int c)
 {
-	int	 l = (int)ceil(fmin(s->busy[c], 1) * 4);
-
-	return l < 1 ? 1 : l;
+	return s->busy[c] <= 0 ? 0 : (int)ceil(fmin(s->busy[c], 1) * 4);
 }
 
-/* The lane's strip at y, h high, as runs of columns alike; then empty
- * for the next lane. */
+/* A run of columns [c, e) at y, h high: a rect and its title, which
+ * counts the attempts that started there (of every kind, or with marks
+ * only those that did not succeed). */
 static void
+strip_run(FILE *f, const struct strip *s, const struct geo *g, int c,
+    int e, int y, int h, const char *fill, int lv, int marks)
+{
+	unsigned long	 n;
+	char		 a[32], b[32];
+	int		 j, k, any = 0;
+
+	fmt_t(a, sizeof(a), c * s->cw / g->px, s->cw / g->px);
+	fmt_t(b, sizeof(b), e * s->cw / g->px, s->cw / g->px);
+	fprintf(f, "<rect class=\"strip\" x=\"%d\" y=\"%d\" width=\"%d\" "
+	    "height=\"%d\" fill=\"%s\"", PLOT_X + c * s->cw, y,
+	    (e - c) * s->cw, h, fill);
+	if (lv < 4)
+		fprintf(f, " fill-opacity=\"%.2f\"", 0.25 * lv);
+	fprintf(f, "><title>+%s to +%s:", a, b);
+	for (k = marks ? TL_RETRIED : TL_OK; k < TL_NKIND; k++) {
+		for (n = 0, j = c; j < e; j++)
+			n += s->cnt[k * s->ncol + j];
+		if (n > 0)
+			fprintf(f, "%s %lu %s", any++ ? "," : "", n,
+			    kind_name[k]);
+	}
+	fprintf(f, "%s</title></rect>\n", any ? "" : " attempts started "
+	    "before");
+}
+
+/* The lane's strip at y, h high: runs of columns alike in how busy they
+ * were, in the colour of "ok", and below, runs alike in their worst
+ * outcome other than ok; then empty for the next lane. With f NULL,
+ * only counts the runs. Returns how many. */
+static size_t
 strip_put(FILE *f, struct strip *s, const struct geo *g, int y, int h)
 {
-	unsigned long	 n[TL_NKIND], all;
-	char		 a[32], b[32];
-	int		 c, e, j, k;
+	size_t	 n = 0;
+	int	 c, e, mh = h > 6 ? h * 2 / 5 : h / 2;
 
-	for (c = 0; c < PLOT_W; c = e) {
-		if (s->worst[c] < 0) {
-			e = c + 1;
-			continue;
-		}
-		for (e = c + 1; e < PLOT_W && s->worst[e] == s->worst[c] &&
-		    level(s, e) == level(s, c); e++)
+	for (c = 0; c < s->ncol; c = e) {
+		for (e = c + 1; e < s->ncol && level(s, e) == level(s, c); e++)
 			;
-		for (k = 0, all = 0; k < TL_NKIND; k++) {
-			for (n[k] = 0, j = c; j < e; j++)
-				n[k] += s->cnt[k * PLOT_W + j];
-			all += n[k];
-		}
-		fmt_t(a, sizeof(a), c / g->px, 1 / g->px);
-		fmt_t(b, sizeof(b), e / g->px, 1 / g->px);
-		fprintf(f, "<rect class=\"strip\" x=\"%d\" y=\"%d\" "
-		    "width=\"%d\" height=\"%d\" fill=\"%s\" fill-opacity=\"%.2f\">"
-		    "<title>", PLOT_X + c, y + 1, e - c, h - 2,
-		    kind_fill[s->worst[c]], 0.25 + 0.1875 * level(s, c));
-		if (all == 0)
-			fprintf(f, "from +%s to +%s: attempts started earlier",
-			    a, b);
-		else
-			fprintf(f, "%lu attempt%s started from +%s to +%s", all,
-			    all == 1 ? "" : "s", a, b);
-		for (k = 0; k < TL_NKIND; k++)
-			if (n[k] > 0)
-				fprintf(f, ", %lu %s", n[k], kind_name[k]);
-		fputs("</title></rect>\n", f);
+		if (level(s, c) > 0 && ++n && f != NULL)
+			strip_run(f, s, g, c, e, y + 1, h - 2 - mh,
+			    kind_fill[TL_OK], level(s, c), 0);
 	}
-	memset(s->busy, 0, PLOT_W * sizeof(*s->busy));
-	memset(s->worst, -1, PLOT_W);
-	memset(s->cnt, 0, TL_NKIND * PLOT_W * sizeof(*s->cnt));
+	for (c = 0; c < s->ncol; c = e) {
+		for (e = c + 1; e < s->ncol && s->worst[e] == s->worst[c]; e++)
+			;
+		if (s->worst[c] >= 0 && ++n && f != NULL)
+			strip_run(f, s, g, c, e, y + h - 1 - mh, mh,
+			    kind_fill[s->worst[c]], 4, 1);
+	}
+	memset(s->busy, 0, (size_t)s->ncol * sizeof(*s->busy));
+	memset(s->worst, -1, (size_t)s->ncol);
+	memset(s->cnt, 0, TL_NKIND * (size_t)s->ncol * sizeof(*s->cnt));
 	s->used = 0;
+	return n;
 }
 
-/* The strips, lane by lane (idx: by row and lane), then the bars. */
-static void
-put_attempts(FILE *f, const struct timeline *tl, struct geo *g,
+/* The strips, lane by lane (idx: by row and lane), or with f NULL, how
+ * many runs they would take. */
+static size_t
+put_strips(FILE *f, const struct timeline *tl, const struct geo *g,
     const size_t *idx, struct strip *s)
 {
 	const struct tl_bar	*b;
-	size_t			 i;
+	size_t			 i, n = 0;
 
-	fputs("<g class=\"strips\">\n", f);
 	for (i = 0; i < tl->nbar; i++) {
 		b = &tl->bar[idx[i]];
 		if (b->runtime * g->px < g->thr)
@@ -525,9 +545,26 @@ put_attempts(FILE *f, const struct timeline *tl, struct geo *g,
 		if (s->used && (i + 1 == tl->nbar ||
 		    tl->bar[idx[i + 1]].row != b->row ||
 		    tl->bar[idx[i + 1]].lane != b->lane))
-			strip_put(f, s, g, g->row_y[b->row] +
+			n += strip_put(f, s, g, g->row_y[b->row] +
 			    b->lane * g->lane_h, g->lane_h);
 	}
+	return n;
+}
+
+/* The strips in columns wide enough for at most STRIPS_MAX runs, then
+ * the bars. */
+static void
+put_attempts(FILE *f, const struct timeline *tl, struct geo *g,
+    const size_t *idx, struct strip *s)
+{
+	size_t	 i;
+
+	while (s->cw < 64 && put_strips(NULL, tl, g, idx, s) > STRIPS_MAX) {
+		s->cw *= 2;
+		s->ncol = (PLOT_W + s->cw - 1) / s->cw;
+	}
+	fputs("<g class=\"strips\">\n", f);
+	(void)put_strips(f, tl, g, idx, s);
 	/* A thin white edge tells attempts end to end apart. */
 	fputs("</g>\n<g class=\"bars\" stroke=\"#fff\" "
 	    "stroke-width=\"0.5\">\n", f);
@@ -541,7 +578,7 @@ int
 tl_svg(FILE *f, struct timeline *tl)
 {
 	struct geo	 g;
-	struct strip	 s;
+	struct strip	 s = { .cw = 1, .ncol = PLOT_W };
 	size_t		*idx, i;
 	int		 rc = -ENOMEM;
 
@@ -552,7 +589,6 @@ tl_svg(FILE *f, struct timeline *tl)
 	s.busy = calloc(PLOT_W, sizeof(*s.busy));
 	s.worst = malloc(PLOT_W);
 	s.cnt = calloc(TL_NKIND * PLOT_W, sizeof(*s.cnt));
-	s.used = 0;
 	if (idx == NULL || g.row_y == NULL || g.order == NULL ||
 	    s.busy == NULL || s.worst == NULL || s.cnt == NULL)
 		goto out;
