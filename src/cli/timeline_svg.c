@@ -111,34 +111,37 @@ put_text(FILE *f, const char *s, size_t max)
 	}
 }
 
+struct bar_order {
+	const struct tl_bar	*bar;
+	int			 rows;	/* by row and lane, not Seq */
+};
+
+/* By Seq, or by row and lane; then by start, and by index (qsort() is
+ * not stable). */
 static int
-by_seq(const void *a, const void *b, void *arg)
+bar_cmp(const void *a, const void *b, void *arg)
 {
-	const struct tl_bar	*bar = arg;
-	const struct tl_bar	*x = &bar[*(const size_t *)a];
-	const struct tl_bar	*y = &bar[*(const size_t *)b];
+	const struct bar_order	*o = arg;
+	size_t			 i = *(const size_t *)a, j = *(const size_t *)b;
+	const struct tl_bar	*x = &o->bar[i], *y = &o->bar[j];
+	unsigned long		 kx = o->rows ? (unsigned long)x->row : x->seq;
+	unsigned long		 ky = o->rows ? (unsigned long)y->row : y->seq;
 
-	if (x->seq != y->seq)
-		return x->seq < y->seq ? -1 : 1;
-	if (x->start != y->start)
-		return x->start < y->start ? -1 : 1;
-	return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
-}
-
-static int
-by_row(const void *a, const void *b, void *arg)
-{
-	const struct tl_bar	*bar = arg;
-	const struct tl_bar	*x = &bar[*(const size_t *)a];
-	const struct tl_bar	*y = &bar[*(const size_t *)b];
-
-	if (x->row != y->row)
-		return x->row < y->row ? -1 : 1;
-	if (x->lane != y->lane)
+	if (kx != ky)
+		return kx < ky ? -1 : 1;
+	if (o->rows && x->lane != y->lane)
 		return x->lane < y->lane ? -1 : 1;
 	if (x->start != y->start)
 		return x->start < y->start ? -1 : 1;
-	return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
+	return i < j ? -1 : i > j;
+}
+
+static void
+bar_sort(const struct timeline *tl, size_t *idx, int rows)
+{
+	struct bar_order	 o = { tl->bar, rows };
+
+	qsort_r(idx, tl->nbar, sizeof(*idx), bar_cmp, &o);
 }
 
 static int
@@ -166,7 +169,7 @@ classify(struct timeline *tl, struct geo *g, size_t *idx)
 	struct tl_bar	*b, *next;
 	size_t		 i;
 
-	qsort_r(idx, tl->nbar, sizeof(*idx), by_seq, tl->bar);
+	bar_sort(tl, idx, 0);
 	for (i = 0; i < tl->nbar; i++) {
 		b = &tl->bar[idx[i]];
 		next = i + 1 < tl->nbar ? &tl->bar[idx[i + 1]] : NULL;
@@ -193,7 +196,7 @@ lanes(struct timeline *tl, size_t *idx)
 
 	for (i = 0; i < tl->nbar; i++)
 		tl->bar[i].lane = 0;
-	qsort_r(idx, tl->nbar, sizeof(*idx), by_row, tl->bar);
+	bar_sort(tl, idx, 1);
 	for (i = 0; i < tl->nbar; i++) {
 		b = &tl->bar[idx[i]];
 		if (b->row != row) {
@@ -213,7 +216,7 @@ lanes(struct timeline *tl, size_t *idx)
 			tl->row[row].lanes = n;
 	}
 	/* Drawn by row and lane from here on. */
-	qsort_r(idx, tl->nbar, sizeof(*idx), by_row, tl->bar);
+	bar_sort(tl, idx, 1);
 }
 
 static int
