@@ -9,6 +9,7 @@
  */
 /* Not every helper of cli_test.h is needed here (the probe's log). */
 #pragma GCC diagnostic ignored "-Wunused-function"
+#include "check_main.h"
 #include "cli_test.h"
 
 #ifndef TL_SVG_PY
@@ -346,11 +347,5 @@ timeline_suite(void)
 int
 main(void)
 {
-	SRunner	*sr = srunner_create(timeline_suite());
-	int	 nf;
-
-	srunner_run_all(sr, CK_NORMAL);
-	nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return gp_check_run(timeline_suite());
 }
