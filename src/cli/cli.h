@@ -210,7 +210,8 @@ struct tl_bar {
 
 struct tl_row {
 	char		*host;		/* ":": this machine */
-	char		*gpu;		/* its slot's GPU, or the joblog's */
+	char		*gpu;		/* its slot's GPU index, or the
+					   joblog's GPU */
 	int		 rank;
 	int		 slot;		/* -1: drawn from a joblog */
 	int		 lanes;
@@ -228,17 +229,20 @@ struct timeline {
 	const char	*source;	/* the joblog drawn, or NULL: a run */
 };
 
-/* Create the temporary beside path (a directory, or a place that cannot
- * be written, fails now, before anything runs). 0 and *tlp (free it with
- * timeline_free()), or -errno with err saying why. */
-int	timeline_open(struct timeline **tlp, const char *path, char *err,
-	    size_t errlen);
+/* Create the temporary beside path (a directory, a place that cannot be
+ * written, or one of the files keep names, NULL-terminated, which it
+ * would replace: the tasks file, a joblog, fails now, before anything
+ * runs). 0 and *tlp (free it with timeline_free()), or -errno with err
+ * saying why. */
+int	timeline_open(struct timeline **tlp, const char *path,
+	    const char *const *keep, char *err, size_t errlen);
 /* Keep one attempt: jr as recorded, flags (enum reply_flags) for what
- * the joblog cannot tell (timed out, not started), the slot it ran on
- * (rank, slot, slot_gpu; slot -1: rows by jr's host and GPU). Out of
- * memory, the attempt is left out and the picture says so. */
+ * the joblog cannot tell (timed out, not started), and the slot it ran
+ * on: rank, slot and its GPU's index in the run (gpu, -1: unknown); slot
+ * -1: rows by jr's host and GPU. Out of memory, the attempt is left out
+ * and a warning says so. */
 void	timeline_add(struct timeline *tl, const struct jl_rec *jr, int flags,
-	    int rank, int slot, const char *slot_gpu);
+	    int rank, int slot, int gpu);
 /* At the end of a run: draw what it kept and rename it into place, or
  * only remove the temporary when nothing ran and rc is EXIT_FATAL (bad
  * input). Frees tl. Returns rc, or EXIT_FATAL (said why) if rc was 0

@@ -292,7 +292,8 @@ inputs_open(struct run *r, const struct opts *o)
 		return -1;
 	/* A picture that cannot be written fails now, not at the end. */
 	if (o->timeline != NULL && !o->dry_run &&
-	    timeline_open(&r->tl, o->timeline, err, sizeof(err)) < 0) {
+	    timeline_open(&r->tl, o->timeline, (const char *const []){
+	    o->file, jl, NULL }, err, sizeof(err)) < 0) {
 		cli_err("%s", err);
 		return -1;
 	}

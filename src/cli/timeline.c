@@ -19,8 +19,8 @@
 #include "cli.h"
 
 int
-timeline_open(struct timeline **tlp, const char *path, char *err,
-    size_t errlen)
+timeline_open(struct timeline **tlp, const char *path,
+    const char *const *keep, char *err, size_t errlen)
 {
 	struct timeline	*tl;
 	struct stat	 st;
@@ -34,6 +34,13 @@ timeline_open(struct timeline **tlp, const char *path, char *err,
 		    strerror(EISDIR));
 		return -EISDIR;
 	}
+	for (; *keep != NULL; keep++)
+		if (strcmp(*keep, "-") != 0 && stat(*keep, &st) == 0 &&
+		    same_file(path, &st)) {
+			snprintf(err, errlen, "timeline '%s' would replace "
+			    "'%s': nothing was run", path, *keep);
+			return -EEXIST;
+		}
 	if ((tl = calloc(1, sizeof(*tl))) == NULL ||
 	    asprintf(&tl->tmp, "%.*s.%s.XXXXXX", dlen, path,
 	    path + dlen) == -1) {
@@ -139,9 +146,10 @@ kind_of(const struct jl_rec *jr, int flags)
 
 void
 timeline_add(struct timeline *tl, const struct jl_rec *jr, int flags,
-    int rank, int slot, const char *slot_gpu)
+    int rank, int slot, int gpu)
 {
 	struct tl_bar	*b;
+	char		 g[16];
 	size_t		 cap;
 	int		 row;
 
@@ -152,7 +160,14 @@ timeline_add(struct timeline *tl, const struct jl_rec *jr, int flags,
 		tl->bar = b;
 		tl->cap = cap;
 	}
-	if ((row = row_of(tl, jr->host, rank, slot, slot_gpu)) < 0)
+	/* A run's rows by its GPU indexes (GPUPOOL_GPU), short and in the
+	 * summary's terms; a joblog has only its GPU column. */
+	if (gpu >= 0)
+		snprintf(g, sizeof(g), "%d", gpu);
+	else
+		snprintf(g, sizeof(g), "-");
+	if ((row = row_of(tl, jr->host, rank, slot, slot < 0 ? jr->gpu :
+	    g)) < 0)
 		goto nomem;
 	b = &tl->bar[tl->nbar];
 	memset(b, 0, sizeof(*b));
@@ -292,7 +307,8 @@ timeline_from_joblog(const struct opts *o)
 		    strerror(errno));
 		return EXIT_FATAL;
 	}
-	if (timeline_open(&tl, o->timeline, err, sizeof(err)) < 0) {
+	if (timeline_open(&tl, o->timeline, (const char *const []){
+	    o->from_joblog, NULL }, err, sizeof(err)) < 0) {
 		cli_err("%s", err);
 		fclose(in);
 		return EXIT_FATAL;
@@ -312,7 +328,7 @@ timeline_from_joblog(const struct opts *o)
 		flags = o->timeout_ms > 0 && jr.signal != 0 &&
 		    jr.runtime * 1000 + 1 >= (double)o->timeout_ms ?
 		    R_TIMEDOUT : 0;
-		timeline_add(tl, &jr, flags, 0, -1, jr.gpu);
+		timeline_add(tl, &jr, flags, 0, -1, -1);
 	}
 	free(l);
 	if (ferror(in)) {

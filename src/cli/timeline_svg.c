@@ -20,7 +20,7 @@
 #include "cli.h"
 
 #define WIDTH		1000	/* px, the whole picture */
-#define PLOT_X		170	/* where the time axis starts */
+#define PLOT_X		190	/* where the time axis starts */
 #define PLOT_W		(WIDTH - PLOT_X - 20)
 #define TOP		58	/* the first row's top */
 #define ROW_GAP		4
@@ -108,6 +108,19 @@ put_text(FILE *f, const char *s, size_t max)
 			n = 1;
 		} else
 			fwrite(p, 1, n, f);
+	}
+}
+
+/* "GPU 0", "GPU fake1", or a UUID as nvidia-smi -L shortens it
+ * ("GPU-8f2a3b4c..." at max 12); "GPUs 0,1" for several. */
+static void
+put_gpu(FILE *f, const char *gpu, size_t max)
+{
+	if (strncmp(gpu, "GPU-", 4) == 0 || strncmp(gpu, "MIG-", 4) == 0)
+		put_text(f, gpu, max);
+	else {
+		fputs(strchr(gpu, ',') != NULL ? "GPUs " : "GPU ", f);
+		put_text(f, gpu, 24);
 	}
 }
 
@@ -286,7 +299,6 @@ fmt_t(char *buf, size_t len, double s, double step)
 static void
 put_head(FILE *f, const struct timeline *tl, const struct geo *g)
 {
-	static const char	*what = "gpupool-run";
 	char			 when[64], dur[32], key[64];
 	time_t			 t0 = (time_t)g->t0;
 	struct tm		 tm;
@@ -303,8 +315,8 @@ put_head(FILE *f, const struct timeline *tl, const struct geo *g)
 		    &tm);
 	fmt_t(dur, sizeof(dur), g->t1 - g->t0, g->t1 - g->t0);
 	fprintf(f, "<text x=\"10\" y=\"18\" font-size=\"13\" "
-	    "font-weight=\"bold\">%s: %zu attempt%s of %lu task%s on %d "
-	    "row%s%s, %s", what, tl->nbar, tl->nbar == 1 ? "" : "s",
+	    "font-weight=\"bold\">gpupool-run: %zu attempt%s of %lu task%s "
+	    "on %d row%s%s, %s", tl->nbar, tl->nbar == 1 ? "" : "s",
 	    g->ntasks, g->ntasks == 1 ? "" : "s", tl->nrow,
 	    tl->nrow == 1 ? "" : "s", when, dur);
 	if (tl->source != NULL) {
@@ -350,11 +362,12 @@ put_rows(FILE *f, const struct timeline *tl, const struct geo *g)
 		    "text-anchor=\"end\">", PLOT_X - 6,
 		    g->row_y[g->order[k]] + h / 2 + 4);
 		if (strcmp(r->host, ":") != 0) {
-			put_text(f, r->host, 24);
+			put_text(f, r->host, 16);
 			fputs(" ", f);
+			if (r->slot >= 0)	/* two ranks may share a host */
+				fprintf(f, "r%d ", r->rank);
 		}
-		fputs("GPU ", f);
-		put_text(f, r->gpu, 24);
+		put_gpu(f, r->gpu, 12);
 		if (r->slot >= 0)
 			fprintf(f, " slot %d", r->slot);
 		fputs("</text>\n", f);
@@ -421,8 +434,8 @@ put_bar(FILE *f, const struct timeline *tl, const struct geo *g,
 		fprintf(f, ", signal %d", b->signal);
 	else if (b->exitval != 0)
 		fprintf(f, ", exit status %d", b->exitval);
-	fputs("\nGPU ", f);
-	put_text(f, b->gpu, 64);
+	fputs("\n", f);
+	put_gpu(f, b->gpu, 160);
 	if (strcmp(tl->row[b->row].host, ":") != 0) {
 		fputs(" on ", f);
 		put_text(f, tl->row[b->row].host, 64);
