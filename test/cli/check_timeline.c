@@ -108,8 +108,8 @@ START_TEST(known_run_draws_each_attempt)
 	s = summary_of(svg);
 	ck_assert_msg(s != NULL, "the SVG does not parse");
 	ck_assert_int_eq(count(s, "row "), 2);
-	ck_assert_ptr_nonnull(strstr(s, "row GPU fake0 slot 0\n"));
-	ck_assert_ptr_nonnull(strstr(s, "row GPU fake1 slot 1\n"));
+	ck_assert_ptr_nonnull(strstr(s, "row GPU 0 slot 0\n"));
+	ck_assert_ptr_nonnull(strstr(s, "row GPU 1 slot 1\n"));
 	/* Six tasks, each retried once but task 6 and 3's second try. */
 	ck_assert_int_eq(count(s, "bar "), 10);
 	ck_assert_int_eq(count(s, "bar ok "), 3);
@@ -316,12 +316,25 @@ START_TEST(unwritable_path_fails_first)
 	ck_assert_int_ge(asprintf(&s, "touch '%s'\n", mark), 0);
 	puts_file(tasks, s);
 	free(s);
-	bad = _i == 0 ? pathf("no/such/dir/t.svg") : pathf(".");
+	/* No directory; a directory; the tasks file, which it would
+	 * replace. */
+	bad = _i == 0 ? pathf("no/such/dir/t.svg") : _i == 1 ? pathf(".") :
+	    strdup(tasks);
 	RUN(&r, "--fake-gpus", "1", "--timeline", bad, tasks);
 	ck_assert_int_eq(r.code, 255);
-	ck_assert_ptr_nonnull(strstr(r.err, "cannot write timeline"));
+	ck_assert_ptr_nonnull(strstr(r.err, _i < 2 ? "cannot write timeline" :
+	    "would replace"));
 	ck_assert_int_eq(count(r.err, "gpupool-run: "), 1);
 	ck_assert_int_eq(access(mark, F_OK), -1);
+	s = slurp(tasks, NULL);
+	ck_assert_ptr_nonnull(strstr(s, "touch"));
+	free(s);
+	/* Nor does --from-joblog replace its joblog. */
+	RUN(&r, "--timeline", tasks, "--from-joblog", tasks);
+	ck_assert_int_eq(r.code, 255);
+	s = slurp(tasks, NULL);
+	ck_assert_ptr_nonnull(strstr(s, "touch"));
+	free(s);
 	free(bad);
 	tmp_remove();
 }
@@ -339,7 +352,7 @@ timeline_suite(void)
 	tcase_add_test(tc, hostile_commands_stay_xml);
 	tcase_add_loop_test(tc, hundred_thousand_attempts_under_2mb, 0, 2);
 	tcase_add_test(tc, run_ended_by_signal_is_drawn);
-	tcase_add_loop_test(tc, unwritable_path_fails_first, 0, 2);
+	tcase_add_loop_test(tc, unwritable_path_fails_first, 0, 3);
 	suite_add_tcase(s, tc);
 	return s;
 }
