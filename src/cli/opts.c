@@ -19,6 +19,7 @@ static const char usage_text[] =
 "usage: gpupool-run [OPTIONS] FILE\n"
 "       gpupool-run [OPTIONS] -          (tasks from standard input)\n"
 "       gpupool-run --show-gpus [--gpus LIST]\n"
+"       gpupool-run --timeline FILE.svg --from-joblog LOG\n"
 "\n"
 "Runs each line of FILE, a shell command, on a free GPU slot: at most K\n"
 "tasks at a time per GPU, each task seeing only its own GPU. Blank lines\n"
