@@ -9,6 +9,7 @@
 #define GP_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <signal.h>
 #include <time.h>
@@ -252,6 +253,86 @@ void	joblog_release(struct joblog *j);
 uint32_t joblog_hash(const char *s);
 /* Whether path names the file st describes (path may not exist). */
 int	same_file(const char *path, const struct stat *st);
+
+/* timeline.c: --timeline FILE.svg, a picture of the run: one row per
+ * GPU slot (per host and GPU when drawn from a joblog alone), one bar
+ * per attempt, coloured by outcome; timeline_svg.c draws it. The file
+ * is written to a temporary beside FILE, opened before anything runs,
+ * and renamed over FILE at the end. */
+enum tl_kind {			/* by severity: a merged column shows */
+	TL_OK,			/* the worst of its attempts */
+	TL_RETRIED,		/* failed, and a later attempt followed */
+	TL_NOSTART,		/* could not be started */
+	TL_SIGNAL,		/* killed by a signal (or stopped) */
+	TL_TIMEDOUT,
+	TL_FAILED,		/* exited non-zero */
+	TL_NKIND
+};
+
+struct tl_bar {
+	double		 start, runtime;	/* epoch s, s */
+	unsigned long	 seq;
+	int		 exitval, signal;
+	int		 kind;		/* enum tl_kind */
+	int		 row, lane;	/* lane: its sub-row (overlaps) */
+	unsigned	 attempt;	/* 1-based, in joblog order */
+	char		*cmd, *gpu;	/* owned */
+};
+
+struct tl_row {
+	char		*host;		/* ":": this machine */
+	char		*gpu;		/* its slot's GPU index, or the
+					   joblog's GPU */
+	int		 rank;
+	int		 slot;		/* -1: drawn from a joblog */
+	int		 lanes;
+};
+
+struct timeline {
+	const char	*path;
+	char		*tmp;		/* the temporary beside path */
+	int		 fd;		/* open on tmp, or -1 */
+	struct tl_bar	*bar;
+	size_t		 nbar, cap;
+	struct tl_row	*row;
+	int		 nrow, rowcap, last;
+	int		 nomem;		/* an attempt could not be kept */
+	const char	*source;	/* the joblog drawn, or NULL: a run */
+};
+
+/* Create the temporary beside path (a directory, a place that cannot be
+ * written, or one of the files keep names, NULL-terminated, which it
+ * would replace: the tasks file, a joblog, fails now, before anything
+ * runs). 0 and *tlp (free it with timeline_free()), or -errno with err
+ * saying why. */
+int	timeline_open(struct timeline **tlp, const char *path,
+	    const char *const *keep, char *err, size_t errlen);
+/* Keep one attempt: jr as recorded, flags (enum reply_flags) for what
+ * the joblog cannot tell (timed out, not started), and the slot it ran
+ * on: rank, slot and its GPU's index in the run (gpu, -1: unknown); slot
+ * -1: rows by jr's host and GPU. Out of memory, the attempt is left out
+ * and a warning says so. */
+void	timeline_add(struct timeline *tl, const struct jl_rec *jr, int flags,
+	    int rank, int slot, int gpu);
+/* At the end of a run: draw what it kept and rename it into place, or
+ * only remove the temporary when nothing ran and rc is EXIT_FATAL (bad
+ * input). Frees tl. Returns rc, or EXIT_FATAL (said why) if rc was 0
+ * and the picture could not be written. */
+int	timeline_end(struct timeline *tl, int rc);
+/* Remove the temporary, if any, and free tl (NULL: nothing). */
+void	timeline_free(struct timeline *tl);
+/* --from-joblog: draw o->from_joblog's attempts into o->timeline
+ * (with o->timeout_ms, those killed at or past it as timed out), run
+ * nothing. Returns the exit status: 0, or EXIT_FATAL after saying why. */
+struct opts;
+int	timeline_from_joblog(const struct opts *o);
+
+/* timeline_svg.c: the drawing. Classifies retried attempts, spreads
+ * overlapping attempts of a row over lanes, and writes the SVG to f:
+ * bars wide enough (at most TL_BARS of them) one by one with a <title>,
+ * the rest merged into a density strip per lane. 0, or -ENOMEM. */
+#define TL_BARS		2000
+int	tl_svg(FILE *f, struct timeline *tl);
 
 /* spawn.c: the worker side. The master encodes a task, a worker runs it
  * in a process group of its own and replies with a struct task_reply
@@ -608,6 +689,8 @@ struct opts {
 	int		 halt_pct;	/* halt_fail is N% of all the tasks */
 	double		 timeout_pct;	/* --timeout N%: of the median runtime
 					   of the tasks that succeeded; 0: no */
+	const char	*timeline;	/* --timeline FILE.svg */
+	const char	*from_joblog;	/* --from-joblog LOG: draw it only */
 };
 
 /* Parse argv into *o (which points into argv). Prints what is wrong, or
@@ -753,6 +836,7 @@ struct run {
 					   handed out; 0: none yet */
 	struct median	 ok_rt;		/* runtimes of the tasks that
 					   succeeded, seconds */
+	struct timeline	*tl;		/* --timeline: what it draws */
 };
 
 void	run_init(struct run *r, const struct opts *o);

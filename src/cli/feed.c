@@ -440,6 +440,10 @@ record(struct run *r, const struct task *t, const struct attempt *oc)
 		halt_start(r, RC_CANCEL);
 		cancel = 1;
 	}
+	if (r->tl != NULL)
+		timeline_add(r->tl, &jr, oc->flags, t->rank, oc->worker,
+		    oc->worker >= 0 && oc->worker < p->nw ?
+		    p->w_gpu[oc->worker] : -1);
 	if (oc->worker >= 0 && oc->worker < p->nw)
 		p->busy_ns[p->w_gpu[oc->worker]] +=
 		    (int64_t)(oc->runtime * 1e9);

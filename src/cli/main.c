@@ -300,6 +300,13 @@ inputs_open(struct run *r, const struct opts *o, struct grid *g)
 	}
 	if (check_outputs(o, r, jl) < 0)
 		return -1;
+	/* A picture that cannot be written fails now, not at the end. */
+	if (o->timeline != NULL && !o->dry_run &&
+	    timeline_open(&r->tl, o->timeline, (const char *const []){
+	    o->file, jl, NULL }, err, sizeof(err)) < 0) {
+		cli_err("%s", err);
+		return -1;
+	}
 	/* Locked before it is read or truncated, for the whole run. */
 	if (jl != NULL && strcmp(jl, "-") != 0 && joblog_lock(&r->jl, jl,
 	    o->wait_lock, err, sizeof(err)) < 0) {
@@ -356,6 +363,8 @@ main(int argc, char **argv)
 		return rc > 0 ? 0 : EXIT_FATAL;
 	/* Each process shows its own node's GPUs, MPI or not: srun --label
 	 * gpupool-run --show-gpus lists a whole allocation. */
+	if (o.from_joblog != NULL)
+		return timeline_from_joblog(&o);
 	if (o.show_gpus)
 		return show_gpus(&o);
 	if (subreaper_start() < 0)
@@ -383,6 +392,8 @@ main(int argc, char **argv)
 		rc = EXIT_FATAL;
 	else
 		rc = o.dry_run ? dry_run(&r) : run_tasks(&r);
+	rc = timeline_end(r.tl, rc);
+	r.tl = NULL;
 	rc = run_ranks_end(&r, rc);
 	run_release(&r);
 	grid_release(&g);

@@ -22,6 +22,7 @@ static const char usage_text[] =
 "       gpupool-run [OPTIONS] -          (tasks from standard input)\n"
 "       gpupool-run [OPTIONS] COMMAND ::: ARGS... [::: ARGS...]\n"
 "       gpupool-run --show-gpus [--gpus LIST]\n"
+"       gpupool-run --timeline FILE.svg --from-joblog LOG\n"
 "\n"
 "Runs each line of FILE, a shell command, on a free GPU slot: at most K\n"
 "tasks at a time per GPU, each task seeing only its own GPU. Blank lines\n"
@@ -90,6 +91,9 @@ static const char usage_text[] =
 "  --bar                progress bar on stderr (default on a terminal)\n"
 "  --quiet              no progress bar, notices or summary\n"
 "  --dry-run            print which task would run where; run nothing\n"
+"  --timeline FILE.svg  at the end, draw each attempt on its GPU slot\n"
+"  --from-joblog LOG    with --timeline: draw the run LOG records; run\n"
+"                       nothing\n"
 "  --version, --help\n"
 "\n"
 "Across nodes (with MPI):\n"
@@ -295,6 +299,7 @@ enum {
 	OPT_GPT,
 	OPT_COLSEP, OPT_HEADER,
 	OPT_DELAY,
+	OPT_TIMELINE, OPT_FROMJL,
 };
 
 static const struct option longopts[] = {
@@ -323,6 +328,8 @@ static const struct option longopts[] = {
 	{ "colsep",		required_argument, NULL, OPT_COLSEP },
 	{ "header",		required_argument, NULL, OPT_HEADER },
 	{ "delay",		required_argument, NULL, OPT_DELAY },
+	{ "timeline",		required_argument, NULL, OPT_TIMELINE },
+	{ "from-joblog",	required_argument, NULL, OPT_FROMJL },
 	{ "quiet",		no_argument,	   NULL, 'q' },
 	{ "version",		no_argument,	   NULL, 'V' },
 	{ "help",		no_argument,	   NULL, 'h' },
@@ -493,6 +500,15 @@ opt_name(int c, struct opts *o)
 	case OPT_BUSIDS:
 		o->fake_busids = optarg;
 		break;
+	case OPT_TIMELINE:
+	case OPT_FROMJL:
+		if (*optarg == '\0') {
+			cli_err("--%s: empty file name", c == OPT_TIMELINE ?
+			    "timeline" : "from-joblog");
+			return -1;
+		}
+		*(c == OPT_TIMELINE ? &o->timeline : &o->from_joblog) = optarg;
+		break;
 	}
 	return 0;
 }
@@ -539,6 +555,8 @@ opt_set(int c, const char *opt, struct opts *o)
 	case OPT_RESULTS:
 	case OPT_TOPO:
 	case OPT_BUSIDS:
+	case OPT_TIMELINE:
+	case OPT_FROMJL:
 		return opt_name(c, o);
 	case OPT_BUSYPCT:
 	case OPT_MEM:
@@ -607,6 +625,14 @@ opts_check(int argc, char **argv, struct opts *o)
 		cli_err("%s needs --gpus free", o->wait_free ? "--wait-free" :
 		    "--busy-pct");
 		return -1;
+	}
+	if (o->from_joblog != NULL) {
+		if (o->timeline == NULL || optind < argc) {
+			cli_err("--from-joblog needs --timeline FILE.svg and "
+			    "no tasks file");
+			return -1;
+		}
+		return 0;
 	}
 	if (o->show_gpus) {
 		if (optind < argc) {

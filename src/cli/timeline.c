@@ -1,0 +1,347 @@
+/*
+ * timeline.c: --timeline FILE.svg, the attempts a picture of the run is
+ * drawn from (timeline_svg.c draws it), and the file it goes to. A run
+ * keeps each attempt as feed.c records it, with the slot it ran on, which
+ * the joblog has no column for; --from-joblog reads them back from a
+ * joblog alone, rows then by host and GPU. The file is a temporary beside
+ * FILE, created before anything runs (so that a path that cannot be
+ * written fails first, not after hours of work) and renamed over FILE at
+ * the end, whatever ended the run: FILE is never half written.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+int
+timeline_open(struct timeline **tlp, const char *path,
+    const char *const *keep, char *err, size_t errlen)
+{
+	struct timeline	*tl;
+	struct stat	 st;
+	const char	*slash = strrchr(path, '/');
+	int		 dlen = slash != NULL ? (int)(slash - path) + 1 : 0;
+	int		 rc;
+
+	*tlp = NULL;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "cannot write timeline '%s': %s", path,
+		    strerror(EISDIR));
+		return -EISDIR;
+	}
+	for (; *keep != NULL; keep++)
+		if (strcmp(*keep, "-") != 0 && stat(*keep, &st) == 0 &&
+		    same_file(path, &st)) {
+			snprintf(err, errlen, "timeline '%s' would replace "
+			    "'%s': nothing was run", path, *keep);
+			return -EEXIST;
+		}
+	if ((tl = calloc(1, sizeof(*tl))) == NULL ||
+	    asprintf(&tl->tmp, "%.*s.%s.XXXXXX", dlen, path,
+	    path + dlen) == -1) {
+		free(tl);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	tl->path = path;
+	tl->last = -1;
+	if ((tl->fd = mkostemp(tl->tmp, O_CLOEXEC)) == -1) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot write timeline '%s': %s", path,
+		    strerror(-rc));
+		free(tl->tmp);
+		free(tl);
+		return rc;
+	}
+	*tlp = tl;
+	return 0;
+}
+
+void
+timeline_free(struct timeline *tl)
+{
+	size_t	 i;
+	int	 k;
+
+	if (tl == NULL)
+		return;
+	if (tl->fd >= 0) {
+		close(tl->fd);
+		(void)unlink(tl->tmp);
+	}
+	free(tl->tmp);
+	for (i = 0; i < tl->nbar; i++) {
+		free(tl->bar[i].cmd);
+		free(tl->bar[i].gpu);
+	}
+	free(tl->bar);
+	for (k = 0; k < tl->nrow; k++) {
+		free(tl->row[k].host);
+		free(tl->row[k].gpu);
+	}
+	free(tl->row);
+	free(tl);
+}
+
+static int
+row_is(const struct tl_row *r, const char *host, int rank, int slot,
+    const char *gpu)
+{
+	return r->rank == rank && r->slot == slot && strcmp(r->gpu, gpu) == 0 &&
+	    strcmp(r->host, host) == 0;
+}
+
+/* The row of (host, rank, slot, gpu): a run's rows are its slots, a
+ * joblog's its hosts' GPUs. Its index, or -1: out of memory. */
+static int
+row_of(struct timeline *tl, const char *host, int rank, int slot,
+    const char *gpu)
+{
+	struct tl_row	*r;
+	int		 k;
+
+	if (tl->last >= 0 && row_is(&tl->row[tl->last], host, rank, slot,
+	    gpu))
+		return tl->last;
+	for (k = 0; k < tl->nrow; k++)
+		if (row_is(&tl->row[k], host, rank, slot, gpu))
+			return tl->last = k;
+	if (tl->nrow == tl->rowcap) {
+		k = tl->rowcap ? 2 * tl->rowcap : 16;
+		if ((r = reallocarray(tl->row, (size_t)k, sizeof(*r))) == NULL)
+			return -1;
+		tl->row = r;
+		tl->rowcap = k;
+	}
+	r = &tl->row[tl->nrow];
+	memset(r, 0, sizeof(*r));
+	r->rank = rank;
+	r->slot = slot;
+	if ((r->host = strdup(host)) == NULL ||
+	    (r->gpu = strdup(gpu)) == NULL) {
+		free(r->host);
+		return -1;
+	}
+	return tl->last = tl->nrow++;
+}
+
+static enum tl_kind
+kind_of(const struct jl_rec *jr, int flags)
+{
+	if (flags & R_NOSTART)
+		return TL_NOSTART;
+	if (flags & R_TIMEDOUT)
+		return TL_TIMEDOUT;
+	if (jr->signal != 0)
+		return TL_SIGNAL;
+	if (jr->exitval != 0 || (flags & R_NORESULT))
+		return TL_FAILED;
+	return TL_OK;
+}
+
+void
+timeline_add(struct timeline *tl, const struct jl_rec *jr, int flags,
+    int rank, int slot, int gpu)
+{
+	struct tl_bar	*b;
+	char		 g[16];
+	size_t		 cap;
+	int		 row;
+
+	if (tl->nbar == tl->cap) {
+		cap = tl->cap ? 2 * tl->cap : 256;
+		if ((b = reallocarray(tl->bar, cap, sizeof(*b))) == NULL)
+			goto nomem;
+		tl->bar = b;
+		tl->cap = cap;
+	}
+	/* A run's rows by its GPU indexes (GPUPOOL_GPU), short and in the
+	 * summary's terms; a joblog has only its GPU column. */
+	if (gpu >= 0)
+		snprintf(g, sizeof(g), "%d", gpu);
+	else
+		snprintf(g, sizeof(g), "-");
+	if ((row = row_of(tl, jr->host, rank, slot, slot < 0 ? jr->gpu :
+	    g)) < 0)
+		goto nomem;
+	b = &tl->bar[tl->nbar];
+	memset(b, 0, sizeof(*b));
+	b->start = jr->start;
+	b->runtime = jr->runtime > 0 ? jr->runtime : 0;
+	b->seq = jr->seq;
+	b->exitval = jr->exitval;
+	b->signal = jr->signal;
+	b->kind = kind_of(jr, flags);
+	b->row = row;
+	if ((b->cmd = strdup(jr->cmd)) == NULL ||
+	    (b->gpu = strdup(jr->gpu)) == NULL) {
+		free(b->cmd);
+		goto nomem;
+	}
+	tl->nbar++;
+	return;
+nomem:
+	tl->nomem++;
+}
+
+/* Draw tl into its temporary and rename it over the path; the
+ * temporary is gone either way. 0, or -errno with err saying why. */
+static int
+commit(struct timeline *tl, char *err, size_t errlen)
+{
+	FILE	*f;
+	mode_t	 mask;
+	int	 rc, fd = tl->fd;
+
+	tl->fd = -1;
+	mask = umask(0);
+	umask(mask);
+	if (fchmod(fd, 0666 & ~mask) == -1 || (f = fdopen(fd, "w")) == NULL) {
+		rc = -errno;
+		close(fd);
+		goto fail;
+	}
+	rc = tl_svg(f, tl);
+	if (fflush(f) != 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && fsync(fileno(f)) == -1 && errno != EINVAL)
+		rc = -errno;
+	if (fclose(f) != 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tl->tmp, tl->path) == -1)
+		rc = -errno;
+	if (rc == 0)
+		return 0;
+fail:
+	(void)unlink(tl->tmp);
+	snprintf(err, errlen, "cannot write timeline '%s': %s", tl->path,
+	    strerror(-rc));
+	return rc;
+}
+
+int
+timeline_end(struct timeline *tl, int rc)
+{
+	char	 err[512];
+
+	if (tl == NULL)
+		return rc;
+	if (tl->nbar == 0 && rc == EXIT_FATAL) {
+		timeline_free(tl);
+		return rc;
+	}
+	if (tl->nomem)
+		cli_warn("out of memory: %d attempt%s left out of timeline "
+		    "'%s'", tl->nomem, tl->nomem == 1 ? "" : "s", tl->path);
+	if (commit(tl, err, sizeof(err)) < 0) {
+		cli_err("%s", err);
+		if (rc == 0)
+			rc = EXIT_FATAL;
+	}
+	timeline_free(tl);
+	return rc;
+}
+
+/* The fields of a joblog line l (its newline cut), TAB-separated, into
+ * f[0..max); returns how many. */
+static int
+fields(char *l, char **f, int max)
+{
+	int	 n = 0;
+
+	while (n < max) {
+		f[n++] = l;
+		if ((l = strchr(l, '\t')) == NULL)
+			break;
+		*l++ = '\0';
+	}
+	return n;
+}
+
+/* One joblog line into jr (pointing into l). 0, or -1: not a record
+ * (the header, a torn line, anything else). */
+static int
+jl_line(char *l, struct jl_rec *jr)
+{
+	char	*f[12], *e[4];
+	int	 n;
+
+	if ((n = fields(l, f, 12)) < 10)
+		return -1;
+	errno = 0;
+	jr->seq = strtoul(f[0], &e[0], 10);
+	jr->start = strtod(f[2], &e[1]);
+	jr->runtime = strtod(f[3], &e[2]);
+	jr->exitval = (int)strtol(f[6], &e[3], 10);
+	if (errno || *e[0] || *e[1] || *e[2] || *e[3] || e[0] == f[0] ||
+	    e[1] == f[2] || e[2] == f[3] || e[3] == f[6])
+		return -1;
+	jr->signal = (int)strtol(f[7], &e[0], 10);
+	if (*e[0] || e[0] == f[7])
+		return -1;
+	jr->host = f[1];
+	jr->cmd = f[8];
+	jr->gpu = f[9];
+	return 0;
+}
+
+int
+timeline_from_joblog(const struct opts *o)
+{
+	struct timeline	*tl;
+	struct jl_rec	 jr;
+	char		 err[512], *l = NULL;
+	size_t		 lcap = 0;
+	ssize_t		 n;
+	unsigned long	 bad = 0;
+	FILE		*in;
+	int		 flags;
+
+	if ((in = fopen(o->from_joblog, "re")) == NULL) {
+		cli_err("cannot open joblog '%s': %s", o->from_joblog,
+		    strerror(errno));
+		return EXIT_FATAL;
+	}
+	if (timeline_open(&tl, o->timeline, (const char *const []){
+	    o->from_joblog, NULL }, err, sizeof(err)) < 0) {
+		cli_err("%s", err);
+		fclose(in);
+		return EXIT_FATAL;
+	}
+	tl->source = o->from_joblog;
+	while ((n = getline(&l, &lcap, in)) > 0) {
+		if (l[n - 1] == '\n')
+			l[--n] = '\0';
+		if (n == 0 || strncmp(l, "Seq\t", 4) == 0)
+			continue;	/* the header */
+		if (jl_line(l, &jr) < 0) {
+			bad++;
+			continue;
+		}
+		/* The joblog cannot tell a timeout from another kill; a
+		 * kill at or past --timeout was one. */
+		flags = o->timeout_ms > 0 && jr.signal != 0 &&
+		    jr.runtime * 1000 + 1 >= (double)o->timeout_ms ?
+		    R_TIMEDOUT : 0;
+		timeline_add(tl, &jr, flags, 0, -1, -1);
+	}
+	free(l);
+	if (ferror(in)) {
+		cli_err("cannot read joblog '%s': %s", o->from_joblog,
+		    strerror(errno));
+		fclose(in);
+		timeline_free(tl);
+		return EXIT_FATAL;
+	}
+	fclose(in);
+	if (bad > 0)
+		cli_warn("%lu line%s of joblog '%s' %s not a record: left out",
+		    bad, bad == 1 ? "" : "s", o->from_joblog,
+		    bad == 1 ? "is" : "are");
+	return timeline_end(tl, 0);
+}
