@@ -38,8 +38,7 @@ cap_drain(struct cap *c)
 	int		 i;
 
 	for (i = 0; i < 64; i++) {	/* then let the other pipe in */
-		if (c->len >= c->hold && c->hold < OUTPUT_MAX &&
-		    (cap_forward(c), c->len >= c->hold))
+		if (cap_full(c) && (cap_forward(c), cap_full(c)))
 			return 0;	/* live: the channel first */
 		if (c->len < OUTPUT_MAX && c->cap - c->len < CAP_CHUNK &&
 		    c->cap < OUTPUT_MAX) {
@@ -103,8 +102,11 @@ cap_forward(struct cap *c)
 		if (w == -1 && errno == EINTR)
 			continue;
 		if (w == -1) {
-			if (errno != EAGAIN)
-				c->live_fd = -1;	/* the reply has it */
+			if (errno != EAGAIN) {
+				/* The reply has it, kept as grouped. */
+				c->live_fd = -1;
+				c->hold = OUTPUT_MAX;
+			}
 			break;
 		}
 		off += n;
@@ -119,7 +121,7 @@ cap_forward(struct cap *c)
 int
 cap_full(const struct cap *c)
 {
-	return c->hold < OUTPUT_MAX && c->len >= c->hold;
+	return c->live_fd >= 0 && c->hold < OUTPUT_MAX && c->len >= c->hold;
 }
 
 int

@@ -619,6 +619,7 @@ struct live_task {
 struct live {
 	int		 rfd, wfd;	/* the channel; -1: not live */
 	int		 armed;		/* rfd in epfd, one shot */
+	size_t		 queued;	/* it holds at most this many bytes */
 	struct live_task *w;		/* per worker of this rank */
 	int		 nw;
 };

@@ -28,7 +28,8 @@
 int
 live_setup(struct run *r, struct run_conf *conf)
 {
-	int	 sv[2];
+	socklen_t	 sl;
+	int		 sv[2], sb;
 
 	conf->live_fd = -1;
 	if (r->o->out_mode == OUT_GROUP || r->o->results != NULL ||
@@ -44,6 +45,12 @@ live_setup(struct run *r, struct run_conf *conf)
 	r->live.rfd = sv[0];
 	r->live.wfd = sv[1];
 	conf->live_fd = sv[1];
+	/* The workers' records wait charged to their end's send buffer:
+	 * what the channel holds is under it (and one record over). */
+	sl = sizeof(sb);
+	if (getsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sb, &sl) == -1 || sb <= 0)
+		sb = 1 << 20;
+	r->live.queued = (size_t)sb + sizeof(struct live_hdr) + LIVE_REC;
 	return 0;
 }
 
@@ -200,16 +207,20 @@ live_bytes(struct run *r, int worker, unsigned long seq, int stream,
 		gp_buf_release(b);
 }
 
-/* Read and print up to max records (0: all the channel holds). */
+/* Read and print records, up to max of them or, when max is 0, until
+ * the channel is empty or as many bytes came as it held when called
+ * (r->live.queued): every record sent before is then read, and workers
+ * that keep sending cannot keep us here. */
 static void
 live_recv(struct run *r, int max)
 {
 	static char		 rec[sizeof(struct live_hdr) + LIVE_REC];
 	struct live_hdr		 h;
 	ssize_t			 n;
+	size_t			 got = 0;
 	int			 i;
 
-	for (i = 0; max == 0 || i < max; i++) {
+	for (i = 0; max == 0 ? got <= r->live.queued : i < max; i++) {
 		n = recv(r->live.rfd, rec, sizeof(rec), MSG_DONTWAIT);
 		if (n == -1 && errno == EINTR)
 			continue;
@@ -217,6 +228,7 @@ live_recv(struct run *r, int max)
 		 * cannot come. */
 		if (n < (ssize_t)sizeof(h))
 			break;
+		got += (size_t)n;
 		memcpy(&h, rec, sizeof(h));
 		live_bytes(r, h.worker, (unsigned long)h.seq, h.stream,
 		    rec + sizeof(h), (size_t)n - sizeof(h));

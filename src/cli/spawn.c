@@ -137,8 +137,9 @@ wait_fill(struct waiting *w, struct gp_ctx *ctx, struct pollfd *pfd,
 		pfd[n].events = POLLIN;
 		w->ierr = n++;
 	}
-	if (out.live_fd >= 0 && (out.len > 0 || err.len > 0)) {
-		pfd[n].fd = out.live_fd;
+	if ((out.live_fd >= 0 && out.len > 0) ||
+	    (err.live_fd >= 0 && err.len > 0)) {
+		pfd[n].fd = out.live_fd >= 0 ? out.live_fd : err.live_fd;
 		pfd[n].events = POLLOUT;
 		w->ilive = n++;
 	}
