@@ -130,9 +130,10 @@ live_flush(struct run *r, int worker)
 
 	for (s = 0; s < 2; s++) {
 		b = &lt->part[s];
-		out_task(r, s ? STDERR_FILENO : STDOUT_FILENO, tag_of(r,
-		    lt->seq, 0, worker, tag, sizeof(tag)),
-		    (const char *)b->data + b->off, b->len - b->off, 0);
+		if (b->len > b->off)
+			out_task(r, s ? STDERR_FILENO : STDOUT_FILENO, tag_of(r,
+			    lt->seq, 0, worker, tag, sizeof(tag)),
+			    (const char *)b->data + b->off, b->len - b->off, 0);
 		gp_buf_release(b);
 	}
 	lt->seq = 0;
@@ -189,7 +190,7 @@ live_bytes(struct run *r, int worker, unsigned long seq, int stream,
 		return;
 	}
 	/* The whole lines, at once; a line over LIVE_LINE_MAX in pieces. */
-	for (;;) {
+	while (b->len > b->off) {
 		d = (const char *)b->data + b->off;
 		k = b->len - b->off;
 		for (e = d; (nl = memchr(e, '\n', (size_t)(d + k - e) <=
@@ -224,12 +225,18 @@ live_recv(struct run *r, int max)
 		n = recv(r->live.rfd, rec, sizeof(rec), MSG_DONTWAIT);
 		if (n == -1 && errno == EINTR)
 			continue;
-		/* Our own workers' records: one shorter than its header
-		 * cannot come. */
-		if (n < (ssize_t)sizeof(h))
+		if (n <= 0)	/* empty, or (cannot be: we hold both ends)
+				   closed */
 			break;
 		got += (size_t)n;
+		/* Our own workers' records, checked all the same (ntpd's
+		 * size check): a bad one is dropped. */
+		if ((size_t)n < sizeof(h))
+			continue;
 		memcpy(&h, rec, sizeof(h));
+		if (h.worker < 0 || h.worker >= r->peer[0].nw ||
+		    (h.stream != 1 && h.stream != 2))
+			continue;
 		live_bytes(r, h.worker, (unsigned long)h.seq, h.stream,
 		    rec + sizeof(h), (size_t)n - sizeof(h));
 	}

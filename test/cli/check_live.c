@@ -209,32 +209,46 @@ START_TEST(grouped_by_default_and_tagged)
 }
 END_TEST
 
-/* Grouped: a task that runs on prints nothing until it ends. */
-START_TEST(grouped_waits_for_the_end)
+/* One task, cmd (its %s, twice: a file it creates once it wrote its
+ * first bytes, early, then waits for), run with the options opt (NULL:
+ * none). Before the task may end, early must have come (live) or must
+ * not (grouped: the master had half a second after the task wrote it to
+ * print it, and did not). Returns all gpupool-run printed. */
+static char *
+gated(const char *cmd, const char *opt, const char *early, int live)
 {
-	char	 buf[512], *tasks, *gate, *b = NULL;
+	char	 buf[512], *tasks, *gate, *seen, *b = NULL;
 	size_t	 len = 0;
 	int	 fd;
 	pid_t	 pid;
 
-	tmp_make();
 	tasks = pathf("tasks");
 	gate = pathf("go");
-	snprintf(buf, sizeof(buf), "echo first; touch %s.seen; until [ -e %s "
-	    "]; do :; done; echo last\n", gate, gate);
+	seen = pathf("go.seen");
+	snprintf(buf, sizeof(buf), cmd, seen, gate);
 	puts_file(tasks, buf);
 	pid = start_piped(&fd, pathf("cli.err"), (const char *const []){
-	    "--fake-gpus", "1", "--quiet", tasks, NULL });
-	while (access(pathf("go.seen"), F_OK) != 0)
-		ck_assert(!read_until(fd, &b, &len, "first", 0.05));
-	/* It wrote its line: give the master the chance to print it. */
-	ck_assert(!read_until(fd, &b, &len, "first", 0.5));
+	    "--fake-gpus", "1", "--quiet", opt != NULL ? opt : "--quiet",
+	    tasks, NULL });
+	while (access(seen, F_OK) != 0)
+		ck_assert_msg(!read_until(fd, &b, &len, early, 0.05) || live,
+		    "'%s' came before the task wrote it", early);
+	ck_assert_msg(read_until(fd, &b, &len, early, live ? 60 : 0.5) ==
+	    live, live ? "'%s' did not come while the task ran" :
+	    "'%s' came before the task ended", early);
 	puts_file(gate, "");
 	ck_assert(read_until(fd, &b, &len, NULL, 60));
 	close(fd);
 	ck_assert_int_eq(reap(pid, 60), 0);
-	ck_assert_str_eq(b, "first\nlast\n");
-	free(b);
+	return b;
+}
+
+/* Grouped: a task that runs on prints nothing until it ends. */
+START_TEST(grouped_waits_for_the_end)
+{
+	tmp_make();
+	ck_assert_str_eq(gated("echo first; touch %s; until [ -e %s ]; do :; "
+	    "done; echo last\n", NULL, "first", 0), "first\nlast\n");
 	tmp_remove();
 }
 END_TEST
@@ -242,27 +256,10 @@ END_TEST
 /* --ungroup: bytes as they come, not waiting for a newline, none added. */
 START_TEST(ungroup_passes_bytes)
 {
-	char	 buf[512], *tasks, *gate, *b = NULL;
-	size_t	 len = 0;
-	int	 fd;
-	pid_t	 pid;
-
 	tmp_make();
-	tasks = pathf("tasks");
-	gate = pathf("go");
-	snprintf(buf, sizeof(buf), "printf 'half-'; until [ -e %s ]; do :; "
-	    "done; printf 'line\\nno newline'\n", gate);
-	puts_file(tasks, buf);
-	pid = start_piped(&fd, pathf("cli.err"), (const char *const []){
-	    "--fake-gpus", "1", "--quiet", "--ungroup", tasks, NULL });
-	ck_assert_msg(read_until(fd, &b, &len, "half-", 60),
-	    "a half line did not come while the task ran");
-	puts_file(gate, "");
-	ck_assert(read_until(fd, &b, &len, NULL, 60));
-	close(fd);
-	ck_assert_int_eq(reap(pid, 60), 0);
-	ck_assert_str_eq(b, "half-line\nno newline");
-	free(b);
+	ck_assert_str_eq(gated("printf 'half-'; touch %s; until [ -e %s ]; "
+	    "do :; done; printf 'line\\nno newline'\n", "--ungroup", "half-",
+	    1), "half-line\nno newline");
 	tmp_remove();
 }
 END_TEST
