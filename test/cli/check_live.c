@@ -406,7 +406,8 @@ END_TEST
 
 /* --results DIR: the task's DIR/SEQ/stdout.live grows as it runs, and
  * becomes DIR/SEQ/stdout when it ends; nothing is printed, whatever the
- * mode. --bar and --quiet keep working with --line-buffer. */
+ * mode. --bar and --quiet keep working with --line-buffer, and a task
+ * never inherits the live channel. */
 START_TEST(results_live_files)
 {
 	struct want_str	 ws, we;
@@ -443,11 +444,13 @@ START_TEST(results_live_files)
 	ck_assert_str_eq(slurp(pathf("res/1/stdout"), NULL), "first\nlast\n");
 	ck_assert_int_eq(access(pathf("res/1/stdout.live"), F_OK), -1);
 
-	puts_file(tasks, "echo out; echo err >&2\n");
+	/* Nor does the channel reach a task: it has 0, 1 and 2 only. */
+	snprintf(buf, sizeof(buf), "echo err >&2; %s fds\n", PROBE);
+	puts_file(tasks, buf);
 	RUN(&res, "--fake-gpus", "1", "--quiet", "--line-buffer", "--tag",
 	    tasks);
 	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
-	ck_assert_str_eq(res.out, "task 1 GPU 0\tout\n");
+	ck_assert_str_eq(res.out, "task 1 GPU 0\t0 1 2\n");
 	ck_assert_str_eq(res.err, "task 1 GPU 0\terr\n");
 	tmp_remove();
 }
