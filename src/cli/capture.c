@@ -5,12 +5,18 @@
  * task's outcome. Runs in a worker; never blocks (spawn.c polls the
  * pipes and calls cap_drain() when one is readable). Buffers are kept
  * across tasks, but for those over KEEP_BUF: one chatty task must not pin
- * tens of MiB in every worker.
+ * tens of MiB in every worker. With live output the bytes go on to the
+ * master as they come (cap_forward()), at most LIVE_HOLD of them held
+ * here per stream: past that the pipe is not read, and the task waits on
+ * its own writes, never the worker (it still sees its deadline and the
+ * stop fd); what is left when the task ends goes with the reply.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -32,6 +38,8 @@ cap_drain(struct cap *c)
 	int		 i;
 
 	for (i = 0; i < 64; i++) {	/* then let the other pipe in */
+		if (cap_full(c) && (cap_forward(c), cap_full(c)))
+			return 0;	/* live: the channel first */
 		if (c->len < OUTPUT_MAX && c->cap - c->len < CAP_CHUNK &&
 		    c->cap < OUTPUT_MAX) {
 			ncap = c->cap ? c->cap * 2 : CAP_CHUNK;
@@ -55,12 +63,65 @@ cap_drain(struct cap *c)
 		if (r == -1 && errno == EINTR)
 			continue;
 		if (r == -1 && errno == EAGAIN)
-			return 0;
+			break;
 		close(c->fd);
 		c->fd = -1;
+		(void)cap_forward(c);
 		return 1;
 	}
+	(void)cap_forward(c);
 	return 0;
+}
+
+int
+cap_forward(struct cap *c)
+{
+	struct live_hdr	 h;
+	struct iovec	 iov[2];
+	struct msghdr	 m;
+	size_t		 off = 0, n;
+	ssize_t		 w;
+
+	if (c->live_fd < 0)
+		return 0;
+	h.seq = c->seq;
+	h.worker = c->worker;
+	h.stream = c->stream;
+	memset(&m, 0, sizeof(m));
+	m.msg_iov = iov;
+	m.msg_iovlen = 2;
+	iov[0].iov_base = &h;
+	iov[0].iov_len = sizeof(h);
+	while (off < c->len) {
+		n = c->len - off < LIVE_REC ? c->len - off : LIVE_REC;
+		iov[1].iov_base = c->data + off;
+		iov[1].iov_len = n;
+		/* A record is one send, whole or not at all: the other
+		 * workers' records never cut into it. */
+		w = sendmsg(c->live_fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (w == -1 && errno == EINTR)
+			continue;
+		if (w == -1) {
+			if (errno != EAGAIN) {
+				/* The reply has it, kept as grouped. */
+				c->live_fd = -1;
+				c->hold = OUTPUT_MAX;
+			}
+			break;
+		}
+		off += n;
+	}
+	if (off > 0) {
+		memmove(c->data, c->data + off, c->len - off);
+		c->len -= off;
+	}
+	return c->live_fd >= 0 && c->len > 0;
+}
+
+int
+cap_full(const struct cap *c)
+{
+	return c->live_fd >= 0 && c->hold < OUTPUT_MAX && c->len >= c->hold;
 }
 
 int
@@ -70,6 +131,7 @@ cap_open(struct cap *c, int *wfd)
 
 	c->len = 0;
 	c->cut = 0;
+	c->hold = c->live_fd >= 0 ? LIVE_HOLD : OUTPUT_MAX;
 	if (pipe2(p, O_CLOEXEC) == -1)
 		return -errno;
 	if (fcntl(p[0], F_SETFL, O_NONBLOCK) == -1) {

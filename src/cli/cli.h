@@ -344,6 +344,9 @@ struct run_conf {
 	int32_t		 rank;		/* GPUPOOL_RANK */
 	int32_t		 mpi;		/* drop MPI's variables from tasks */
 	int32_t		 grid;		/* tasks of a grid: {%} is the slot */
+	int32_t		 live_fd;	/* live output's channel (live.c), or
+					   -1: output comes with the reply */
+	int32_t		 pad;
 };
 
 struct task_hdr {
@@ -391,6 +394,15 @@ struct cap {
 	char		*data;		/* kept across tasks, owned here */
 	size_t		 len, cap;
 	uint64_t	 cut;		/* bytes dropped past OUTPUT_MAX */
+	/* Live output: the bytes go on to the master as they come, through
+	 * live_fd (run_conf's), each record a struct live_hdr. */
+	int		 live_fd;	/* -1: all kept for the reply */
+	int		 stream;	/* 1 stdout, 2 stderr */
+	int		 worker;	/* the worker's index in the pool */
+	uint64_t	 seq;		/* the task's */
+	size_t		 hold;		/* kept at most while the task runs:
+					   OUTPUT_MAX, or LIVE_HOLD when
+					   live, then reading waits */
 };
 
 /* A nonblocking pipe for c (emptied: len and cut 0): c->fd the read end,
@@ -401,6 +413,16 @@ int	cap_open(struct cap *c, int *wfd);
 int	cap_drain(struct cap *c);
 /* Close the read end, if open; the bytes stay. */
 void	cap_close(struct cap *c);
+/* Live output: send what c holds to the master, as records of at most
+ * LIVE_REC bytes, as far as the channel takes them without waiting; the
+ * rest stays for the next call (or the reply). A channel that fails
+ * (the master is gone) is dropped: what is left goes with the reply.
+ * Returns 1 while bytes wait for the channel (poll live_fd for
+ * POLLOUT), else 0. */
+int	cap_forward(struct cap *c);
+/* Whether c holds hold bytes: read its pipe no more until cap_forward()
+ * made room (the task then waits on its own writes). */
+int	cap_full(const struct cap *c);
 /* Reply rp (its lengths and R_OUTCUT, R_ERRCUT filled in here), then
  * out's and err's bytes, msg and the GPUs the item held when they are
  * more than the worker's own, through gp_ctx_reply(). Out of memory, the
@@ -645,6 +667,9 @@ void	median_release(struct median *m);
 enum halt { HALT_NEVER, HALT_SOON, HALT_NOW };
 /* What --halt counts: tasks that failed, succeeded, or ended either way. */
 enum halt_on { HALT_ON_FAIL, HALT_ON_SUCCESS, HALT_ON_DONE };
+/* How task output is printed: a block per stream when the task ends,
+ * line by line as it comes, or bytes as they come. */
+enum out_mode { OUT_GROUP, OUT_LINE, OUT_UNGROUP };
 
 struct opts {
 	const char	*file;
@@ -691,6 +716,8 @@ struct opts {
 					   of the tasks that succeeded; 0: no */
 	const char	*timeline;	/* --timeline FILE.svg */
 	const char	*from_joblog;	/* --from-joblog LOG: draw it only */
+	enum out_mode	 out_mode;	/* --line-buffer, --ungroup */
+	int		 tag;		/* --tag */
 };
 
 /* Parse argv into *o (which points into argv). Prints what is wrong, or
@@ -747,12 +774,71 @@ void	bar_draw(struct run *r, int force);
 void	bar_winch(struct run *r);
 /* "1h02m", "3m05s", "7s". */
 void	fmt_secs(char *buf, size_t len, double s);
-/* A finished task's output, as one block per stream (nothing with
- * --results: the files have it). */
-void	print_output(struct run *r, const struct task *t,
-	    const struct attempt *oc);
+/* Bytes of a task's stream fd (STDOUT_FILENO, STDERR_FILENO), the bar
+ * cleared first: with raw, as they are; else as lines, each after tag
+ * and a TAB when tag is not NULL, and a newline after a last line that
+ * has none. */
+void	out_task(struct run *r, int fd, const char *tag, const char *p,
+	    size_t n, int raw);
 /* The last line: counts, wall time, busy share per GPU or rank. */
 void	summary(struct run *r);
+
+/* live.c: a task's output as the master prints it: grouped when the
+ * task ends, or (--line-buffer, --ungroup) as it comes, through a
+ * channel that every worker shares (a SOCK_SEQPACKET socketpair made
+ * before the pool forks: each record one send, whole), and --tag. */
+#define LIVE_REC	16384		/* bytes in a record, at most */
+#define LIVE_HOLD	65536		/* a worker's bytes per stream waiting
+					   for the channel, at most */
+#define LIVE_LINE_MAX	(1u << 20)	/* a longer line is printed in
+					   pieces of this size */
+
+/* A record's header; its bytes follow, up to the end of the record. */
+struct live_hdr {
+	uint64_t	 seq;
+	int32_t		 worker;
+	int32_t		 stream;	/* 1 stdout, 2 stderr */
+};
+
+/* A worker's task, as its records come: the line each stream began. */
+struct live_task {
+	unsigned long	 seq;		/* 0: none */
+	struct gp_buf	 part[2];	/* stdout, stderr */
+};
+
+struct live {
+	int		 rfd, wfd;	/* the channel; -1: not live */
+	int		 armed;		/* rfd in epfd, one shot */
+	size_t		 queued;	/* it holds at most this many bytes */
+	struct live_task *w;		/* per worker of this rank */
+	int		 nw;
+};
+
+/* Before the pool forks (run_conf's live_fd: the workers' end, or -1):
+ * the channel, on rank 0 with --line-buffer or --ungroup and no
+ * --results. Prints why it failed. */
+int	live_setup(struct run *r, struct run_conf *conf);
+/* Once r->epfd exists: the channel in it (EV_LIVE). 0 or -errno. */
+int	live_watch(struct run *r);
+/* The channel is readable (EV_LIVE): print what came, while stdout and
+ * stderr keep up (out_backlog()). GP_CTL_GO_ON, or GP_CTL_CANCEL when
+ * stdout failed. */
+int	live_read(struct run *r);
+/* Read the channel again once stdout and stderr have room. */
+void	live_arm(struct run *r);
+void	live_release(struct run *r);
+/* In a worker: close the master's end of the channel. */
+void	live_worker(struct run *r);
+/* The text --tag puts before a task's lines: "task N GPU g" (with ranks,
+ * "task N rank R GPU g"). The hook for tasks that have arguments to show
+ * instead. Returns its length (cut to fit len). */
+size_t	task_tag(const struct run *r, unsigned long seq, int rank,
+	    int worker, char *buf, size_t len);
+/* A finished task's output (nothing with --results: the files have
+ * it): what the channel still holds of it, then the rest, the last line
+ * ended; or, grouped, as one block per stream. */
+void	print_output(struct run *r, const struct task *t,
+	    const struct attempt *oc);
 
 /* run.c: one run, in the master (of rank 0 when there are ranks). */
 /* A rank, as rank 0 sees it ([0] is itself: only its slots and GPUs). */
@@ -772,7 +858,7 @@ struct peer {
 
 /* What woke the feed's control fd (an epoll set): epoll_event.data.u32. */
 enum ctl_ev { EV_SIG = 1, EV_RANKS, EV_INPUT, EV_TIMER, EV_OUT, EV_ERR,
-	EV_DELAY };
+	EV_DELAY, EV_LIVE };
 
 struct run {
 	const struct opts *o;
@@ -826,6 +912,7 @@ struct run {
 	int		 out_halt;	/* stdout failed: cancel the running
 					   tasks */
 	int		 winch;		/* SIGWINCH came: bar_winch() */
+	struct live	 live;		/* --line-buffer, --ungroup: live.c */
 	/* feed.c's halt_start(), for output.c: a failed stdout halts the
 	 * run without output.c calling up into feed.c. */
 	void		(*halt)(struct run *, int);

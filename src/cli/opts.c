@@ -88,6 +88,13 @@ static const char usage_text[] =
 "Output:\n"
 "  --results DIR        write DIR/SEQ/stdout, stderr and exitval instead\n"
 "                       of printing each task's output when it ends\n"
+"                       (stdout.live and stderr.live while it runs)\n"
+"  --line-buffer        print each task's output line by line as it comes\n"
+"                       (lines of tasks never mix; default: a block per\n"
+"                       task when it ends)\n"
+"  --ungroup            print output bytes as they come (lines may mix)\n"
+"  --tag                start each line a task prints with \"task N GPU G\"\n"
+"                       and a TAB\n"
 "  --bar                progress bar on stderr (default on a terminal)\n"
 "  --quiet              no progress bar, notices or summary\n"
 "  --dry-run            print which task would run where; run nothing\n"
@@ -300,6 +307,7 @@ enum {
 	OPT_COLSEP, OPT_HEADER,
 	OPT_DELAY,
 	OPT_TIMELINE, OPT_FROMJL,
+	OPT_LINEBUF, OPT_UNGROUP, OPT_TAG,
 };
 
 static const struct option longopts[] = {
@@ -330,6 +338,9 @@ static const struct option longopts[] = {
 	{ "delay",		required_argument, NULL, OPT_DELAY },
 	{ "timeline",		required_argument, NULL, OPT_TIMELINE },
 	{ "from-joblog",	required_argument, NULL, OPT_FROMJL },
+	{ "line-buffer",	no_argument,	   NULL, OPT_LINEBUF },
+	{ "ungroup",		no_argument,	   NULL, OPT_UNGROUP },
+	{ "tag",		no_argument,	   NULL, OPT_TAG },
 	{ "quiet",		no_argument,	   NULL, 'q' },
 	{ "version",		no_argument,	   NULL, 'V' },
 	{ "help",		no_argument,	   NULL, 'h' },
@@ -534,6 +545,28 @@ opt_grid(int c, struct opts *o)
 	return 0;
 }
 
+/* How task output is printed: --line-buffer, --ungroup (the one given;
+ * both: an error), --tag (lines: not with --ungroup). 0, or -1 after an
+ * error. */
+static int
+opt_output(int c, struct opts *o)
+{
+	if (c == OPT_TAG)
+		o->tag = 1;
+	else if (o->out_mode != OUT_GROUP && o->out_mode != (c == OPT_LINEBUF ?
+	    OUT_LINE : OUT_UNGROUP)) {
+		cli_err("--line-buffer and --ungroup exclude each other");
+		return -1;
+	} else
+		o->out_mode = c == OPT_LINEBUF ? OUT_LINE : OUT_UNGROUP;
+	if (o->tag && o->out_mode == OUT_UNGROUP) {
+		cli_err("--tag needs lines: not with --ungroup (say "
+		    "--line-buffer)");
+		return -1;
+	}
+	return 0;
+}
+
 /* One option c, as getopt_long() returned it (opt: as written). Returns
  * 0 to go on, 1 to exit 0 (help, version), -1 after an error. */
 static int
@@ -589,6 +622,10 @@ opt_set(int c, const char *opt, struct opts *o)
 	case 'q':
 		o->quiet = 1;
 		break;
+	case OPT_LINEBUF:
+	case OPT_UNGROUP:
+	case OPT_TAG:
+		return opt_output(c, o);
 	case 'V':
 		printf("%s %s (libgpupool %s, %s)\n", CLI_NAME,
 		    GP_VERSION, GP_VERSION, ranks_build());

@@ -379,30 +379,42 @@ note(const struct run *r, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* A finished task's output, as one block per stream. */
+/* A task's bytes for fd, as out_task() is told; tagged lines are put
+ * together in tagged, a buffer kept for the next call, so that they go
+ * to the queue in one piece. */
 void
-print_output(struct run *r, const struct task *t, const struct attempt *oc)
+out_task(struct run *r, int fd, const char *tag, const char *p, size_t n,
+    int raw)
 {
-	if (r->o->results != NULL)
+	static struct gp_buf	 tagged;
+	const char		*nl, *end = p + n;
+	size_t			 tl = tag != NULL ? strlen(tag) : 0;
+
+	if (n == 0)
 		return;
-	if (oc->outlen > 0 || oc->errlen > 0)
-		bar_clear(r);
-	if (oc->outlen > 0) {
-		emit(r, STDOUT_FILENO, oc->out, oc->outlen);
-		if (oc->out[oc->outlen - 1] != '\n')
-			emit(r, STDOUT_FILENO, "\n", 1);
+	bar_clear(r);
+	if (raw || tag == NULL) {
+		emit(r, fd, p, n);
+		if (!raw && p[n - 1] != '\n')
+			emit(r, fd, "\n", 1);
+		return;
 	}
-	if (oc->errlen > 0) {
-		emit(r, STDERR_FILENO, oc->err, oc->errlen);
-		if (oc->err[oc->errlen - 1] != '\n')
-			emit(r, STDERR_FILENO, "\n", 1);
+	tagged.off = tagged.len = 0;
+	for (; p < end; p = nl + 1) {
+		if ((nl = memchr(p, '\n', (size_t)(end - p))) == NULL)
+			nl = end;
+		if (gp_buf_add(&tagged, tag, tl) < 0 ||
+		    gp_buf_add(&tagged, "\t", 1) < 0 ||
+		    gp_buf_add(&tagged, p, (size_t)(nl - p)) < 0 ||
+		    gp_buf_add(&tagged, "\n", 1) < 0) {
+			out_fail(r, out_q(r, fd), -ENOMEM);
+			break;
+		}
 	}
-	if (oc->outcut || oc->errcut)
-		cli_warn("task %lu: %llu bytes of its stdout and %llu of its "
-		    "stderr were dropped (over %u MiB each; --results DIR "
-		    "keeps everything)", t->seq,
-		    (unsigned long long)oc->outcut,
-		    (unsigned long long)oc->errcut, OUTPUT_MAX >> 20);
+	emit(r, fd, tagged.data + tagged.off, tagged.len - tagged.off);
+	/* One chatty task must not pin its size here. */
+	if (tagged.len > OUT_BACKLOG)
+		gp_buf_release(&tagged);
 }
 
 /* ", 2 not started (--halt)": tasks handed out but stopped before they

@@ -3,7 +3,8 @@
  * it open, the directory is made (mkdir -p), proved writable and locked
  * for the life of the run (results_dir(), which prints why it failed).
  * In the worker that ran an attempt, DIR/<seq>/ gets its stdout, stderr
- * and exitval: written under temporary names and published by rename(),
+ * and exitval: written under temporary names (stdout.live, stderr.live,
+ * .exitval.tmp) and published by rename(),
  * exitval last, so that exitval exists only beside the output of its own
  * attempt, and a run that dies mid-task leaves a task that --resume sees
  * as not done (results_open(), results_close(): never print; failures
@@ -92,8 +93,10 @@ results_dir(struct run *r, const char *path)
 	return fd;
 }
 
+/* The task writes stdout.live and stderr.live as it runs (tail -f shows
+ * them grow: documented in gpupool-run.1); exitval's is never seen. */
 static const char *const tmp_name[] = {
-	".stdout.tmp", ".stderr.tmp", ".exitval.tmp"
+	"stdout.live", "stderr.live", ".exitval.tmp"
 };
 static const char *const final_name[] = { "stdout", "stderr", "exitval" };
 

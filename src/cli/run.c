@@ -57,6 +57,8 @@ worker_init(struct gp_ctx *ctx, void *arg)
 		close(r->rlock);
 		r->rlock = -1;
 	}
+	if (r != NULL)
+		live_worker(r);
 	return 0;
 }
 
@@ -192,6 +194,9 @@ feed_ctl(void *arg)
 			pace_wake(r);
 			a = GP_CTL_GO_ON;
 			break;
+		case EV_LIVE:
+			a = live_read(r);
+			break;
 		case EV_OUT:
 		case EV_ERR:
 			q = ev[i].data.u32 == EV_OUT ? &r->oq : &r->eq;
@@ -207,6 +212,7 @@ feed_ctl(void *arg)
 		if (a > act)
 			act = a;
 	}
+	live_arm(r);	/* stdout may have room again */
 	dispatch(r);
 	return act;
 }
@@ -321,6 +327,8 @@ ctl_setup(struct run *r, const sigset_t *set)
 				return -errno;
 		}
 		bar_size(r);
+		if ((i = live_watch(r)) < 0)
+			return i;
 	}
 	if (r->npeer > 1) {
 		ms = (int64_t)r->o->rank_timeout_ms / 4;
@@ -419,6 +427,8 @@ run_setup(struct run *r, struct run_conf *conf, struct gp_pool **pool)
 	/* Workers are forked with the results directory open. */
 	if (o->results != NULL && (conf->results_fd =
 	    results_dir(r, o->results)) < 0)
+		return -1;
+	if (live_setup(r, conf) < 0)
 		return -1;
 
 	if (pool_create(o, r, 0, pool) < 0)
@@ -575,6 +585,7 @@ run_init(struct run *r, const struct opts *o)
 	r->fn = task_run;
 	r->total = -1;
 	r->sfd = r->epfd = r->tfd = r->rlock = r->dfd = -1;
+	r->live.rfd = r->live.wfd = -1;
 	r->oq.fd = STDOUT_FILENO;
 	r->oq.ev = EV_OUT;
 	r->eq.fd = STDERR_FILENO;
@@ -607,6 +618,7 @@ run_release(struct run *r)
 	gp_buf_release(&r->eq.buf);
 	tasks_close(&r->in);
 	joblog_release(&r->jl);
+	live_release(r);
 	if (r->rlock >= 0)
 		close(r->rlock);
 	if (r->sfd >= 0)

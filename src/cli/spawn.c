@@ -33,8 +33,8 @@
 static char	**envp;
 static int	  sigfd = -1;	/* SIGCHLD, blocked: an orphan exited */
 
-static struct cap	 out = { -1, NULL, 0, 0, 0 };
-static struct cap	 err = { -1, NULL, 0, 0, 0 };
+static struct cap	 out = { .fd = -1, .live_fd = -1, .stream = 1 };
+static struct cap	 err = { .fd = -1, .live_fd = -1, .stream = 2 };
 
 static int
 spawn(pid_t *pid, const char *path, char *const argv[], int ofd, int efd)
@@ -78,7 +78,7 @@ struct waiting {
 	int		 flags;		/* R_TIMEDOUT, R_STOPPED */
 	int		 stopping;
 	int		*sent;		/* SIGTERM, then SIGKILL, once sent */
-	int		 ipid, iout, ierr, istop, ichld;
+	int		 ipid, iout, ierr, istop, ichld, ilive;
 };
 
 /* The deadline, the grace period and a stop: signal the group as they
@@ -112,29 +112,37 @@ wait_stop(struct waiting *w, const struct run_conf *rc, int64_t now)
 	return next;
 }
 
-/* This turn's poll set: the pidfd, the output pipes, the stop fd until
- * stopping, the orphans' signalfd once the task has run a while. */
+/* This turn's poll set: the pidfd, the output pipes (live output: while
+ * they hold less than LIVE_HOLD), the live channel while bytes wait for
+ * it, the stop fd until stopping, the orphans' signalfd once the task
+ * has run a while. */
 static int
 wait_fill(struct waiting *w, struct gp_ctx *ctx, struct pollfd *pfd,
     int64_t now)
 {
 	int	 n = 0, i;
 
-	w->ipid = w->iout = w->ierr = w->istop = w->ichld = -1;
+	w->ipid = w->iout = w->ierr = w->istop = w->ichld = w->ilive = -1;
 	if (w->pidfd >= 0) {
 		pfd[n].fd = w->pidfd;
 		pfd[n].events = POLLIN;
 		w->ipid = n++;
 	}
-	if (out.fd >= 0) {
+	if (out.fd >= 0 && !cap_full(&out)) {
 		pfd[n].fd = out.fd;
 		pfd[n].events = POLLIN;
 		w->iout = n++;
 	}
-	if (err.fd >= 0) {
+	if (err.fd >= 0 && !cap_full(&err)) {
 		pfd[n].fd = err.fd;
 		pfd[n].events = POLLIN;
 		w->ierr = n++;
+	}
+	if ((out.live_fd >= 0 && out.len > 0) ||
+	    (err.live_fd >= 0 && err.len > 0)) {
+		pfd[n].fd = out.live_fd >= 0 ? out.live_fd : err.live_fd;
+		pfd[n].events = POLLOUT;
+		w->ilive = n++;
 	}
 	if (!w->stopping) {
 		pfd[n].fd = gp_ctx_stop_fd(ctx);
@@ -159,6 +167,10 @@ wait_handle(struct waiting *w, const struct pollfd *pfd)
 		cap_drain(&out);
 	if (w->ierr >= 0 && pfd[w->ierr].revents)
 		cap_drain(&err);
+	if (w->ilive >= 0 && pfd[w->ilive].revents) {
+		(void)cap_forward(&out);
+		(void)cap_forward(&err);
+	}
 	/* The leader's end (its pidfd) is the task's: the rest
 	 * are reap_leftovers()'. */
 	if (w->ichld >= 0 && pfd[w->ichld].revents &&
@@ -182,7 +194,7 @@ wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
     int64_t t0, int *sent)
 {
 	struct waiting	 w;
-	struct pollfd	 pfd[5];
+	struct pollfd	 pfd[6];
 	siginfo_t	 si;
 	int64_t		 now, next;
 	int		 n, tmo;
@@ -302,7 +314,9 @@ task_wait(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid,
 		close(pidfd);
 	reap_leftovers();
 	/* What the task wrote before it ended is in the pipes; do not wait
-	 * for EOF: a leftover not found (no /proc) may hold them open. */
+	 * for EOF: a leftover not found (no /proc) may hold them open. Live
+	 * output sends what the channel takes; the reply has the rest. */
+	out.hold = err.hold = OUTPUT_MAX;
 	if (out.fd >= 0)
 		cap_drain(&out);
 	if (err.fd >= 0)
@@ -345,6 +359,8 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	rp.gpu_util = -1;
 	out.len = err.len = 0;
 	out.cut = err.cut = 0;
+	out.live_fd = err.live_fd = rc->live_fd;
+	out.worker = err.worker = gp_ctx_info(ctx)->worker;
 	if ((cmd = task_parse(in, inlen, &h)) == NULL ||
 	    (off = need_parse(cmd, &nd, NULL, 0)) < 0)
 		return 1;
@@ -354,6 +370,7 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 		rc = &own;
 	}
 	cmd += off;	/* its tag was the master's */
+	out.seq = err.seq = h.seq;
 	if (envp == NULL) {	/* the worker's first task */
 		if ((envp = cmdline_env(gp_ctx_info(ctx), rc->rank,
 		    rc->mpi)) == NULL)

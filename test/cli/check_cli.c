@@ -2010,7 +2010,7 @@ START_TEST(results_layout)
 	ck_assert_str_eq(slurp(pathf("out/results/2/stdout"), NULL), "out2\n");
 	ck_assert_str_eq(slurp(pathf("out/results/2/exitval"), NULL), "3\n");
 	/* No temporary file is left behind. */
-	ck_assert_int_eq(access(pathf("out/results/1/.stdout.tmp"), F_OK), -1);
+	ck_assert_int_eq(access(pathf("out/results/1/stdout.live"), F_OK), -1);
 	ck_assert_int_eq(access(pathf("out/results/2/.exitval.tmp"), F_OK), -1);
 	tmp_remove();
 }
@@ -2096,9 +2096,9 @@ START_TEST(results_planted_files)
 	ck_assert_int_eq(mkdir(pathf("res/1"), 0755), 0);
 	ck_assert_int_eq(mkdir(pathf("res/2"), 0755), 0);
 	ck_assert_int_eq(mkdir(pathf("res/3"), 0755), 0);
-	ck_assert_int_eq(link(victim, pathf("res/1/.stdout.tmp")), 0);
-	ck_assert_int_eq(mkfifo(pathf("res/2/.stderr.tmp"), 0644), 0);
-	ck_assert_int_eq(symlink(victim2, pathf("res/3/.stderr.tmp")), 0);
+	ck_assert_int_eq(link(victim, pathf("res/1/stdout.live")), 0);
+	ck_assert_int_eq(mkfifo(pathf("res/2/stderr.live"), 0644), 0);
+	ck_assert_int_eq(symlink(victim2, pathf("res/3/stderr.live")), 0);
 	snprintf(buf, sizeof(buf), "%s say out1 err1 0\n%s say out2 err2 0\n"
 	    "%s say out3 err3 0\n", PROBE, PROBE, PROBE);
 	puts_file(tasks, buf);

@@ -15,6 +15,7 @@
  * No state is kept between inputs.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,9 @@ tasks(const uint8_t *b, size_t len)
 		memcpy(e, b + off, (size_t)n);
 		memset(e, 0, sizeof(h));
 		rp_task_hdr(e, (size_t)n, h.seq, h.attempt);
+		/* Its own timeout is the caller's to set (feed.c hand()). */
+		memcpy(e + offsetof(struct task_hdr, timeout_ms),
+		    &h.timeout_ms, sizeof(h.timeout_ms));
 		CHECK(memcmp(e, b + off, (size_t)n) == 0);
 		free(e);
 		off += (size_t)n;

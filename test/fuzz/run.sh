@@ -60,7 +60,8 @@ cflags="-g -O1 -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer
 for t in $targets; do
 	case $t in
 	msg)	srcs="$root/src/msg.c $root/src/io.c" ;;
-	tasks)	srcs="$root/src/cli/tasks.c" ;;
+	tasks)	srcs="$root/src/cli/tasks.c $root/src/cli/need.c $root/src/cli/grid.c
+		    $root/src/cli/repl.c $root/src/io.c" ;;
 	joblog)	srcs="$root/src/cli/joblog.c $root/src/io.c" ;;
 	rproto)	srcs="$root/src/cli/rproto.c" ;;
 	esac
