@@ -720,6 +720,9 @@ struct opts {
 	int		 tag;		/* --tag */
 };
 
+/* usage.c: the --help text. */
+extern const char usage_text[];
+
 /* Parse argv into *o (which points into argv). Prints what is wrong, or
  * --help, --version. Returns 0 to go on, 1 to exit 0 (help, version), -1
  * after an error. */

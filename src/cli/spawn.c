@@ -337,6 +337,33 @@ task_wait(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid,
 	}
 }
 
+/* task_start() where the item's GPUs are: a task holding several GPUs
+ * starts bound to all their CPUs and memory (the worker binds itself
+ * around the spawn), and a grid's {%} is the slot, from 1 as GNU
+ * parallel's. */
+static int
+start_placed(struct gp_ctx *ctx, const struct run_conf *rc, uint64_t seq,
+    const char *cmd, struct results_files *f, pid_t *pid, int64_t *t0,
+    struct task_reply *rp, char *msg, size_t mlen)
+{
+	char	*slotted = NULL;
+	int	 many, started;
+
+	many = strcmp(gp_ctx_item_visible(ctx), gp_ctx_info(ctx)->visible);
+	if (many)
+		(void)gp_ctx_item_bind(ctx, 1);
+	if (rc->grid && strstr(cmd, "{%}") != NULL &&
+	    (cmd = slotted = repl_slot(cmd, gp_ctx_info(ctx)->worker + 1)) ==
+	    NULL)
+		snprintf(msg, mlen, "out of memory");
+	started = cmd == NULL ? -1 : task_start(rc, seq, cmd, f, pid, t0, rp,
+	    msg, mlen);
+	free(slotted);
+	if (many)
+		(void)gp_ctx_item_bind(ctx, 0);
+	return started;
+}
+
 int
 task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 {
@@ -347,12 +374,11 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	struct results_files	 f = { -1, "", 0 };
 	struct pollfd		 sp;
 	const char		*cmd;
-	char			*slotted = NULL;
 	char			 msg[512] = "";
 	int64_t			 t0;
 	pid_t			 pid;
 	struct task_need	 nd;
-	int			 many, started, off;
+	int			 off;
 
 	memset(&rp, 0, sizeof(rp));
 	rp.exitval = -1;
@@ -389,22 +415,8 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 		cap_reply(ctx, &rp, "", &out, &err);
 		return 0;
 	}
-	/* A task holding several GPUs starts bound to all their CPUs and
-	 * memory: the worker binds itself around the spawn. */
-	many = strcmp(gp_ctx_item_visible(ctx), gp_ctx_info(ctx)->visible);
-	if (many)
-		(void)gp_ctx_item_bind(ctx, 1);
-	/* A grid's {%}: the slot, from 1 as GNU parallel's. */
-	if (rc->grid && strstr(cmd, "{%}") != NULL &&
-	    (cmd = slotted = repl_slot(cmd, gp_ctx_info(ctx)->worker + 1)) ==
-	    NULL)
-		snprintf(msg, sizeof(msg), "out of memory");
-	started = cmd == NULL ? -1 : task_start(rc, h.seq, cmd, &f, &pid,
-	    &t0, &rp, msg, sizeof(msg));
-	free(slotted);
-	if (many)
-		(void)gp_ctx_item_bind(ctx, 0);
-	if (started < 0)
+	if (start_placed(ctx, rc, h.seq, cmd, &f, &pid, &t0, &rp, msg,
+	    sizeof(msg)) < 0)
 		goto nostart;
 	task_wait(ctx, rc, pid, t0, &rp);
 	/* A result that could not be written fails the task: a resume
