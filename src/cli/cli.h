@@ -110,6 +110,10 @@ int	grid_parse(struct grid *g, char **argv, int argc, const char *colsep,
  * (out->len counts the NUL). 0, or -EINVAL or -ENOMEM with err. */
 int	grid_line(const struct grid *g, unsigned long seq, struct gp_buf *out,
 	    char *err, size_t errlen);
+/* Task seq's arguments, joined by blanks as GNU parallel's --tag shows
+ * them, into buf (len bytes, cut to fit). Returns the length. */
+size_t	grid_args(const struct grid *g, unsigned long seq, char *buf,
+	    size_t len);
 void	grid_release(struct grid *g);
 
 /* repl.c: replacement strings and shell quoting, pure. */

@@ -331,20 +331,14 @@ fail:
 	return rc;
 }
 
-int
-grid_line(const struct grid *g, unsigned long seq, struct gp_buf *out,
-    char *err, size_t errlen)
+/* Task seq's values, g->ncol of them, into val. */
+static void
+row_values(const struct grid *g, unsigned long seq, const char **val)
 {
-	struct repl_args	 a;
 	const struct grid_src	*s;
-	const char		**val;
 	unsigned long		 row = seq - 1, idx = 0;
-	int			 i, col = g->ncol, rc;
+	int			 i, col = g->ncol;
 
-	if ((val = calloc((size_t)g->ncol, sizeof(*val))) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
 	/* The last source varies fastest; a linked one steps with the
 	 * source it links to, the first before it that is not linked. */
 	for (i = g->nsrc - 1; i >= 0; i--) {
@@ -357,6 +351,42 @@ grid_line(const struct grid *g, unsigned long seq, struct gp_buf *out,
 		memcpy(val + col, s->val + idx * (size_t)s->ncol,
 		    (size_t)s->ncol * sizeof(*val));
 	}
+}
+
+size_t
+grid_args(const struct grid *g, unsigned long seq, char *buf, size_t len)
+{
+	const char	**val;
+	size_t		 n = 0;
+	int		 i, k;
+
+	if (len == 0)
+		return 0;
+	buf[0] = '\0';
+	if ((val = calloc((size_t)g->ncol, sizeof(*val))) == NULL)
+		return 0;
+	row_values(g, seq, val);
+	for (i = 0; i < g->ncol && n + 1 < len; i++) {
+		k = snprintf(buf + n, len - n, "%s%s", i ? " " : "", val[i]);
+		n = k < 0 ? n : n + (size_t)k < len ? n + (size_t)k : len - 1;
+	}
+	free(val);
+	return n;
+}
+
+int
+grid_line(const struct grid *g, unsigned long seq, struct gp_buf *out,
+    char *err, size_t errlen)
+{
+	struct repl_args	 a;
+	const char		**val;
+	int			 rc;
+
+	if ((val = calloc((size_t)g->ncol, sizeof(*val))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	row_values(g, seq, val);
 	a.val = val;
 	a.name = (const char *const *)g->name;
 	a.ncol = g->ncol;

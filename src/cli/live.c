@@ -99,6 +99,9 @@ task_tag(const struct run *r, unsigned long seq, int rank, int worker,
 
 	if (worker >= 0 && worker < p->nw)
 		g = p->w_gpu[worker];
+	/* A grid's task: its arguments, as GNU parallel tags it. */
+	if (r->in.grid != NULL)
+		return grid_args(r->in.grid, seq, buf, len);
 	if (r->npeer > 1)
 		n = snprintf(buf, len, "task %lu rank %d GPU %d", seq, rank, g);
 	else

@@ -82,7 +82,7 @@ const char usage_text[] =
 "                       task when it ends)\n"
 "  --ungroup            print output bytes as they come (lines may mix)\n"
 "  --tag                start each line a task prints with \"task N GPU G\"\n"
-"                       and a TAB\n"
+"                       (a grid's task: its arguments) and a TAB\n"
 "  --bar                progress bar on stderr (default on a terminal)\n"
 "  --quiet              no progress bar, notices or summary\n"
 "  --dry-run            print which task would run where; run nothing\n"

@@ -161,6 +161,23 @@ START_TEST(linked_sources_step_together)
 }
 END_TEST
 
+/* --tag on a grid's tasks: each line starts with the row's arguments,
+ * joined by blanks, and a TAB, as GNU parallel's. */
+START_TEST(tag_is_the_arguments)
+{
+	struct res	 res;
+
+	tmp_make();
+	RUN(&res, "--fake-gpus", "2", "--quiet", "--tag", "echo", "hi", ":::",
+	    "a", "b c", ":::", "x");
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_msg(strstr(res.out, "a x\thi a x\n") != NULL &&
+	    strstr(res.out, "b c x\thi b c x\n") != NULL, "%s", res.out);
+	ck_assert_int_eq(count_lines(res.out), 2);
+	tmp_remove();
+}
+END_TEST
+
 /* :::: FILE: a line an argument; --colsep splits it into {1} {2}, a
  * comma as CSV ("a,b" one field, "" a quote); --header : names them. */
 START_TEST(arguments_from_files_and_csv)
@@ -371,6 +388,7 @@ grid_suite(void)
 	tcase_add_test(tc, quoting_hazards_stay_one_inert_argument);
 	tcase_add_test(tc, product_order_and_count);
 	tcase_add_test(tc, linked_sources_step_together);
+	tcase_add_test(tc, tag_is_the_arguments);
 	tcase_add_test(tc, arguments_from_files_and_csv);
 	tcase_add_test(tc, each_replacement_string);
 	tcase_add_test(tc, slot_is_known_when_it_runs);
