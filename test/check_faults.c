@@ -557,7 +557,7 @@ START_TEST(cancel_fd_cancels_pending_items)
 	struct gp_pool		*p;
 	struct gp_pool_opts	 o = { .fake_gpus = 2,
 				       .flags = GP_POOL_CANCEL_FD };
-	int			 fds[2], v[100], i, ok = 0, canceled = 0;
+	int			 fds[2], v[100], i, n, ok = 0, canceled = 0;
 	struct gp_item		*it = int_items(v, 100);
 
 	ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
@@ -570,10 +570,15 @@ START_TEST(cancel_fd_cancels_pending_items)
 		canceled += it[i].status == GP_CANCELED;
 	}
 	ck_assert_int_eq(ok + canceled, 100);
-	/* Item 10 sent the cancel and returned: it and at least ten more
-	 * started before ended well; what was not yet running, canceled. */
+	/* Item 10 sent the cancel and returned: it ended well, and so did
+	 * the items before it but one at most: items go one at a time to an
+	 * idle worker, in order, so only the one the other worker holds (on
+	 * a loaded machine, perhaps not started yet) can be canceled. What
+	 * was not yet running, canceled. */
 	ck_assert_int_eq(it[10].status, GP_OK);
-	ck_assert_int_ge(ok, 11);
+	for (i = 0, n = 0; i < 10; i++)
+		n += it[i].status != GP_OK;
+	ck_assert_int_le(n, 1);
 	ck_assert_int_gt(canceled, 50);
 	gp_pool_destroy(p);
 	close(fds[0]);
