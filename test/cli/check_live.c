@@ -444,7 +444,13 @@ START_TEST(results_live_files)
 	ck_assert_str_eq(slurp(pathf("res/1/stdout"), NULL), "first\nlast\n");
 	ck_assert_int_eq(access(pathf("res/1/stdout.live"), F_OK), -1);
 
-	/* Nor does the channel reach a task: it has 0, 1 and 2 only. */
+	/* Nor does the channel reach a task: it has 0, 1 and 2 only (not
+	 * under a GPUPOOL_TEST_WRAP tool: valgrind's per-process log files
+	 * reach the task too). */
+	if (getenv("GPUPOOL_TEST_WRAP") != NULL) {
+		tmp_remove();
+		return;
+	}
 	snprintf(buf, sizeof(buf), "echo err >&2; %s fds\n", PROBE);
 	puts_file(tasks, buf);
 	RUN(&res, "--fake-gpus", "1", "--quiet", "--line-buffer", "--tag",
