@@ -551,6 +551,10 @@ fail:
 	/* Rank 0 stops the run when a rank could not start. */
 	if (ranks_rank(r->rk) > 0)
 		(void)rank_serve(r, NULL, &conf);
+	/* Nothing ran: the joblog this run created goes first, before the
+	 * workers' shutdown (seconds, under a sanitizer), during which the
+	 * launcher may already kill this rank for the one that failed. */
+	joblog_release(&r->jl);
 	r->pool = NULL;
 	gp_pool_destroy(pool);
 	if (conf.results_fd >= 0)
