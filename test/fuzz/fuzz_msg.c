@@ -72,6 +72,10 @@ check_parse(const uint8_t *buf, size_t avail, size_t max)
 	case GP_MSG_RESULT:
 		CHECK(hdr.len <= max);
 		break;
+	case GP_MSG_GPUS:
+		CHECK(hdr.id >= 1 && hdr.id <= GP_MSG_GPUS_MAX &&
+		    hdr.len == hdr.id * sizeof(uint32_t));
+		break;
 	default:
 		CHECK(!"unknown type accepted");
 	}
