@@ -115,6 +115,12 @@ gp_gate_sample(struct gp_gstate *g, int n, const struct gp_mon_snap *s,
 	}
 }
 
+uint64_t
+gp_gate_ours(const struct gp_gstate *g)
+{
+	return g->declared > g->ours ? g->declared : g->ours;
+}
+
 int
 gp_gate_fits(const struct gp_gstate *g, uint64_t need, int free_only)
 {
@@ -124,16 +130,8 @@ gp_gate_fits(const struct gp_gstate *g, uint64_t need, int free_only)
 		return 0;
 	if (need == 0 || g->total == 0)
 		return 1;
-	used = (g->declared > g->ours ? g->declared : g->ours) + g->foreign;
+	used = gp_gate_ours(g) + g->foreign;
 	return used <= g->total && need <= g->total - used;
-}
-
-int
-gp_gate_could_fit(const struct gp_gstate *g, uint64_t need)
-{
-	if (need == 0 || g->total == 0)
-		return 1;
-	return g->foreign <= g->total && need <= g->total - g->foreign;
 }
 
 /*

@@ -69,9 +69,9 @@ void	gp_gate_sample(struct gp_gstate *g, int n, const struct gp_mon_snap *s,
  * (need 0 declares nothing and always fits). */
 int	gp_gate_fits(const struct gp_gstate *g, uint64_t need, int free_only);
 
-/* Whether need bytes could ever fit g (its total less foreign use):
- * 0 means waiting cannot help while the others keep their memory. */
-int	gp_gate_could_fit(const struct gp_gstate *g, uint64_t need);
+/* The memory g's running items of ours hold: the larger of what they
+ * declared and what NVML sees them use. */
+uint64_t gp_gate_ours(const struct gp_gstate *g);
 
 /* Choose m GPUs for one item that holds them whole: each with avail[i]
  * set (an idle worker of ours there), running 0, and gp_gate_fits().

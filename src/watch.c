@@ -294,8 +294,7 @@ wait_reason(struct gp_pool *p, uint64_t mem, int m)
 		if (g->busy && (p->o.flags & GP_POOL_GPUS_FREE) && busy++ == 0)
 			b = g;
 		idle += g->running == 0 && !g->busy;
-		used = (g->declared > g->ours ? g->declared : g->ours) +
-		    g->foreign;
+		used = gp_gate_ours(g) + g->foreign;
 		room = g->total > used ? g->total - used : 0;
 		if (room > best)
 			best = room;
@@ -523,7 +522,7 @@ gp_pool_gpu_state(const struct gp_pool *p, int gpu, struct gp_gpu_state *out)
 	out->util = g->util;
 	out->mem_total = g->total;
 	out->mem_foreign = g->foreign;
-	out->mem_ours = g->declared > g->ours ? g->declared : g->ours;
+	out->mem_ours = gp_gate_ours(g);
 	out->running = g->running;
 	out->nforeign = g->nforeign;
 	out->held = g->held > 0;

@@ -304,25 +304,6 @@ START_TEST(fits_busy_held)
 }
 END_TEST
 
-START_TEST(could_fit)
-{
-	struct gp_gstate g = gpu80();
-
-	g.foreign = GiB(70);
-	/* What our items hold is given back when they end. */
-	g.declared = GiB(10);
-	g.ours = GiB(10);
-	ck_assert(gp_gate_could_fit(&g, GiB(10)));
-	ck_assert(!gp_gate_fits(&g, GiB(10), 0));
-	ck_assert(!gp_gate_could_fit(&g, GiB(11)));
-	ck_assert(gp_gate_could_fit(&g, 0));
-	g.foreign = GiB(90);
-	ck_assert(!gp_gate_could_fit(&g, 1));
-	g.total = 0;
-	ck_assert(gp_gate_could_fit(&g, GiB(1000)));
-}
-END_TEST
-
 /* The DGX-2's 16 GPUs, with their domains from the fixture. */
 static void
 dgx2_gpus(struct gp_gstate *g)
@@ -653,7 +634,6 @@ gate_suite(void)
 	tc = tcase_create("fits");
 	tcase_add_test(tc, fits_memory);
 	tcase_add_test(tc, fits_busy_held);
-	tcase_add_test(tc, could_fit);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("pick");
