@@ -280,7 +280,7 @@ subreaper_start(void)
 static int
 inputs_open(struct run *r, const struct opts *o, struct grid *g)
 {
-	const char	*jl = o->joblog;
+	const char	*jl = o->joblog, *keep[3] = { NULL, NULL, NULL };
 	char		 err[512];
 	long		 n;
 
@@ -300,16 +300,19 @@ inputs_open(struct run *r, const struct opts *o, struct grid *g)
 	}
 	if (check_outputs(o, r, jl) < 0)
 		return -1;
-	/* A picture that cannot be written fails now, not at the end. */
-	if (o->timeline != NULL && !o->dry_run &&
-	    timeline_open(&r->tl, o->timeline, (const char *const []){
-	    o->file, jl, NULL }, err, sizeof(err)) < 0) {
-		cli_err("%s", err);
-		return -1;
-	}
 	/* Locked before it is read or truncated, for the whole run. */
 	if (jl != NULL && strcmp(jl, "-") != 0 && joblog_lock(&r->jl, jl,
 	    o->wait_lock, err, sizeof(err)) < 0) {
+		cli_err("%s", err);
+		return -1;
+	}
+	/* A picture that cannot be written fails now, not at the end; after
+	 * the lock, which makes a new joblog, so that it is seen as the
+	 * file the picture must not replace (a grid has no tasks file). */
+	keep[0] = o->file != NULL ? o->file : jl;
+	keep[1] = o->file != NULL ? jl : NULL;
+	if (o->timeline != NULL && !o->dry_run && timeline_open(&r->tl,
+	    o->timeline, keep, err, sizeof(err)) < 0) {
 		cli_err("%s", err);
 		return -1;
 	}

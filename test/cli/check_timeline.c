@@ -329,6 +329,12 @@ START_TEST(unwritable_path_fails_first)
 	s = slurp(tasks, NULL);
 	ck_assert_ptr_nonnull(strstr(s, "touch"));
 	free(s);
+	/* Nor the joblog the run is about to make, from a grid too. */
+	RUN(&r, "--fake-gpus", "1", "--joblog", pathf("new.log"),
+	    "--timeline", pathf("new.log"), "echo", ":::", "a");
+	ck_assert_int_eq(r.code, 255);
+	ck_assert_ptr_nonnull(strstr(r.err, "would replace"));
+	ck_assert_int_eq(access(pathf("new.log"), F_OK), -1);
 	/* Nor does --from-joblog replace its joblog. */
 	RUN(&r, "--timeline", tasks, "--from-joblog", tasks);
 	ck_assert_int_eq(r.code, 255);
