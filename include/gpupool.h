@@ -176,6 +176,17 @@ enum gp_pool_flags {
 					   without GPUS_FREE: item_mem and
 					   need() fit what is really in use,
 					   gp_pool_usage() has figures */
+	GP_POOL_OUT_BUFFERS = (1 << 9),	/* results go into buffers the
+					   caller gives: each item's out
+					   points at outlen bytes of room
+					   (NULL and 0: no room), which the
+					   calls keep; a result is copied
+					   there and outlen set to its
+					   length; one that does not fit
+					   ends GP_ERROR, -ENOBUFS, with
+					   outlen the room it needs. No
+					   malloc per result; never call
+					   gp_items_release() on them */
 };
 
 /*

@@ -92,6 +92,11 @@ struct gp_worker {
 	struct gp_worker_info	 info;
 	const int		*home;		/* its GPUs (indices into gpus) */
 	int			 nhome;
+	uint8_t			*reg;		/* its region (data.c): items in
+						   [0, half), results in
+						   [half, 2 x half); NULL: none */
+	size_t			 half;
+	size_t			 roff;		/* results' end in it this batch */
 	int			*iset;		/* GPUs its item holds (watch.c) */
 	int			 niset, capset;	/* 0: no item counted */
 	uint64_t		 imem;		/* bytes that item declared */
@@ -116,6 +121,8 @@ struct gp_job {
 	size_t			 running;	/* items in batches */
 	int			 canceled;
 	int64_t			 est_ns;	/* estimated item time, 0: none */
+	int			 outbufs;	/* GP_POOL_OUT_BUFFERS: out is the
+						   caller's, outlen its room */
 	const struct gp_item	*need_for;	/* the item need was asked for */
 	struct gp_need		 need;		/* its answer (watch.c) */
 };
@@ -176,6 +183,10 @@ struct gp_pool {
 	}			 wt;
 };
 
+/* dispatch.c: batches out to idle workers. 0 or a negative errno (the
+ * call fails). */
+int	gp_dispatch(struct gp_pool *p, struct gp_job *job);
+
 /* loop.c: the master's event loop; uses proc.c and job.c. */
 /* Until every worker is READY or failed and reaped; GP_EINIT if any
  * failed (its slot is retired), or a negative errno. */
@@ -212,6 +223,8 @@ void	gp_proc_lost(struct gp_pool *p, struct gp_worker *w,
  * when, read consistently from its shared slot. */
 uint64_t gp_proc_current(struct gp_worker *w, int64_t *started);
 void	gp_proc_close_fds(struct gp_worker *w);	/* all four, set to -1 */
+/* Slots not retired: running or to be started again. */
+int	gp_proc_live(const struct gp_pool *p);
 /* QUIT, then TERM, then KILL, each after grace_ms; every worker reaped. */
 void	gp_proc_shutdown(struct gp_pool *p);
 
@@ -220,7 +233,9 @@ void	gp_proc_shutdown(struct gp_pool *p);
  * its final status and the feed's done() was called for it (which may set
  * job->cancel_req); job->running counts the items taken and not ended.
  */
-void	gp_loop_item_init(struct gp_item *it);	/* NOTRUN, no output */
+/* NOTRUN, no output (with keep_out, out and outlen as they are: the
+ * caller's buffer, GP_POOL_OUT_BUFFERS). */
+void	gp_loop_item_init(struct gp_item *it, int keep_out);
 /* The next item to start, without taking it; NULL if none now. A
  * requeued item comes first, the last requeued first; then items[] in
  * order, or what feed->next() gives (held until taken). */
@@ -313,6 +328,20 @@ int	gp_watch_fd(struct gp_pool *p, const struct gp_job *job, int64_t now,
 	    int64_t *due);
 /* The monitor's fd is readable: read, and fold a whole snapshot in. */
 void	gp_watch_read(struct gp_pool *p);
+
+/*
+ * data.c: each worker slot's region, the shared memory big items and
+ * results travel through (msg.h, GP_REC_SHM). Mapped by the master before
+ * the first fork and kept for the pool's life: a replacement worker
+ * inherits the same pages, and nothing in them outlives a batch.
+ */
+/* Map a region for every slot (2 x max_msg rounded up to a page, pages
+ * faulted on first use, bound to the slot's NUMA nodes). A slot whose
+ * mapping fails has none: its items and results use the pipes. */
+void	gp_data_map(struct gp_pool *p);
+void	gp_data_unmap(struct gp_pool *p);
+/* In worker w after fork: unmap every other slot's region. */
+void	gp_data_keep(struct gp_pool *p, const struct gp_worker *w);
 
 /* worker.c: the child after fork; never returns. */
 void	gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)

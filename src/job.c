@@ -53,10 +53,12 @@ requeue(struct gp_job *job, struct gp_item *it)
 }
 
 void
-gp_loop_item_init(struct gp_item *it)
+gp_loop_item_init(struct gp_item *it, int keep_out)
 {
-	it->out = NULL;
-	it->outlen = 0;
+	if (!keep_out) {
+		it->out = NULL;
+		it->outlen = 0;
+	}
 	it->status = GP_NOTRUN;
 	it->code = 0;
 	it->worker = -1;
@@ -86,7 +88,7 @@ gp_job_peek(struct gp_job *job)
 		job->feed_wait = 1;
 		job->feed_nofd = r == GP_FEED_WAIT;
 	} else {
-		gp_loop_item_init(it);
+		gp_loop_item_init(it, job->outbufs);
 		job->held = it;
 	}
 	return job->held;
@@ -173,11 +175,19 @@ gp_job_again(struct gp_job *job, struct gp_item *it)
 	return 0;
 }
 
+/* A crash or a timeout of it runs again. */
+static int
+may_retry(const struct gp_job *job, const struct gp_item *it, int retries)
+{
+	return it->attempts <= retries && !job->canceled;
+}
+
 /*
  * The one place that decides what becomes of an item that ended badly.
  * A crash of a canceled call's item is its cancel (code kept as it was);
  * a crash or a timeout runs again while attempts <= retries and the call
- * is not canceled, with no output kept; anything else is final.
+ * is not canceled (no output was kept: gp_job_result() keeps none for a
+ * run that is retried); anything else is final.
  */
 int
 gp_job_end_bad(struct gp_job *job, struct gp_item *it, int status, int code,
@@ -190,10 +200,7 @@ gp_job_end_bad(struct gp_job *job, struct gp_item *it, int status, int code,
 	else
 		it->code = code;
 	if ((status == GP_CRASHED || status == GP_TIMEDOUT) &&
-	    it->attempts <= retries && !job->canceled) {
-		free(it->out);
-		it->out = NULL;
-		it->outlen = 0;
+	    may_retry(job, it, retries)) {
 		if ((rc = requeue(job, it)) < 0)
 			return gp_job_fail(job, it, rc);
 		return 0;
@@ -203,20 +210,44 @@ gp_job_end_bad(struct gp_job *job, struct gp_item *it, int status, int code,
 	return 0;
 }
 
+/* Keep a result's len bytes at data in it: a malloc'd copy (-ENOMEM);
+ * with the caller's buffers (GP_POOL_OUT_BUFFERS) a copy into out, or
+ * -ENOBUFS when it has less room, outlen then the room it needs. */
+static int
+keep_out(const struct gp_job *job, struct gp_item *it, const uint8_t *data,
+    size_t len)
+{
+	if (job->outbufs && len > it->outlen) {
+		it->outlen = len;
+		return -ENOBUFS;
+	}
+	if (!job->outbufs && len > 0 && (it->out = malloc(len)) == NULL)
+		return -ENOMEM;
+	if (len > 0)
+		memcpy(it->out, data, len);
+	it->outlen = len;
+	return 0;
+}
+
 int
 gp_job_result(struct gp_job *job, struct gp_item *it,
     const struct gp_rec_result *r, const uint8_t *data, int timed_out,
     int retries)
 {
+	int	 rc;
+
 	switch (r->kind) {
 	case GP_REC_DONE:
 		est_update(job, r->ns);
-		if (r->len > 0) {
-			if ((it->out = malloc(r->len)) == NULL)
-				return gp_job_fail(job, it, -ENOMEM);
-			memcpy(it->out, data, r->len);
-			it->outlen = r->len;
+		if (timed_out && may_retry(job, it, retries))
+			return gp_job_end_bad(job, it, GP_TIMEDOUT, r->rc,
+			    retries);
+		if ((rc = keep_out(job, it, data, r->len)) == -ENOBUFS) {
+			(void)gp_job_fail(job, it, rc);
+			break;
 		}
+		if (rc < 0)
+			return gp_job_fail(job, it, rc);
 		if (timed_out)
 			return gp_job_end_bad(job, it, GP_TIMEDOUT, r->rc,
 			    retries);

@@ -2,8 +2,9 @@
  * loop.c: the master. gp_loop_run() is the only place the master blocks
  * in a call: one poll() over the workers' channels (and the cancel and
  * feed fds), woken by I/O or by the earliest real deadline, never by a
- * fixed tick. Around it: dispatch (batches to idle workers), the message
- * handlers (READY, RESULT), deadlines (STOP, then a kill) and cancel.
+ * fixed tick. Around it: dispatch (dispatch.c sends the batches), the
+ * message handlers (READY, RESULT: a big result is copied out of the
+ * worker's region), deadlines (STOP, then a kill) and cancel.
  * What becomes of items is job.c's; forking, killing and reaping (only
  * one by one, after a channel reports EOF: no SIGCHLD handler, no
  * waitpid(-1)) are proc.c's. Runs only in the master.
@@ -15,203 +16,6 @@
 
 #include "internal.h"
 #include "msg.h"
-
-static int
-live_workers(const struct gp_pool *p)
-{
-	int	 i, n = 0;
-
-	for (i = 0; i < p->nw; i++)
-		if (!p->w[i].retired)
-			n++;
-	return n;
-}
-
-static int
-fl_push(struct gp_worker *w, struct gp_item *it, uint64_t id)
-{
-	struct gp_flight	*f;
-	size_t			 cap;
-
-	if (w->nfl == w->capfl) {
-		cap = w->capfl ? w->capfl * 2 : 16;
-		if ((f = realloc(w->fl, cap * sizeof(*f))) == NULL)
-			return -ENOMEM;
-		w->fl = f;
-		w->capfl = cap;
-	}
-	w->fl[w->nfl].item = it;
-	w->fl[w->nfl].id = id;
-	w->nfl++;
-	return 0;
-}
-
-static int
-send_job(struct gp_worker *w, const struct gp_job *job)
-{
-	uint64_t	 addr = (uint64_t)(uintptr_t)job->fn;
-	size_t		 at;
-	int		 rc;
-
-	if ((rc = gp_msg_begin(&w->wbuf, GP_MSG_JOB, &at)) < 0 ||
-	    (rc = gp_buf_add(&w->wbuf, &addr, sizeof(addr))) < 0 ||
-	    (rc = gp_buf_add(&w->wbuf, job->arg, job->arglen)) < 0)
-		return rc;
-	gp_msg_finish(&w->wbuf, at, 0);
-	w->job = job->gen;
-	return 0;
-}
-
-/* Give one idle worker its next batch, of at most max items (0: as
- * gp_job_batch_size() says). Returns 1 if it got one, 0 if no work is
- * ready, or a negative errno. */
-static int
-dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
-    size_t max)
-{
-	struct gp_rec_task	 rec = { 0 };
-	struct gp_item		*it;
-	size_t			 want, bytes = 0, at, lim;
-	int			 rc;
-
-	if ((it = gp_job_peek(job)) == NULL)
-		return 0;
-	if (w->job != job->gen && (rc = send_job(w, job)) < 0)
-		return rc;
-	want = max ? max : gp_job_batch_size(job, live_workers(p),
-	    p->o.max_tasks, w->ntasks);
-	/* Payload bytes, records included: never more than the worker
-	 * accepts, which one item of max_msg bytes always fits. */
-	lim = GP_MSG_MAX(p->o.max_msg);
-	if (lim > GP_BATCH_BYTES)
-		lim = GP_BATCH_BYTES;
-	if ((rc = gp_msg_begin(&w->wbuf, GP_MSG_TASK, &at)) < 0)
-		return rc;
-	while (w->nfl < want && (it = gp_job_peek(job)) != NULL) {
-		if (it->inlen > p->o.max_msg ||
-		    (it->in == NULL && it->inlen > 0)) {
-			gp_job_take(job);
-			(void)gp_job_fail(job, it,
-			    it->in == NULL ? -EINVAL : -EMSGSIZE);
-			continue;
-		}
-		if (w->nfl > 0 && bytes + sizeof(rec) + it->inlen > lim)
-			break;
-		rec.id = ++p->ticket;
-		rec.len = (uint32_t)it->inlen;
-		/* In flight and off the queue at once: an item is in one
-		 * place only, so a failure below ends it once
-		 * (gp_loop_abandon()). */
-		if ((rc = fl_push(w, it, rec.id)) < 0)
-			return rc;
-		gp_job_take(job);
-		it->attempts++;
-		it->worker = w->idx;
-		if ((rc = gp_buf_add(&w->wbuf, &rec, sizeof(rec))) < 0 ||
-		    (rc = gp_buf_add(&w->wbuf, it->in, it->inlen)) < 0)
-			return rc;
-		bytes += sizeof(rec) + it->inlen;
-	}
-	if (w->nfl == 0) {
-		w->wbuf.len = w->wbuf.off + at;	/* drop the empty header */
-		return 0;
-	}
-	gp_msg_finish(&w->wbuf, at, w->nfl);
-	if ((rc = gp_watch_start(p, w)) < 0)
-		return rc;
-	w->nres = 0;
-	w->ntasks += (unsigned)w->nfl;
-	atomic_store(&w->shm->stop, 0);
-	w->state = GP_W_BUSY;
-	w->heard = gp_now_ns();
-	/* Most batches fit the pipe buffer: send now, skip a poll turn.
-	 * A failure means a dead worker: its pidfd or result pipe says so. */
-	(void)gp_buf_send(w->wfd, &w->wbuf);
-	return 1;
-}
-
-/* The GPUs an item holds beyond its worker's own, for the worker to
- * hand on (gp_ctx_item_visible()): sent before its TASK. */
-static int
-send_gpus(struct gp_worker *w, const int *set, int n)
-{
-	uint32_t	 g;
-	size_t		 at;
-	int		 i, rc;
-
-	if ((rc = gp_msg_begin(&w->wbuf, GP_MSG_GPUS, &at)) < 0)
-		return rc;
-	for (i = 0; i < n; i++) {
-		g = (uint32_t)set[i];
-		if ((rc = gp_buf_add(&w->wbuf, &g, sizeof(g))) < 0)
-			return rc;
-	}
-	gp_msg_finish(&w->wbuf, at, (uint64_t)n);
-	return 0;
-}
-
-/* Items that need GPUs (watch.c): one at a time, in order, each on the
- * worker gp_watch_place() chose; the first that must wait holds back
- * the rest. */
-static int
-dispatch_gated(struct gp_pool *p, struct gp_job *job)
-{
-	struct gp_worker	*w;
-	struct gp_item		*it;
-	size_t			 mark;
-	int			 i, bad, rc;
-
-	for (;;) {
-		for (i = 0; i < p->nw && p->w[i].state != GP_W_IDLE; i++)
-			;
-		if (i == p->nw || (it = gp_job_peek(job)) == NULL)
-			return 0;
-		if ((w = gp_watch_place(p, job, it, &bad)) == NULL) {
-			if (bad == 0)
-				return 0;
-			gp_job_take(job);
-			(void)gp_job_fail(job, it, bad);
-			continue;
-		}
-		if (w->job != job->gen && (rc = send_job(w, job)) < 0)
-			return rc;
-		mark = w->wbuf.len - w->wbuf.off;
-		if (p->wt.npick > 0 &&
-		    (rc = send_gpus(w, p->wt.pick, p->wt.npick)) < 0)
-			return rc;
-		if ((rc = dispatch_one(p, job, w, 1)) <= 0) {
-			/* No TASK: no GPUS either. */
-			w->wbuf.len = w->wbuf.off + mark;
-			if (rc < 0)
-				return rc;
-			continue;
-		}
-		p->rr = w->idx + 1;
-	}
-}
-
-/* Idle workers in turn from where the last dispatch stopped, so the
- * stragglers and retries of a run do not all land on GPU 0. */
-static int
-dispatch(struct gp_pool *p, struct gp_job *job)
-{
-	int	 k, i, rc, start = p->rr;
-
-	if (gp_watch_gated(p, job))
-		return dispatch_gated(p, job);
-	p->wt.npick = 0;
-	p->wt.pmem = 0;
-
-	for (k = 0; k < p->nw; k++) {
-		i = (start + k) % p->nw;
-		if (p->w[i].state != GP_W_IDLE)
-			continue;
-		if ((rc = dispatch_one(p, job, &p->w[i], 0)) <= 0)
-			return rc;
-		p->rr = i + 1;
-	}
-	return 0;
-}
 
 static void
 queue_stop(struct gp_pool *p, struct gp_worker *w, uint64_t id, int timeout,
@@ -260,6 +64,21 @@ control(struct gp_pool *p, struct gp_job *job, int what)
 			gp_proc_kill(&p->w[i]);
 }
 
+/* Where the next result of w's batch lies in its region (GP_REC_SHM),
+ * len bytes: NULL when w has no region or they would not fit in its
+ * results' half or max_msg, a lie the caller treats as a broken
+ * protocol. Nothing is allocated before this check. */
+static const uint8_t *
+region_result(const struct gp_pool *p, struct gp_worker *w, uint32_t len)
+{
+	long	 at;
+
+	if (w->reg == NULL || len > p->o.max_msg ||
+	    (at = gp_msg_shm_place(&w->roff, len, w->half)) < 0)
+		return NULL;
+	return w->reg + w->half + at;
+}
+
 static int
 on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
     const uint8_t *pos, const uint8_t *end)
@@ -273,6 +92,9 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 	while ((rc = gp_msg_result_next(&pos, end, &r, &data)) == 1) {
 		if (job == NULL || w->nres >= w->nfl ||
 		    w->fl[w->nres].id != r.id)
+			return -EPROTO;
+		if ((r.flags & GP_REC_SHM) &&
+		    (data = region_result(p, w, r.len)) == NULL)
 			return -EPROTO;
 		it = w->fl[w->nres++].item;
 		if ((rc = gp_job_result(job, it, &r, data,
@@ -619,12 +441,12 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 	for (;;) {
 		if (job != NULL && !job->canceled) {
 			gp_proc_respawn(p);
-			if ((rc = dispatch(p, job)) < 0)
+			if ((rc = gp_dispatch(p, job)) < 0)
 				return rc;
 		}
 		if (run_done(p, job))
 			return 0;
-		if (job != NULL && live_workers(p) == 0)
+		if (job != NULL && gp_proc_live(p) == 0)
 			return GP_ENOWORKER;
 		now = gp_now_ns();
 		if ((n = fill(p, job, now, &due)) < 0)

@@ -47,6 +47,26 @@ gp_msg_parse(const void *buf, size_t avail, size_t max,
 	return (long)(sizeof(*hdr) + hdr->len);
 }
 
+/* The bytes of a record of rl bytes at *pos: in the message after it, or
+ * in the region (GP_REC_SHM: none here). */
+static int
+rec_bytes(const uint8_t **pos, const uint8_t *end, size_t rl, uint32_t len,
+    uint32_t flags, const uint8_t **data)
+{
+	if (flags & ~GP_REC_SHM)
+		return -EBADMSG;
+	if (flags & GP_REC_SHM) {
+		*data = NULL;
+		*pos += rl;
+		return 1;
+	}
+	if ((size_t)(end - *pos) - rl < len)
+		return -EBADMSG;
+	*data = *pos + rl;
+	*pos = *data + len;
+	return 1;
+}
+
 int
 gp_msg_task_next(const uint8_t **pos, const uint8_t *end,
     struct gp_rec_task *rec, const uint8_t **data)
@@ -56,11 +76,7 @@ gp_msg_task_next(const uint8_t **pos, const uint8_t *end,
 	if ((size_t)(end - *pos) < sizeof(*rec))
 		return -EBADMSG;
 	memcpy(rec, *pos, sizeof(*rec));
-	if ((size_t)(end - *pos) - sizeof(*rec) < rec->len)
-		return -EBADMSG;
-	*data = *pos + sizeof(*rec);
-	*pos = *data + rec->len;
-	return 1;
+	return rec_bytes(pos, end, sizeof(*rec), rec->len, rec->flags, data);
 }
 
 int
@@ -72,12 +88,23 @@ gp_msg_result_next(const uint8_t **pos, const uint8_t *end,
 	if ((size_t)(end - *pos) < sizeof(*rec))
 		return -EBADMSG;
 	memcpy(rec, *pos, sizeof(*rec));
-	if ((size_t)(end - *pos) - sizeof(*rec) < rec->len ||
-	    rec->kind > GP_REC_SKIPPED)
+	if (rec->kind > GP_REC_SKIPPED ||
+	    (rec->flags != 0 && rec->kind != GP_REC_DONE))
 		return -EBADMSG;
-	*data = *pos + sizeof(*rec);
-	*pos = *data + rec->len;
-	return 1;
+	return rec_bytes(pos, end, sizeof(*rec), rec->len, rec->flags, data);
+}
+
+long
+gp_msg_shm_place(size_t *end, size_t len, size_t size)
+{
+	size_t	 at = *end;
+
+	if (at > size || len > size - at)
+		return -1;
+	*end = at + len;
+	if (*end % GP_SHM_ALIGN)
+		*end += GP_SHM_ALIGN - *end % GP_SHM_ALIGN;
+	return (long)at;
 }
 
 int

@@ -41,7 +41,7 @@ struct gp_msg_ready {
 struct gp_rec_task {
 	uint64_t	 id;
 	uint32_t	 len;
-	uint32_t	 pad;
+	uint32_t	 flags;		/* 0 or GP_REC_SHM */
 };
 
 enum gp_rec_kind {
@@ -56,8 +56,21 @@ struct gp_rec_result {
 	int32_t		 rc;
 	uint32_t	 kind;		/* enum gp_rec_kind */
 	uint32_t	 len;
-	uint32_t	 pad;
+	uint32_t	 flags;		/* 0 or GP_REC_SHM (kind DONE only) */
 };
+
+/*
+ * A record flagged GP_REC_SHM carries no bytes in the message: its len
+ * bytes lie in the worker's region (data.c), items in the first half,
+ * results in the second, at the offset gp_msg_shm_place() gives. Both
+ * ends call it for each such record in order, from 0 at the start of
+ * each batch, so no offset crosses the wire and none can point outside
+ * the region. Items and results of GP_SHM_MIN bytes or more go this way
+ * when they fit (docs/benchmarks.md has the measurement behind it).
+ */
+#define GP_REC_SHM	1u
+#define GP_SHM_MIN	(16u << 10)
+#define GP_SHM_ALIGN	64u
 
 #define GP_MSG_GPUS_MAX	1024	/* GPUs in one GPUS message */
 
@@ -81,13 +94,19 @@ long	gp_msg_parse(const void *buf, size_t avail, size_t max,
 
 /*
  * Take the next record of a TASK (or RESULT) payload: *pos advances past
- * it. Returns 1 with *rec and *data set, 0 at the end, -EBADMSG if the
- * record runs past end.
+ * it. Returns 1 with *rec and *data set (NULL for a GP_REC_SHM record:
+ * its bytes are in the region), 0 at the end, -EBADMSG if the record runs
+ * past end or has an unknown flag.
  */
 int	gp_msg_task_next(const uint8_t **pos, const uint8_t *end,
 	    struct gp_rec_task *rec, const uint8_t **data);
 int	gp_msg_result_next(const uint8_t **pos, const uint8_t *end,
 	    struct gp_rec_result *rec, const uint8_t **data);
+
+/* The offset of the next len bytes in a region half of size bytes whose
+ * first *end are taken (*end then moves past them, rounded up to
+ * GP_SHM_ALIGN), or -1 when they do not fit (*end unchanged). */
+long	gp_msg_shm_place(size_t *end, size_t len, size_t size);
 
 /* Append a header to b; the payload follows with gp_buf_add(). The
  * returned offset lets gp_msg_finish() patch len and id at the end. */

@@ -129,6 +129,8 @@ pool_free(struct gp_pool *p)
 	}
 	if (p->shm != NULL)
 		munmap(p->shm, p->shmlen);
+	if (p->w != NULL)
+		gp_data_unmap(p);
 	if (p->topo != NULL)
 		hwloc_topology_destroy(p->topo);
 	gp_loop_release(p);
@@ -193,7 +195,7 @@ _Static_assert(sizeof(struct gp_worker_info) == 768, "gp_worker_info size");
 				 GP_POOL_STRICT_BIND | GP_POOL_CUDA_INIT | \
 				 GP_POOL_PLAN_ONLY | GP_POOL_NO_PDEATHSIG | \
 				 GP_POOL_GPUS_FREE | GP_POOL_WAIT_FREE | \
-				 GP_POOL_MONITOR)
+				 GP_POOL_MONITOR | GP_POOL_OUT_BUFFERS)
 
 #define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
 
@@ -299,6 +301,7 @@ start(struct gp_pool *p, char *err, size_t errlen)
 	}
 	for (i = 0; i < p->nw; i++)
 		p->w[i].shm = &p->shm[i];
+	gp_data_map(p);
 	for (i = 0; i < p->nw; i++)
 		if ((rc = gp_proc_spawn(p, &p->w[i])) < 0)
 			return gp_errf(err, errlen, rc, "cannot start worker "
@@ -407,10 +410,12 @@ run_job(struct gp_pool *p, struct gp_job *job, gp_fn *fn, const void *arg,
 }
 
 /* Every item reads GP_NOTRUN until it ends, whatever the call returns.
- * out is not read: results of an earlier call are the caller's to free.
- * Returns -EINVAL for bytes that are not there. */
+ * out is not read: results of an earlier call are the caller's to free,
+ * or, with keep_out (GP_POOL_OUT_BUFFERS), out and outlen are the
+ * caller's buffer and its room. Returns -EINVAL for bytes that are not
+ * there. */
 static int
-items_init(struct gp_item *items, size_t n)
+items_init(struct gp_item *items, size_t n, int keep_out)
 {
 	size_t	 i;
 	int	 rc = 0;
@@ -418,8 +423,9 @@ items_init(struct gp_item *items, size_t n)
 	if (n > 0 && items == NULL)
 		return -EINVAL;
 	for (i = 0; i < n; i++) {
-		gp_loop_item_init(&items[i]);
-		if (items[i].in == NULL && items[i].inlen > 0)
+		gp_loop_item_init(&items[i], keep_out);
+		if ((items[i].in == NULL && items[i].inlen > 0) ||
+		    (keep_out && items[i].out == NULL && items[i].outlen > 0))
 			rc = -EINVAL;
 	}
 	return rc;
@@ -434,6 +440,7 @@ map_items(struct gp_pool *p, gp_fn *fn, const void *arg, size_t arglen,
 
 	job.items = items;
 	job.n = n;
+	job.outbufs = (p->o.flags & GP_POOL_OUT_BUFFERS) != 0;
 	return run_job(p, &job, fn, arg, arglen);
 }
 
@@ -443,7 +450,10 @@ gp_pool_map(struct gp_pool *p, gp_fn *fn, const void *arg,
 {
 	int	 rc;
 
-	if ((rc = items_init(items, n)) < 0)
+	if (p == NULL)
+		return -EINVAL;
+	if ((rc = items_init(items, n,
+	    (p->o.flags & GP_POOL_OUT_BUFFERS) != 0)) < 0)
 		return rc;
 	return map_items(p, fn, arg, arglen, items, n);
 }
@@ -458,6 +468,7 @@ gp_pool_run(struct gp_pool *p, gp_fn *fn, const void *arg,
 	    !zeroed(feed->reserved, NELEM(feed->reserved)))
 		return -EINVAL;
 	job.feed = feed;
+	job.outbufs = (p->o.flags & GP_POOL_OUT_BUFFERS) != 0;
 	return run_job(p, &job, fn, arg, arglen);
 }
 
@@ -467,7 +478,7 @@ gp_item_init(struct gp_item *it, const void *in, size_t inlen)
 	memset(it, 0, sizeof(*it));
 	it->in = in;
 	it->inlen = inlen;
-	gp_loop_item_init(it);
+	gp_loop_item_init(it, 0);
 }
 
 void
@@ -595,7 +606,7 @@ pool_map(gp_fn *fn, struct gp_item *items, size_t n)
 
 	deferr[0] = '\0';
 	/* Items first: they read GP_NOTRUN even if no pool can be made. */
-	if ((rc = items_init(items, n)) < 0)
+	if ((rc = items_init(items, n, 0)) < 0)
 		goto out;
 	deflock_take();
 	if (defpool != NULL && getpid() != defpool->master) {

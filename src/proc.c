@@ -121,6 +121,7 @@ gp_proc_spawn(struct gp_pool *p, struct gp_worker *w)
 		close(task[1]);
 		close(res[0]);
 		close_others(p);
+		gp_data_keep(p, w);
 		gp_worker_main(p, w, task[0], res[1]);
 		/* NOTREACHED */
 	}
@@ -310,4 +311,15 @@ gp_proc_shutdown(struct gp_pool *p)
 			gp_proc_reap(map[i], &status);
 		}
 	}
+}
+
+int
+gp_proc_live(const struct gp_pool *p)
+{
+	int	 i, n = 0;
+
+	for (i = 0; i < p->nw; i++)
+		if (!p->w[i].retired)
+			n++;
+	return n;
 }

@@ -43,6 +43,14 @@ struct gp_ctx {
 	size_t			 data;		/* current item's reply bytes, or
 						   0 outside an item */
 	int			 reply_rc;	/* the last gp_ctx_reply() failed */
+	uint8_t			*reg;		/* the worker's region (data.c),
+						   or NULL: pipes only */
+	size_t			 half;
+	size_t			 ioff;		/* items' end in it this batch */
+	size_t			 roff;		/* results' end in it this batch */
+	size_t			 rmark;		/* roff before the current item */
+	uint32_t		 rlen;		/* its reply there, if rshm */
+	int			 rshm;
 	const char		**ibus;		/* bus ids of the GPUS the next
 						   item holds (GP_MSG_GPUS) */
 	int			 nibus;		/* 0: its worker's own */
@@ -50,20 +58,30 @@ struct gp_ctx {
 };
 
 /* The reply goes straight into the outgoing message, after the record
- * header that run_batch() fills in when fn returns. The last call wins,
- * failed or not: a reply that could not be kept ends the item GP_ERROR
- * (outq_close()), never GP_OK with an older or an empty result. */
+ * header that run_batch() fills in when fn returns, or, when it is big,
+ * into the region's results half. The last call wins, failed or not: a
+ * reply that could not be kept ends the item GP_ERROR (outq_close()),
+ * never GP_OK with an older or an empty result. */
 int
 gp_ctx_reply(struct gp_ctx *ctx, const void *buf, size_t len)
 {
+	long	 at = -1;
+
 	if (ctx->data == 0)
 		return -EINVAL;		/* in init or fini */
 	ctx->q.b.len = ctx->q.b.off + ctx->data;
+	ctx->roff = ctx->rmark;
+	ctx->rshm = 0;
 	if (len > ctx->max_msg)
-		ctx->reply_rc = -EMSGSIZE;
-	else
-		ctx->reply_rc = gp_buf_add(&ctx->q.b, buf, len);
-	return ctx->reply_rc;
+		return ctx->reply_rc = -EMSGSIZE;
+	if (len >= GP_SHM_MIN && ctx->reg != NULL)
+		at = gp_msg_shm_place(&ctx->roff, len, ctx->half);
+	if (at < 0)
+		return ctx->reply_rc = gp_buf_add(&ctx->q.b, buf, len);
+	memcpy(ctx->reg + ctx->half + at, buf, len);
+	ctx->rlen = (uint32_t)len;
+	ctx->rshm = 1;
+	return ctx->reply_rc = 0;
 }
 
 const struct gp_worker_info *
@@ -234,6 +252,8 @@ outq_open(struct gp_ctx *ctx, int64_t now)
 		_exit(GP_EXIT_NOMEM);
 	ctx->data = q->b.len - q->b.off;
 	ctx->reply_rc = 0;
+	ctx->rmark = ctx->roff;
+	ctx->rshm = 0;
 	q->count++;
 	return at;
 }
@@ -255,8 +275,14 @@ outq_close(struct gp_ctx *ctx, size_t at, struct gp_rec_result *r)
 		r->kind = GP_REC_ERROR;
 		r->rc = ctx->reply_rc;
 		b->len = b->off + ctx->data;
+		ctx->roff = ctx->rmark;
+		ctx->rshm = 0;
 	}
 	r->len = (uint32_t)(b->len - b->off - ctx->data);
+	if (ctx->rshm && r->kind == GP_REC_DONE) {
+		r->flags = GP_REC_SHM;
+		r->len = ctx->rlen;
+	}
 	memcpy(b->data + b->off + at, r, sizeof(*r));
 	ctx->data = 0;
 	if (q->count < 2 ||
@@ -288,6 +314,21 @@ outq_close(struct gp_ctx *ctx, size_t at, struct gp_rec_result *r)
  */
 #define GP_CLOCK_EVERY	8
 
+/* Where the batch's next big item lies in the region, len bytes; a TASK
+ * that points past it, or at a region the worker has not, is a broken
+ * protocol. */
+static const uint8_t *
+region_item(struct gp_ctx *ctx, uint32_t len)
+{
+	long	 at = -1;
+
+	if (ctx->reg != NULL)
+		at = gp_msg_shm_place(&ctx->ioff, len, ctx->half);
+	if (at < 0 || len > ctx->max_msg)
+		_exit(GP_EXIT_PROTO);
+	return ctx->reg + at;
+}
+
 static void
 run_batch(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx,
     gp_fn *fn, const void *arg, const uint8_t *pos, const uint8_t *end)
@@ -300,8 +341,10 @@ run_batch(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx,
 	int			 rc, k = 0, every;
 
 	every = p->o.timeout_ms > 0 ? 1 : GP_CLOCK_EVERY;
-
+	ctx->ioff = ctx->roff = 0;
 	while ((rc = gp_msg_task_next(&pos, end, &t, &data)) == 1) {
+		if (t.flags & GP_REC_SHM)
+			data = region_item(ctx, t.len);
 		memset(&r, 0, sizeof(r));
 		r.id = t.id;
 		at = outq_open(ctx, t0);
@@ -484,6 +527,8 @@ ctx_init(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx, int fd,
 	ctx->wfd = wfd;
 	ctx->stop = fd;
 	ctx->max_msg = p->o.max_msg;
+	ctx->reg = w->reg;
+	ctx->half = w->half;
 	/* Forked by a pool made in fn: the outer worker's watch is not
 	 * ours, and its fds must not stay open here. */
 	if (master_pidfd >= 0)

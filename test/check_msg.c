@@ -147,6 +147,62 @@ START_TEST(truncated_records)
 }
 END_TEST
 
+/* A record whose bytes are in the region: none in the message, data NULL;
+ * an unknown flag, or the region flag on a result that is not DONE, is a
+ * broken message. */
+START_TEST(region_records)
+{
+	struct gp_rec_task	 t = { .id = 3, .len = 1u << 20,
+				       .flags = GP_REC_SHM }, to;
+	struct gp_rec_result	 r = { .id = 3, .len = 1u << 20,
+				       .flags = GP_REC_SHM }, ro;
+	const uint8_t		*pos, *data;
+
+	pos = (const uint8_t *)&t;
+	ck_assert_int_eq(gp_msg_task_next(&pos, pos + sizeof(t), &to, &data),
+	    1);
+	ck_assert_ptr_null(data);
+	ck_assert_ptr_eq(pos, (const uint8_t *)&t + sizeof(t));
+	ck_assert_uint_eq(to.len, 1u << 20);
+	pos = (const uint8_t *)&r;
+	ck_assert_int_eq(gp_msg_result_next(&pos, pos + sizeof(r), &ro,
+	    &data), 1);
+	ck_assert_ptr_null(data);
+	r.kind = GP_REC_ERROR;
+	pos = (const uint8_t *)&r;
+	ck_assert_int_eq(gp_msg_result_next(&pos, pos + sizeof(r), &ro,
+	    &data), -EBADMSG);
+	t.flags = 2;
+	pos = (const uint8_t *)&t;
+	ck_assert_int_eq(gp_msg_task_next(&pos, pos + sizeof(t), &to, &data),
+	    -EBADMSG);
+}
+END_TEST
+
+/* Both ends place a batch's big bytes the same way: in order, aligned,
+ * never past the half, and a placement that does not fit changes
+ * nothing (the bytes then travel in the message). */
+START_TEST(region_placement)
+{
+	size_t	 end = 0;
+
+	ck_assert_int_eq(gp_msg_shm_place(&end, 100, 4096), 0);
+	ck_assert_uint_eq(end, 128);
+	ck_assert_int_eq(gp_msg_shm_place(&end, 3968, 4096), 128);
+	ck_assert_uint_eq(end, 4096);
+	ck_assert_int_eq(gp_msg_shm_place(&end, 1, 4096), -1);
+	ck_assert_uint_eq(end, 4096);
+	ck_assert_int_eq(gp_msg_shm_place(&end, 0, 4096), 4096);
+	end = 64;
+	ck_assert_int_eq(gp_msg_shm_place(&end, 4096, 4096), -1);
+	ck_assert_uint_eq(end, 64);
+	end = 8192;
+	ck_assert_int_eq(gp_msg_shm_place(&end, 0, 4096), -1);
+	end = 0;
+	ck_assert_int_eq(gp_msg_shm_place(&end, SIZE_MAX, 4096), -1);
+}
+END_TEST
+
 START_TEST(buf_keeps_offsets_across_growth)
 {
 	struct gp_buf		 b = { 0 };
@@ -183,6 +239,8 @@ main(void)
 	tcase_add_test(tc, unknown_and_bad_fixed_sizes);
 	tcase_add_test(tc, truncated_records);
 	tcase_add_test(tc, buf_keeps_offsets_across_growth);
+	tcase_add_test(tc, region_records);
+	tcase_add_test(tc, region_placement);
 	suite_add_tcase(s, tc);
 	return gp_check_run(s);
 }

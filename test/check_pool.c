@@ -27,15 +27,31 @@
 
 /*
  * Allocation failures on demand: this program is linked with
- * -Wl,--wrap=malloc and --wrap=realloc (test/meson.build), so every malloc
- * and realloc of the library and of this file comes here. Armed, the
- * fail_at-th call made by the arming process fails; workers (forked
- * copies) never fail.
+ * -Wl,--wrap=malloc, --wrap=realloc and --wrap=mmap64 (test/meson.build;
+ * with 64-bit file offsets, glibc's mmap is mmap64), so every malloc,
+ * realloc and mmap of the library and of this file comes here. Armed, the fail_at-th malloc or realloc made by the arming
+ * process fails; workers (forked copies) never fail. With no_regions,
+ * the library's regions (data.c, the only MAP_NORESERVE mappings) cannot
+ * be mapped: big items and results go through the pipes.
  */
 void	*__real_malloc(size_t);
 void	*__real_realloc(void *, size_t);
+void	*__real_mmap64(void *, size_t, int, int, int, off_t);
 void	*__wrap_malloc(size_t);
 void	*__wrap_realloc(void *, size_t);
+void	*__wrap_mmap64(void *, size_t, int, int, int, off_t);
+
+static int	 no_regions;
+
+void *
+__wrap_mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	if (no_regions && (flags & MAP_NORESERVE)) {
+		errno = ENOMEM;
+		return MAP_FAILED;
+	}
+	return __real_mmap64(addr, len, prot, flags, fd, off);
+}
 
 static pid_t	 fail_pid;
 static long	 fail_at;
@@ -466,12 +482,17 @@ END_TEST
  * else the call allocates is over 100,000 bytes): gp_pool_map() returns
  * -ENOMEM, as for any other allocation; it must not take the failed read
  * for the worker's EOF, kill it and rerun its items (a call that
- * succeeds). The pool stays usable.
+ * succeeds). The pool stays usable. Its regions could not be mapped, so
+ * the big results come through the pipes, as the next test's do.
  */
 START_TEST(receive_alloc_fail_fails_the_call)
 {
-	struct gp_pool	*p = make_pool(2, 2);
+	struct gp_pool	*p;
 	int		 rc;
+
+	no_regions = 1;
+	p = make_pool(2, 2);
+	no_regions = 0;
 
 	few_big_items(fb_a);
 	failed = 0;
@@ -483,6 +504,24 @@ START_TEST(receive_alloc_fail_fails_the_call)
 	fail_big = 0;
 	ck_assert_msg(failed, "no read buffer grew past 100,000 bytes");
 	few_big_after_failure(p, 1, rc);
+	gp_pool_destroy(p);
+}
+END_TEST
+
+/* A pool whose regions could not be mapped (a strict overcommit policy,
+ * an address-space limit) still carries big items and results, through
+ * the pipes. */
+START_TEST(pipes_carry_big_results_without_regions)
+{
+	struct gp_pool	*p;
+
+	no_regions = 1;
+	p = make_pool(2, 1);
+	no_regions = 0;
+	few_big_items(fb_a);
+	ck_assert_int_eq(gp_pool_map(p, few_big, NULL, 0, fb_a, FB_N), 0);
+	ck_assert_uint_eq(few_big_bad(fb_a, FB_N, 0), 0);
+	gp_items_release(fb_a, FB_N);
 	gp_pool_destroy(p);
 }
 END_TEST
@@ -2123,6 +2162,7 @@ main(void)
 	tcase_add_test(tc, oversized_reply_is_an_error);
 	tcase_add_test(tc, alloc_fail_leaves_the_pool_usable);
 	tcase_add_test(tc, receive_alloc_fail_fails_the_call);
+	tcase_add_test(tc, pipes_carry_big_results_without_regions);
 	tcase_add_test(tc, run_alloc_fail_ends_each_item_once);
 	tcase_add_test(tc, failed_call_keeps_the_fini_deadline);
 	tcase_add_test(tc, item_failure_is_the_items_status);

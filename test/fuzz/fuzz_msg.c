@@ -10,7 +10,10 @@
  *     and JOB payloads never exceed max; the same prefix parses the same,
  *     one byte less is "not there yet";
  *   - gp_msg_task_next()/gp_msg_result_next() never hand out a record that
- *     runs past the payload, and always advance;
+ *     runs past the payload, and always advance; a GP_REC_SHM record (its
+ *     bytes in the region) has no bytes in the payload and NULL data, and
+ *     only a RESULT of kind DONE may have it; gp_msg_shm_place() gives an
+ *     offset whose bytes lie inside the half, or -1 and leaves it as is;
  *   - re-encoding what was parsed with gp_msg_begin()/gp_buf_add()/
  *     gp_msg_finish() gives back the same bytes (encode -> parse round
  *     trip), also with a gp_buf whose off is not 0.
@@ -87,6 +90,28 @@ check_parse(const uint8_t *buf, size_t avail, size_t max)
 	return rc;
 }
 
+/* Place len bytes after each of a few ends in a half of size bytes. */
+static void
+check_place(size_t len, size_t size)
+{
+	size_t	 ends[] = { 0, 1, GP_SHM_ALIGN, size / 2, size, size + 1 };
+	size_t	 i, e;
+	long	 at;
+
+	for (i = 0; i < sizeof(ends) / sizeof(ends[0]); i++) {
+		e = ends[i];
+		at = gp_msg_shm_place(&e, len, size);
+		if (at < 0) {
+			CHECK(at == -1 && e == ends[i]);
+			CHECK(ends[i] > size || len > size - ends[i]);
+			continue;
+		}
+		CHECK((size_t)at == ends[i] && (size_t)at + len <= size);
+		CHECK(e >= (size_t)at + len && e % GP_SHM_ALIGN == 0 &&
+		    e - ((size_t)at + len) < GP_SHM_ALIGN);
+	}
+}
+
 /* Walk a payload as TASK or RESULT records; re-encode what was accepted
  * into enc (when not NULL). Returns the record count or -EBADMSG. */
 static long
@@ -118,6 +143,14 @@ walk(int result, const uint8_t *p, size_t n, struct gp_buf *enc)
 		CHECK(rc == 1);
 		rl = result ? sizeof(r) : sizeof(t);
 		len = result ? r.len : t.len;
+		if ((result ? r.flags : t.flags) != 0) {
+			CHECK((result ? r.flags : t.flags) == GP_REC_SHM);
+			CHECK(!result || r.kind == GP_REC_DONE);
+			CHECK(data == NULL && pos == prev + rl);
+			check_place(len, (size_t)(end - prev));
+			len = 0;
+			data = pos;
+		}
 		CHECK(data == prev + rl);
 		CHECK(data >= p && data <= end);
 		CHECK(len <= (size_t)(end - data));
