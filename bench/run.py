@@ -1511,8 +1511,9 @@ def markdown(res):
             L.append("")
         L.append("MB/s: item bytes sent per second (10^6 B), each way. "
                  "memcpy: this machine's `memcpy` of buffers of the item's "
-                 "size, one thread, both buffers written before the clock "
-                 "starts, run in the same rounds; pool_map x memcpy: the "
+                 "size, one thread, the same two buffers each copy, warmed "
+                 "before the clock starts, run in the same rounds (see "
+                 "bench/README.md); pool_map x memcpy: the "
                  "median of the per-round ratios of pool_map MB/s to "
                  "memcpy MB/s.")
         L.append("")
