@@ -20,6 +20,9 @@
  *	bench_pool skewed FILE		pool_map of sleeps (seconds, one a
  *					line, in file order), 4 workers
  *	bench_pool payload SIZE N	pool_map echoing SIZE bytes, 4 workers
+ *	bench_pool memcpy SIZE N	N memcpys of SIZE bytes, one thread:
+ *					this machine's bandwidth, the bound
+ *					the payload figures are set against
  *
  * pool_map runs on the default pool with GPUPOOL_FAKE_GPUS=4 (unless the
  * environment sets it); a small warm-up map creates the pool first, so
@@ -539,6 +542,40 @@ payload(size_t size, size_t n)
 	return (double)n / t;
 }
 
+/*
+ * memcpy of size bytes, n times, between two buffers written and copied
+ * once before the clock starts (the first copy after the writes ran at a
+ * third of the speed of the next ones here): bytes copied per second. The
+ * empty asm tells the compiler that memory it cannot see is read and
+ * written after each copy, so no copy is dropped or merged.
+ */
+static double
+memcpy_bw(size_t size, size_t n)
+{
+	unsigned char	*src = malloc(size), *dst = malloc(size);
+	size_t		 i;
+	double		 t0, t;
+
+	if (src == NULL || dst == NULL)
+		exit(1);
+	for (i = 0; i < size; i++)
+		src[i] = (unsigned char)(i * 7 + 1);
+	memset(dst, 0, size);
+	memcpy(dst, src, size);
+	__asm__ __volatile__("" : : "r" (dst), "r" (src) : "memory");
+	t0 = now_s();
+	for (i = 0; i < n; i++) {
+		memcpy(dst, src, size);
+		__asm__ __volatile__("" : : "r" (dst), "r" (src) : "memory");
+	}
+	t = now_s() - t0;
+	if (memcmp(dst, src, size) != 0)
+		die("memcpy: wrong copy", 0);
+	free(src);
+	free(dst);
+	return (double)size * (double)n / t;
+}
+
 static int
 legacy(int rounds)
 {
@@ -687,11 +724,20 @@ main(int argc, char **argv)
 		    "\"items_per_s\":%.1f,\"mb_per_s\":%.3f,"
 		    "\"startup_s\":%.6f}\n", size, n, ips,
 		    ips * (double)size / 1e6, startup);
+	} else if (strcmp(verb, "memcpy") == 0 && argc == 4) {
+		size_t	 size = strtoul(argv[2], NULL, 10);
+		size_t	 n = strtoul(argv[3], NULL, 10);
+		double	 bps = size && n ? memcpy_bw(size, n) : 0;
+
+		printf("{\"bench\":\"memcpy\",\"size\":%zu,\"n\":%zu,"
+		    "\"mb_per_s\":%.3f,\"gb_per_s\":%.4f}\n", size, n,
+		    bps / 1e6, bps / 1e9);
 	} else {
 		fprintf(stderr, "usage: bench_pool [ROUNDS] | roundtrip N [nobind] | "
 		    "raw-pipe N | raw-sock N | pingpong N BLOCKS [nobind] | "
 		    "trivial N | "
-		    "raw-batch N [B] | skewed FILE | payload SIZE N\n");
+		    "raw-batch N [B] | skewed FILE | payload SIZE N | "
+		    "memcpy SIZE N\n");
 		return 2;
 	}
 	gp_default_pool_destroy();

@@ -50,7 +50,8 @@ FULL = dict(
     pp_procs=3, pp_blocks=10, pp_n=2000,
     triv_ns=(10**4, 10**5, 10**6), triv_rounds=3, triv_budget_s=8.0,
     pskew_rounds=5,
-    payloads=((16, 100000), (4096, 20000), (MIB, 256)), payload_rounds=3,
+    payloads=((16, 100000), (4096, 20000), (MIB, 256), (16 * MIB, 32),
+              (64 * MIB, 16)), payload_rounds=3, payload_py_s=10.0,
     mpi_n=200000, mpi_rounds=5,
     py_ns=(10**5, 10**6), py_triv_rounds=3, py_rt_n=2000, py_rt_rounds=5,
     py_warm=(100, 0.5, 0.1), py_warm_rounds=3,
@@ -62,7 +63,8 @@ QUICK = dict(
     pp_procs=1, pp_blocks=5, pp_n=2000,
     triv_ns=(10**4, 10**5, 10**6), triv_rounds=2, triv_budget_s=1.0,
     pskew_rounds=2,
-    payloads=((16, 20000), (4096, 5000), (MIB, 64)), payload_rounds=1,
+    payloads=((16, 20000), (4096, 5000), (MIB, 64), (16 * MIB, 16)),
+    payload_rounds=1, payload_py_s=5.0,
     mpi_n=50000, mpi_rounds=3,
     py_ns=(10**5,), py_triv_rounds=2, py_rt_n=500, py_rt_rounds=2,
     py_warm=(20, 0.2, 0.05), py_warm_rounds=2,
@@ -747,23 +749,52 @@ def pool_section(cfg, build, work, res, notes):
                           "over_ideal": stats([x and x / ideal for x in v])}
                       for k, v in runs.items()}}
 
-    # Payload sweep: echo SIZE bytes.
+    # Payload sweep: echo SIZE bytes; this machine's memcpy of SIZE bytes in
+    # the same rounds, so each round gives pool_map's share of it.
     pl = sec["payload"] = {}
+    map_mbps = None
     for size, n in cfg["payloads"]:
-        runs = {"gpupool": [], "map": []}
+        mc_n = memcpy_n(bp, size)
+        argvs = {"gpupool": [bp, "payload", str(size), str(n)],
+                 "map": pyp + ["payload", "map", str(size), str(n)],
+                 "memcpy": [bp, "memcpy", str(size), str(mc_n)]}
+        skip = None
+        if map_mbps and n * size / (map_mbps * 1e6) > cfg["payload_py_s"]:
+            skip = "~%.0f s a run at the rate measured at the size below" \
+                % (n * size / (map_mbps * 1e6))
+            del argvs["map"]
+        runs = {k: [] for k in argvs}
         for rd in range(cfg["payload_rounds"]):
             log("pool_map: payload %d B x %d, round %d/%d" % (
                 size, n, rd + 1, cfg["payload_rounds"]))
-            for k in rotate(["gpupool", "map"], rd):
-                argv = [bp, "payload", str(size), str(n)] if k == "gpupool" \
-                    else pyp + ["payload", "map", str(size), str(n)]
-                runs[k].append(one(argv))
-        pl[str(size)] = {"n": n, "impls": {
-            k: {"items_per_s": stats([x.get("items_per_s") for x in v]),
-                "mb_per_s": stats([x.get("mb_per_s") for x in v])}
-            for k, v in runs.items()},
-            "gpupool_over_map": pair_ratios(runs["gpupool"], runs["map"],
+            for k in rotate(list(argvs), rd):
+                runs[k].append(one(argvs[k]))
+        mb = {k: stats([x.get("mb_per_s") for x in v])
+              for k, v in runs.items()}
+        if "map" in runs:
+            map_mbps = med(mb["map"])
+        pl[str(size)] = {
+            "n": n, "memcpy_n": mc_n, "map_skipped": skip,
+            "impls": {k: {"items_per_s": stats([x.get("items_per_s")
+                                                for x in v]),
+                          "mb_per_s": mb[k]}
+                      for k, v in runs.items() if k != "memcpy"},
+            "memcpy_gb_per_s": stats([x.get("gb_per_s")
+                                      for x in runs["memcpy"]]),
+            "gpupool_over_memcpy": pair_ratios(runs["gpupool"],
+                                               runs["memcpy"], "mb_per_s"),
+            "gpupool_over_map": pair_ratios(runs["gpupool"],
+                                            runs.get("map", []),
                                             "items_per_s")}
+
+
+def memcpy_n(bp, size, seconds=0.3):
+    """How many memcpys of size bytes take about seconds here: a short
+    probe (64 MiB copied) gives the rate."""
+    n = max(1, 2 ** 26 // size)
+    x = one([bp, "memcpy", str(size), str(n)])
+    bps = (x.get("mb_per_s") or 0) * 1e6
+    return max(4, min(10 ** 9, int(seconds * bps / size))) if bps else n
 
 
 # ---------------------------------------------------------------------------
@@ -1068,11 +1099,26 @@ def targets(res, skipped):
         top = str(max(int(k) for k in pm["trivial"]["by_n"]))
         m = pm["trivial"]["by_n"][top].get("map")
         g = pm["trivial"]["by_n"][top]["gpupool"]
+        rb = pm["trivial"]["by_n"][top].get("raw-batch")
         add("pool_map trivial items >= 2x Pool.map (default chunks), N=%s"
             % top, m and med(m["gpupool_over"]), ">=", 2.0,
             "median of per-round items/s ratios",
-            context=m and "%s items/s against %s" % (
-                fmt_si(g["items_per_s"]), fmt_si(m["items_per_s"])))
+            context=m and "%s items/s against %s%s" % (
+                fmt_si(g["items_per_s"]), fmt_si(m["items_per_s"]),
+                "; %.2fx raw pipes with 1,024 items a message, %s items/s"
+                % (med(rb["gpupool_over"]), fmt_si(rb["items_per_s"]))
+                if rb and rb["gpupool_over"] else ""))
+        mi = pm["payload"].get(str(MIB), {})
+        add("pool_map 1 MiB items echoed by 4 workers >= 0.15x memcpy "
+            "bandwidth", med(mi.get("gpupool_over_memcpy")), ">=", 0.15,
+            "median of per-round ratios of pool_map MB/s (each way) to "
+            "memcpy MB/s of 1 MiB buffers, one thread", fmt="%.3f",
+            why_na=None if mi else "no 1 MiB run",
+            context=mi.get("memcpy_gb_per_s") and
+            mi["impls"]["gpupool"]["mb_per_s"] and "%.0f MB/s each way "
+            "against memcpy %.1f GB/s" % (
+                med(mi["impls"]["gpupool"]["mb_per_s"]),
+                med(mi["memcpy_gb_per_s"])))
         for order in ("given", "lpt"):
             s = pm["skewed"]["orders"][order]["impls"]["gpupool"]
             add("pool_map skewed makespan <= 1.05x greedy ideal (%s order)"
@@ -1442,17 +1488,34 @@ def markdown(res):
         L.append("### pool_map: payload sweep (each item echoed back)")
         L.append("")
         L.append("| item size | N | pool_map items/s | pool_map MB/s | "
-                 "Pool.map items/s | Pool.map MB/s | gpupool faster by |")
-        L.append("| --- | --- | --- | --- | --- | --- | --- |")
+                 "memcpy GB/s | pool_map x memcpy | Pool.map items/s | "
+                 "Pool.map MB/s | gpupool faster by |")
+        L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        skipped = []
         for size, x in pm["payload"].items():
-            g, mp_ = x["impls"]["gpupool"], x["impls"]["map"]
-            L.append("| %s | %d | %s | %s | %s | %s | %s |" % (
+            g, mp_ = x["impls"]["gpupool"], x["impls"].get("map")
+            L.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
                 fmt_bytes(int(size)), x["n"], fmt_si(g["items_per_s"]),
-                fmt_m(g["mb_per_s"], "%.1f"), fmt_si(mp_["items_per_s"]),
-                fmt_m(mp_["mb_per_s"], "%.1f"),
+                fmt_m(g["mb_per_s"], "%.1f"),
+                fmt_m(x.get("memcpy_gb_per_s"), "%.1f"),
+                fmt_m(x.get("gpupool_over_memcpy"), "%.3f"),
+                fmt_si(mp_ and mp_["items_per_s"]),
+                fmt_m(mp_ and mp_["mb_per_s"], "%.1f"),
                 fmt_m(x["gpupool_over_map"])))
+            if x.get("map_skipped"):
+                skipped.append("Pool.map at %s (%s)" % (
+                    fmt_bytes(int(size)), x["map_skipped"]))
         L.append("")
-        L.append("MB/s: item bytes sent per second (10^6 B), each way.")
+        if skipped:
+            L.append("Skipped: " + "; ".join(skipped) + ".")
+            L.append("")
+        L.append("MB/s: item bytes sent per second (10^6 B), each way. "
+                 "memcpy: this machine's `memcpy` of buffers of the item's "
+                 "size, one thread, the same two buffers each copy, warmed "
+                 "before the clock starts, run in the same rounds (see "
+                 "bench/README.md); pool_map x memcpy: the "
+                 "median of the per-round ratios of pool_map MB/s to "
+                 "memcpy MB/s.")
         L.append("")
     py = res.get("python")
     if py:
@@ -1690,8 +1753,18 @@ def panels(res):
                                              ["mb_per_s"]) for z in sizes],
                             "gpupool-run"),
                            ("Pool.map (default chunks)",
-                            [med(pl[z]["impls"]["map"]["mb_per_s"])
-                             for z in sizes], "map")]})
+                            [med(pl[z]["impls"].get("map", {})
+                                 .get("mb_per_s")) for z in sizes], "map"),
+                           ("memcpy (one thread)",
+                            [(med(pl[z].get("memcpy_gb_per_s")) or 0) * 1e3
+                             or None for z in sizes], "spawn4")]})
+        if any(x.get("gpupool_over_memcpy") for x in pl.values()):
+            P.append({"title": "pool_map: payload echoed / memcpy bandwidth",
+                      "unit": "x memcpy of the same size (dashed: 0.15 at "
+                              "1 MiB)", "ref": 0.15,
+                      "rows": [(fmt_bytes(int(z)),
+                                med(pl[z].get("gpupool_over_memcpy")),
+                                "gpupool-run") for z in sizes]})
     py = res.get("python")
     if py:
         P.append(trivial_panel("Python: trivial items (x*2), 4 workers",
@@ -1797,6 +1870,8 @@ def plot(res, path):
 
 
 def short(v):
+    if v < 0.1:
+        return "%.3f" % v
     if v >= 1e6:
         return "%.1fM" % (v / 1e6)
     if v >= 1e4:
