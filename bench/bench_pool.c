@@ -15,11 +15,19 @@
  *					line per block; nobind: the worker
  *					keeps the caller's CPU affinity
  *					(for taskset -c 0: all on one CPU)
- *	bench_pool trivial N		pool_map of N ints (x * 2), 4 workers
+ *	bench_pool trivial N [bufs]	pool_map of N ints (x * 2), 4 workers;
+ *					bufs: gp_pool_map with
+ *					GP_POOL_OUT_BUFFERS, results into
+ *					the caller's array (no malloc each)
  *	bench_pool raw-batch N [B]	4 children over pipes, B ints a message
  *	bench_pool skewed FILE		pool_map of sleeps (seconds, one a
  *					line, in file order), 4 workers
- *	bench_pool payload SIZE N	pool_map echoing SIZE bytes, 4 workers
+ *	bench_pool payload SIZE N [bufs]
+ *					pool_map echoing SIZE bytes, 4
+ *					workers (each result a fresh malloc);
+ *					bufs: into the caller's buffers,
+ *					written once before the clock starts
+ *					(a pipeline that reuses its buffers)
  *	bench_pool memcpy SIZE N	N memcpys of SIZE bytes, one thread:
  *					this machine's bandwidth, the bound
  *					the payload figures are set against
@@ -147,25 +155,64 @@ nap(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 	return 0;
 }
 
-/* Create the default pool with a tiny map; seconds it took. */
-static double
-pool_start(void)
+/* With "bufs": a pool of 4 fake GPUs whose results go into the
+ * caller's buffers (GP_POOL_OUT_BUFFERS), else NULL: the default pool. */
+static struct gp_pool	*bufpool;
+
+/* map of n items on bufpool or the default pool. */
+static void
+map4(gp_fn *fn, struct gp_item *it, size_t n)
 {
-	struct gp_item	 it[WORKERS * 4];
-	int		 v[WORKERS * 4], rc, i;
-	double		 t0 = now_s();
+	int	 rc;
+
+	rc = bufpool ? gp_pool_map(bufpool, fn, NULL, 0, it, n) :
+	    pool_map(fn, it, n);
+	if (rc < 0)
+		die("map", rc);
+}
+
+/* Create the pool (bufs: bufpool, else the default pool) with a tiny
+ * map; seconds it took. */
+static double
+pool_start(int bufs)
+{
+	struct gp_pool_opts	 o = { .fake_gpus = WORKERS,
+				       .flags = GP_POOL_OUT_BUFFERS };
+	struct gp_item		 it[WORKERS * 4];
+	int			 v[WORKERS * 4], r[WORKERS * 4], rc, i;
+	double			 t0 = now_s();
 
 	setenv("GPUPOOL_FAKE_GPUS", "4", 0);
+	if (bufs && (rc = gp_pool_create(&bufpool, &o)) < 0)
+		die("gp_pool_create", rc);
 	memset(it, 0, sizeof(it));
 	for (i = 0; i < WORKERS * 4; i++) {
 		v[i] = i;
 		it[i].in = &v[i];
 		it[i].inlen = sizeof(v[i]);
+		it[i].out = bufs ? &r[i] : NULL;
+		it[i].outlen = bufs ? sizeof(r[i]) : 0;
 	}
-	if ((rc = pool_map(twice, it, WORKERS * 4)) < 0)
-		die("pool_map", rc);
-	gp_items_release(it, WORKERS * 4);
+	map4(twice, it, WORKERS * 4);
+	if (!bufs)
+		gp_items_release(it, WORKERS * 4);
 	return now_s() - t0;
+}
+
+/* Each item's out: with bufpool, size bytes of buf (written first, so
+ * that no page is faulted in the timed map); else none. */
+static void
+set_outs(struct gp_item *it, size_t n, uint8_t *buf, size_t size)
+{
+	size_t	 i;
+
+	if (bufpool == NULL)
+		return;
+	memset(buf, 0, n * size);
+	for (i = 0; i < n; i++) {
+		it[i].out = buf + i * size;
+		it[i].outlen = size;
+	}
 }
 
 /*
@@ -422,28 +469,31 @@ static double
 trivial(size_t n)
 {
 	struct gp_item	*it = calloc(n, sizeof(*it));
-	int		*v = malloc(n * sizeof(int)), rc;
+	int		*v = malloc(n * sizeof(int));
+	int		*r = malloc(n * sizeof(int));
 	size_t		 i;
 	double		 t0, t;
 
-	if (it == NULL || v == NULL)
+	if (it == NULL || v == NULL || r == NULL)
 		exit(1);
 	for (i = 0; i < n; i++) {
 		v[i] = (int)i;
 		it[i].in = &v[i];
 		it[i].inlen = sizeof(int);
 	}
+	set_outs(it, n, (uint8_t *)r, sizeof(int));
 	t0 = now_s();
-	if ((rc = pool_map(twice, it, n)) < 0)
-		die("pool_map", rc);
+	map4(twice, it, n);
 	t = now_s() - t0;
 	for (i = 0; i < n; i++)
 		if (it[i].status != GP_OK || it[i].outlen != sizeof(int) ||
 		    *(int *)it[i].out != 2 * (int)i)
 			die("trivial: wrong result", 0);
-	gp_items_release(it, n);
+	if (bufpool == NULL)
+		gp_items_release(it, n);
 	free(it);
 	free(v);
+	free(r);
 	return (double)n / t;
 }
 
@@ -516,11 +566,11 @@ payload(size_t size, size_t n)
 {
 	struct gp_item	*it = calloc(n, sizeof(*it));
 	unsigned char	*in = malloc(size);
+	uint8_t		*r = bufpool ? malloc(n * size) : NULL;
 	size_t		 i;
 	double		 t0, t;
-	int		 rc;
 
-	if (it == NULL || in == NULL)
+	if (it == NULL || in == NULL || (bufpool && r == NULL))
 		exit(1);
 	for (i = 0; i < size; i++)
 		in[i] = (unsigned char)(i * 7 + 1);
@@ -528,17 +578,19 @@ payload(size_t size, size_t n)
 		it[i].in = in;		/* every item reads the same bytes */
 		it[i].inlen = size;
 	}
+	set_outs(it, n, r, size);
 	t0 = now_s();
-	if ((rc = pool_map(echo, it, n)) < 0)
-		die("pool_map", rc);
+	map4(echo, it, n);
 	t = now_s() - t0;
 	for (i = 0; i < n; i++)
 		if (it[i].status != GP_OK || it[i].outlen != size ||
 		    memcmp(it[i].out, in, size) != 0)
 			die("payload: wrong result", 0);
-	gp_items_release(it, n);
+	if (bufpool == NULL)
+		gp_items_release(it, n);
 	free(it);
 	free(in);
+	free(r);
 	return (double)n / t;
 }
 
@@ -590,7 +642,7 @@ legacy(int rounds)
 	skewed_set(d[0], 100, 0);
 	skewed_set(d[1], 100, 1);
 	p1 = pool1(0);
-	pool_start();
+	pool_start(0);
 	/* Interleaved A B A B so drift hits both sides alike. */
 	for (r = 0; r < rounds; r++) {
 		raw[r] = raw_pingpong(n_rt, 0);
@@ -612,6 +664,7 @@ legacy(int rounds)
 	printf("{\"bench\":\"skewed_lpt_over_ideal\",\"median\":%.3f}\n",
 	    median(sk[1], rounds));
 	gp_pool_destroy(p1);
+	gp_pool_destroy(bufpool);
 	gp_default_pool_destroy();
 	return 0;
 }
@@ -691,12 +744,14 @@ main(int argc, char **argv)
 		printf("{\"bench\":\"roundtrip\",\"n\":%d,\"us\":%.3f,"
 		    "\"startup_s\":%.6f}\n", n, pool_pingpong(p, n), startup);
 		gp_pool_destroy(p);
-	} else if (strcmp(verb, "trivial") == 0 && argc == 3) {
+	} else if (strcmp(verb, "trivial") == 0 && (argc == 3 || (argc == 4 &&
+	    strcmp(argv[3], "bufs") == 0))) {
 		size_t	 n = strtoul(argv[2], NULL, 10);
 
-		startup = pool_start();
+		startup = pool_start(argc == 4);
 		printf("{\"bench\":\"trivial\",\"n\":%zu,\"items_per_s\":%.1f,"
-		    "\"startup_s\":%.6f}\n", n, trivial(n), startup);
+		    "\"bufs\":%d,\"startup_s\":%.6f}\n", n, trivial(n),
+		    argc == 4, startup);
 	} else if (strcmp(verb, "raw-batch") == 0 && argc >= 3) {
 		size_t		 n = strtoul(argv[2], NULL, 10);
 		uint32_t	 b = argc > 3 ? (uint32_t)atoi(argv[3]) : 1024;
@@ -707,18 +762,19 @@ main(int argc, char **argv)
 		int	 n;
 		double	*d = read_durations(argv[2], &n), t;
 
-		startup = pool_start();
+		startup = pool_start(0);
 		t = skewed(d, n);
 		printf("{\"bench\":\"skewed\",\"n\":%d,\"makespan_s\":%.6f,"
 		    "\"ideal_s\":%.6f,\"startup_s\":%.6f}\n", n, t,
 		    greedy(d, n, WORKERS), startup);
 		free(d);
-	} else if (strcmp(verb, "payload") == 0 && argc == 4) {
+	} else if (strcmp(verb, "payload") == 0 && (argc == 4 || (argc == 5 &&
+	    strcmp(argv[4], "bufs") == 0))) {
 		size_t	 size = strtoul(argv[2], NULL, 10);
 		size_t	 n = strtoul(argv[3], NULL, 10);
 		double	 ips;
 
-		startup = pool_start();
+		startup = pool_start(argc == 5);
 		ips = payload(size, n);
 		printf("{\"bench\":\"payload\",\"size\":%zu,\"n\":%zu,"
 		    "\"items_per_s\":%.1f,\"mb_per_s\":%.3f,"
@@ -735,11 +791,12 @@ main(int argc, char **argv)
 	} else {
 		fprintf(stderr, "usage: bench_pool [ROUNDS] | roundtrip N [nobind] | "
 		    "raw-pipe N | raw-sock N | pingpong N BLOCKS [nobind] | "
-		    "trivial N | "
-		    "raw-batch N [B] | skewed FILE | payload SIZE N | "
+		    "trivial N [bufs] | "
+		    "raw-batch N [B] | skewed FILE | payload SIZE N [bufs] | "
 		    "memcpy SIZE N\n");
 		return 2;
 	}
+	gp_pool_destroy(bufpool);
 	gp_default_pool_destroy();
 	return 0;
 }

@@ -679,6 +679,8 @@ def pool_section(cfg, build, work, res, notes):
     # Trivial items: x * 2 on an int.
     impls = [
         ("gpupool", "pool_map", lambda n: [bp, "trivial", str(n)]),
+        ("gpupool-bufs", "gp_pool_map, results in the caller's buffers",
+         lambda n: [bp, "trivial", str(n), "bufs"]),
         ("raw-batch", "raw pipes, 1024 a message",
          lambda n: [bp, "raw-batch", str(n), "1024"]),
         ("raw-1", "raw pipes, 1 a message",
@@ -756,6 +758,7 @@ def pool_section(cfg, build, work, res, notes):
     for size, n in cfg["payloads"]:
         mc_n = memcpy_n(bp, size)
         argvs = {"gpupool": [bp, "payload", str(size), str(n)],
+                 "gpupool-bufs": [bp, "payload", str(size), str(n), "bufs"],
                  "map": pyp + ["payload", "map", str(size), str(n)],
                  "memcpy": [bp, "memcpy", str(size), str(mc_n)]}
         skip = None
@@ -783,9 +786,28 @@ def pool_section(cfg, build, work, res, notes):
                                       for x in runs["memcpy"]]),
             "gpupool_over_memcpy": pair_ratios(runs["gpupool"],
                                                runs["memcpy"], "mb_per_s"),
+            "bufs_over_memcpy": pair_ratios(runs["gpupool-bufs"],
+                                            runs["memcpy"], "mb_per_s"),
             "gpupool_over_map": pair_ratios(runs["gpupool"],
                                             runs.get("map", []),
                                             "items_per_s")}
+
+
+def pair_ratios_of(tr, n, a, b):
+    """Median per-round items/s ratio of implementation a to b at N=n in
+    a trivial-items measurement (None when either did not run)."""
+    x = tr["by_n"][n]
+    if a not in x or b not in x:
+        return None
+    if a == "gpupool":
+        return med(x[b]["gpupool_over"])
+    ga, gb = x[a]["gpupool_over"], x[b]["gpupool_over"]
+    # gpupool / b over gpupool / a, round by round.
+    if not ga or not gb:
+        return None
+    va, vb = ga.get("values") or [], gb.get("values") or []
+    r = [q / p for p, q in zip(va, vb) if p and q]
+    return statistics.median(r) if r else None
 
 
 def memcpy_n(bp, size, seconds=0.3):
@@ -1100,25 +1122,40 @@ def targets(res, skipped):
         m = pm["trivial"]["by_n"][top].get("map")
         g = pm["trivial"]["by_n"][top]["gpupool"]
         rb = pm["trivial"]["by_n"][top].get("raw-batch")
-        add("pool_map trivial items >= 2x Pool.map (default chunks), N=%s"
-            % top, m and med(m["gpupool_over"]), ">=", 2.0,
-            "median of per-round items/s ratios",
-            context=m and "%s items/s against %s%s" % (
-                fmt_si(g["items_per_s"]), fmt_si(m["items_per_s"]),
-                "; %.2fx raw pipes with 1,024 items a message, %s items/s"
-                % (med(rb["gpupool_over"]), fmt_si(rb["items_per_s"]))
-                if rb and rb["gpupool_over"] else ""))
+        for k, what in (("gpupool", "pool_map"),
+                        ("gpupool-bufs", "gp_pool_map into the caller's "
+                         "buffers")):
+            m = pm["trivial"]["by_n"][top].get("map")
+            g = pm["trivial"]["by_n"][top].get(k)
+            if g is None:
+                continue
+            gm = pair_ratios_of(pm["trivial"], top, k, "map")
+            grb = pair_ratios_of(pm["trivial"], top, k, "raw-batch")
+            rb = pm["trivial"]["by_n"][top].get("raw-batch")
+            add("%s trivial items >= 2x Pool.map (default chunks), N=%s"
+                % (what, top), gm, ">=", 2.0,
+                "median of per-round items/s ratios",
+                context=m and "%s items/s against %s%s" % (
+                    fmt_si(g["items_per_s"]), fmt_si(m["items_per_s"]),
+                    "; %.2fx raw pipes with 1,024 items a message, %s "
+                    "items/s" % (grb, fmt_si(rb["items_per_s"]))
+                    if rb and grb else ""))
         mi = pm["payload"].get(str(MIB), {})
-        add("pool_map 1 MiB items echoed by 4 workers >= 0.15x memcpy "
-            "bandwidth", med(mi.get("gpupool_over_memcpy")), ">=", 0.15,
-            "median of per-round ratios of pool_map MB/s (each way) to "
-            "memcpy MB/s of 1 MiB buffers, one thread", fmt="%.3f",
-            why_na=None if mi else "no 1 MiB run",
-            context=mi.get("memcpy_gb_per_s") and
-            mi["impls"]["gpupool"]["mb_per_s"] and "%.0f MB/s each way "
-            "against memcpy %.1f GB/s" % (
-                med(mi["impls"]["gpupool"]["mb_per_s"]),
-                med(mi["memcpy_gb_per_s"])))
+        for k, key, what in (
+                ("gpupool", "gpupool_over_memcpy",
+                 "pool_map (a fresh malloc per result)"),
+                ("gpupool-bufs", "bufs_over_memcpy",
+                 "gp_pool_map into the caller's buffers")):
+            add("%s: 1 MiB items echoed by 4 workers >= 0.15x memcpy "
+                "bandwidth" % what, med(mi.get(key)), ">=", 0.15,
+                "median of per-round ratios of MB/s (each way) to "
+                "memcpy MB/s of 1 MiB buffers, one thread", fmt="%.3f",
+                why_na=None if mi.get(key) else "no 1 MiB run",
+                context=mi.get("memcpy_gb_per_s") and
+                mi["impls"].get(k) and "%.0f MB/s each way "
+                "against memcpy %.1f GB/s" % (
+                    med(mi["impls"][k]["mb_per_s"]),
+                    med(mi["memcpy_gb_per_s"])))
         for order in ("given", "lpt"):
             s = pm["skewed"]["orders"][order]["impls"]["gpupool"]
             add("pool_map skewed makespan <= 1.05x greedy ideal (%s order)"
@@ -1488,17 +1525,23 @@ def markdown(res):
         L.append("### pool_map: payload sweep (each item echoed back)")
         L.append("")
         L.append("| item size | N | pool_map items/s | pool_map MB/s | "
-                 "memcpy GB/s | pool_map x memcpy | Pool.map items/s | "
-                 "Pool.map MB/s | gpupool faster by |")
-        L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+                 "caller's buffers MB/s | memcpy GB/s | pool_map x memcpy | "
+                 "caller's buffers x memcpy | Pool.map items/s | "
+                 "Pool.map MB/s | pool_map faster by |")
+        L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | "
+                 "--- | --- |")
         skipped = []
         for size, x in pm["payload"].items():
             g, mp_ = x["impls"]["gpupool"], x["impls"].get("map")
-            L.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
+            gb = x["impls"].get("gpupool-bufs", {})
+            L.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | "
+                     "%s |" % (
                 fmt_bytes(int(size)), x["n"], fmt_si(g["items_per_s"]),
                 fmt_m(g["mb_per_s"], "%.1f"),
+                fmt_m(gb.get("mb_per_s"), "%.1f"),
                 fmt_m(x.get("memcpy_gb_per_s"), "%.1f"),
                 fmt_m(x.get("gpupool_over_memcpy"), "%.3f"),
+                fmt_m(x.get("bufs_over_memcpy"), "%.3f"),
                 fmt_si(mp_ and mp_["items_per_s"]),
                 fmt_m(mp_ and mp_["mb_per_s"], "%.1f"),
                 fmt_m(x["gpupool_over_map"])))
@@ -1513,9 +1556,15 @@ def markdown(res):
                  "memcpy: this machine's `memcpy` of buffers of the item's "
                  "size, one thread, the same two buffers each copy, warmed "
                  "before the clock starts, run in the same rounds (see "
-                 "bench/README.md); pool_map x memcpy: the "
-                 "median of the per-round ratios of pool_map MB/s to "
-                 "memcpy MB/s.")
+                 "bench/README.md); x memcpy: the "
+                 "median of the per-round ratios of MB/s to "
+                 "memcpy MB/s. pool_map: each result a fresh malloc "
+                 "(its pages faulted in as it is copied); caller's "
+                 "buffers: gp_pool_map with GP_POOL_OUT_BUFFERS into "
+                 "buffers written once before the clock starts, as a "
+                 "pipeline that reuses its buffers has them. Items and "
+                 "results of 16 KiB or more travel through the worker's "
+                 "shared region, smaller ones through the pipe.")
         L.append("")
     py = res.get("python")
     if py:
@@ -1752,6 +1801,9 @@ def panels(res):
                   "rows": [("pool_map", [med(pl[z]["impls"]["gpupool"]
                                              ["mb_per_s"]) for z in sizes],
                             "gpupool-run"),
+                           ("gp_pool_map, caller's buffers",
+                            [med(pl[z]["impls"].get("gpupool-bufs", {})
+                                 .get("mb_per_s")) for z in sizes], "xargs"),
                            ("Pool.map (default chunks)",
                             [med(pl[z]["impls"].get("map", {})
                                  .get("mb_per_s")) for z in sizes], "map"),
