@@ -22,12 +22,15 @@
  *	bench_pool raw-batch N [B]	4 children over pipes, B ints a message
  *	bench_pool skewed FILE		pool_map of sleeps (seconds, one a
  *					line, in file order), 4 workers
- *	bench_pool payload SIZE N [bufs]
+ *	bench_pool payload SIZE N [bufs|view]
  *					pool_map echoing SIZE bytes, 4
  *					workers (each result a fresh malloc);
  *					bufs: into the caller's buffers,
  *					written once before the clock starts
- *					(a pipeline that reuses its buffers)
+ *					(a pipeline that reuses its buffers);
+ *					view: gp_pool_run, each result read
+ *					and checked in done() where it lies
+ *					(GP_POOL_OUT_VIEW: not copied)
  *	bench_pool memcpy SIZE N	N memcpys of SIZE bytes, one thread:
  *					this machine's bandwidth, the bound
  *					the payload figures are set against
@@ -594,6 +597,73 @@ payload(size_t size, size_t n)
 	return (double)n / t;
 }
 
+/* The stream of a "view" payload run: each item once; done() reads the
+ * whole result where it lies (GP_POOL_OUT_VIEW: no copy) and checks it. */
+struct viewrun {
+	struct gp_item		*it;
+	const unsigned char	*in;
+	size_t			 n, next, size, bad;
+};
+
+static int
+view_next(void *arg, struct gp_item **item)
+{
+	struct viewrun	*v = arg;
+
+	if (v->next == v->n)
+		return GP_FEED_END;
+	*item = &v->it[v->next++];
+	return GP_FEED_ITEM;
+}
+
+static int
+view_done(void *arg, struct gp_item *item)
+{
+	struct viewrun	*v = arg;
+
+	v->bad += item->status != GP_OK || item->outlen != v->size ||
+	    memcmp(item->out, v->in, v->size) != 0;
+	return 0;
+}
+
+/* payload() through gp_pool_run on a GP_POOL_OUT_VIEW pool: items per
+ * second, the check of each result inside the clock. */
+static double
+payload_view(size_t size, size_t n)
+{
+	struct gp_pool_opts	 o = { .fake_gpus = WORKERS,
+				       .flags = GP_POOL_OUT_VIEW };
+	struct viewrun		 v = { .n = n, .size = size };
+	struct gp_feed		 f = { .next = view_next, .done = view_done,
+				       .in_fd = -1, .ctl_fd = -1, .arg = &v };
+	struct gp_pool		*p;
+	unsigned char		*in = malloc(size);
+	size_t			 i;
+	double			 t0, t;
+	int			 rc;
+
+	v.it = calloc(n, sizeof(*v.it));
+	if (v.it == NULL || in == NULL)
+		exit(1);
+	for (i = 0; i < size; i++)
+		in[i] = (unsigned char)(i * 7 + 1);
+	for (i = 0; i < n; i++)
+		gp_item_init(&v.it[i], in, size);
+	v.in = in;
+	if ((rc = gp_pool_create(&p, &o)) < 0)
+		die("gp_pool_create", rc);
+	t0 = now_s();
+	if ((rc = gp_pool_run(p, echo, NULL, 0, &f)) < 0)
+		die("gp_pool_run", rc);
+	t = now_s() - t0;
+	if (v.bad)
+		die("payload: wrong result", 0);
+	gp_pool_destroy(p);
+	free(v.it);
+	free(in);
+	return (double)n / t;
+}
+
 /*
  * memcpy of size bytes, n times, between two buffers written and copied
  * once before the clock starts (the first copy after the writes ran at a
@@ -769,13 +839,14 @@ main(int argc, char **argv)
 		    greedy(d, n, WORKERS), startup);
 		free(d);
 	} else if (strcmp(verb, "payload") == 0 && (argc == 4 || (argc == 5 &&
-	    strcmp(argv[4], "bufs") == 0))) {
+	    (strcmp(argv[4], "bufs") == 0 || strcmp(argv[4], "view") == 0)))) {
 		size_t	 size = strtoul(argv[2], NULL, 10);
 		size_t	 n = strtoul(argv[3], NULL, 10);
+		int	 view = argc == 5 && strcmp(argv[4], "view") == 0;
 		double	 ips;
 
-		startup = pool_start(argc == 5);
-		ips = payload(size, n);
+		startup = view ? 0 : pool_start(argc == 5);
+		ips = view ? payload_view(size, n) : payload(size, n);
 		printf("{\"bench\":\"payload\",\"size\":%zu,\"n\":%zu,"
 		    "\"items_per_s\":%.1f,\"mb_per_s\":%.3f,"
 		    "\"startup_s\":%.6f}\n", size, n, ips,
@@ -792,7 +863,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "usage: bench_pool [ROUNDS] | roundtrip N [nobind] | "
 		    "raw-pipe N | raw-sock N | pingpong N BLOCKS [nobind] | "
 		    "trivial N [bufs] | "
-		    "raw-batch N [B] | skewed FILE | payload SIZE N [bufs] | "
+		    "raw-batch N [B] | skewed FILE | payload SIZE N [bufs|view] | "
 		    "memcpy SIZE N\n");
 		return 2;
 	}

@@ -759,6 +759,7 @@ def pool_section(cfg, build, work, res, notes):
         mc_n = memcpy_n(bp, size)
         argvs = {"gpupool": [bp, "payload", str(size), str(n)],
                  "gpupool-bufs": [bp, "payload", str(size), str(n), "bufs"],
+                 "gpupool-view": [bp, "payload", str(size), str(n), "view"],
                  "map": pyp + ["payload", "map", str(size), str(n)],
                  "memcpy": [bp, "memcpy", str(size), str(mc_n)]}
         skip = None
@@ -787,6 +788,8 @@ def pool_section(cfg, build, work, res, notes):
             "gpupool_over_memcpy": pair_ratios(runs["gpupool"],
                                                runs["memcpy"], "mb_per_s"),
             "bufs_over_memcpy": pair_ratios(runs["gpupool-bufs"],
+                                            runs["memcpy"], "mb_per_s"),
+            "view_over_memcpy": pair_ratios(runs["gpupool-view"],
                                             runs["memcpy"], "mb_per_s"),
             "gpupool_over_map": pair_ratios(runs["gpupool"],
                                             runs.get("map", []),
@@ -1145,7 +1148,9 @@ def targets(res, skipped):
                 ("gpupool", "gpupool_over_memcpy",
                  "pool_map (a fresh malloc per result)"),
                 ("gpupool-bufs", "bufs_over_memcpy",
-                 "gp_pool_map into the caller's buffers")):
+                 "gp_pool_map into the caller's buffers"),
+                ("gpupool-view", "view_over_memcpy",
+                 "gp_pool_run, results read in done() where they lie")):
             add("%s: 1 MiB items echoed by 4 workers >= 0.15x memcpy "
                 "bandwidth" % what, med(mi.get(key)), ">=", 0.15,
                 "median of per-round ratios of MB/s (each way) to "
@@ -1525,23 +1530,27 @@ def markdown(res):
         L.append("### pool_map: payload sweep (each item echoed back)")
         L.append("")
         L.append("| item size | N | pool_map items/s | pool_map MB/s | "
-                 "caller's buffers MB/s | memcpy GB/s | pool_map x memcpy | "
-                 "caller's buffers x memcpy | Pool.map items/s | "
-                 "Pool.map MB/s | pool_map faster by |")
+                 "caller's buffers MB/s | views in done() MB/s | "
+                 "memcpy GB/s | pool_map x memcpy | "
+                 "caller's buffers x memcpy | views x memcpy | "
+                 "Pool.map items/s | Pool.map MB/s | pool_map faster by |")
         L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | "
-                 "--- | --- |")
+                 "--- | --- | --- | --- |")
         skipped = []
         for size, x in pm["payload"].items():
             g, mp_ = x["impls"]["gpupool"], x["impls"].get("map")
             gb = x["impls"].get("gpupool-bufs", {})
+            gv = x["impls"].get("gpupool-view", {})
             L.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | "
-                     "%s |" % (
+                     "%s | %s | %s |" % (
                 fmt_bytes(int(size)), x["n"], fmt_si(g["items_per_s"]),
                 fmt_m(g["mb_per_s"], "%.1f"),
                 fmt_m(gb.get("mb_per_s"), "%.1f"),
+                fmt_m(gv.get("mb_per_s"), "%.1f"),
                 fmt_m(x.get("memcpy_gb_per_s"), "%.1f"),
                 fmt_m(x.get("gpupool_over_memcpy"), "%.3f"),
                 fmt_m(x.get("bufs_over_memcpy"), "%.3f"),
+                fmt_m(x.get("view_over_memcpy"), "%.3f"),
                 fmt_si(mp_ and mp_["items_per_s"]),
                 fmt_m(mp_ and mp_["mb_per_s"], "%.1f"),
                 fmt_m(x["gpupool_over_map"])))
@@ -1562,7 +1571,10 @@ def markdown(res):
                  "(its pages faulted in as it is copied); caller's "
                  "buffers: gp_pool_map with GP_POOL_OUT_BUFFERS into "
                  "buffers written once before the clock starts, as a "
-                 "pipeline that reuses its buffers has them. Items and "
+                 "pipeline that reuses its buffers has them; views in "
+                 "done(): gp_pool_run with GP_POOL_OUT_VIEW, each result "
+                 "compared in full with the input inside done(), where it "
+                 "lies, inside the clock. Items and "
                  "results of 16 KiB or more travel through the worker's "
                  "shared region, smaller ones through the pipe.")
         L.append("")
@@ -1804,6 +1816,10 @@ def panels(res):
                            ("gp_pool_map, caller's buffers",
                             [med(pl[z]["impls"].get("gpupool-bufs", {})
                                  .get("mb_per_s")) for z in sizes], "xargs"),
+                           ("gp_pool_run, views in done()",
+                            [med(pl[z]["impls"].get("gpupool-view", {})
+                                 .get("mb_per_s")) for z in sizes],
+                            "parallel"),
                            ("Pool.map (default chunks)",
                             [med(pl[z]["impls"].get("map", {})
                                  .get("mb_per_s")) for z in sizes], "map"),

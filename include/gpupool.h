@@ -187,6 +187,16 @@ enum gp_pool_flags {
 					   outlen the room it needs. No
 					   malloc per result; never call
 					   gp_items_release() on them */
+	GP_POOL_OUT_VIEW = (1 << 10),	/* gp_pool_run() only: a result is
+					   not copied at all; in done(),
+					   out points at its bytes in the
+					   pool's memory (the worker's
+					   shared region, or the master's
+					   read buffer), valid until done()
+					   returns; never free it. With
+					   OUT_BUFFERS: -EINVAL at create;
+					   gp_pool_map(): -EINVAL (its
+					   results outlive the call) */
 };
 
 /*

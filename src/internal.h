@@ -123,6 +123,9 @@ struct gp_job {
 	int64_t			 est_ns;	/* estimated item time, 0: none */
 	int			 outbufs;	/* GP_POOL_OUT_BUFFERS: out is the
 						   caller's, outlen its room */
+	int			 outview;	/* GP_POOL_OUT_VIEW: out points at
+						   the result where it lies,
+						   until done() returns */
 	const struct gp_item	*need_for;	/* the item need was asked for */
 	struct gp_need		 need;		/* its answer (watch.c) */
 };

@@ -212,11 +212,18 @@ gp_job_end_bad(struct gp_job *job, struct gp_item *it, int status, int code,
 
 /* Keep a result's len bytes at data in it: a malloc'd copy (-ENOMEM);
  * with the caller's buffers (GP_POOL_OUT_BUFFERS) a copy into out, or
- * -ENOBUFS when it has less room, outlen then the room it needs. */
+ * -ENOBUFS when it has less room, outlen then the room it needs; with
+ * GP_POOL_OUT_VIEW data itself, which stays where it is until done()
+ * has returned (the caller's loop.c reads no more until then). */
 static int
 keep_out(const struct gp_job *job, struct gp_item *it, const uint8_t *data,
     size_t len)
 {
+	if (job->outview) {
+		it->out = len > 0 ? (void *)(uintptr_t)data : NULL;
+		it->outlen = len;
+		return 0;
+	}
 	if (job->outbufs && len > it->outlen) {
 		it->outlen = len;
 		return -ENOBUFS;

@@ -195,7 +195,8 @@ _Static_assert(sizeof(struct gp_worker_info) == 768, "gp_worker_info size");
 				 GP_POOL_STRICT_BIND | GP_POOL_CUDA_INIT | \
 				 GP_POOL_PLAN_ONLY | GP_POOL_NO_PDEATHSIG | \
 				 GP_POOL_GPUS_FREE | GP_POOL_WAIT_FREE | \
-				 GP_POOL_MONITOR | GP_POOL_OUT_BUFFERS)
+				 GP_POOL_MONITOR | GP_POOL_OUT_BUFFERS | \
+				 GP_POOL_OUT_VIEW)
 
 #define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
 
@@ -230,6 +231,10 @@ opts_load(struct gp_pool *p, const struct gp_pool_opts *opts, char *err,
 		return gp_errf(err, errlen, -EINVAL, "pool options: unknown "
 		    "flags %#x (from a gpupool.h newer than this library, %s?)",
 		    p->o.flags & ~(unsigned)GP_POOL_FLAGS_ALL, GP_VERSION);
+	if ((p->o.flags & GP_POOL_OUT_BUFFERS) &&
+	    (p->o.flags & GP_POOL_OUT_VIEW))
+		return gp_errf(err, errlen, -EINVAL, "GP_POOL_OUT_BUFFERS and "
+		    "GP_POOL_OUT_VIEW together: a result goes one way");
 	if (p->o.per_gpu < 0 || p->o.fake_gpus < 0 || p->o.retries < 0 ||
 	    ((p->o.flags & GP_POOL_CANCEL_FD) && p->o.cancel_fd < 0))
 		return gp_errf(err, errlen, -EINVAL, "negative count or fd in "
@@ -450,7 +455,7 @@ gp_pool_map(struct gp_pool *p, gp_fn *fn, const void *arg,
 {
 	int	 rc;
 
-	if (p == NULL)
+	if (p == NULL || (p->o.flags & GP_POOL_OUT_VIEW))
 		return -EINVAL;
 	if ((rc = items_init(items, n,
 	    (p->o.flags & GP_POOL_OUT_BUFFERS) != 0)) < 0)
@@ -469,6 +474,7 @@ gp_pool_run(struct gp_pool *p, gp_fn *fn, const void *arg,
 		return -EINVAL;
 	job.feed = feed;
 	job.outbufs = (p->o.flags & GP_POOL_OUT_BUFFERS) != 0;
+	job.outview = (p->o.flags & GP_POOL_OUT_VIEW) != 0;
 	return run_job(p, &job, fn, arg, arglen);
 }
 
