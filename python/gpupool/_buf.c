@@ -8,6 +8,8 @@
  * A frame, host byte order (both ends are forks of one process):
  *	"GPB5" | u32 nbuf | u64 pickle length | nbuf x u64 (length << 1 |
  *	read only) | pickle | each buffer at the next multiple of 64
+ * (from the frame's start: a buffer is then as aligned as the payload,
+ * 16 bytes or more from malloc, which numpy's dtypes need at most).
  * A plain pickle (protocol 2 or later) starts with 0x80, never 'G', so a
  * payload without buffers stays a plain pickle, as before frames.
  */
@@ -19,7 +21,7 @@
 
 #define MAGIC		"GPB5"
 #define HEAD		16		/* magic, nbuf, pickle length */
-#define ALIGN		64		/* numpy's data stays cache aligned */
+#define ALIGN		64		/* buffer offsets in a frame */
 #define MAX_BUFS	(1 << 20)
 
 static size_t
@@ -33,7 +35,7 @@ align_up(size_t n)
 
 typedef struct {
 	PyObject_HEAD
-	void		*p;		/* malloc'd by the library; freed here */
+	void		*p;		/* the library's malloc, ours */
 	Py_ssize_t	 len;
 } OutObject;
 
@@ -154,7 +156,7 @@ gpy_frame(PyObject *mod, PyObject *args)
 	}
 	total = HEAD + 8 * (size_t)n + (size_t)pk.len;
 	for (i = 0; i < n; i++) {
-		/* Contiguous, C or Fortran order (pickle hands out no other). */
+		/* C or Fortran contiguous: pickle hands out no other. */
 		if (PyObject_GetBuffer(PyList_GET_ITEM(seq, i), &v[i],
 		    PyBUF_ANY_CONTIGUOUS) < 0)
 			goto out;
@@ -177,7 +179,8 @@ out:
 static PyObject *
 slice(PyObject *mv, size_t off, size_t len)
 {
-	return PySequence_GetSlice(mv, (Py_ssize_t)off, (Py_ssize_t)(off + len));
+	return PySequence_GetSlice(mv, (Py_ssize_t)off,
+	    (Py_ssize_t)(off + len));
 }
 
 /* Buffer i of a frame: a copy (bytes when it was read only, else a

@@ -32,8 +32,8 @@ typedef struct {
 					   ([1]), its ctl_fd ([0]) */
 	int		 initerr[2];	/* pipe: a worker whose init raised
 					   writes the exception text to [1] */
-	int		 view;		/* worker gets a memoryview of the
-					   item; big results come as Out */
+	int		 view;		/* fn gets a memoryview of the item;
+					   big results come as Out */
 	pid_t		 owner;		/* the process that created the pool */
 	int		 busy;		/* a map or run is in progress */
 	unsigned long	 busy_thread;	/* the thread running it */

@@ -160,3 +160,22 @@ def test_view_pool_gives_memoryview_and_out():
     m = memoryview(big)
     del big
     assert m[-1:] == b"!"  # the view keeps the result's memory
+
+
+
+kept = []
+
+
+def keeper(m):
+    if m == b"keep":
+        kept.append(pickle.PickleBuffer(m))  # an export of the item's view
+    return bytes(m)
+
+
+def test_worker_keeping_the_items_memory_leaves():
+    # The item's memory is reused after fn returns: a worker holding a
+    # buffer of it must not run on (its item ends CRASHED, exit 70); its
+    # replacement runs the next items.
+    with g.Pool(keeper, fake_gpus=1, view=True) as p:
+        r = p.map([b"keep", b"b"])
+    assert r[0][:2] == (g.CRASHED, 70) and r[1] == (g.OK, 0, b"b")
