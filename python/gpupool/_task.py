@@ -155,10 +155,15 @@ def dumps_fn(fn):
 def _view(buf, fmt, shape):
     """A memoryview again, over the buffer that carried it (bytes when it
     was read only, bytearray when writable, or a view of the caller's
-    Out)."""
+    Out); of its bytes only (format B) when cast() refuses its format
+    (not native, or a struct)."""
     m = memoryview(buf)
-    return m if fmt == "B" and len(shape) == 1 else \
-        m.cast("B").cast(fmt, shape)
+    if fmt == "B" and len(shape) == 1:
+        return m
+    try:
+        return m.cast("B").cast(fmt, shape)
+    except (TypeError, ValueError):  # a format cast() does not take
+        return m
 
 
 def _reduce_view(m):
@@ -167,16 +172,28 @@ def _reduce_view(m):
     return _view, (pickle.PickleBuffer(m), m.format, m.shape)
 
 
+class _Pickler(pickle.Pickler):
+    """pickle's Pickler, with memoryviews as memoryviews (plain pickle
+    refuses them). Pickler reads dispatch_table when it is made."""
+    dispatch_table = collections.ChainMap({memoryview: _reduce_view},
+                                          copyreg.dispatch_table)
+
+
+if cloudpickle is not None:
+    class _CloudPickler(cloudpickle.Pickler):
+        """cloudpickle's, with memoryviews as memoryviews (it makes them
+        bytes)."""
+        dispatch_table = collections.ChainMap(
+            {memoryview: _reduce_view}, cloudpickle.Pickler.dispatch_table)
+
+
 def _pickle_views(obj, cp, oob):
-    """pickle.dumps, with memoryviews too (plain pickle refuses them):
-    taken only after the plain pickle failed, as it costs a Pickler."""
+    """The pickle of obj by _Pickler (cp: _CloudPickler): for plain
+    pickle, taken only after pickle.dumps failed, as it costs a Pickler
+    (cloudpickle.dumps makes one too)."""
     f = io.BytesIO()
-    p = (cloudpickle.Pickler if cp else pickle.Pickler)(
-        f, protocol=_PROTO, buffer_callback=oob)
-    p.dispatch_table = collections.ChainMap(
-        {memoryview: _reduce_view},
-        getattr(p, "dispatch_table", copyreg.dispatch_table))
-    p.dump(obj)
+    (_CloudPickler if cp else _Pickler)(
+        f, protocol=_PROTO, buffer_callback=oob).dump(obj)
     return f.getvalue()
 
 
@@ -192,12 +209,14 @@ def _dumps(obj, cp=False):
         bufs.append(pb)
         return False
 
-    try:
-        p = (cloudpickle.dumps if cp else pickle.dumps)(
-            obj, protocol=_PROTO, buffer_callback=oob)
-    except TypeError:  # "cannot pickle 'memoryview' object", or not
-        del bufs[:]
+    if cp:
         p = _pickle_views(obj, cp, oob)
+    else:
+        try:
+            p = pickle.dumps(obj, protocol=_PROTO, buffer_callback=oob)
+        except TypeError:  # "cannot pickle 'memoryview' object", or not
+            del bufs[:]
+            p = _pickle_views(obj, cp, oob)
     return _gpupool.frame(p, bufs) if bufs else p
 
 

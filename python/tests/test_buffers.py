@@ -16,6 +16,10 @@ try:
     import numpy
 except ImportError:
     numpy = None
+try:
+    import cloudpickle
+except ImportError:
+    cloudpickle = None
 
 SIZES = [0, 1, 64 << 10, 1 << 20, 16 << 20]
 needs_numpy = pytest.mark.skipif(numpy is None, reason="numpy not importable")
@@ -83,6 +87,19 @@ def test_memoryview_keeps_format_shape_and_read_only(pool):
         assert m.format in ("I", "d") and m.nbytes == 1 << 20
         assert m.readonly == (m.format == "I")
         assert m == (ro if m.format == "I" else rw)
+
+
+def apply(f, x):
+    return f(x)
+
+
+@pytest.mark.skipif(cloudpickle is None, reason="cloudpickle not importable")
+def test_memoryview_beside_a_lambda(pool):
+    # A lambda sends the item through cloudpickle, which would make the
+    # memoryview bytes: it stays a memoryview.
+    m = memoryview(bytearray(pattern(1 << 20))).cast("B").cast("i")
+    x = pool.submit(apply, lambda v: v, m).result()
+    assert type(x) is memoryview and x.format == "i" and x == m
 
 
 def test_results_outlive_fn_bytearray(pool):
