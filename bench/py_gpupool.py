@@ -8,6 +8,7 @@ installs the package from this tree into a venv).
     python3 py_gpupool.py trivial IMPL N         x * 2 on the ints 0..N-1
     python3 py_gpupool.py roundtrip IMPL N       N sequential one-item calls
     python3 py_gpupool.py warm IMPL TASKS SETUP WORK [GPUPOOL_RUN]
+    python3 py_gpupool.py payload IMPL KIND SIZE N  echo N items of SIZE B
 
 Always 4 workers (gpupool: 4 fake GPUs). For trivial and roundtrip the pool
 is created and warmed up before the clock starts (startup_s says what that
@@ -22,6 +23,12 @@ trivial IMPL: gpupool (gpupool.Pool.map, default chunks), map
 roundtrip IMPL: gpupool (Pool.submit(f, x).result()), gpupool-map1
     (Pool.map(f, [x])), ppe (submit(f, x).result()), apply
     (multiprocessing.Pool.apply(f, (x,))), loky (submit(...).result()).
+payload IMPL KIND: gpupool (gpupool.Pool.map) or map
+    (multiprocessing.Pool.map), default chunks both, echoing N distinct
+    items of SIZE bytes each: KIND bytes, or numpy (uint8 arrays; pickle
+    protocol 5 hands their memory out of band). Pool created and warmed
+    up before the clock, items made before it; every result checked
+    after it. mb_per_s: item bytes a second (10^6 B), each way.
 warm IMPL: TASKS tasks on 4 slots, each needing a set-up of SETUP seconds
     (a sleep standing for `import torch` + a CUDA context) and then WORK
     seconds of work (a sleep). The clock runs from before anything is
@@ -73,7 +80,7 @@ def out(**kw):
 
 def peers():
     have = {}
-    for name in ("loky", "mpire", "cloudpickle"):
+    for name in ("loky", "mpire", "cloudpickle", "numpy"):
         try:
             m = __import__(name)
             have[name] = getattr(m, "__version__", "?")
@@ -153,6 +160,32 @@ def roundtrip(impl, n):
         startup_s=startup)
 
 
+def payload(impl, kind, size, n):
+    if kind == "numpy":
+        import numpy  # before the workers fork, as a user's script does
+    t0 = time.perf_counter()
+    mapf, _, _, close = make(impl)
+    mapf(ident, range(64))
+    startup = time.perf_counter() - t0
+    base = bytes((i * 7 + 1) & 0xff for i in range(256)) * (size // 256 + 1)
+    # Distinct objects, each unlike the others (pickle's memo sends a
+    # repeated object once a chunk, which no real workload gets).
+    items = [bytes([i & 0xff]) + base[1:size] for i in range(n)]
+    if kind == "numpy":
+        items = [numpy.frombuffer(b, dtype=numpy.uint8).copy()
+                 for b in items]
+    t0 = time.perf_counter()
+    r = mapf(ident, items)
+    secs = time.perf_counter() - t0
+    close()
+    same = (lambda a, b: a.tobytes() == b.tobytes()) if kind == "numpy" \
+        else (lambda a, b: a == b)
+    if len(r) != n or not all(same(a, b) for a, b in zip(r, items)):
+        raise SystemExit("%s: wrong results" % impl)
+    out(impl=impl, kind=kind, size=size, n=n, secs=secs,
+        mb_per_s=n * size / secs / 1e6, startup_s=startup)
+
+
 def sem_task(i, s, w, sem, free):
     with sem:
         gpu = free.pop()
@@ -216,6 +249,8 @@ def main(argv):
         trivial(argv[2], int(argv[3]))
     elif what == "roundtrip":
         roundtrip(argv[2], int(argv[3]))
+    elif what == "payload":
+        payload(argv[2], argv[3], int(argv[4]), int(argv[5]))
     elif what == "warm":
         warm(argv[2], int(argv[3]), float(argv[4]), float(argv[5]),
              argv[6] if len(argv) > 6 else None)

@@ -55,6 +55,7 @@ FULL = dict(
     mpi_n=200000, mpi_rounds=5,
     py_ns=(10**5, 10**6), py_triv_rounds=3, py_rt_n=2000, py_rt_rounds=5,
     py_warm=(100, 0.5, 0.1), py_warm_rounds=3,
+    py_payloads=((MIB, 128), (16 * MIB, 16)), py_payload_rounds=3,
 )
 QUICK = dict(
     cmd_n=200, true_rounds=2, sleep_rounds=1,
@@ -68,6 +69,7 @@ QUICK = dict(
     mpi_n=50000, mpi_rounds=3,
     py_ns=(10**5,), py_triv_rounds=2, py_rt_n=500, py_rt_rounds=2,
     py_warm=(20, 0.2, 0.05), py_warm_rounds=2,
+    py_payloads=((MIB, 32), (16 * MIB, 4)), py_payload_rounds=2,
 )
 
 # Pareto(alpha 1.5) item durations for pool_map's skewed set (5 ms scale,
@@ -844,6 +846,10 @@ PY_WARM = [
     ("run", "gpupool-run, one python3 -c per task"),
     ("semaphore", "Process per task + Semaphore(4) + Manager().list()"),
 ]
+PY_PAYLOAD = [
+    ("gpupool", "gpupool.Pool.map (default chunks)"),
+    ("map", "multiprocessing Pool.map (default chunks)"),
+]
 PY_STAMP_PATHS = ["pyproject.toml", "meson.build", "meson_options.txt",
                   "python", "src", "include"]
 
@@ -944,7 +950,55 @@ def python_env(build, explicit, notes):
                                         sys.executable])
 
 
-def python_section(cfg, build, work, res, notes, explicit=None):
+def py_numpy(py, probe, install, notes):
+    """Whether py imports numpy; with --install-peers, pip installs it
+    first into the bench's own venv (never into a given interpreter)."""
+    if probe.get("numpy"):
+        return True
+    if install and os.path.dirname(os.path.dirname(py)).endswith("pyvenv"):
+        log("python: pip install numpy into %s" % py)
+        r = subprocess.run([py, "-m", "pip", "install", "-q",
+                            "--disable-pip-version-check", "numpy"],
+                           capture_output=True, text=True, cwd="/")
+        p = py_probe(py) if r.returncode == 0 else None
+        if p and p.get("numpy"):
+            probe["numpy"] = p["numpy"]
+            return True
+        notes.append("python: pip install numpy failed: %s" % (
+            r.stderr.strip().splitlines() or ["?"])[-1][-200:])
+        return False
+    notes.append("python: numpy not importable by %s: big numpy items not "
+                 "measured (--install-peers installs it into the bench's "
+                 "venv)" % py)
+    return False
+
+
+def python_payload(cfg, helper, sec, kinds):
+    """Big items: gpupool.Pool.map against multiprocessing Pool.map
+    echoing the same items, interleaved rounds."""
+    pl = sec["payload"] = {"labels": dict(PY_PAYLOAD), "kinds": kinds,
+                           "rows": []}
+    for kind in kinds:
+        for size, n in cfg["py_payloads"]:
+            runs = {k: [] for k, _ in PY_PAYLOAD}
+            for rd in range(cfg["py_payload_rounds"]):
+                log("python: %s of %s x %d, round %d/%d" % (
+                    kind, fmt_bytes(size), n, rd + 1,
+                    cfg["py_payload_rounds"]))
+                for k, _ in rotate(PY_PAYLOAD, rd):
+                    runs[k].append(one(helper + ["payload", k, kind,
+                                                 str(size), str(n)]))
+            pl["rows"].append({
+                "kind": kind, "size": size, "n": n,
+                "impls": {k: {"mb_per_s": stats([x.get("mb_per_s")
+                                                 for x in v])}
+                          for k, v in runs.items()},
+                "gpupool_over_map": pair_ratios(runs["gpupool"],
+                                                runs["map"], "mb_per_s")})
+
+
+def python_section(cfg, build, work, res, notes, explicit=None,
+                   install=False):
     py, probe, how = python_env(build, explicit, notes)
     if py is None:
         notes.append("python section skipped: " + how)
@@ -1036,6 +1090,10 @@ def python_section(cfg, build, work, res, notes, explicit=None):
                                                  "wall_s")
     wm["pool_faster_than_semaphore"] = pair_ratios(
         runs["semaphore"], runs["pool"], "wall_s")
+
+    # 4. Big items.
+    python_payload(cfg, helper, sec, ["bytes"] + (
+        ["numpy"] if py_numpy(py, probe, install, notes) else []))
 
 
 def mpi_section(cfg, build, work, res, notes):
@@ -1642,6 +1700,7 @@ def markdown(res):
                      wm["setup_per_task_s"], wm["tasks"] / wm["slots"],
                      res["config"]["py_warm_rounds"]))
         L.append("")
+        L += py_payload_table(py.get("payload"), res["config"])
     mp = res.get("mpi")
     if mp:
         L.append("### gpupool-run across %d MPI ranks x %d fake GPUs: "
@@ -1674,6 +1733,31 @@ def fmt_n(n):
     n = int(n)
     e = len(str(n)) - 1
     return "10^%d" % e if n == 10 ** e else str(n)
+
+
+def py_payload_table(pl, cfg):
+    """The Python section's big items, as markdown lines ([] if none)."""
+    if not pl:
+        return []
+    L = ["#### Python: big items echoed, MB/s each way", "",
+         "| items | n | %s | %s | gpupool / Pool.map |" % (
+             pl["labels"]["gpupool"], pl["labels"]["map"]),
+         "| --- | --- | --- | --- | --- |"]
+    for x in pl["rows"]:
+        L.append("| %s of %s | %d | %s | %s | %s |" % (
+            x["kind"], fmt_bytes(x["size"]), x["n"],
+            fmt_s(x["impls"]["gpupool"]["mb_per_s"], "%.0f"),
+            fmt_s(x["impls"]["map"]["mb_per_s"], "%.0f"),
+            fmt_m(x["gpupool_over_map"])))
+    L += ["", "Each run is a fresh process: the pool created and warmed up, "
+          "n distinct items made (bytes, or numpy uint8 arrays), then one "
+          "map of fn(x) = x timed; every result checked after. MB/s: item "
+          "bytes (10^6 B) a second, each way. gpupool sends a numpy "
+          "array's memory out of band (pickle protocol 5), copied once "
+          "into the item each way (docs/python.md). Rounds: %d%s." % (
+              cfg["py_payload_rounds"], "" if "numpy" in pl["kinds"] else
+              "; numpy not importable (--install-peers installs it)"), ""]
+    return L
 
 
 def fmt_si(s):
@@ -1851,6 +1935,17 @@ def panels(res):
                   "rows": [(lab_, med(wm["impls"][k]["overhead_s"]),
                             "gpupool-run" if k in ("pool", "run") else k)
                            for k, lab_ in wm["labels"].items()]})
+        pl = py.get("payload")
+        if pl:
+            P.append({"title": "Python: big items echoed, 4 workers",
+                      "unit": "MB/s each way (higher is better)",
+                      "series": ["%s of %s" % (x["kind"],
+                                               fmt_bytes(x["size"]))
+                                 for x in pl["rows"]],
+                      "rows": [(lab_, [med(x["impls"][k]["mb_per_s"])
+                                       for x in pl["rows"]],
+                                "gpupool-run" if k == "gpupool" else k)
+                               for k, lab_ in pl["labels"].items()]})
     mp = res.get("mpi")
     if mp:
         P.append({"title": "gpupool-run, %d MPI ranks: dispatch" %
@@ -2119,7 +2214,8 @@ def main():
         if "mpi" in sections:
             mpi_section(cfg, build, work, res, notes)
         if "python" in sections:
-            python_section(cfg, build, work, res, notes, a.python)
+            python_section(cfg, build, work, res, notes, a.python,
+                           a.install_peers)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     res["load_after"] = list(os.getloadavg())

@@ -170,10 +170,13 @@ unfinished(const struct gp_item *it, size_t n, size_t *idx)
 
 /* An item's result: bytes; None when it has none (not GP_OK). The
  * worker always replies for an item that ends GP_OK, but the library
- * keeps an empty reply as out NULL: that is b''. */
+ * keeps an empty reply as out NULL: that is b''. With view set, a big
+ * result is an Out that takes over the item's out (no copy). */
 static PyObject *
-out_bytes(const struct gp_item *it)
+out_bytes(struct gp_item *it, int view)
 {
+	if (it->out != NULL && view && it->outlen >= GPY_VIEW_MIN)
+		return gpy_out_take(it);
 	if (it->out != NULL)
 		return PyBytes_FromStringAndSize(it->out,
 		    (Py_ssize_t)it->outlen);
@@ -183,7 +186,7 @@ out_bytes(const struct gp_item *it)
 }
 
 static PyObject *
-results(struct gp_item *it, size_t n)
+results(struct gp_item *it, size_t n, int view)
 {
 	PyObject	*list, *out, *t;
 	size_t		 i;
@@ -191,7 +194,7 @@ results(struct gp_item *it, size_t n)
 	if ((list = PyList_New((Py_ssize_t)n)) == NULL)
 		return NULL;
 	for (i = 0; i < n; i++) {
-		out = out_bytes(&it[i]);
+		out = out_bytes(&it[i], view);
 		t = out ? Py_BuildValue("(iiN)", it[i].status, it[i].code,
 		    out) : NULL;
 		if (t == NULL) {
@@ -233,7 +236,7 @@ map_run(PoolObject *self, struct gp_item *it, size_t n)
 			break;
 	}
 	PyMem_RawFree(idx);
-	return results(it, n);
+	return results(it, n, self->view);
 }
 
 PyObject *
@@ -350,7 +353,7 @@ feed_done(void *arg, struct gp_item *item)
 
 	PyEval_RestoreThread(s->ts);
 	if (s->et == NULL) {
-		out = out_bytes(item);
+		out = out_bytes(item, s->self->view);
 		r = out ? PyObject_CallFunction(s->done, "OiiN", sl->key,
 		    item->status, item->code, out) : NULL;
 		Py_XDECREF(r);

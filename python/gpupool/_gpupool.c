@@ -2,7 +2,7 @@
  * _gpupool.c: gpupool._gpupool, a thin CPython wrapper of libgpupool (the
  * static library, linked in: the installed package needs no
  * libgpupool.so). The caller's side: Pool(), map(), run(), info(),
- * close(); the worker's side is in _worker.c.
+ * close(); the worker's side is in _worker.c, big objects in _buf.c.
  *
  * Rules it keeps:
  * - The GIL is released around every library call that waits
@@ -269,11 +269,12 @@ Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 	static char	*kwlist[] = { "worker", "gpus", "per_gpu", "fake_gpus",
 			    "timeout_ms", "grace_ms", "retries", "max_tasks",
 			    "init", "wait_free", "busy_pct", "gpu_mem",
-			    "gpus_per_worker", NULL };
+			    "gpus_per_worker", "view", NULL };
 	PyObject		*worker, *gpus = NULL, *fake = NULL, *tmo = NULL,
 				*grace = NULL, *maxt = NULL, *init = Py_None,
 				*busy = NULL, *mem = NULL, *per = NULL, *gstr;
-	int			 per_gpu = 1, retries = 0, wait_free = 0, rc;
+	int			 per_gpu = 1, retries = 0, wait_free = 0, rc,
+				 view = 0;
 	struct gp_pool_opts	 o = { 0 };
 	struct gp_pool		*p;
 	char			 err[512];
@@ -282,9 +283,9 @@ Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 		PyErr_SetString(PyExc_RuntimeError, "Pool already set up");
 		return -1;
 	}
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OiOOOiOOpOOO", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OiOOOiOOpOOOp", kwlist,
 	    &worker, &gpus, &per_gpu, &fake, &tmo, &grace, &retries, &maxt,
-	    &init, &wait_free, &busy, &mem, &per))
+	    &init, &wait_free, &busy, &mem, &per, &view))
 		return -1;
 	if (!PyCallable_Check(worker) || (init != Py_None &&
 	    !PyCallable_Check(init))) {
@@ -315,6 +316,7 @@ Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 	Py_INCREF(init);
 	self->worker = worker;
 	self->init = init;
+	self->view = view;
 	o.per_gpu = per_gpu;
 	o.retries = retries;
 	o.init = gpy_worker_init;
@@ -573,7 +575,7 @@ static PyTypeObject PoolType = {
 	.tp_doc = "Pool(worker, *, gpus=None, per_gpu=1, fake_gpus=None, "
 	    "timeout_ms=0, grace_ms=0, retries=0, max_tasks=0, init=None, "
 	    "wait_free=False, busy_pct=None, gpu_mem=None, "
-	    "gpus_per_worker=1)",
+	    "gpus_per_worker=1, view=False)",
 	.tp_new = Pool_new,
 	.tp_init = (initproc)Pool_init,
 	.tp_dealloc = (destructor)Pool_dealloc,
@@ -598,6 +600,11 @@ static PyMethodDef mod_methods[] = {
 	{ "current", gpy_current, METH_NOARGS,
 	  "in a worker: a dict of where it runs; None in the caller" },
 	{ "strerror", mod_strerror, METH_O, "text of a library error code" },
+	{ "frame", gpy_frame, METH_VARARGS, "frame(pickle, buffers) -> bytes: "
+	  "a pickle and its out-of-band buffers as one item" },
+	{ "unframe", gpy_unframe, METH_VARARGS, "unframe(payload, copy) -> "
+	  "None (a plain pickle) or (pickle view, [buffers]): copies (bytes "
+	  "or bytearray) or views of payload" },
 	{ NULL }
 };
 
@@ -606,7 +613,7 @@ static const char mod_doc[] =
 "\n"
 "Pool(worker, *, gpus=None, per_gpu=1, fake_gpus=None, timeout_ms=0,\n"
 "     grace_ms=0, retries=0, max_tasks=0, init=None, wait_free=False,\n"
-"     busy_pct=None, gpu_mem=None, gpus_per_worker=1)\n"
+"     busy_pct=None, gpu_mem=None, gpus_per_worker=1, view=False)\n"
 "  worker(bytes) -> bytes runs in the workers, once per item; if it\n"
 "  raises, the item ends FAILED, code 1, its traceback on stderr.\n"
 "  init() runs once per worker, after os.environ got the worker's\n"
@@ -623,10 +630,15 @@ static const char mod_doc[] =
 "  busy_pct: others' memory over it makes a GPU busy (default 10);\n"
 "  gpu_mem: bytes per GPU each item needs; gpus_per_worker: GPUs each\n"
 "  worker owns, near each other.\n"
+"  view=True: worker gets a read-only memoryview of the item, valid\n"
+"  only during the call; results of 64 KiB or more come as Out (the\n"
+"  buffer protocol over the result's own memory, no copy).\n"
 "Pool.size(), Pool.info() -> [dict], Pool.gpus() -> [dict],\n"
 "  Pool.monitor (None, or why NVML does not watch the GPUs),\n"
 "  Pool.close(), with Pool(...) as p\n"
 "current() -> dict in a worker, None in the caller; strerror(code);\n"
+"frame(pickle, buffers), unframe(payload, copy): pickle protocol 5\n"
+"  with out-of-band buffers as one item;\n"
 "OK FAILED CRASHED TIMEDOUT CANCELED ERROR NOTRUN; InitError.";
 
 static struct PyModuleDef mod_def = {
@@ -651,7 +663,7 @@ PyInit__gpupool(void)
 	PyObject	*m;
 	size_t		 i;
 
-	if (PyType_Ready(&PoolType) < 0 ||
+	if (PyType_Ready(&PoolType) < 0 || PyType_Ready(&gpy_OutType) < 0 ||
 	    (m = PyModule_Create(&mod_def)) == NULL)
 		return NULL;
 	for (i = 0; i < sizeof(k) / sizeof(k[0]); i++)
@@ -663,7 +675,8 @@ PyInit__gpupool(void)
 	    "a worker's init failed (Pool())", PyExc_RuntimeError, NULL);
 	if (gpy_InitError == NULL ||
 	    PyModule_AddObjectRef(m, "InitError", gpy_InitError) < 0 ||
-	    PyModule_AddObjectRef(m, "Pool", (PyObject *)&PoolType) < 0)
+	    PyModule_AddObjectRef(m, "Pool", (PyObject *)&PoolType) < 0 ||
+	    PyModule_AddObjectRef(m, "Out", (PyObject *)&gpy_OutType) < 0)
 		goto fail;
 	/* At most 32 such functions per process: without one, pools never
 	 * closed are left to PR_SET_PDEATHSIG, which kills their workers

@@ -7,6 +7,8 @@
  * _worker.c: the worker's side (the fork hook, the C init/fn/fini that
  * call the Python callables, os.environ sync, current()) and the
  * gp_worker_info -> dict conversion both sides use.
+ * _buf.c: big objects (the frame of pickle protocol 5 buffers, and Out,
+ * a result's bytes read in place).
  */
 #ifndef GPUPOOL_PY_H
 #define GPUPOOL_PY_H
@@ -30,6 +32,8 @@ typedef struct {
 					   ([1]), its ctl_fd ([0]) */
 	int		 initerr[2];	/* pipe: a worker whose init raised
 					   writes the exception text to [1] */
+	int		 view;		/* fn gets a memoryview of the item;
+					   big results come as Out */
 	pid_t		 owner;		/* the process that created the pool */
 	int		 busy;		/* a map or run is in progress */
 	unsigned long	 busy_thread;	/* the thread running it */
@@ -42,6 +46,15 @@ PyObject *gpy_raise_code(int rc, const char *msg);
 /* _call.c */
 PyObject *gpy_map(PoolObject *self, PyObject *items);
 PyObject *gpy_run(PoolObject *self, PyObject *args);
+
+/* _buf.c */
+/* Results from this size on come as Out when the pool has view set. */
+#define GPY_VIEW_MIN	(64 * 1024)
+extern PyTypeObject	 gpy_OutType;
+/* A new Out owning it->out (it->out is NULL after). */
+PyObject *gpy_out_take(struct gp_item *it);
+PyObject *gpy_frame(PyObject *mod, PyObject *args);
+PyObject *gpy_unframe(PyObject *mod, PyObject *args);
 
 /* _worker.c */
 void	 gpy_fork_hook(int phase, void *arg);

@@ -235,7 +235,8 @@ class Pool:
                 max(1, math.ceil(grace * 1000)),
                 retries=retries, max_tasks=max_tasks_per_worker or 0,
                 init=init, wait_free=wait_free, busy_pct=busy_pct,
-                gpu_mem=gpu_mem, gpus_per_worker=gpus_per_worker)
+                gpu_mem=gpu_mem, gpus_per_worker=gpus_per_worker,
+                view=True)
         except BaseException as e:
             os.close(self._pidr)
             os.close(self._pidw)

@@ -11,8 +11,25 @@ cheap: no per-element tuple either side), else {index: (exception,
 traceback text)}. worker_entry() never raises: a value or an
 exception that cannot be pickled becomes an error outcome, so a C item
 ends FAILED only if even that fails.
+
+Big objects, both ways: pickles are protocol 5 with a buffer_callback,
+so a buffer of OOB_MIN bytes or more that pickle hands out (a numpy
+array, a PickleBuffer) is not copied into the pickle but once into the
+item's frame (_gpupool.frame: pickle and buffers in one item); a pickle
+without such buffers is the item as before. The worker gets a memoryview
+of the item (valid only during the call: the library reuses that memory)
+and unpickles from it; each out-of-band buffer is copied once into a
+bytes (read only) or bytearray of its own, so nothing that outlives the
+call points into the item. The caller reads a result of 64 KiB or more
+in place (an _gpupool.Out owning the library's buffer): its out-of-band
+buffers are views of it, alive as long as what was unpickled from them.
+bytes and bytearray always travel in band (pickle copies them once into
+the item; unpickling copies them once out of it).
 """
 
+import collections
+import copyreg
+import io
 import os
 import pickle
 import sys
@@ -24,7 +41,10 @@ try:
 except ImportError:  # optional: gpupool works without it
     cloudpickle = None
 
-_PROTO = pickle.HIGHEST_PROTOCOL
+from . import _gpupool
+
+_PROTO = 5  # out-of-band buffers (Python 3.8 and later)
+OOB_MIN = 64 * 1024  # smaller buffers stay in band: a frame costs more
 _fn_cache = {}  # in a worker: fn_bytes -> function, so a map unpickles once
 
 
@@ -132,16 +152,96 @@ def dumps_fn(fn):
             "module." % (fn, e)) from e
 
 
+def _view(buf, fmt, shape):
+    """A memoryview again, over the buffer that carried it (bytes when it
+    was read only, bytearray when writable, or a view of the caller's
+    Out); of its bytes only (format B) when cast() refuses its format
+    (not native, or a struct)."""
+    m = memoryview(buf)
+    if fmt == "B" and len(shape) == 1:
+        return m
+    try:
+        return m.cast("B").cast(fmt, shape)
+    except (TypeError, ValueError):  # a format cast() does not take
+        return m
+
+
+def _reduce_view(m):
+    if not m.c_contiguous:
+        m = memoryview(m.tobytes()).cast("B").cast(m.format, m.shape)
+    return _view, (pickle.PickleBuffer(m), m.format, m.shape)
+
+
+class _Pickler(pickle.Pickler):
+    """pickle's Pickler, with memoryviews as memoryviews (plain pickle
+    refuses them). Pickler reads dispatch_table when it is made."""
+    dispatch_table = collections.ChainMap({memoryview: _reduce_view},
+                                          copyreg.dispatch_table)
+
+
+if cloudpickle is not None:
+    class _CloudPickler(cloudpickle.Pickler):
+        """cloudpickle's, with memoryviews as memoryviews (it makes them
+        bytes)."""
+        dispatch_table = collections.ChainMap(
+            {memoryview: _reduce_view}, cloudpickle.Pickler.dispatch_table)
+
+
+def _pickle_views(obj, cp, oob):
+    """The pickle of obj by _Pickler (cp: _CloudPickler): for plain
+    pickle, taken only after pickle.dumps failed, as it costs a Pickler
+    (cloudpickle.dumps makes one too)."""
+    f = io.BytesIO()
+    (_CloudPickler if cp else _Pickler)(
+        f, protocol=_PROTO, buffer_callback=oob).dump(obj)
+    return f.getvalue()
+
+
+def _dumps(obj, cp=False):
+    """obj as one item: its pickle (cp: cloudpickle's), or the frame of
+    its pickle and the out-of-band buffers of OOB_MIN bytes or more."""
+    bufs = []
+
+    def oob(pb):
+        with pb.raw() as m:
+            if m.nbytes < OOB_MIN:
+                return True
+        bufs.append(pb)
+        return False
+
+    if cp:
+        p = _pickle_views(obj, cp, oob)
+    else:
+        try:
+            p = pickle.dumps(obj, protocol=_PROTO, buffer_callback=oob)
+        except TypeError:  # "cannot pickle 'memoryview' object", or not
+            del bufs[:]
+            p = _pickle_views(obj, cp, oob)
+    return _gpupool.frame(p, bufs) if bufs else p
+
+
+def loads(payload, copy):
+    """An item or result back into objects. copy: each out-of-band buffer
+    copied into an object of its own (in a worker: payload is reused after
+    the call); else views of payload, which must own its memory (the
+    caller's Out)."""
+    f = _gpupool.unframe(payload, copy)
+    if f is None:
+        return pickle.loads(payload)
+    with f[0] as p:
+        return pickle.loads(p, buffers=f[1])
+
+
 def dumps_chunk(fn_bytes, star, elements):
     """Pickle one chunk; arguments that plain pickle refuses (a lambda in
     an argument) go through cloudpickle when it is installed."""
     msg = (fn_bytes, star, elements)
     try:
-        return pickle.dumps(msg, protocol=_PROTO)
+        return _dumps(msg)
     except Exception:
         if cloudpickle is None:
             raise
-        return cloudpickle.dumps(msg, protocol=_PROTO)
+        return _dumps(msg, True)
 
 
 def _load_fn(fn_bytes):
@@ -164,7 +264,7 @@ def _fail(exc):
 
 
 def _run_chunk(payload):
-    fn_bytes, star, elements = pickle.loads(payload)
+    fn_bytes, star, elements = loads(payload, True)
     n = len(elements)
     try:
         fn = _load_fn(fn_bytes)
@@ -209,7 +309,7 @@ def _encode_safely(values, errors):
     """Pickle the answer; a value or exception that will not pickle
     becomes an error of its own (the others keep their values)."""
     try:
-        return pickle.dumps((values, errors), protocol=_PROTO)
+        return _dumps((values, errors))
     except BaseException:
         pass
     errors = dict(errors or {})
@@ -228,11 +328,12 @@ def _encode_safely(values, errors):
             errors[i] = (pickle.PicklingError(
                 "the worker could not send back the item's exception %r: "
                 "%s" % (exc, e)), tb)
-    return pickle.dumps((values, errors), protocol=_PROTO)
+    return _dumps((values, errors))
 
 
 def worker_entry(payload):
-    """The C pool's worker callable: bytes in, bytes out, never raises."""
+    """The C pool's worker callable: a memoryview of the item in (valid
+    during the call only), bytes out, never raises."""
     try:
         return _encode_safely(*_run_chunk(payload))
     except BaseException as e:  # a payload that would not unpickle
@@ -244,7 +345,7 @@ def worker_entry(payload):
 def decode(out, n):
     """The caller's side: a GP_OK item's bytes into (values, errors),
     errors None or {index: (exception, traceback text)}."""
-    values, errors = pickle.loads(out)
+    values, errors = loads(out, False)
     if values is None:  # worker_entry's decode failure: every element
         return [None] * n, dict.fromkeys(range(n), errors)
     return values, errors

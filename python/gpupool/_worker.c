@@ -239,6 +239,40 @@ gpy_worker_fini(struct gp_ctx *ctx, void *arg)
 	LEAVE();
 }
 
+/* The item as worker's argument: bytes (a copy), or with view set a
+ * read-only memoryview of in itself, which the caller's code must not
+ * keep: in is valid only until fn returns. */
+static PyObject *
+item_arg(PoolObject *self, const void *in, size_t inlen)
+{
+	if (self->view)
+		return PyMemoryView_FromMemory((char *)in, (Py_ssize_t)inlen,
+		    PyBUF_READ);
+	return PyBytes_FromStringAndSize(in, (Py_ssize_t)inlen);
+}
+
+/* After the call: the memoryview of in released, so that a use of it
+ * after fn returns raises instead of reading reused memory. A view still
+ * exported (something kept a buffer of it) could read another item's
+ * bytes later: the worker leaves (the item ends GP_CRASHED). */
+static void
+item_done(PoolObject *self, PyObject *b)
+{
+	PyObject	*t, *v, *tb, *r;
+
+	if (self->view) {
+		PyErr_Fetch(&t, &v, &tb);	/* fn's exception, if any */
+		if ((r = PyObject_CallMethod(b, "release", NULL)) == NULL) {
+			print_exc();
+			flush_all();
+			_exit(70);
+		}
+		Py_DECREF(r);
+		PyErr_Restore(t, v, tb);
+	}
+	Py_DECREF(b);
+}
+
 /* One item: worker(bytes) -> bytes-like, as the item's result. If it
  * raises (or returns something without the buffer protocol), the
  * traceback goes to stderr and the item ends GP_FAILED, code 1. SystemExit
@@ -253,10 +287,10 @@ gpy_worker_fn(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	int		 rc;
 
 	ENTER();
-	if ((b = PyBytes_FromStringAndSize(in, (Py_ssize_t)inlen)) == NULL)
+	if ((b = item_arg(self, in, inlen)) == NULL)
 		goto fail;
 	r = PyObject_CallOneArg(self->worker, b);
-	Py_DECREF(b);
+	item_done(self, b);
 	if (r == NULL)
 		goto fail;
 	rc = PyObject_GetBuffer(r, &view, PyBUF_SIMPLE);
