@@ -1633,7 +1633,7 @@ def markdown(res):
                  "done(): gp_pool_run with GP_POOL_OUT_VIEW, each result "
                  "compared in full with the input inside done(), where it "
                  "lies, inside the clock. Items and "
-                 "results of 16 KiB or more travel through the worker's "
+                 "results of 64 bytes or more travel through the worker's "
                  "shared region, smaller ones through the pipe.")
         L.append("")
     py = res.get("python")

@@ -20,6 +20,9 @@
  * items, feeds, arg: arg is copied to the workers). What it hands over is
  * the caller's: a pool from gp_pool_create(), until gp_pool_destroy(); an
  * item's out, a malloc'd buffer to free with free() or gp_items_release().
+ * Two pool flags change where results go, for callers that opt in:
+ * GP_POOL_OUT_BUFFERS copies each into a buffer the caller gave (no
+ * malloc), GP_POOL_OUT_VIEW lends it to done() where it lies (no copy).
  * Each call below says what it reads, writes and keeps.
  *
  * Threads: the library starts none, and pools share no state, so calls on
@@ -130,7 +133,10 @@ struct gp_ctx;
  * The task. Runs in a worker process, once per item. Return 0 for success;
  * any other value marks the item GP_FAILED with that code. Call gp_ctx_reply()
  * to return bytes. fn may keep state across items in its process (a loaded
- * model): the worker lives until the pool is destroyed or recycled.
+ * model): the worker lives until the pool is destroyed or recycled. in is
+ * valid only until fn returns (an item of 64 bytes or more lies in the
+ * worker's shared region, reused by the next batch): keep a copy, not
+ * the pointer.
  */
 typedef int gp_fn(struct gp_ctx *ctx, const void *in, size_t inlen,
     void *arg);
@@ -247,7 +253,11 @@ struct gp_pool_opts {
 	int		 retries;	/* re-run a crashed or timed-out item up
 					   to N more times; 0: none */
 	size_t		 max_msg;	/* largest item or result (batches of
-					   small ones are cut to fit); 0: 64 MiB */
+					   small ones are cut to fit); 0: 64 MiB.
+					   Each worker also maps 2 x max_msg
+					   of shared memory for big items and
+					   results (virtual: pages are taken
+					   as they are first used, and kept) */
 	unsigned	 flags;		/* enum gp_pool_flags */
 	char		*errbuf;	/* if set, create writes a one-line reason
 					   for a failure here */
@@ -315,7 +325,8 @@ struct gp_feed {
 	 * Called when a worker is idle. Point *item at the next item (owned by
 	 * the caller, valid until done() is called for it; the pool resets
 	 * its result fields as gp_item_init() does, without freeing an out
-	 * left in it) and return
+	 * left in it, or, with GP_POOL_OUT_BUFFERS, keeping out and outlen
+	 * as the caller's buffer) and return
 	 * GP_FEED_ITEM; GP_FEED_AGAIN when nothing is ready yet (the pool
 	 * waits until in_fd is readable or an item ends); GP_FEED_WAIT when
 	 * only an item's end can bring more (a retry: in_fd is not polled,
@@ -324,7 +335,9 @@ struct gp_feed {
 	int		(*next)(void *arg, struct gp_item **item);
 	/* Called once per item as it ends, in completion order: the pool
 	 * hands the item back, keeps no pointer to it, and its out is the
-	 * caller's (free() or gp_items_release()). Return 0 to go on,
+	 * caller's (free() or gp_items_release(); GP_POOL_OUT_BUFFERS: the
+	 * caller's own buffer; GP_POOL_OUT_VIEW: the pool's memory, to read
+	 * before done() returns, never to free). Return 0 to go on,
 	 * nonzero to cancel the rest (as cancel_fd does). next, done and ctl
 	 * run in the thread that called gp_pool_run(), during the call; they
 	 * must not start a map on the same pool (-EBUSY) or destroy it. */
@@ -388,7 +401,9 @@ GP_API int	gp_pool_create(struct gp_pool **out,
  * outlen, status, code, worker and attempts are reset first and then set:
  * out is overwritten, never read or freed, so release the results of an
  * earlier call on the same array first (gp_items_release()), or they
- * leak; each new out is a malloc'd buffer the caller owns and frees.
+ * leak; each new out is a malloc'd buffer the caller owns and frees
+ * (GP_POOL_OUT_BUFFERS: out and outlen are kept, and the result copied
+ * into out; GP_POOL_OUT_VIEW: -EINVAL).
  * in is read while the call runs, never written or freed.
  * Until it ends an item reads GP_NOTRUN, whatever the call returns.
  * Items are dispatched dynamically in batches sized to
@@ -492,11 +507,13 @@ GP_API int	gp_pool_usage(const struct gp_pool *p, int worker,
 GP_API void	gp_item_init(struct gp_item *it, const void *in, size_t inlen);
 
 /* Free (with free()) the out buffers of n items and set them to NULL,
- * outlen 0. The items themselves stay the caller's. */
+ * outlen 0. The items themselves stay the caller's. Not for results in
+ * the caller's own buffers (GP_POOL_OUT_BUFFERS) or lent views. */
 GP_API void	gp_items_release(struct gp_item *items, size_t n);
 
 /* In a worker: set the current item's result bytes (buf is copied and
- * stays the caller's; the last call wins). Returns 0, -EMSGSIZE (over max_msg), -ENOMEM, or -EINVAL outside
+ * stays the caller's; the last call wins; 64 bytes or more are copied
+ * into the worker's shared region, from where the master takes them). Returns 0, -EMSGSIZE (over max_msg), -ENOMEM, or -EINVAL outside
  * an item (in init or fini). When the last call failed, the item ends
  * GP_ERROR with that code (fn's return value is lost), not with an older
  * or empty result. */

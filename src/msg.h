@@ -66,10 +66,10 @@ struct gp_rec_result {
  * ends call it for each such record in order, from 0 at the start of
  * each batch, so no offset crosses the wire and none can point outside
  * the region. Items and results of GP_SHM_MIN bytes or more go this way
- * when they fit (docs/benchmarks.md has the measurement behind it).
+ * when they fit (design.md, "The data plane", has the measurement).
  */
 #define GP_REC_SHM	1u
-#define GP_SHM_MIN	(16u << 10)
+#define GP_SHM_MIN	64u
 #define GP_SHM_ALIGN	64u
 
 #define GP_MSG_GPUS_MAX	1024	/* GPUs in one GPUS message */
