@@ -27,6 +27,8 @@
 #define GP_START_DEATHS_MAX	3	/* a slot whose replacements die before
 					   READY this often in a row retires */
 #define GP_BATCH_BYTES		(256u << 10)
+#define GP_PIPE_WIDE_MAX	32	/* pools this small get pipes that
+					   hold a batch (proc.c) */
 #define GP_BATCH_MAX		65536
 #define GP_BATCH_TARGET_NS	2000000	/* aim for 2 ms of work per batch */
 #define GP_FLUSH_NS		1000000	/* worker holds results at most 1 ms */

@@ -78,6 +78,24 @@ close_others(struct gp_pool *p)
 }
 
 /*
+ * A whole batch (GP_BATCH_BYTES, either way) fits each pipe, so it goes
+ * in one write and one read instead of a poll turn per 64 KiB: 1.3 to
+ * 1.5x the items/s on tiny items here (bench_pool trivial). Only in
+ * pools of up to GP_PIPE_WIDE_MAX workers: pipe buffers count against
+ * the user's pipe-user-pages-soft (64 MiB by default), which all the
+ * user's pipes share, and past it new pipes get a page or two. A refusal
+ * (EPERM over that limit, or pipe-max-size) leaves the default.
+ */
+static void
+widen(const struct gp_pool *p, int tfd, int rfd)
+{
+	if (p->nw > GP_PIPE_WIDE_MAX)
+		return;
+	(void)fcntl(tfd, F_SETPIPE_SZ, (int)GP_BATCH_BYTES);
+	(void)fcntl(rfd, F_SETPIPE_SZ, (int)GP_BATCH_BYTES);
+}
+
+/*
  * Two pipes per worker: tasks down, results up. The master also keeps the
  * read end of the task pipe, unused: a write to a worker that died then
  * fills a buffer instead of raising SIGPIPE in a host whose signals are
@@ -126,6 +144,7 @@ gp_proc_spawn(struct gp_pool *p, struct gp_worker *w)
 		/* NOTREACHED */
 	}
 	close(res[1]);
+	widen(p, task[1], res[0]);
 	/* Only the master's own ends: the worker's are other descriptions. */
 	(void)fcntl(task[1], F_SETFL, O_NONBLOCK);
 	(void)fcntl(res[0], F_SETFL, O_NONBLOCK);
