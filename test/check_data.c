@@ -216,7 +216,8 @@ reply_over(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 	uint8_t	*b;
 	int	 rc;
 
-	if (reply_flipped(ctx, in, len) != 0 || (b = calloc(1, max + 1)) == NULL)
+	if (reply_flipped(ctx, in, len) != 0 ||
+	    (b = calloc(1, max + 1)) == NULL)
 		return 92;
 	rc = gp_ctx_reply(ctx, b, max + 1);
 	free(b);
@@ -258,7 +259,8 @@ START_TEST(round_trip_at_the_edges)
 	const size_t	 sz[] = { 0, 1, GP_SHM_MIN - 1, GP_SHM_MIN,
 			     GP_SHM_MIN + 1, 100 << 10, MiB, MAX_MSG };
 	const int	 cnt[] = { 34, 34, 34, 34, 35, 20, 6, 3 };
-	const size_t	 over[] = { MAX_MSG + 1, 5 }, big[] = { GP_SHM_MIN, MiB };
+	const size_t	 over[] = { MAX_MSG + 1, 5 };
+	const size_t	 big[] = { GP_SHM_MIN, MiB };
 	size_t		*len = mixed_lengths(sz, cnt, 8, 200), max = MAX_MSG;
 	struct gp_pool_opts o = { .fake_gpus = 2 };
 	struct gp_pool	*p = make_pool(&o);
@@ -317,6 +319,25 @@ START_TEST(batch_past_the_region_goes_through_the_pipe)
 	ck_assert_int_eq(gp_pool_map(p, echo_flip, NULL, 0, it, 60), 0);
 	assert_flipped(it, 60, -1, "past the region");
 	items_free(it, 60, 0);
+	gp_pool_destroy(p);
+}
+END_TEST
+
+/* Workers recycled every 3 items (max_tasks): each replacement carries
+ * big items and results in the region its slot had. */
+START_TEST(recycled_workers_carry_big_items)
+{
+	struct gp_pool_opts o = { .fake_gpus = 2, .max_tasks = 3 };
+	struct gp_pool	*p = make_pool(&o);
+	size_t		 len[30], i;
+	struct gp_item	*it;
+
+	for (i = 0; i < 30; i++)
+		len[i] = i % 3 == 0 ? MiB : i % 3 == 1 ? 100 << 10 : 10;
+	it = items_make(len, 30);
+	ck_assert_int_eq(gp_pool_map(p, echo_flip, NULL, 0, it, 30), 0);
+	assert_flipped(it, 30, -1, "recycled");
+	items_free(it, 30, 0);
 	gp_pool_destroy(p);
 }
 END_TEST
@@ -875,6 +896,7 @@ main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, round_trip_at_the_edges);
 	tcase_add_test(tc, batch_past_the_region_goes_through_the_pipe);
+	tcase_add_test(tc, recycled_workers_carry_big_items);
 	tcase_add_test(tc, killed_mid_write_then_retried_is_exact);
 	tcase_add_test(tc, killed_mid_write_is_crashed_and_others_exact);
 	tcase_add_test(tc, timeout_during_a_big_item);
