@@ -207,8 +207,8 @@ echo_flip(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 	return reply_flipped(ctx, in, len);
 }
 
-/* A valid big result, then one over max_msg (*arg): the last call wins,
- * and it failed. */
+/* The input flipped; then, for an item of odd length, a result over
+ * max_msg (*arg): the last call wins, and it failed. */
 static int
 reply_over(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 {
@@ -216,8 +216,9 @@ reply_over(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 	uint8_t	*b;
 	int	 rc;
 
-	if (reply_flipped(ctx, in, len) != 0 ||
-	    (b = calloc(1, max + 1)) == NULL)
+	if ((rc = reply_flipped(ctx, in, len)) != 0 || len % 2 == 0)
+		return rc;
+	if ((b = calloc(1, max + 1)) == NULL)
 		return 92;
 	rc = gp_ctx_reply(ctx, b, max + 1);
 	free(b);
@@ -260,8 +261,8 @@ START_TEST(round_trip_at_the_edges)
 			     GP_SHM_MIN + 1, 100 << 10, MiB, MAX_MSG };
 	const int	 cnt[] = { 34, 34, 34, 34, 35, 20, 6, 3 };
 	const size_t	 over[] = { MAX_MSG + 1, 5 };
-	const size_t	 big[] = { GP_SHM_MIN, MiB };
 	size_t		*len = mixed_lengths(sz, cnt, 8, 200), max = MAX_MSG;
+	size_t		 len2[40];
 	struct gp_pool_opts o = { .fake_gpus = 2 };
 	struct gp_pool	*p = make_pool(&o);
 	struct gp_item	*it = items_make(len, 200);
@@ -279,16 +280,23 @@ START_TEST(round_trip_at_the_edges)
 	assert_flipped(it, 2, 0, "beside an item over max_msg");
 	items_free(it, 2, 0);
 
-	it = items_make(big, 2);
-	ck_assert_int_eq(gp_pool_map(p, reply_over, &max, sizeof(max), it, 2),
-	    0);
-	for (i = 0; i < 2; i++) {
+	/* Big results, every other one then replaced by one too big, in
+	 * batches of several: a failed one takes no place in the region,
+	 * at either end. */
+	for (i = 0; i < 40; i++)
+		len2[i] = GP_SHM_MIN + i;
+	it = items_make(len2, 40);
+	ck_assert_int_eq(gp_pool_map(p, reply_over, &max, sizeof(max), it,
+	    40), 0);
+	for (i = 1; i < 40; i += 2) {
 		ck_assert_int_eq(it[i].status, GP_ERROR);
 		ck_assert_int_eq(it[i].code, -EMSGSIZE);
 		ck_assert_ptr_null(it[i].out);
 		ck_assert_uint_eq(it[i].outlen, 0);
 	}
-	items_free(it, 2, 0);
+	for (i = 0; i < 40; i += 2)
+		ck_assert_msg(flipped_ok(&it[i], i), "item %zu", i);
+	items_free(it, 40, 0);
 
 	it = items_make(len, 60);
 	ck_assert_int_eq(gp_pool_map(p, echo_flip, NULL, 0, it, 60), 0);
