@@ -307,6 +307,20 @@ START_TEST(round_trip_at_the_edges)
 }
 END_TEST
 
+/* A pool made with o echoes n items of len[i] bytes, each exact. */
+static void
+echo_all(struct gp_pool_opts *o, const size_t *len, size_t n,
+    const char *what)
+{
+	struct gp_pool	*p = make_pool(o);
+	struct gp_item	*it = items_make(len, n);
+
+	ck_assert_int_eq(gp_pool_map(p, echo_flip, NULL, 0, it, n), 0);
+	assert_flipped(it, n, -1, what);
+	items_free(it, n, 0);
+	gp_pool_destroy(p);
+}
+
 /*
  * A region half is max_msg rounded up to a page, and offsets are 64-byte
  * aligned: with max_msg 64 KiB, a batch of 16,385 and 49,090 bytes fits
@@ -317,17 +331,11 @@ END_TEST
 START_TEST(batch_past_the_region_goes_through_the_pipe)
 {
 	struct gp_pool_opts o = { .fake_gpus = 1, .max_msg = 64 << 10 };
-	struct gp_pool	*p = make_pool(&o);
 	size_t		 len[60], i;
-	struct gp_item	*it;
 
 	for (i = 0; i < 60; i++)
 		len[i] = i % 2 ? 49090 : 16385;
-	it = items_make(len, 60);
-	ck_assert_int_eq(gp_pool_map(p, echo_flip, NULL, 0, it, 60), 0);
-	assert_flipped(it, 60, -1, "past the region");
-	items_free(it, 60, 0);
-	gp_pool_destroy(p);
+	echo_all(&o, len, 60, "past the region");
 }
 END_TEST
 
@@ -336,17 +344,11 @@ END_TEST
 START_TEST(recycled_workers_carry_big_items)
 {
 	struct gp_pool_opts o = { .fake_gpus = 2, .max_tasks = 3 };
-	struct gp_pool	*p = make_pool(&o);
 	size_t		 len[30], i;
-	struct gp_item	*it;
 
 	for (i = 0; i < 30; i++)
 		len[i] = i % 3 == 0 ? MiB : i % 3 == 1 ? 100 << 10 : 10;
-	it = items_make(len, 30);
-	ck_assert_int_eq(gp_pool_map(p, echo_flip, NULL, 0, it, 30), 0);
-	assert_flipped(it, 30, -1, "recycled");
-	items_free(it, 30, 0);
-	gp_pool_destroy(p);
+	echo_all(&o, len, 30, "recycled");
 }
 END_TEST
 
