@@ -844,6 +844,7 @@ END_TEST
 struct feed_state {
 	struct gp_item	*it;
 	size_t		 n, next, done;
+	size_t		 viewed;	/* results exact in done() */
 };
 
 static int
@@ -863,6 +864,17 @@ feed_done(void *arg, struct gp_item *item)
 	struct feed_state	*f = arg;
 
 	f->done++;
+	return 0;
+}
+
+/* GP_POOL_OUT_VIEW: the result is read in done(), where it is lent. */
+static int
+view_done(void *arg, struct gp_item *item)
+{
+	struct feed_state	*f = arg;
+
+	f->done++;
+	f->viewed += flipped_ok(item, (size_t)(item - f->it));
 	return 0;
 }
 
@@ -900,6 +912,34 @@ START_TEST(feed_keeps_the_callers_buffers)
 }
 END_TEST
 
+/* GP_POOL_OUT_VIEW: done() reads each result where it lies, big ones in
+ * the region and small ones in the master's read buffer, exact; the
+ * pool frees nothing of it (items_free() without a release: ASan and
+ * valgrind would see a free of the pool's memory). gp_pool_map() on such
+ * a pool is refused, and so is a pool with both result flags. */
+START_TEST(results_are_lent_to_done_as_views)
+{
+	const size_t	 len[] = { 4, MiB, 0, 100 << 10, 8, GP_SHM_MIN, 20 };
+	struct gp_pool_opts o = { .fake_gpus = 2, .flags = GP_POOL_OUT_VIEW };
+	struct gp_pool	*p = make_pool(&o), *q;
+	struct gp_item	*it = items_make(len, 7);
+	struct feed_state f = { .it = it, .n = 7 };
+	struct gp_feed	 feed = { .next = feed_next, .done = view_done,
+				  .in_fd = -1, .arg = &f, .ctl_fd = -1 };
+
+	ck_assert_int_eq(gp_pool_run(p, echo_flip, NULL, 0, &feed), 0);
+	ck_assert_uint_eq(f.done, 7);
+	ck_assert_uint_eq(f.viewed, 7);
+	ck_assert_int_eq(gp_pool_map(p, echo_flip, NULL, 0, it, 7), -EINVAL);
+	ck_assert_int_eq(it[1].status, GP_OK);
+	items_free(it, 7, 1);
+	gp_pool_destroy(p);
+	o.flags = GP_POOL_OUT_VIEW | GP_POOL_OUT_BUFFERS;
+	ck_assert_int_eq(gp_pool_create(&q, &o), -EINVAL);
+	ck_assert_ptr_null(q);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -918,6 +958,7 @@ main(void)
 	tcase_add_test(tc, results_land_in_the_callers_buffers);
 	tcase_add_test(tc, room_without_a_buffer_is_refused);
 	tcase_add_test(tc, feed_keeps_the_callers_buffers);
+	tcase_add_test(tc, results_are_lent_to_done_as_views);
 	suite_add_tcase(s, tc);
 	return gp_check_run(s);
 }
