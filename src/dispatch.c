@@ -33,7 +33,8 @@ fl_push(struct gp_worker *w, struct gp_item *it, uint64_t id)
 }
 
 static int
-send_job(struct gp_worker *w, const struct gp_job *job)
+send_job(const struct gp_pool *p, struct gp_worker *w,
+    const struct gp_job *job)
 {
 	uint64_t	 addr = (uint64_t)(uintptr_t)job->fn;
 	size_t		 at;
@@ -43,7 +44,8 @@ send_job(struct gp_worker *w, const struct gp_job *job)
 	    (rc = gp_buf_add(&w->wbuf, &addr, sizeof(addr))) < 0 ||
 	    (rc = gp_buf_add(&w->wbuf, job->arg, job->arglen)) < 0)
 		return rc;
-	gp_msg_finish(&w->wbuf, at, 0);
+	gp_msg_finish(&w->wbuf, at, job->feed != NULL && p->o.timeout_ms == 0 ?
+	    GP_JOB_UNTIMED : 0);
 	w->job = job->gen;
 	return 0;
 }
@@ -96,7 +98,7 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 
 	if ((it = gp_job_peek(job)) == NULL)
 		return 0;
-	if (w->job != job->gen && (rc = send_job(w, job)) < 0)
+	if (w->job != job->gen && (rc = send_job(p, w, job)) < 0)
 		return rc;
 	want = max ? max : gp_job_batch_size(job, gp_proc_live(p),
 	    p->o.max_tasks, w->ntasks);
@@ -142,7 +144,8 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 	w->ntasks += (unsigned)w->nfl;
 	atomic_store(&w->shm->stop, 0);
 	w->state = GP_W_BUSY;
-	w->heard = gp_now_ns();
+	if (p->o.timeout_ms > 0)
+		w->heard = gp_now_ns();
 	/* Most batches fit the pipe buffer: send now, skip a poll turn.
 	 * A failure means a dead worker: its pidfd or result pipe says so. */
 	(void)gp_buf_send(w->wfd, &w->wbuf);
@@ -192,7 +195,7 @@ dispatch_gated(struct gp_pool *p, struct gp_job *job)
 			(void)gp_job_fail(job, it, bad);
 			continue;
 		}
-		if (w->job != job->gen && (rc = send_job(w, job)) < 0)
+		if (w->job != job->gen && (rc = send_job(p, w, job)) < 0)
 			return rc;
 		mark = w->wbuf.len - w->wbuf.off;
 		if (p->wt.npick > 0 &&

@@ -83,7 +83,8 @@ struct gp_worker {
 	uint64_t		 stop_id;	/* item a STOP was sent for, or 0 */
 	int			 stop_timeout;	/* that STOP was a timeout */
 	int64_t			 kill_at;	/* SIGKILL deadline, 0: none */
-	int64_t			 heard;		/* batch sent or results read */
+	int64_t			 heard;		/* batch sent or results read
+						   (with a timeout_ms only) */
 	int			 retired;	/* never respawn (init failed) */
 	int			 start_deaths;	/* replacements that died before
 						   READY, in a row */

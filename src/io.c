@@ -106,7 +106,9 @@ gp_writev_full(int fd, struct iovec *iov, int iovcnt)
 	size_t		 left;
 
 	while (iovcnt > 0) {
-		r = writev(fd, iov, iovcnt);
+		/* One buffer: write(2), which copies no iovec in. */
+		r = iovcnt == 1 ? write(fd, iov->iov_base, iov->iov_len) :
+		    writev(fd, iov, iovcnt);
 		if (r == -1) {
 			if (errno == EINTR)
 				continue;

@@ -88,7 +88,8 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 	const uint8_t		*data;
 	int			 rc;
 
-	w->heard = gp_now_ns();
+	if (p->o.timeout_ms > 0)
+		w->heard = gp_now_ns();
 	while ((rc = gp_msg_result_next(&pos, end, &r, &data)) == 1) {
 		if (job == NULL || w->nres >= w->nfl ||
 		    w->fl[w->nres].id != r.id)

@@ -14,7 +14,8 @@
 
 enum gp_msg_type {
 	GP_MSG_READY = 1,	/* W→M  struct gp_msg_ready, exactly once, first */
-	GP_MSG_JOB,		/* M→W  u64 fn address + arg bytes */
+	GP_MSG_JOB,		/* M→W  id = flags (GP_JOB_*);
+				   u64 fn address + arg bytes */
 	GP_MSG_TASK,		/* M→W  id = count; count × (gp_rec_task + bytes) */
 	GP_MSG_RESULT,		/* W→M  id = count; count × (gp_rec_result + bytes) */
 	GP_MSG_STOP,		/* M→W  id = item; wake stop_fd pollers */
@@ -22,6 +23,11 @@ enum gp_msg_type {
 	GP_MSG_GPUS,		/* M→W  id = n; n × u32 GPU index: the GPUs the
 				   next TASK's one item holds */
 };
+
+/* JOB flags: its items need not be timed (gp_pool_run() without a
+ * timeout: one item a batch, no estimate used), so the worker reads no
+ * clock around them. */
+#define GP_JOB_UNTIMED	1u
 
 struct gp_msg_hdr {
 	uint32_t	 type;		/* enum gp_msg_type */

@@ -51,6 +51,7 @@ struct gp_ctx {
 	size_t			 rmark;		/* roff before the current item */
 	uint32_t		 rlen;		/* its reply there, if rshm */
 	int			 rshm;
+	int			 untimed;	/* the JOB said GP_JOB_UNTIMED */
 	const char		**ibus;		/* bus ids of the GPUS the next
 						   item holds (GP_MSG_GPUS) */
 	int			 nibus;		/* 0: its worker's own */
@@ -309,8 +310,10 @@ outq_close(struct gp_ctx *ctx, size_t at, struct gp_rec_result *r)
  * end is the next one's start, and without a timeout (when nobody needs
  * each item's start) only every GP_CLOCK_EVERY-th item reads the clock:
  * its record carries the mean time of the items since the last read, the
- * others carry 0 ("not measured"). The shared slot is written with
- * release stores: the master reads cur, started, cur (gp_proc_current()).
+ * others carry 0 ("not measured"); a JOB flagged GP_JOB_UNTIMED (a
+ * stream without a timeout, whose times nobody uses) reads none. The
+ * shared slot is written with release stores: the master reads cur,
+ * started, cur (gp_proc_current()).
  */
 #define GP_CLOCK_EVERY	8
 
@@ -336,7 +339,7 @@ run_batch(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx,
 	struct gp_rec_task	 t;
 	struct gp_rec_result	 r;
 	const uint8_t		*data;
-	int64_t			 t0 = gp_now_ns(), t1;
+	int64_t			 t0 = ctx->untimed ? 0 : gp_now_ns(), t1;
 	size_t			 at;
 	int			 rc, k = 0, every;
 
@@ -358,7 +361,7 @@ run_batch(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx,
 		atomic_store_explicit(&w->shm->cur, t.id, memory_order_release);
 		r.rc = fn(ctx, t.len ? data : NULL, t.len, (void *)arg);
 		atomic_store_explicit(&w->shm->cur, 0, memory_order_release);
-		if (++k < every && pos < end) {
+		if (ctx->untimed || (++k < every && pos < end)) {
 			outq_close(ctx, at, &r);
 			continue;
 		}
@@ -436,6 +439,7 @@ serve(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx)
 		case GP_MSG_JOB:
 			memcpy(&addr, pl, sizeof(addr));
 			fn = (gp_fn *)(uintptr_t)addr;
+			ctx->untimed = (h.id & GP_JOB_UNTIMED) != 0;
 			free(arg);
 			arg = NULL;
 			if (h.len > sizeof(addr)) {
