@@ -41,7 +41,7 @@ REPO = os.path.dirname(HERE)
 SLOTS = 4
 MIB = 1024 * 1024
 
-# What a full run and a --quick run measure. A full run takes 5 to 7 minutes
+# What a full run and a --quick run measure. A full run takes about 8 minutes
 # on 2 cores, --quick under a minute.
 FULL = dict(
     cmd_n=1000, true_rounds=5, sleep_rounds=3,
@@ -1632,7 +1632,9 @@ def markdown(res):
                  "pipeline that reuses its buffers has them; views in "
                  "done(): gp_pool_run with GP_POOL_OUT_VIEW, each result "
                  "compared in full with the input inside done(), where it "
-                 "lies, inside the clock. Items and "
+                 "lies, inside the clock; gp_pool_run streams one item a "
+                 "dispatch, so its small items are slow for that reason, "
+                 "not the view's. Items and "
                  "results of 64 bytes or more travel through the worker's "
                  "shared region, smaller ones through the pipe.")
         L.append("")
