@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -222,7 +223,7 @@ start(int in_fd, const char *outp, const char *errp, const char *const *args)
 {
 	const char	*argv[96];
 	char		*wrap = getenv("GPUPOOL_TEST_WRAP"), *w;
-	pid_t		 pid;
+	pid_t		 pid, test = getpid();
 	int		 i, k = 0, fd;
 
 	if (exec_via != NULL) {
@@ -246,8 +247,12 @@ start(int in_fd, const char *outp, const char *errp, const char *const *args)
 	if (pid > 0)
 		return pid;
 	/* A group of its own, as a shell job: kill(-pid) reaches it and
-	 * its workers, not the test. */
+	 * its workers, not the test. So Check's timeout, which kills the
+	 * test's group, does not reach it: it dies with the test instead
+	 * (its workers and their tasks then follow their master). */
 	setpgid(0, 0);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) == -1 || getppid() != test)
+		_exit(126);
 	fd = in_fd >= 0 ? in_fd : open("/dev/null", O_RDONLY);
 	dup2(fd, 0);
 	fd = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
