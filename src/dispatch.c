@@ -212,8 +212,10 @@ dispatch_gated(struct gp_pool *p, struct gp_job *job)
 	}
 }
 
-/* Idle workers in turn from where the last dispatch stopped, so the
- * stragglers and retries of a run do not all land on GPU 0. */
+/* Idle workers in turn from p->rr: the worker that became idle last
+ * (loop.c), else the one after the last dispatched to. Never from 0
+ * each time, so the stragglers and retries of a run do not all land on
+ * GPU 0. */
 int
 gp_dispatch(struct gp_pool *p, struct gp_job *job)
 {

