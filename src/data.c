@@ -60,6 +60,26 @@ gp_data_map(struct gp_pool *p)
 	}
 }
 
+long
+gp_data_place(const struct gp_worker *w, size_t *end, size_t len)
+{
+	if (w->reg == NULL || len < GP_SHM_MIN)
+		return -1;
+	return gp_msg_shm_place(end, len, w->half);
+}
+
+const uint8_t *
+gp_data_bytes(const struct gp_worker *w, int results, size_t *end,
+    uint32_t len, size_t max)
+{
+	long	 at;
+
+	if (w->reg == NULL || len > max ||
+	    (at = gp_msg_shm_place(end, len, w->half)) < 0)
+		return NULL;
+	return w->reg + (results ? w->half : 0) + at;
+}
+
 void
 gp_data_unmap(struct gp_pool *p)
 {

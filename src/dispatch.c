@@ -57,11 +57,9 @@ static int
 add_item(struct gp_worker *w, const struct gp_item *it,
     struct gp_rec_task *rec, size_t *ioff)
 {
-	long	 at = -1;
+	long	 at = gp_data_place(w, ioff, it->inlen);
 	int	 rc;
 
-	if (it->inlen >= GP_SHM_MIN && w->reg != NULL)
-		at = gp_msg_shm_place(ioff, it->inlen, w->half);
 	rec->flags = at >= 0 ? GP_REC_SHM : 0;
 	if ((rc = gp_buf_add(&w->wbuf, rec, sizeof(*rec))) < 0)
 		return rc;
@@ -78,9 +76,10 @@ static int
 item_bad(const struct gp_pool *p, const struct gp_job *job,
     const struct gp_item *it)
 {
-	if ((it->in == NULL && it->inlen > 0) ||
-	    (job->outbufs && it->out == NULL && it->outlen > 0))
-		return -EINVAL;
+	int	 rc;
+
+	if ((rc = gp_job_item_check(it, job->outbufs)) < 0)
+		return rc;
 	return it->inlen > p->o.max_msg ? -EMSGSIZE : 0;
 }
 

@@ -242,6 +242,10 @@ void	gp_proc_shutdown(struct gp_pool *p);
 /* NOTRUN, no output (with keep_out, out and outlen as they are: the
  * caller's buffer, GP_POOL_OUT_BUFFERS). */
 void	gp_loop_item_init(struct gp_item *it, int keep_out);
+/* -EINVAL for an item the pool cannot take: bytes that are not there (in
+ * NULL, inlen > 0) or, with the caller's buffers (outbufs), room without
+ * a buffer (out NULL, outlen > 0); else 0. */
+int	gp_job_item_check(const struct gp_item *it, int outbufs);
 /* The next item to start, without taking it; NULL if none now. A
  * requeued item comes first, the last requeued first; then items[] in
  * order, or what feed->next() gives (held until taken). */
@@ -348,6 +352,16 @@ void	gp_data_map(struct gp_pool *p);
 void	gp_data_unmap(struct gp_pool *p);
 /* In worker w after fork: unmap every other slot's region. */
 void	gp_data_keep(struct gp_pool *p, const struct gp_worker *w);
+/* Sending: the offset in w's half (items or results) for the next len
+ * bytes of the batch, *end the end of those placed before them, when
+ * they are big (GP_SHM_MIN) and fit; -1: they go in the message. */
+long	gp_data_place(const struct gp_worker *w, size_t *end, size_t len);
+/* Receiving a GP_REC_SHM record of len bytes: where they lie, in w's
+ * results half if results, else its items half; NULL when w has no
+ * region, len is over max or they would not fit, a lie the caller takes
+ * for a broken protocol. Nothing is read before this check. */
+const uint8_t *gp_data_bytes(const struct gp_worker *w, int results,
+	    size_t *end, uint32_t len, size_t max);
 
 /* worker.c: the child after fork; never returns. */
 void	gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)

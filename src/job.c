@@ -65,6 +65,15 @@ gp_loop_item_init(struct gp_item *it, int keep_out)
 	it->attempts = 0;
 }
 
+int
+gp_job_item_check(const struct gp_item *it, int outbufs)
+{
+	if ((it->in == NULL && it->inlen > 0) ||
+	    (outbufs && it->out == NULL && it->outlen > 0))
+		return -EINVAL;
+	return 0;
+}
+
 struct gp_item *
 gp_job_peek(struct gp_job *job)
 {

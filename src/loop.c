@@ -64,21 +64,6 @@ control(struct gp_pool *p, struct gp_job *job, int what)
 			gp_proc_kill(&p->w[i]);
 }
 
-/* Where the next result of w's batch lies in its region (GP_REC_SHM),
- * len bytes: NULL when w has no region or they would not fit in its
- * results' half or max_msg, a lie the caller treats as a broken
- * protocol. Nothing is allocated before this check. */
-static const uint8_t *
-region_result(const struct gp_pool *p, struct gp_worker *w, uint32_t len)
-{
-	long	 at;
-
-	if (w->reg == NULL || len > p->o.max_msg ||
-	    (at = gp_msg_shm_place(&w->roff, len, w->half)) < 0)
-		return NULL;
-	return w->reg + w->half + at;
-}
-
 static int
 on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
     const uint8_t *pos, const uint8_t *end)
@@ -95,7 +80,8 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 		    w->fl[w->nres].id != r.id)
 			return -EPROTO;
 		if ((r.flags & GP_REC_SHM) &&
-		    (data = region_result(p, w, r.len)) == NULL)
+		    (data = gp_data_bytes(w, 1, &w->roff, r.len,
+		    p->o.max_msg)) == NULL)
 			return -EPROTO;
 		it = w->fl[w->nres++].item;
 		if ((rc = gp_job_result(job, it, &r, data,

@@ -429,8 +429,7 @@ items_init(struct gp_item *items, size_t n, int keep_out)
 		return -EINVAL;
 	for (i = 0; i < n; i++) {
 		gp_loop_item_init(&items[i], keep_out);
-		if ((items[i].in == NULL && items[i].inlen > 0) ||
-		    (keep_out && items[i].out == NULL && items[i].outlen > 0))
+		if (gp_job_item_check(&items[i], keep_out) < 0)
 			rc = -EINVAL;
 	}
 	return rc;

@@ -43,9 +43,6 @@ struct gp_ctx {
 	size_t			 data;		/* current item's reply bytes, or
 						   0 outside an item */
 	int			 reply_rc;	/* the last gp_ctx_reply() failed */
-	uint8_t			*reg;		/* the worker's region (data.c),
-						   or NULL: pipes only */
-	size_t			 half;
 	size_t			 ioff;		/* items' end in it this batch */
 	size_t			 roff;		/* results' end in it this batch */
 	size_t			 rmark;		/* roff before the current item */
@@ -66,7 +63,7 @@ struct gp_ctx {
 int
 gp_ctx_reply(struct gp_ctx *ctx, const void *buf, size_t len)
 {
-	long	 at = -1;
+	long	 at;
 
 	if (ctx->data == 0)
 		return -EINVAL;		/* in init or fini */
@@ -75,11 +72,9 @@ gp_ctx_reply(struct gp_ctx *ctx, const void *buf, size_t len)
 	ctx->rshm = 0;
 	if (len > ctx->max_msg)
 		return ctx->reply_rc = -EMSGSIZE;
-	if (len >= GP_SHM_MIN && ctx->reg != NULL)
-		at = gp_msg_shm_place(&ctx->roff, len, ctx->half);
-	if (at < 0)
+	if ((at = gp_data_place(ctx->w, &ctx->roff, len)) < 0)
 		return ctx->reply_rc = gp_buf_add(&ctx->q.b, buf, len);
-	memcpy(ctx->reg + ctx->half + at, buf, len);
+	memcpy(ctx->w->reg + ctx->w->half + at, buf, len);
 	ctx->rlen = (uint32_t)len;
 	ctx->rshm = 1;
 	return ctx->reply_rc = 0;
@@ -317,21 +312,6 @@ outq_close(struct gp_ctx *ctx, size_t at, struct gp_rec_result *r)
  */
 #define GP_CLOCK_EVERY	8
 
-/* Where the batch's next big item lies in the region, len bytes; a TASK
- * that points past it, or at a region the worker has not, is a broken
- * protocol. */
-static const uint8_t *
-region_item(struct gp_ctx *ctx, uint32_t len)
-{
-	long	 at = -1;
-
-	if (ctx->reg != NULL)
-		at = gp_msg_shm_place(&ctx->ioff, len, ctx->half);
-	if (at < 0 || len > ctx->max_msg)
-		_exit(GP_EXIT_PROTO);
-	return ctx->reg + at;
-}
-
 static void
 run_batch(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx,
     gp_fn *fn, const void *arg, const uint8_t *pos, const uint8_t *end)
@@ -346,8 +326,11 @@ run_batch(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx,
 	every = p->o.timeout_ms > 0 ? 1 : GP_CLOCK_EVERY;
 	ctx->ioff = ctx->roff = 0;
 	while ((rc = gp_msg_task_next(&pos, end, &t, &data)) == 1) {
-		if (t.flags & GP_REC_SHM)
-			data = region_item(ctx, t.len);
+		/* A TASK that points past the region, or at one the
+		 * worker has not, is a broken protocol. */
+		if ((t.flags & GP_REC_SHM) && (data = gp_data_bytes(w, 0,
+		    &ctx->ioff, t.len, ctx->max_msg)) == NULL)
+			_exit(GP_EXIT_PROTO);
 		memset(&r, 0, sizeof(r));
 		r.id = t.id;
 		at = outq_open(ctx, t0);
@@ -531,8 +514,6 @@ ctx_init(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx, int fd,
 	ctx->wfd = wfd;
 	ctx->stop = fd;
 	ctx->max_msg = p->o.max_msg;
-	ctx->reg = w->reg;
-	ctx->half = w->half;
 	/* Forked by a pool made in fn: the outer worker's watch is not
 	 * ours, and its fds must not stay open here. */
 	if (master_pidfd >= 0)
