@@ -2,10 +2,10 @@
  * check_probe.c: invariant 1's whole path on a machine whose GPUs the
  * probe finds: the probe child (the fake machine of fake_libcuda.c,
  * through GPUPOOL_PROBE), the pool's GPUs in PCI order with their UUIDs
- * and bus ids, each worker placed by its GPU's bus id in an XML
+ * and bus ids, each worker placed by its GPU's bus id in an FAKE_XML
  * topology, and each worker's CUDA_VISIBLE_DEVICES its GPU's UUID, never
  * an index, also under an inherited CUDA_VISIBLE_DEVICES. The expected
- * places are read from the XML with hwloc here, not written down.
+ * places are read from the FAKE_XML with hwloc here, not written down.
  */
 #include <check.h>
 #include <errno.h>
@@ -17,19 +17,7 @@
 
 #include "gpupool.h"
 #include "check_main.h"
-
-#define XML	GP_FIXTURES "/32em64t-2n8c2t-pci-wholeio.xml"
-
-/* The fake machine: the three GPUs of XML, in PCI order. */
-static const char *const uuid[] = {
-	"GPU-0a0b0c0d-1111-2222-3333-444455556666",
-	"GPU-8932f937-aaaa-bbbb-cccc-ddddeeeeffff",
-	"GPU-8932f9ff-0000-1111-2222-333344445555",
-};
-static const char *const busid[] = {
-	"0000:03:00.0", "0000:83:00.0", "0000:84:00.0",
-};
-#define NGPU	3
+#include "fake_machine.h"
 
 static char	 dir[] = "/tmp/gp-probe-XXXXXX";
 static char	 machine[64], loadlog[64];
@@ -37,20 +25,10 @@ static char	 machine[64], loadlog[64];
 static void
 setup(void)
 {
-	FILE	*f;
-	int	 i;
-
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(machine, sizeof(machine), "%s/machine", dir);
 	snprintf(loadlog, sizeof(loadlog), "%s/loads", dir);
-	ck_assert_ptr_nonnull(f = fopen(machine, "we"));
-	for (i = 0; i < NGPU; i++)
-		fprintf(f, "%s %s %d Fake GPU %d\n", uuid[i], busid[i],
-		    16384 * (i + 1), i);
-	fclose(f);
-	ck_assert_ptr_nonnull(getenv("GP_FAKE_CUDA_LIB"));
-	setenv("GPUPOOL_PROBE", getenv("GP_FAKE_CUDA_LIB"), 1);
-	setenv("GP_FAKE_CUDA", machine, 1);
+	fake_machine(machine);
 	setenv("GP_FAKE_CUDA_LOG", loadlog, 1);
 	/* The probe must ask for PCI order itself. */
 	setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST", 1);
@@ -81,7 +59,7 @@ assert_loaded_by_the_probe_only(void)
 	ck_assert_int_ge(n, 1);
 }
 
-/* GPU busid's locality in XML, from hwloc. */
+/* GPU busid's locality in FAKE_XML, from hwloc. */
 static hwloc_bitmap_t
 locality(hwloc_topology_t t, const char *bus)
 {
@@ -97,7 +75,7 @@ load_xml(void)
 	hwloc_topology_t	 t;
 
 	ck_assert_int_eq(hwloc_topology_init(&t), 0);
-	ck_assert_int_eq(hwloc_topology_set_xml(t, XML), 0);
+	ck_assert_int_eq(hwloc_topology_set_xml(t, FAKE_XML), 0);
 	hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
 	ck_assert_int_eq(hwloc_topology_load(t), 0);
 	return t;
@@ -125,19 +103,19 @@ static void
 check_pool(struct gp_pool *p, const int *want, int n)
 {
 	hwloc_topology_t	 t = load_xml();
-	hwloc_bitmap_t		 cs[NGPU];
+	hwloc_bitmap_t		 cs[FAKE_NGPU];
 	struct gp_worker_info	 wi;
 	struct gp_item		 it[24];
-	int			 i, j, w, seen[NGPU] = { 0 };
+	int			 i, j, w, seen[FAKE_NGPU] = { 0 };
 	char			 v[128], ord[64];
 
 	ck_assert_int_eq(gp_pool_size(p), n);
 	for (i = 0; i < n; i++) {
 		ck_assert_int_eq(gp_pool_info(p, i, &wi), 0);
 		ck_assert_int_eq(wi.gpu, i);
-		ck_assert_str_eq(wi.uuid, uuid[want[i]]);
-		ck_assert_str_eq(wi.busid, busid[want[i]]);
-		ck_assert_str_eq(wi.visible, uuid[want[i]]);
+		ck_assert_str_eq(wi.uuid, fake_uuid[want[i]]);
+		ck_assert_str_eq(wi.busid, fake_busid[want[i]]);
+		ck_assert_str_eq(wi.visible, fake_uuid[want[i]]);
 		ck_assert_int_eq(wi.fake, 0);
 		ck_assert_uint_eq(wi.mem_bytes, (uint64_t)16384 *
 		    (want[i] + 1) << 20);
@@ -146,8 +124,8 @@ check_pool(struct gp_pool *p, const int *want, int n)
 		cs[i] = hwloc_bitmap_alloc();
 		ck_assert_int_eq(hwloc_bitmap_list_sscanf(cs[i], wi.cpuset), 0);
 		ck_assert_msg(hwloc_bitmap_isincluded(cs[i],
-		    locality(t, busid[want[i]])), "worker %d on %s: CPUs %s "
-		    "outside its GPU's locality", i, busid[want[i]], wi.cpuset);
+		    locality(t, fake_busid[want[i]])), "worker %d on %s: CPUs %s "
+		    "outside its GPU's locality", i, fake_busid[want[i]], wi.cpuset);
 		for (j = 0; j < i; j++)
 			ck_assert(!hwloc_bitmap_intersects(cs[i], cs[j]));
 	}
@@ -158,9 +136,9 @@ check_pool(struct gp_pool *p, const int *want, int n)
 		ck_assert_int_eq(sscanf(it[i].out, "%d %127s %63s", &w, v, ord),
 		    3);
 		ck_assert(w >= 0 && w < n);
-		ck_assert_msg(strcmp(v, uuid[want[w]]) == 0, "worker %d on GPU "
+		ck_assert_msg(strcmp(v, fake_uuid[want[w]]) == 0, "worker %d on GPU "
 		    "%s saw CUDA_VISIBLE_DEVICES=%s, not its UUID", w,
-		    busid[want[w]], v);
+		    fake_busid[want[w]], v);
 		ck_assert_str_eq(ord, "PCI_BUS_ID");
 		seen[w] = 1;
 	}
@@ -176,7 +154,7 @@ static struct gp_pool *
 make(const char *gpus)
 {
 	struct gp_pool		*p = NULL;
-	struct gp_pool_opts	 o = { .topology_xml = XML, .gpus = gpus };
+	struct gp_pool_opts	 o = { .topology_xml = FAKE_XML, .gpus = gpus };
 	char			 err[256] = "";
 
 	o.errbuf = err;
@@ -192,7 +170,7 @@ START_TEST(probed_gpus_run_by_uuid_where_their_bus_id_is)
 	static const int	 all[] = { 0, 1, 2 };
 	struct gp_pool		*p = make(NULL);
 
-	check_pool(p, all, NGPU);
+	check_pool(p, all, FAKE_NGPU);
 	gp_pool_destroy(p);
 	assert_loaded_by_the_probe_only();
 }
@@ -224,7 +202,7 @@ START_TEST(given_ids_are_matched_to_probed_gpus)
 {
 	static const int	 pick[] = { 2, 0 };
 	struct gp_pool		*p = NULL;
-	struct gp_pool_opts	 o = { .topology_xml = XML };
+	struct gp_pool_opts	 o = { .topology_xml = FAKE_XML };
 	char			 err[256];
 
 	p = make("GPU-8932f9ff,0000:03:00.0");

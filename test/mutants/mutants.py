@@ -75,7 +75,7 @@ MUTANTS = [
       "(void)prctl(PR_SET_PDEATHSIG, SIGKILL);", "(void)0;", "check_faults"),
     # 9. One status per item, in item order; max_msg before allocation.
     M("max-msg-not-enforced", 9, "src/msg.c", "if (hdr->len > max)",
-      "if (hdr->len > 2 * max + 4096)", "check_pool", "check_msg"),
+      "if (hdr->len > max + 1)", "check_msg", "check_pool"),
     # 10. Deadlines are real: the stop at timeout_ms, the kill grace_ms on.
     M("timeout-doubled", 10, "src/loop.c",
       "t = started + (int64_t)p->o.timeout_ms * 1000000;",

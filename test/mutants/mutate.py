@@ -26,6 +26,7 @@ mutant on 2 cores.
 """
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -107,6 +108,23 @@ def test_cmd(build, tests):
     return cmd
 
 
+def why(build, work, name, rc):
+    """The first failure the tests reported (a Check assertion, else a
+    failed test's name), to tell a mutant caught for its reason from one
+    that broke something else; the whole test log is kept in
+    WORK/logs/NAME.txt."""
+    src = os.path.join(build, "meson-logs", "testlog-full.txt")
+    if rc == 0 or not os.path.exists(src):
+        return ""
+    os.makedirs(os.path.join(work, "logs"), exist_ok=True)
+    shutil.copyfile(src, os.path.join(work, "logs", name + ".txt"))
+    with open(src, errors="replace") as f:
+        text = f.read()
+    m = re.search(r"^\S+\.c:\d+:[EF]:.*$", text, re.M) or \
+        re.search(r"^.*(FAIL|TIMEOUT).*$", text, re.M)
+    return ": " + m.group(0).strip()[:150] if m else ""
+
+
 def run(args):
     src = os.path.abspath(args.srcroot)
     bad = check_all(src)
@@ -154,9 +172,10 @@ def run(args):
             with open(path, "w", encoding="utf-8") as f:
                 f.write(orig)
         caught += rc != 0
-        print("%-40s inv %-3s %s (%.0f s)" % (
+        print("%-40s inv %-3s %s (%.0f s)%s" % (
             m["name"], m["inv"], "caught" if rc != 0 else "SURVIVED",
-            time.monotonic() - t0), flush=True)
+            time.monotonic() - t0, why(build, work, m["name"], rc)),
+            flush=True)
     sh(["ninja", "-C", build], log)
     print("%d of %d mutants caught" % (caught, len(todo)))
     if not args.work:
