@@ -2,7 +2,8 @@
  * check_extras.c: the GNU parallel options gpupool-run keeps with their
  * meaning: --delay (starts spaced), --halt with percentages and with
  * success= and done=, --timeout N% (of the median runtime of the tasks
- * that succeeded), end to end on fake GPUs (check_median.c tests the
+ * that succeeded), --resume of a joblog in completion order, end to end
+ * on fake GPUs (check_median.c tests the
  * median itself). One slot where the order of tasks must be
  * known; timings only bound from below what the options promise, or are
  * far apart (0.3 s tasks against a limit of 1.5 s or more), for a loaded
@@ -278,6 +279,51 @@ START_TEST(timeout_percent_is_set_at_start)
 }
 END_TEST
 
+/* A joblog lists tasks as they ended, not by Seq: --resume must find
+ * each Seq in a joblog in any order. Tasks 1, 2, 5 and 7 are recorded,
+ * in the order 7, 5, 2, 1; the resumed run runs 3, 4, 6 and 8 once each
+ * and nothing else. */
+START_TEST(resume_reads_a_joblog_in_any_order)
+{
+	static const int	 done[] = { 7, 5, 2, 1 };
+	struct res		 res;
+	struct jrec		 j[16];
+	char			*tasks, *jl, *text, *line, *save, *rows[16];
+	char			 out[4096] = "";
+	int			 n, i, k, seen = 0;
+
+	setup("true 1\ntrue 2\ntrue 3\ntrue 4\ntrue 5\ntrue 6\ntrue 7\n"
+	    "true 8\n", &tasks, &jl);
+	RUN(&res, "--fake-gpus", "2", "--joblog", jl, tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_ptr_nonnull(text = slurp(jl, NULL));
+	for (n = 0, line = strtok_r(text, "\n", &save); line != NULL && n < 16;
+	    line = strtok_r(NULL, "\n", &save))
+		rows[n++] = line;
+	ck_assert_int_eq(n, 9);
+	strcat(out, rows[0]);	/* the header */
+	strcat(out, "\n");
+	for (k = 0; k < 4; k++)
+		for (i = 1; i < n; i++)
+			if (atoi(rows[i]) == done[k]) {
+				strcat(out, rows[i]);
+				strcat(out, "\n");
+			}
+	free(text);
+	puts_file(jl, out);
+	RUN(&res, "--fake-gpus", "2", "--resume", "--joblog", jl, tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_int_eq(n = read_joblog(jl, j, 16, NULL), 8);
+	for (i = 4; i < n; i++) {
+		ck_assert_msg(j[i].seq == 3 || j[i].seq == 4 || j[i].seq == 6 ||
+		    j[i].seq == 8, "task %ld ran again", j[i].seq);
+		seen |= 1 << j[i].seq;
+	}
+	ck_assert_int_eq(seen, 1 << 3 | 1 << 4 | 1 << 6 | 1 << 8);
+	tmp_remove();
+}
+END_TEST
+
 /* Bad values exit 255 with one line naming the option. */
 START_TEST(bad_values_are_refused)
 {
@@ -330,6 +376,7 @@ main(void)
 	tcase_add_test(tc, halt_percent_from_a_pipe_is_refused);
 	tcase_add_test(tc, timeout_percent_stops_the_outlier);
 	tcase_add_test(tc, timeout_percent_is_set_at_start);
+	tcase_add_test(tc, resume_reads_a_joblog_in_any_order);
 	tcase_add_test(tc, bad_values_are_refused);
 	suite_add_tcase(s, tc);
 	return gp_check_run(s);

@@ -91,6 +91,11 @@ MUTANTS = [
     M("silent-rank-never-lost", 12, "src/cli/coord.c",
       "if (r->peer[i].lost || r->peer[i].bye || !run_silent(r, i))",
       "if (r->peer[i].lost || r->peer[i].bye || 1)", "rank-stopped"),
+    # 14. Each rank uses the GPUs it was given (an inherited list).
+    M("given-ids-not-remapped", 14, "src/gpu.c", "\tif (inh == NULL) {\n",
+      "\tif (1) {\n", "check_pool", "rank-gpus"),
+    # 15 (single-threaded forks) has no one-line mutant: breaking it takes
+    # a thread started before a fork.
     # 16. One run per joblog.
     M("joblog-not-locked", 16, "src/cli/joblog.c",
       "if (fcntl(fd, F_OFD_SETLK, &fl) == 0)", "if (1)", "check_cli"),
@@ -100,7 +105,7 @@ MUTANTS = [
     # 18. Resume's table of the Seqs present, sorted.
     M("resume-table-unsorted", 18, "src/cli/joblog.c",
       "qsort(j->ent, j->nent, sizeof(*j->ent), ent_cmp);", "(void)ent_cmp;",
-      "check_cli"),
+      "check_extras", "check_cli"),
     # 19. gpupool-run stays killable, output bounded.
     M("output-backlog-unbounded", 19, "src/cli/output.c",
       "#define OUT_BACKLOG		(1u << 20)", "#define OUT_BACKLOG		(~0u >> 1)",
@@ -148,6 +153,9 @@ MUTANTS = [
     M("held-gpu-fits", 27, "src/gate.c",
       "if (g->held || (free_only && g->busy))", "if (free_only && g->busy)",
       "check_gate", "check_watch"),
+    # 31. No NVML means today's behaviour, said once.
+    M("no-nvml-taken-as-a-sample", 31, "src/watch.c", "\tif (!s->ok) {\n",
+      "\tif (0) {\n", "check_watch", "check_mon"),
     # 32. The monitor dies with the master.
     M("monitor-no-pdeathsig", 32, "src/mon.c",
       "(void)prctl(PR_SET_PDEATHSIG, SIGKILL);", "(void)0;", "check_mon"),
@@ -191,6 +199,10 @@ MUTANTS = [
     M("region-overflows-its-half", 43, "src/msg.c",
       "if (at > size || len > size - at)",
       "if (at > size || len > size - at + 64)", "check_data", "check_msg"),
+    # 44. A batch's region bytes are placed from 0: a replacement (after a
+    #     death mid-write) or the next batch never reads stale offsets.
+    M("results-offset-kept-across-batches", 44, "src/dispatch.c",
+      "\tw->roff = 0;\n", "\t(void)0;\n", "check_data"),
     # 45. One region per slot, mapped in its own worker only.
     M("worker-keeps-other-regions", 45, "src/data.c",
       "if (&p->w[i] != w && p->w[i].reg != NULL) {", "if (0) {",
