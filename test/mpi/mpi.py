@@ -164,7 +164,7 @@ def t_skew(gr, probe):
     is within 10% of greedy list scheduling of the same durations in the
     same order on 6 slots with no overhead (4.7 s): the 10% is what
     dispatch, the MPI round trips and the spawns may cost in all, some 50
-    ms a task. Each rank runs GPUS tasks at once."""
+    ms a task. Each rank runs GPUS tasks at once, from its first ones on."""
     m = mpirun()
     if m is None:
         return SKIP
@@ -194,6 +194,14 @@ def t_skew(gr, probe):
             now += inc
             most = max(most, now)
         check(most == GPUS, "rank %d never ran %d tasks at once"
+              % (rank, GPUS))
+        # From the start its window is one task per slot: every slot
+        # starts one before any of the rank's tasks ends (each runs 0.2 s
+        # or more), not one slot at a time.
+        mine = [r for r in recs if r["rank"] == rank]
+        starts = sorted(r["start"] for r in mine)
+        check(starts[GPUS - 1] < min(r["end"] for r in mine),
+              "rank %d: slot %d started only after a task of its ended"
               % (rank, GPUS))
     ideal = greedy(durs, RANKS * GPUS)
     span = (max(r["end"] for r in recs) - min(r["start"] for r in recs)) / 1e9

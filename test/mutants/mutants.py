@@ -216,9 +216,9 @@ MUTANTS = [
       "} else if (s->nrow != lead->nrow) {", "} else if (0) {",
       "check_grid"),
     # 37. An unread stdout bounds live output.
-    M("live-read-past-the-backlog", 37, "src/cli/live.c",
-      "if (r->live.rfd < 0 || r->live.armed || out_backlog(r))",
-      "if (r->live.rfd < 0 || r->live.armed)", "check_live"),
+    M("live-backlog-80-mib", 37, "src/cli/output.c",
+      "return out_left(&r->oq) > OUT_BACKLOG ||",
+      "return out_left(&r->oq) > 80 * OUT_BACKLOG ||", "check_live"),
     # 46. Results where the caller chose.
     M("callers-buffer-overrun", 46, "src/job.c",
       "if (job->outbufs && len > it->outlen) {", "if (0) {", "check_data"),
