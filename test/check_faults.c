@@ -1680,6 +1680,6 @@ main(int argc, char **argv)
 	tcase_add_test(pns, late_deadline_never_kills_a_reused_pid);
 	suite_add_tcase(s, pns);
 	if ((why = missing(tcn)) != NULL)
-		return gp_check_skip(tcn, why);
+		return gp_check_skip(s, tcn, why);
 	return gp_check_run_case(s, tcn);
 }

@@ -2311,6 +2311,6 @@ main(int argc, char **argv)
 	tcase_add_test(smp, placement_stays_inside_inherited_affinity);
 	suite_add_tcase(s, smp);
 	if (strcmp(tcn, "smp") == 0 && sysconf(_SC_NPROCESSORS_ONLN) < 2)
-		return gp_check_skip(tcn, "one CPU: no affinity to narrow");
+		return gp_check_skip(s, tcn, "one CPU: no affinity to narrow");
 	return gp_check_run_case(s, tcn);
 }

@@ -121,7 +121,8 @@ def why(build, work, name, rc):
     with open(src, errors="replace") as f:
         text = f.read()
     m = re.search(r"^\S+\.c:\d+:[EF]:.*$", text, re.M) or \
-        re.search(r"^.*(FAIL|TIMEOUT).*$", text, re.M)
+        re.search(r"^(FAIL|E) .*$", text, re.M) or \
+        re.search(r"^.* (FAIL|TIMEOUT) .*$", text, re.M)
     return ": " + m.group(0).strip()[:150] if m else ""
 
 
