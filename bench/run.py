@@ -2135,6 +2135,11 @@ def publish(res, md, svg_path):
     with open(doc, "w") as f:
         f.write(head + begin + "\n" + body + end + tail)
     log("published docs/benchmarks.md and docs/benchmarks.svg")
+    # The docs quote this run: their figures follow it (bench/quotes.py).
+    if subprocess.run([sys.executable, os.path.join(REPO, "bench",
+                                                    "quotes.py"),
+                       "--write", REPO]).returncode != 0:
+        log("publish: some quoted figures are lost: see above")
 
 
 # ---------------------------------------------------------------------------

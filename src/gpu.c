@@ -5,6 +5,7 @@
  * explicit ids need no probe result. Runs only in the master.
  */
 #include <ctype.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -26,16 +27,43 @@ struct probe_reply {
 	struct gp_gpu	 dev[GP_PROBE_MAX];
 };
 
+/*
+ * $GPUPOOL_PROBE, a shared object whose gp_probe() stands in for
+ * gp_cuda_probe(): the tests' fake machine (test/fake_libcuda.c), so that
+ * the path from a probed GPU to its worker's CUDA_VISIBLE_DEVICES runs
+ * where no driver is. cudart is linked statically, so no library swap
+ * would reach it. Loaded in the probe child only, as cudart is.
+ */
+static int
+probe_module(const char *path, struct probe_reply *r)
+{
+	gp_probe_fn	*fn;
+	void		*h;
+
+	if ((h = dlopen(path, RTLD_NOW | RTLD_LOCAL)) == NULL ||
+	    (*(void **)&fn = dlsym(h, "gp_probe")) == NULL) {
+		snprintf(r->err, sizeof(r->err), "GPUPOOL_PROBE: %s",
+		    dlerror());
+		return -1;
+	}
+	return fn(r->dev, GP_PROBE_MAX, r->err, sizeof(r->err));
+}
+
 /* Probe child: enumerate in PCI order, as nvidia-smi numbers them. */
 static void
 probe_child(int fd)
 {
 	static struct probe_reply	 r;
 	struct iovec			 iov = { &r, sizeof(r) };
+	const char			*mod = getenv("GPUPOOL_PROBE");
 
 	(void)unsetenv("CUDA_DEVICE_ORDER");	/* every copy: worker.c (d) */
 	(void)setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
-	r.count = gp_cuda_probe(r.dev, GP_PROBE_MAX, r.err, sizeof(r.err));
+	if (mod != NULL && *mod != '\0')
+		r.count = probe_module(mod, &r);
+	else
+		r.count = gp_cuda_probe(r.dev, GP_PROBE_MAX, r.err,
+		    sizeof(r.err));
 	(void)gp_writev_full(fd, &iov, 1);
 	_exit(0);
 }
@@ -359,26 +387,24 @@ gp_gpu_resolve(const struct gp_pool_opts *o, struct gp_gpu **out, char *err,
 		free(r);
 		return gp_errf(err, errlen, rc, "cannot start the GPU probe");
 	}
+	/* Workers name their GPU by UUID, never by index: an index means
+	 * another GPU under an inherited CUDA_VISIBLE_DEVICES (invariant 1). */
+	for (i = 0; i < r->count; i++)
+		snprintf(r->dev[i].visible, sizeof(r->dev[i].visible),
+		    "%s", r->dev[i].uuid[0] ? r->dev[i].uuid :
+		    r->dev[i].busid);
 	if (r->count > 0 && all) {
 		if ((g = calloc((size_t)r->count, sizeof(*g))) == NULL) {
 			free(r);
 			return -ENOMEM;
 		}
-		for (i = 0; i < r->count; i++) {
-			g[i] = r->dev[i];
-			snprintf(g[i].visible, sizeof(g[i].visible), "%s",
-			    g[i].uuid[0] ? g[i].uuid : g[i].busid);
-		}
+		memcpy(g, r->dev, (size_t)r->count * sizeof(*g));
 		*out = g;
 		rc = r->count;
-	} else if (r->count > 0) {
-		for (i = 0; i < r->count; i++)
-			snprintf(r->dev[i].visible, sizeof(r->dev[i].visible),
-			    "%s", r->dev[i].uuid[0] ? r->dev[i].uuid :
-			    r->dev[i].busid);
+	} else if (r->count > 0)
 		rc = select_gpus(o->gpus, r->dev, r->count, NULL, out, err,
 		    errlen);
-	} else if (!all)
+	else if (!all)
 		rc = given_gpus(o->gpus, out, err, errlen);
 	else
 		rc = gp_errf(err, errlen, GP_ENOGPU,

@@ -30,8 +30,11 @@ int	gp_gpu_resolve(const struct gp_pool_opts *o, struct gp_gpu **out,
 	    char *err, size_t errlen);
 
 /* Probe child only: enumerate the visible devices in PCI order. Returns
- * the count (>= 0) or -1 with a reason in err. */
-int	gp_cuda_probe(struct gp_gpu *devs, int max, char *err, size_t errlen);
+ * the count (>= 0) or -1 with a reason in err. A library named by
+ * $GPUPOOL_PROBE exports gp_probe() of the same type instead (tests). */
+typedef int gp_probe_fn(struct gp_gpu *devs, int max, char *err,
+	    size_t errlen);
+gp_probe_fn	gp_cuda_probe;
 /* Worker only: create the CUDA context on the one visible device.
  * Returns 0 or a positive cudaError_t; -ENOSYS without CUDA support. */
 int	gp_cuda_init(void);

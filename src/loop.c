@@ -94,8 +94,8 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 		/* It is the next to get work (dispatch() starts at p->rr):
 		 * the most recently idle worker is the one whose pages are
 		 * in cache and whose CPU is awake. With one item in flight
-		 * the same worker runs every item: 2.9 against 4.3 us a
-		 * round trip with 8 workers on one CPU, round robin. */
+		 * the same worker runs every item (bench_pool's round trip
+		 * measures it: docs/benchmarks.md). */
 		p->rr = w->idx;
 		gp_watch_end(p, w);
 		w->nfl = w->nres = 0;

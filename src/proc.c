@@ -79,8 +79,8 @@ close_others(struct gp_pool *p)
 
 /*
  * A whole batch (GP_BATCH_BYTES, either way) fits each pipe, so it goes
- * in one write and one read instead of a poll turn per 64 KiB: 1.3 to
- * 1.5x the items/s on tiny items here (bench_pool trivial). Only in
+ * in one write and one read instead of a poll turn per 64 KiB (what
+ * bench_pool's trivial items measure). Only in
  * pools of up to GP_PIPE_WIDE_MAX workers: pipe buffers count against
  * the user's pipe-user-pages-soft (64 MiB by default), which all the
  * user's pipes share, and past it new pipes get a page or two. A refusal

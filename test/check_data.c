@@ -339,6 +339,102 @@ START_TEST(batch_past_the_region_goes_through_the_pipe)
 }
 END_TEST
 
+/*
+ * Which way each item of that pool came, seen from fn: an item read in
+ * place from the region lies in a shared mapping of the worker (its
+ * first half), any other in the worker's own buffer. Both ends place a
+ * batch's region bytes from offset 0, 64-byte aligned, so fn can follow
+ * the placement: a region item at offset 0 starts a batch, the next one
+ * must lie where the last ended, and an item that came by pipe must be
+ * one that did not fit the rest of the half.
+ */
+struct paths {
+	unsigned	 region, pipe, bad;
+	char		 why[160];
+};
+
+static struct paths	*paths;
+
+/* The start of the shared mapping holding p, or NULL. */
+static const uint8_t *
+shared_at(const void *p)
+{
+	FILE		*f = fopen("/proc/self/maps", "re");
+	unsigned long	 lo, hi;
+	char		 perm[8], line[512];
+	const uint8_t	*hit = NULL;
+
+	if (f == NULL)
+		return NULL;
+	while (hit == NULL && fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perm) == 3 &&
+		    (uintptr_t)p >= lo && (uintptr_t)p < hi && perm[3] == 's')
+			hit = (const uint8_t *)lo;
+	fclose(f);
+	return hit;
+}
+
+static int
+echo_noting_path(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	static size_t	 end;	/* where this batch's region bytes end */
+	const size_t	 half = 64 << 10;
+	const uint8_t	*reg = shared_at(in);
+	size_t		 off;
+
+	if (reg != NULL) {
+		off = (size_t)((const uint8_t *)in - reg);
+		if ((off != 0 && off != end) || off + len > half) {
+			snprintf(paths->why, sizeof(paths->why), "%zu bytes "
+			    "at region offset %zu: expected %s", len, off,
+			    off + len > half ? "inside the half" : "0 or the "
+			    "end of the last");
+			__atomic_fetch_add(&paths->bad, 1, __ATOMIC_SEQ_CST);
+		}
+		end = (off + len + GP_SHM_ALIGN - 1) / GP_SHM_ALIGN *
+		    GP_SHM_ALIGN;
+		__atomic_fetch_add(&paths->region, 1, __ATOMIC_SEQ_CST);
+	} else {
+		if (len >= GP_SHM_MIN && end + len <= half) {
+			snprintf(paths->why, sizeof(paths->why), "%zu bytes "
+			    "by pipe that fit the region at %zu", len, end);
+			__atomic_fetch_add(&paths->bad, 1, __ATOMIC_SEQ_CST);
+		}
+		__atomic_fetch_add(&paths->pipe, 1, __ATOMIC_SEQ_CST);
+	}
+	return reply_flipped(ctx, in, len);
+}
+
+/* The same sizes, 600 items so that batches of two come whatever the
+ * item times measured on a loaded machine (batches start at one item). */
+START_TEST(items_past_the_region_are_seen_in_the_pipe)
+{
+	struct gp_pool_opts o = { .fake_gpus = 1, .max_msg = 64 << 10 };
+	struct gp_pool	*p;
+	struct gp_item	*it;
+	size_t		 len[600], i;
+
+	paths = mmap(NULL, sizeof(*paths), PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(paths, MAP_FAILED);
+	memset(paths, 0, sizeof(*paths));
+	for (i = 0; i < 600; i++)
+		len[i] = i % 2 ? 49090 : 16385;
+	p = make_pool(&o);
+	it = items_make(len, 600);
+	ck_assert_int_eq(gp_pool_map(p, echo_noting_path, NULL, 0, it, 600), 0);
+	assert_flipped(it, 600, -1, "paths");
+	items_free(it, 600, 0);
+	gp_pool_destroy(p);
+	ck_assert_msg(paths->bad == 0, "%u items misplaced: %s", paths->bad,
+	    paths->why);
+	ck_assert_uint_eq(paths->region + paths->pipe, 600);
+	ck_assert_msg(paths->region > 0, "no item came through the region");
+	ck_assert_msg(paths->pipe > 0, "no item came through the pipe");
+	munmap(paths, sizeof(*paths));
+}
+END_TEST
+
 /* Workers recycled every 3 items (max_tasks): each replacement carries
  * big items and results in the region its slot had. */
 START_TEST(recycled_workers_carry_big_items)
@@ -949,6 +1045,7 @@ main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, round_trip_at_the_edges);
 	tcase_add_test(tc, batch_past_the_region_goes_through_the_pipe);
+	tcase_add_test(tc, items_past_the_region_are_seen_in_the_pipe);
 	tcase_add_test(tc, recycled_workers_carry_big_items);
 	tcase_add_test(tc, killed_mid_write_then_retried_is_exact);
 	tcase_add_test(tc, killed_mid_write_is_crashed_and_others_exact);

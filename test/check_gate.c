@@ -289,6 +289,18 @@ START_TEST(fits_memory)
 }
 END_TEST
 
+/* The bound is the total itself, to the byte. */
+START_TEST(fits_memory_to_the_byte)
+{
+	struct gp_gstate g = gpu80();
+
+	g.declared = GiB(30);
+	g.foreign = GiB(20) + 3;
+	ck_assert(gp_gate_fits(&g, GiB(30) - 3, 0));
+	ck_assert(!gp_gate_fits(&g, GiB(30) - 2, 0));
+}
+END_TEST
+
 START_TEST(fits_busy_held)
 {
 	struct gp_gstate g = gpu80();
@@ -633,6 +645,7 @@ gate_suite(void)
 
 	tc = tcase_create("fits");
 	tcase_add_test(tc, fits_memory);
+	tcase_add_test(tc, fits_memory_to_the_byte);
 	tcase_add_test(tc, fits_busy_held);
 	suite_add_tcase(s, tc);
 

@@ -87,6 +87,21 @@ START_TEST(oversized_rejected_before_payload)
 }
 END_TEST
 
+/* The bound is max itself: max bytes pass, one more does not. */
+START_TEST(max_is_exact)
+{
+	struct gp_msg_hdr	 h = { GP_MSG_TASK, (1u << 20) + 1, 1 }, out;
+
+	ck_assert_int_eq(gp_msg_parse(&h, sizeof(h), 1 << 20, &out),
+	    -EMSGSIZE);
+	h.type = GP_MSG_RESULT;
+	ck_assert_int_eq(gp_msg_parse(&h, sizeof(h), 1 << 20, &out),
+	    -EMSGSIZE);
+	h.len = 1 << 20;
+	ck_assert_int_eq(gp_msg_parse(&h, sizeof(h), 1 << 20, &out), 0);
+}
+END_TEST
+
 START_TEST(unknown_and_bad_fixed_sizes)
 {
 	struct gp_msg_hdr	 h = { 0, 0, 0 }, out;
@@ -236,6 +251,7 @@ main(void)
 	tcase_add_test(tc, task_roundtrip);
 	tcase_add_test(tc, parse_byte_at_a_time);
 	tcase_add_test(tc, oversized_rejected_before_payload);
+	tcase_add_test(tc, max_is_exact);
 	tcase_add_test(tc, unknown_and_bad_fixed_sizes);
 	tcase_add_test(tc, truncated_records);
 	tcase_add_test(tc, buf_keeps_offsets_across_growth);

@@ -1299,8 +1299,9 @@ START_TEST(placement_stays_inside_inherited_affinity)
 	struct gp_item		 it[8];
 	int			 i;
 
-	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
-		return;	/* nothing to narrow */
+	/* main() runs this only with two CPUs or more: one leaves nothing
+	 * to narrow, and the case says SKIP there. */
+	ck_assert_int_ge(sysconf(_SC_NPROCESSORS_ONLN), 2);
 	/* As taskset -c 1 or a Slurm binding would leave us. */
 	CPU_ZERO(&one);
 	CPU_SET(1, &one);
@@ -2147,11 +2148,126 @@ START_TEST(started_item_killed_from_outside_is_not_rerun)
 }
 END_TEST
 
+/*
+ * Invariant 30: gated items start in order. Four fake GPUs; item 0 needs
+ * one GPU and runs 0.5 s, item 1 needs all four, items 2 to 7 one each.
+ * Item 1 cannot start while item 0 runs, and the 1-GPU items behind it
+ * must wait too (with any skipping they would take the three idle GPUs
+ * at once, and a stream of them could starve item 1 for ever): item 1
+ * starts second, after item 0 ended, and the rest after item 1 ended.
+ */
+struct order_rec {
+	unsigned	 seq;		/* this item's place among the starts */
+	int64_t		 start, end;	/* CLOCK_MONOTONIC, ns */
+};
+
+static unsigned	*order_seq;
+
+static int64_t
+mono_ns(void)
+{
+	struct timespec	 ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int
+record_order(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	struct order_rec	 r;
+	int			 x;
+
+	memcpy(&x, in, sizeof(x));
+	r.seq = __atomic_fetch_add(order_seq, 1, __ATOMIC_SEQ_CST);
+	r.start = mono_ns();
+	usleep(x == 0 ? 500000 : 20000);
+	r.end = mono_ns();
+	return gp_ctx_reply(ctx, &r, sizeof(r));
+}
+
+struct order_feed {
+	struct gp_item	*it;
+	int		 n, next, done;
+};
+
+static int
+order_next(void *arg, struct gp_item **item)
+{
+	struct order_feed	*f = arg;
+
+	if (f->next == f->n)
+		return GP_FEED_END;
+	*item = &f->it[f->next++];
+	return GP_FEED_ITEM;
+}
+
+static int
+order_done(void *arg, struct gp_item *item)
+{
+	((struct order_feed *)arg)->done++;
+	return 0;
+}
+
+static void
+order_need(void *arg, const struct gp_item *item, struct gp_need *need)
+{
+	need->gpus = item == &((struct order_feed *)arg)->it[1] ? 4 : 1;
+}
+
+START_TEST(gated_head_item_holds_back_the_rest)
+{
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o = { .fake_gpus = 4 };
+	struct gp_item		 it[8];
+	struct order_feed	 f = { it, 8, 0, 0 };
+	struct gp_feed		 feed = { .next = order_next, .done = order_done,
+				  .need = order_need, .in_fd = -1,
+				  .ctl_fd = -1, .arg = &f };
+	struct order_rec	 r[8];
+	int			 v[8], i;
+
+	order_seq = mmap(NULL, sizeof(*order_seq), PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(order_seq, MAP_FAILED);
+	*order_seq = 0;
+	memset(it, 0, sizeof(it));
+	for (i = 0; i < 8; i++) {
+		v[i] = i;
+		it[i].in = &v[i];
+		it[i].inlen = sizeof(int);
+	}
+	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
+	ck_assert_int_eq(gp_pool_run(p, record_order, NULL, 0, &feed), 0);
+	ck_assert_int_eq(f.done, 8);
+	for (i = 0; i < 8; i++) {
+		ck_assert_msg(it[i].status == GP_OK, "item %d: status %d code "
+		    "%d", i, it[i].status, it[i].code);
+		ck_assert_uint_eq(it[i].outlen, sizeof(r[i]));
+		memcpy(&r[i], it[i].out, sizeof(r[i]));
+	}
+	/* The 1-GPU items after it run side by side, so they may start in
+	 * any order among themselves; none may start before item 1 ends. */
+	ck_assert_uint_eq(r[0].seq, 0);
+	ck_assert_uint_eq(r[1].seq, 1);
+	ck_assert_msg(r[1].start >= r[0].end, "the 4-GPU item started "
+	    "while item 0 held a GPU");
+	for (i = 2; i < 8; i++)
+		ck_assert_msg(r[i].start >= r[1].end, "item %d started %.3f s "
+		    "before the 4-GPU head item ended: the head did not hold "
+		    "back the rest", i, (double)(r[1].end - r[i].start) / 1e9);
+	gp_items_release(it, 8);
+	gp_pool_destroy(p);
+	munmap(order_seq, sizeof(*order_seq));
+}
+END_TEST
+
 int
-main(void)
+main(int argc, char **argv)
 {
 	Suite	*s = suite_create("pool");
-	TCase	*tc = tcase_create("map");
+	TCase	*tc = tcase_create("map"), *smp = tcase_create("smp");
+	const char *tcn = argc > 1 ? argv[1] : "map";
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, map_results_in_item_order);
@@ -2176,7 +2292,6 @@ main(void)
 	tcase_add_test(tc, pool_map_says_why_it_failed);
 	tcase_add_test(tc, plan_on_dgx2_fixture);
 	tcase_add_test(tc, workers_are_really_bound);
-	tcase_add_test(tc, placement_stays_inside_inherited_affinity);
 	tcase_add_test(tc, run_streams_from_a_pipe);
 	tcase_add_test(tc, recycle_after_max_tasks);
 	tcase_add_test(tc, old_names_still_work);
@@ -2187,8 +2302,15 @@ main(void)
 	tcase_add_test(tc, pool_map_from_threads_runs_each_map_whole);
 	tcase_add_test(tc, pool_map_in_a_worker_of_the_default_pool);
 	tcase_add_test(tc, fork_hook_wraps_every_worker_fork);
+	tcase_add_test(tc, gated_head_item_holds_back_the_rest);
 	tcase_add_test(tc, strerror_names_every_code);
 	tcase_add_test(tc, started_item_killed_from_outside_is_not_rerun);
 	suite_add_tcase(s, tc);
-	return gp_check_run(s);
+	/* A meson test of its own (check_pool_smp), SKIP on one CPU. */
+	tcase_set_timeout(smp, 30);
+	tcase_add_test(smp, placement_stays_inside_inherited_affinity);
+	suite_add_tcase(s, smp);
+	if (strcmp(tcn, "smp") == 0 && sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		return gp_check_skip(s, tcn, "one CPU: no affinity to narrow");
+	return gp_check_run_case(s, tcn);
 }

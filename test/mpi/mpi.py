@@ -147,62 +147,36 @@ def t_exactly_once(gr, probe):
     return 0
 
 
-def responses(recs):
-    """Measured dispatch latency: for each task end, the time until the
-    next start on the same rank (the round trip to rank 0 and the spawn,
-    however slow a busy machine makes them). A dispatcher that withholds
-    work leaves slots idle for longer than this, not this longer."""
-    out = []
-    for e in recs:
-        later = [r["start"] for r in recs if r["rank"] == e["rank"] and
-                 r["start"] > e["end"]]
-        if later:
-            out.append((min(later) - e["end"]) / 1e9)
-    return sorted(out)
-
-
-def idle_waiting(recs):
-    """Each slot's idle spells while tasks still waited to start: from the
-    end of one of its tasks (or its rank's first start, for a slot yet to
-    start one) to its next start, cut at the last start of the run (after
-    it nothing waits). Returns (seconds, rank, slot), longest first."""
-    last = max(r["start"] for r in recs)
-    out = []
-    for rank in range(RANKS):
-        mine = [r for r in recs if r["rank"] == rank]
-        if not mine:
-            continue
-        first = min(r["start"] for r in mine)
-        for slot in range(GPUS):
-            rs = sorted((r for r in mine if r["slot"] == slot),
-                        key=lambda r: r["start"])
-            free = [first] + [r["end"] for r in rs]
-            busy = [r["start"] for r in rs] + [last]
-            for f, b in zip(free, busy):
-                if f < last:
-                    out.append((max(0, min(b, last) - f) / 1e9, rank, slot))
-    return sorted(out, reverse=True)
+def greedy(durs, slots):
+    """The makespan of greedy list scheduling: each task, in order, on the
+    slot that frees first, with no overhead at all."""
+    free = [0.0] * slots
+    for d in durs:
+        free[free.index(min(free))] += d
+    return max(free)
 
 
 def t_skew(gr, probe):
     """60 skewed tasks (Pareto, fixed seed; every third one of the 20
-    longest) on 6 slots over 3 ranks: rank 0 keeps every slot on every rank
-    busy while tasks wait, so short tasks are not queued behind long ones.
-    From the records, not from wall-clock against an ideal (a loaded
-    machine stretches every round trip): each rank runs GPUS tasks at once,
-    and no slot stays idle while a task waits for longer than twice the
-    slowest dispatch round trip measured in the same run."""
+    longest) on 6 slots over 3 ranks: rank 0 keeps every slot on every
+    rank busy while tasks wait, so short tasks are not queued behind long
+    ones. The makespan (first start to last end, as the tasks saw them)
+    is within 10% of greedy list scheduling of the same durations in the
+    same order on 6 slots with no overhead (4.7 s): the 10% is what
+    dispatch, the MPI round trips and the spawns may cost in all, some 50
+    ms a task. Each rank runs GPUS tasks at once, from its first ones on."""
     m = mpirun()
     if m is None:
         return SKIP
     d = tmpdir("skew")
     rnd = random.Random(6)
-    durs = sorted((min(0.1 * rnd.paretovariate(1.5), 3.0)
+    durs = sorted((min(0.2 * rnd.paretovariate(1.5), 6.0)
                    for _ in range(60)), reverse=True)
     # Dealt out in turn (static round robin), the long ones would all go
     # to one rank and leave the others idle for seconds while they wait.
     durs = [durs[i // 3] if i % 3 == 0 else durs[20 + i - i // 3 - 1]
             for i in range(60)]
+    durs = [int(s * 1000) / 1000 for s in durs]     # as the tasks sleep
     log_ = os.path.join(d, "rec")
     write_tasks(os.path.join(d, "t"), ["%s record %s %d" %
                 (probe, log_, int(s * 1000)) for s in durs])
@@ -221,20 +195,20 @@ def t_skew(gr, probe):
             most = max(most, now)
         check(most == GPUS, "rank %d never ran %d tasks at once"
               % (rank, GPUS))
-    rt = responses(recs)
-    check(rt, "no rank started a task after another ended")
-    bound = 2 * rt[-1]
-    idle = idle_waiting(recs)
+        # From the start its window is one task per slot: every slot
+        # starts one before any of the rank's tasks ends (each runs 0.2 s
+        # or more), not one slot at a time.
+        mine = [r for r in recs if r["rank"] == rank]
+        starts = sorted(r["start"] for r in mine)
+        check(starts[GPUS - 1] < min(r["end"] for r in mine),
+              "rank %d: slot %d started only after a task of its ended"
+              % (rank, GPUS))
+    ideal = greedy(durs, RANKS * GPUS)
     span = (max(r["end"] for r in recs) - min(r["start"] for r in recs)) / 1e9
-    log("makespan %.3f s (sum %.2f s); dispatch round trip median %.3f s, "
-        "max %.3f s; longest idle slot while tasks waited %.3f s "
-        "(rank %d slot %d), bound %.3f s" % (span, sum(durs),
-                                            rt[len(rt) // 2], rt[-1],
-                                            idle[0][0], idle[0][1],
-                                            idle[0][2], bound))
-    check(idle[0][0] <= bound, "rank %d slot %d sat idle %.3f s while tasks "
-          "waited: over twice the slowest round trip, %.3f s"
-          % (idle[0][1], idle[0][2], idle[0][0], rt[-1]))
+    log("makespan %.3f s, greedy list scheduling %.3f s (%.3fx; sum %.2f s)"
+        % (span, ideal, span / ideal, sum(durs)))
+    check(span <= 1.1 * ideal, "makespan %.3f s: over 1.1x greedy list "
+          "scheduling of the durations, %.3f s" % (span, ideal))
     shutil.rmtree(d)
     return 0
 

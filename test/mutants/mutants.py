@@ -1,0 +1,228 @@
+"""The mutants mutate.py applies, one at a time: a line of the tree
+changed the way a careless edit would, the invariant of docs/design.md
+it breaks, and the tests that must then fail.
+
+    name   unique, what the mutant does
+    inv    the invariant's number in docs/design.md
+    file   relative to the source root
+    old    a fragment that occurs on exactly one line of file (ending it
+           with a newline when it must end the line); replaced once
+    new    what replaces it
+    tests  meson test names, or "suite:NAME"
+"""
+
+
+def M(name, inv, file, old, new, *tests, timeout=1200):
+    return {"name": name, "inv": inv, "file": file, "old": old, "new": new,
+            "tests": list(tests), "timeout": timeout}
+
+
+MUTANTS = [
+    # 1. CUDA never in the master; workers select their GPU by UUID.
+    M("gpu-visible-by-index", 1, "src/gpu.c",
+      '"%s", r->dev[i].uuid[0] ? r->dev[i].uuid :',
+      '"%d%.0s", i, r->dev[i].uuid[0] ? r->dev[i].uuid :', "check_probe"),
+    M("probe-not-in-pci-order", 1, "src/gpu.c",
+      '(void)setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);', "(void)0;",
+      "check_probe"),
+    M("worker-device-order-unset", 1, "src/worker.c",
+      'setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1) < 0)',
+      'setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST", 1) < 0)', "check_probe"),
+    # 2. fflush(NULL) before every fork; workers leave by _exit().
+    M("no-fflush-before-fork", 2, "src/proc.c", "\tfflush(NULL);\n",
+      "\t(void)0;\n", "check_faults"),
+    # 3. Worker start-up order.
+    M("worker-keeps-host-handlers", 3, "src/worker.c",
+      "sa.sa_handler = (sig == SIGINT) ? SIG_IGN : SIG_DFL;",
+      "sa.sa_handler = SIG_DFL; if (sig == SIGUSR1) continue;",
+      "check_faults"),
+    M("worker-keeps-host-mask", 3, "src/worker.c",
+      "(void)sigprocmask(SIG_SETMASK, &none, NULL);", "(void)none;",
+      "check_faults"),
+    M("worker-not-bound", 3, "src/worker.c", "\tbind_place(p, w, &rd);\n",
+      "\t(void)bind_place;\n", "check_pool"),
+    # 4. Every fd close-on-exec; the worker holds only its own.
+    M("task-pipe-not-cloexec", 4, "src/proc.c",
+      "if (pipe2(task, O_CLOEXEC) == -1)", "if (pipe2(task, 0) == -1)",
+      "check_faults", "check_cli"),
+    M("worker-keeps-siblings-fds", 4, "src/proc.c", "\t\tclose_others(p);\n",
+      "\t\t(void)close_others;\n", "check_faults"),
+    # 5. Signalled and reaped through the pidfd, by pid.
+    M("signal-by-pid-not-pidfd", 5, "src/proc.c",
+      "if (w->pidfd >= 0)\n", "if (0)\n", "check_faults_pidns"),
+    # 6. Respawn within the budget; no respawn after init failure or
+    #    3 failed starts in a row.
+    M("failed-init-respawned", 6, "src/loop.c",
+      "w->retired = 1;	/* it leaves; never respawned */", "(void)0;",
+      "check_faults"),
+    M("four-failed-starts-to-retire", 6, "src/internal.h",
+      "#define GP_START_DEATHS_MAX	3", "#define GP_START_DEATHS_MAX	4",
+      "check_faults"),
+    M("failed-starts-not-in-a-row", 6, "src/loop.c",
+      "w->start_deaths = 0;", "(void)0;", "check_faults"),
+    M("respawn-budget-ignored", 6, "src/proc.c",
+      "if (p->respawns == 0)", "if (p->respawns == -2)", "check_faults"),
+    # 7. The library leaves the master's signals alone; EINTR handled.
+    M("library-ignores-sigpipe", 7, "src/pool.c",
+      "if (getpid() != p->master)\n",
+      "signal(SIGPIPE, SIG_IGN); if (getpid() != p->master)\n",
+      "check_faults"),
+    M("poll-eintr-fails-the-call", 7, "src/loop.c",
+      "\t\t\tif (errno == EINTR)\n\t\t\t\tcontinue;".split("\n")[0] + "\n",
+      "\t\t\tif (errno == EINTR && 0)\n", "check_faults"),
+    # 8. No worker outlives its master.
+    M("no-pdeathsig", 8, "src/worker.c",
+      "(void)prctl(PR_SET_PDEATHSIG, SIGKILL);", "(void)0;", "check_faults"),
+    # 9. One status per item, in item order; max_msg before allocation.
+    M("max-msg-not-enforced", 9, "src/msg.c", "if (hdr->len > max)",
+      "if (hdr->len > max + 1)", "check_msg", "check_pool"),
+    # 10. Deadlines are real: the stop at timeout_ms, the kill grace_ms on.
+    M("timeout-doubled", 10, "src/loop.c",
+      "t = started + (int64_t)p->o.timeout_ms * 1000000;",
+      "t = started + (int64_t)p->o.timeout_ms * 2000000;", "check_faults"),
+    M("grace-doubled", 10, "src/loop.c",
+      "w->kill_at = now + (int64_t)p->o.grace_ms * 1000000;",
+      "w->kill_at = now + (int64_t)p->o.grace_ms * 2000000;",
+      "check_faults"),
+    # 11. Across ranks every task runs where a slot is free.
+    M("rank-window-one-task", 11, "src/cli/coord.c",
+      "\t\treturn (size_t)p->nw;\n", "\t\treturn 1;\n", "skew"),
+    # 12. A lost rank loses no task.
+    M("silent-rank-never-lost", 12, "src/cli/coord.c",
+      "if (r->peer[i].lost || r->peer[i].bye || !run_silent(r, i))",
+      "if (r->peer[i].lost || r->peer[i].bye || 1)", "rank-stopped"),
+    # 14. Each rank uses the GPUs it was given (an inherited list).
+    M("given-ids-not-remapped", 14, "src/gpu.c", "\tif (inh == NULL) {\n",
+      "\tif (1) {\n", "check_pool", "rank-gpus"),
+    # 15 (single-threaded forks) has no one-line mutant: breaking it takes
+    # a thread started before a fork.
+    # 16. One run per joblog.
+    M("joblog-not-locked", 16, "src/cli/joblog.c",
+      "if (fcntl(fd, F_OFD_SETLK, &fl) == 0)", "if (1)", "check_cli"),
+    # 17. --results: the old exitval goes first, the new one last.
+    M("old-exitval-kept", 17, "src/cli/results.c",
+      'what = "exitval";', 'what = ".none";', "check_cli"),
+    # 18. Resume's table of the Seqs present, sorted.
+    M("resume-table-unsorted", 18, "src/cli/joblog.c",
+      "qsort(j->ent, j->nent, sizeof(*j->ent), ent_cmp);", "(void)ent_cmp;",
+      "check_extras", "check_cli"),
+    # 19. gpupool-run stays killable, output bounded.
+    M("output-backlog-unbounded", 19, "src/cli/output.c",
+      "#define OUT_BACKLOG		(1u << 20)", "#define OUT_BACKLOG		(~0u >> 1)",
+      "check_cli", "check_live"),
+    # 20. The code keeps its shape: err.c calls nothing of ours.
+    M("err-calls-up", 20, "src/err.c", "va_start(ap, fmt);",
+      "va_start(ap, fmt); (void)gp_now_ns();", "shape"),
+    # 21. One call at a time per pool.
+    M("second-call-not-refused", 21, "src/pool.c",
+      "if (!__atomic_compare_exchange_n(&p->job, &(struct gp_job *){ NULL },",
+      "if (0 && !__atomic_compare_exchange_n(&p->job, &(struct gp_job *){ NULL },",
+      "check_pool"),
+    # 22. A pool belongs to the process that created it.
+    M("forked-child-uses-the-pool", 22, "src/pool.c",
+      "if (getpid() != p->master)\n", "if (0)\n", "check_pool"),
+    # 23. Reserved fields must be zero.
+    M("reserved-fields-ignored", 23, "src/pool.c",
+      "if (!zeroed(p->o.reserved, NELEM(p->o.reserved)))", "if (0)",
+      "check_pool"),
+    # 24. An item that ended badly is decided in one place.
+    M("retries-off-by-one", 24, "src/job.c",
+      "return it->attempts <= retries && !job->canceled;",
+      "return it->attempts < retries && !job->canceled;", "check_job",
+      "check_faults"),
+    # 25. Every worker fork goes through the fork hook.
+    M("fork-hook-not-in-child", 25, "src/proc.c",
+      "p->o.fork_hook(GP_FORK_CHILD, p->o.fork_arg);", "(void)0;",
+      "check_pool"),
+    # 26. NVML only in the monitor child.
+    M("nvml-path-ignored", 26, "src/nvml.c",
+      'const char	*path = getenv("GPUPOOL_NVML");',
+      'const char	*path = NULL;', "check_mon"),
+    # 28. Declared memory never exceeds a GPU.
+    M("fit-off-by-one", 28, "src/gate.c",
+      "return used <= g->total && need <= g->total - used;",
+      "return used <= g->total && need <= g->total - used + 1;",
+      "check_gate", "check_watch"),
+    # 29. A GPU seen busy gets no new item.
+    M("busy-gpu-fits", 29, "src/gate.c",
+      "if (g->held || (free_only && g->busy))", "if (g->held)",
+      "check_gate", "check_watch"),
+    # 27, 30. Multi-GPU items alone on their GPUs; the head holds the rest.
+    M("waiting-head-dropped", 30, "src/dispatch.c",
+      "\t\t\tif (bad == 0)\n", "\t\t\tif (bad == 0 && 0)\n", "check_pool"),
+    M("held-gpu-fits", 27, "src/gate.c",
+      "if (g->held || (free_only && g->busy))", "if (free_only && g->busy)",
+      "check_gate", "check_watch"),
+    # 31. No NVML means today's behaviour, said once.
+    M("no-nvml-taken-as-a-sample", 31, "src/watch.c", "\tif (!s->ok) {\n",
+      "\tif (0) {\n", "check_watch", "check_mon"),
+    # 32. The monitor dies with the master.
+    M("monitor-no-pdeathsig", 32, "src/mon.c",
+      "(void)prctl(PR_SET_PDEATHSIG, SIGKILL);", "(void)0;", "check_mon"),
+    # 33. An argument is one inert word.
+    M("quote-not-escaped", 33, "src/cli/repl.c",
+      "rc = gp_buf_add(b, \"'\\\\''\", 4);", "rc = gp_buf_add(b, \"'\", 1);",
+      "check_repl", "check_grid"),
+    # 34. Row N of the product, the first source slowest.
+    M("grid-first-source-fastest", 34, "src/cli/grid.c",
+      "for (i = g->nsrc - 1; i >= 0; i--) {",
+      "for (i = 0; i < g->nsrc; i++) {", "check_grid"),
+    # 36. --line-buffer: lines as they come, never mixed.
+    M("line-buffer-holds-lines", 36, "src/cli/live.c",
+      "if (e == d && k < LIVE_LINE_MAX)", "if (k < LIVE_LINE_MAX)",
+      "check_live"),
+    # 38. --results files published atomically, exitval last.
+    M("results-not-renamed", 38, "src/cli/results.c",
+      'static const char *const final_name[] = { "stdout", "stderr", "exitval" };',
+      'static const char *const final_name[] = { "stdout.live", "stderr", "exitval" };',
+      "check_live", "check_cli"),
+    # 39. Starts at least --delay apart.
+    M("delay-halved", 39, "src/cli/feed.c",
+      "due = r->last_hand + (int64_t)r->o->delay_ms * 1000000;",
+      "due = r->last_hand + (int64_t)r->o->delay_ms * 500000;",
+      "check_extras"),
+    # 40. --halt N% of all the tasks, at the boundary.
+    M("halt-percent-strict", 40, "src/cli/feed.c",
+      "return *n * 100 >= (unsigned long)r->total *",
+      "return *n * 100 > (unsigned long)r->total *", "check_extras"),
+    # 41. --timeout N% only after a success.
+    M("timeout-percent-before-a-success", 41, "src/cli/median.c",
+      "return m->nlo > 0 ? m->lo[0] : -1;", "return m->nlo > 0 ? m->lo[0] : 0.001;",
+      "check_extras"),
+    # 42. A timeline is drawn whatever ends the run, never half written.
+    M("timeline-not-published", 42, "src/cli/timeline.c",
+      "if (rc == 0 && rename(tl->tmp, tl->path) == -1)",
+      "if (rc == 0 && 0)", "check_timeline"),
+    # 43. Big bytes through the region, what does not fit through the pipe.
+    M("data-plane-off", 43, "src/data.c",
+      "if (w->reg == NULL || len < GP_SHM_MIN)", "if (1)", "check_data"),
+    M("region-overflows-its-half", 43, "src/msg.c",
+      "if (at > size || len > size - at)",
+      "if (at > size || len > size - at + 64)", "check_data", "check_msg"),
+    # 44. A batch's region bytes are placed from 0: a replacement (after a
+    #     death mid-write) or the next batch never reads stale offsets.
+    M("results-offset-kept-across-batches", 44, "src/dispatch.c",
+      "\tw->roff = 0;\n", "\t(void)0;\n", "check_data"),
+    # 45. One region per slot, mapped in its own worker only.
+    M("worker-keeps-other-regions", 45, "src/data.c",
+      "if (&p->w[i] != w && p->w[i].reg != NULL) {", "if (0) {",
+      "check_data"),
+    # 13. All ranks or none.
+    M("run-before-every-rank-is-up", 13, "src/cli/coord.c",
+      "all &= r->peer[i].hello && !r->peer[i].lost;", "all &= 1;",
+      "start-fail"),
+    # 35. A bad grid runs nothing.
+    M("unequal-linked-sources-run", 35, "src/cli/grid.c",
+      "} else if (s->nrow != lead->nrow) {", "} else if (0) {",
+      "check_grid"),
+    # 37. An unread stdout bounds live output.
+    M("live-backlog-80-mib", 37, "src/cli/output.c",
+      "return out_left(&r->oq) > OUT_BACKLOG ||",
+      "return out_left(&r->oq) > 80 * OUT_BACKLOG ||", "check_live"),
+    # 46. Results where the caller chose.
+    M("callers-buffer-overrun", 46, "src/job.c",
+      "if (job->outbufs && len > it->outlen) {", "if (0) {", "check_data"),
+    # 47. Python: big objects round-trip as the kinds they were.
+    M("python-buffer-kinds-swapped", 47, "python/gpupool/_buf.c",
+      "\tif (d & 1)\n", "\tif (!(d & 1))\n", "pytest", timeout=1800),
+]
