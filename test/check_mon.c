@@ -27,6 +27,7 @@
 #include "internal.h"
 #include "mon.h"
 #include "check_main.h"
+#include "fake_seen.h"
 
 #define SAMPLE_MS	20000	/* a generous deadline on a loaded machine */
 #define GiB		(1ULL << 30)
@@ -553,23 +554,6 @@ START_TEST(only_the_monitor_loads_nvml)
 END_TEST
 
 
-/* How many lines of the fake's seen log (GP_FAKE_NVML_SEEN) are mark. */
-static int
-seen_count(const char *log, const char *mark)
-{
-	char	 line[128];
-	FILE	*f = fopen(log, "re");
-	int	 n = 0;
-
-	if (f == NULL)
-		return 0;
-	while (fgets(line, sizeof(line), f) != NULL)
-		n += strncmp(line, mark, strlen(mark)) == 0 &&
-		    line[strlen(mark)] == '\n';
-	fclose(f);
-	return n;
-}
-
 /* A snapshot is one state of the machine: rewritten while the monitor
  * is between its reading of GPU 0 and its reading of the rest (held
  * there by the fake), every figure still comes from the first state,
@@ -592,9 +576,9 @@ START_TEST(a_snapshot_is_one_state)
 	set_state("mark one\nhold %s\ngpu - - 16G 1G 10\n"
 	    "gpu - - 16G 2G 20\nproc 0 1 1G 40\nproc 1 1 2G 50\n", go);
 	ck_assert_int_eq(gp_mon_request(&m, NULL, 0), 0);
-	for (i = 0; seen_count(log, "one") == 0 && i < 2000; i++)
+	for (i = 0; fake_seen(log, "one") == 0 && i < 2000; i++)
 		usleep(5000);
-	ck_assert_int_eq(seen_count(log, "one"), 1);
+	ck_assert_int_eq(fake_seen(log, "one"), 1);
 	set_state("mark two\ngpu - - 16G 9G 90\ngpu - - 16G 8G 80\n"
 	    "proc 0 1 9G 90\n");
 	ck_assert_int_eq(close(open(go, O_WRONLY | O_CREAT | O_CLOEXEC,
@@ -618,7 +602,7 @@ START_TEST(a_snapshot_is_one_state)
 	s = sample(&m, NULL, 0);
 	ck_assert_uint_eq(s->gpu[1].used, 8 * GiB);
 	ck_assert_int_eq(s->gpu[1].nproc, 0);
-	ck_assert_int_eq(seen_count(log, "two"), 1);
+	ck_assert_int_eq(fake_seen(log, "two"), 1);
 	gp_mon_stop(&m);
 	unsetenv("GP_FAKE_NVML_SEEN");
 	unlink(go);

@@ -38,6 +38,9 @@
  *	a test knows which state each snapshot saw. A snapshot starts only
  *	once the master has the one before, so the second line of a mark
  *	means the master has folded a snapshot of that state.
+ *   crash
+ *	the process reading it (the monitor) exits at once, status 3: a
+ *	monitor that dies mid-run.
  *   hold PATH
  *	once the file is read, the snapshot waits until PATH exists (at
  *	most 8 s, under the master's 10 s patience), so a test can put its
@@ -143,6 +146,8 @@ directive(char *w[], int n)
 
 	if (n == 1 && strcmp(w[0], "initfail") == 0)
 		st.initfail = 1;
+	else if (n == 1 && strcmp(w[0], "crash") == 0)
+		_exit(3);
 	else if (n == 2 && strcmp(w[0], "noprocs") == 0 &&
 	    atoi(w[1]) >= 0 && atoi(w[1]) < FAKE_GPUS)
 		st.g[atoi(w[1])].noprocs = 1;
