@@ -913,6 +913,36 @@ START_TEST(a_monitor_that_dies_mid_run_is_said)
 }
 END_TEST
 
+/* ^C while the next task waits for a GPU: the run ends at once, 130,
+ * nothing ran and nothing is in the joblog, no process left. */
+START_TEST(sigint_while_waiting_runs_nothing)
+{
+	struct want_str	 w;
+	struct steer	 st;
+	struct jrec	 j[4];
+	struct res	 res;
+	pid_t		 pid;
+
+	tmp_make();
+	machine("gpu - - 8G 6G 0\nproc 0 1 6G\n");
+	steer_make(&st);
+	puts_file(st.tasks, "true\ntrue\n");
+	pid = start(-1, st.o, st.e, (const char *const []){ "--fake-gpus", "1",
+	    "--mem", "4G", "--bar", "--joblog", st.jl, st.tasks, NULL });
+	w.path = st.e;
+	w.s = ", waiting: needs 4.0 GiB";
+	wait_run(pid, "the bar to say it waits", have_str, &w);
+	ck_assert_int_eq(kill(pid, SIGINT), 0);
+	finish(pid, now_s(), 10, st.o, st.e, &res);
+	ck_assert_msg(res.code == 130, "exit %d: %s", res.code, res.err);
+	ck_assert_msg(strstr(res.err, "2 not started (got SIGINT)") != NULL,
+	    "%s", res.err);
+	ck_assert_int_eq(read_joblog(st.jl, j, 4, NULL), 0);
+	ck_assert_int_eq(kill(-pid, 0), -1);
+	tmp_remove();
+}
+END_TEST
+
 START_TEST(oom_retry_declares_more)
 {
 	struct want_str	 w;
@@ -1033,6 +1063,7 @@ gpus_suite(void)
 	tcase_add_test(tc, busy_summary_counts_every_gpu_of_a_task);
 	tcase_add_test(tc, no_need_waits_for_ever);
 	tcase_add_test(tc, a_long_wait_is_said);
+	tcase_add_test(tc, sigint_while_waiting_runs_nothing);
 	tcase_add_test(tc, a_monitor_that_dies_mid_run_is_said);
 	tcase_add_test(tc, dgx2_pairs_stay_on_one_socket);
 	tcase_add_test(tc, multi_gpu_tasks_hold_their_gpus_alone);
