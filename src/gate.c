@@ -189,6 +189,8 @@ gp_gate_usable(const struct gp_gstate *g)
 
 	if (g->total == 0)
 		return UINT64_MAX;
+	if (fixed > g->total / GP_GATE_FIXED_DIV)
+		fixed = g->total / GP_GATE_FIXED_DIV;
 	return g->total > fixed ? g->total - fixed : 0;
 }
 

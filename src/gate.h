@@ -93,8 +93,15 @@ int	gp_gate_fits(const struct gp_gstate *g, uint64_t need, int free_only);
  * declared and what NVML sees them use. */
 uint64_t gp_gate_ours(const struct gp_gstate *g);
 
+/* Of a GPU's memory that no listed process holds, at most this share
+ * (1/16) is taken to stay for good: a driver keeps a few hundred MiB;
+ * more is likelier processes NVML cannot list (another container's),
+ * which may end, and a need that could fit then must wait, not fail. */
+#define GP_GATE_FIXED_DIV	16
+
 /* The most of g an item could ever have: its total less what no process
- * holds; UINT64_MAX when its total is unknown (anything may fit). */
+ * holds (the least seen, at most a 1/GP_GATE_FIXED_DIV share); UINT64_MAX
+ * when its total is unknown (anything may fit). */
 uint64_t gp_gate_usable(const struct gp_gstate *g);
 
 /* Choose m GPUs for one item that holds them whole: each with avail[i]
