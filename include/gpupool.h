@@ -465,7 +465,12 @@ struct gp_gpu_state {
 	char		 busid[32];
 	char		 why[128];	/* "free", "pid 4242 is not ours (3.0
 					   GiB)", "no NVML: ..." */
-	char		 reserved[64];	/* zeroed: room for later fields */
+	uint64_t	 mem_usable;	/* bytes an item could ever have: the
+					   total less what no process holds
+					   (the driver's), 0 unknown; an item
+					   needing more on every GPU ends
+					   GP_ERROR, -E2BIG */
+	char		 reserved[56];	/* zeroed: room for later fields */
 };
 
 /* GPU figures of one item, from NVML by the pids of its processes (the

@@ -18,9 +18,58 @@
 
 #define GIB(b)	((double)(b) / (double)(1ull << 30))
 
-/* Fill why for a GPU NVML has and lists processes of; return busy. */
+void
+gp_gate_clean(struct gp_mon_snap *s)
+{
+	struct gp_mon_gpu	*mg;
+	struct gp_mon_proc	*pr;
+	int			 i, j;
+
+	if (s == NULL || !s->ok)
+		return;
+	for (i = 0; i < s->ngpu; i++) {
+		mg = &s->gpu[i];
+		if (mg->util < 0 || mg->util > 100)
+			mg->util = -1;
+		if (mg->total < GP_GATE_MIN_TOTAL || mg->used > mg->total)
+			mg->total = mg->used = 0;
+		for (j = 0; j < mg->nproc && j < GP_MON_PROCS; j++) {
+			pr = &mg->proc[j];
+			if (pr->sm < 0 || pr->sm > 100)
+				pr->sm = -1;
+			if (mg->total > 0 && pr->mem != UINT64_MAX &&
+			    pr->mem > mg->total)
+				pr->mem = UINT64_MAX;
+		}
+	}
+}
+
+/* The memory no process holds, when this sample can tell (its memory
+ * known, every process listed with its figure): the least seen stays. */
+static void
+unheld(struct gp_gstate *g, const struct gp_mon_gpu *mg)
+{
+	uint64_t	 held = 0, left;
+	int		 i;
+
+	if (mg->total == 0 || mg->more)
+		return;
+	for (i = 0; i < mg->nproc && i < GP_MON_PROCS; i++) {
+		if (mg->proc[i].mem == UINT64_MAX)
+			return;
+		held += mg->proc[i].mem;
+	}
+	left = mg->used > held ? mg->used - held : 0;
+	if (g->unheld_n++ == 0 || left < g->unheld)
+		g->unheld = left;
+}
+
+/* Fill why for a GPU NVML has and lists processes of; return busy. A
+ * sample that does not know the memory keeps the foreign bytes the last
+ * one had (was). */
 static int
-owners(struct gp_gstate *g, const struct gp_mon_gpu *mg, unsigned busy_pct)
+owners(struct gp_gstate *g, const struct gp_mon_gpu *mg, unsigned busy_pct,
+    uint64_t was)
 {
 	const struct gp_mon_proc *fp = NULL;
 	int			 i;
@@ -36,7 +85,11 @@ owners(struct gp_gstate *g, const struct gp_mon_gpu *mg, unsigned busy_pct)
 	}
 	/* Memory no process of ours holds: other users' processes, and
 	 * what the driver and displays keep. */
-	g->foreign = mg->used > g->ours ? mg->used - g->ours : 0;
+	if (mg->total == 0)
+		g->foreign = was;
+	else
+		g->foreign = mg->used > g->ours ? mg->used - g->ours : 0;
+	unheld(g, mg);
 	if (mg->more) {
 		/* Unlisted processes may be anyone's. */
 		snprintf(g->why, sizeof(g->why),
@@ -66,7 +119,10 @@ owners(struct gp_gstate *g, const struct gp_mon_gpu *mg, unsigned busy_pct)
 		    GIB(g->total), busy_pct);
 		return 1;
 	}
-	snprintf(g->why, sizeof(g->why), "free");
+	/* gp_gate_clean() found its memory figures out of range, or NVML
+	 * gave none: say so rather than show an empty GPU. */
+	snprintf(g->why, sizeof(g->why), mg->total == 0 ? "free (memory "
+	    "unknown this sample)" : "free");
 	return 0;
 }
 
@@ -75,9 +131,12 @@ gp_gate_sample(struct gp_gstate *g, int n, const struct gp_mon_snap *s,
     unsigned busy_pct)
 {
 	const struct gp_mon_gpu	*mg;
+	uint64_t		 total, was;
 	int			 i;
 
 	for (i = 0; i < n; i++) {
+		total = g[i].total;
+		was = g[i].known ? g[i].foreign : 0;
 		g[i].known = 0;
 		g[i].busy = 0;
 		g[i].total = 0;
@@ -99,19 +158,21 @@ gp_gate_sample(struct gp_gstate *g, int n, const struct gp_mon_snap *s,
 		}
 		mg = &s->gpu[i];
 		g[i].known = 1;
-		g[i].total = mg->total;
+		/* Its memory unknown this time: the size it had stands. */
+		g[i].total = mg->total ? mg->total : total;
 		g[i].util = mg->util;
 		if (!mg->procs_known) {
 			/* Whose memory it is cannot be told either: take
 			 * our running items to use what they declared. */
 			g[i].busy = 1;
-			g[i].foreign = mg->used > g[i].declared ?
+			g[i].foreign = mg->total == 0 ? was :
+			    mg->used > g[i].declared ?
 			    mg->used - g[i].declared : 0;
 			snprintf(g[i].why, sizeof(g[i].why),
 			    "NVML cannot list its processes: %s", mg->err);
 			continue;
 		}
-		g[i].busy = owners(&g[i], mg, busy_pct);
+		g[i].busy = owners(&g[i], mg, busy_pct, was);
 	}
 }
 
@@ -119,6 +180,18 @@ uint64_t
 gp_gate_ours(const struct gp_gstate *g)
 {
 	return g->declared > g->ours ? g->declared : g->ours;
+}
+
+uint64_t
+gp_gate_usable(const struct gp_gstate *g)
+{
+	uint64_t	 fixed = g->unheld_n > 0 ? g->unheld : 0;
+
+	if (g->total == 0)
+		return UINT64_MAX;
+	if (fixed > g->total / GP_GATE_FIXED_DIV)
+		fixed = g->total / GP_GATE_FIXED_DIV;
+	return g->total > fixed ? g->total - fixed : 0;
 }
 
 int
@@ -281,7 +354,7 @@ gp_gate_usage(struct gp_gusage *u, int nw, const int *running,
 	if (s == NULL || !s->ok)
 		return;
 	for (w = 0; w < nw; w++) {
-		if (!running[w])
+		if (running[w] != 1)
 			continue;
 		mem = 0;
 		sm = nsm = gu = ngu = 0;

@@ -35,6 +35,12 @@ struct gp_gstate {
 	uint64_t	 ours;		/* bytes NVML sees our items use */
 	int		 util;		/* %, -1: unknown */
 	int		 nforeign;	/* foreign compute processes */
+	uint64_t	 unheld;	/* bytes in use that no process held, the
+					   least a sample showed (the driver's,
+					   a display's): no item can ever have
+					   them */
+	int		 unheld_n;	/* samples that could tell; 0: unheld
+					   unknown (taken as 0) */
 	char		 why[128];	/* busy, or not known: why, for people */
 	/* Kept by the dispatcher as items start and end. */
 	int		 running;	/* our items on it */
@@ -53,8 +59,22 @@ struct gp_gusage {
 	unsigned	 samples;	/* samples taken while it ran */
 };
 
-/* Update g[0..n-1]'s known, busy, total, foreign, ours, util, nforeign
- * and why from snapshot s (s->ngpu == n). A GPU is busy when NVML lists
+/* The smallest GPU memory taken for real: NVML saying less is wrong. */
+#define GP_GATE_MIN_TOTAL	(64ull << 20)
+
+/* Range-check snapshot s in place, so that no figure NVML got wrong is
+ * passed on: a utilisation or SM share over 100 % becomes unknown (-1);
+ * a GPU's memory with a total under GP_GATE_MIN_TOTAL, or more used than
+ * the total, becomes unknown for this sample (total and used 0); a
+ * process said to use more than its GPU's total has no memory figure
+ * (UINT64_MAX, as when NVML cannot say). */
+void	gp_gate_clean(struct gp_mon_snap *s);
+
+/* Update g[0..n-1]'s known, busy, total, foreign, ours, util, nforeign,
+ * unheld and why from snapshot s (s->ngpu == n), gp_gate_clean()ed. A
+ * GPU whose memory this sample does not know keeps the total and the
+ * foreign memory it had (a GPU does not change its size; one odd reading
+ * must not make it look empty, or full). A GPU is busy when NVML lists
  * a compute process of no worker of ours, when NVML cannot list its
  * processes (ownership unknown: a container), when NVML does not have it
  * while NVML works, or when memory used by others is over busy_pct % of
@@ -72,6 +92,17 @@ int	gp_gate_fits(const struct gp_gstate *g, uint64_t need, int free_only);
 /* The memory g's running items of ours hold: the larger of what they
  * declared and what NVML sees them use. */
 uint64_t gp_gate_ours(const struct gp_gstate *g);
+
+/* Of a GPU's memory that no listed process holds, at most this share
+ * (1/16) is taken to stay for good: a driver keeps a few hundred MiB;
+ * more is likelier processes NVML cannot list (another container's),
+ * which may end, and a need that could fit then must wait, not fail. */
+#define GP_GATE_FIXED_DIV	16
+
+/* The most of g an item could ever have: its total less what no process
+ * holds (the least seen, at most a 1/GP_GATE_FIXED_DIV share); UINT64_MAX
+ * when its total is unknown (anything may fit). */
+uint64_t gp_gate_usable(const struct gp_gstate *g);
 
 /* Choose m GPUs for one item that holds them whole: each with avail[i]
  * set (an idle worker of ours there), running 0, and gp_gate_fits().
@@ -92,7 +123,8 @@ int	gp_gate_pick(const struct gp_gstate *g, int n, const int *avail, int m,
  * of groups. */
 int	gp_gate_group(const struct gp_gstate *g, int n, int k, int *group);
 
-/* Fold snapshot s into u[0..nw-1] for the workers with running[w] set:
+/* Fold snapshot s into u[0..nw-1] for the workers with running[w] 1
+ * (2: its item started after s was asked for, so s is not of it):
  * the memory of the processes s attributes to worker w, summed over
  * GPUs, raises its peak; their SM utilisation (the mean over those with
  * one), else the utilisation of the GPUs they are on, is one sample. */

@@ -173,7 +173,9 @@ struct gp_pool {
 		struct gp_mon	 mon;
 		struct gp_gstate *gs;		/* ngpus, or NULL: not gated */
 		struct gp_gusage *use;		/* nw */
-		int		*busy;		/* nw: 1 while it runs an item */
+		int		*busy;		/* nw: 1 while it runs an item, 2
+						   until the snapshot asked for
+						   when it started is in */
 		int		*avail;		/* ngpus: scratch for picks */
 		int		*pick;		/* ngpus: gp_watch_place()'s set */
 		int		 npick;		/* 0: the worker's own GPUs */

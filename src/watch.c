@@ -54,21 +54,24 @@ unwatch(struct gp_pool *p, const char *why)
 		p->wt.gs[i].busy = 0;
 		p->wt.gs[i].foreign = p->wt.gs[i].ours = 0;
 		p->wt.gs[i].nforeign = 0;
+		p->wt.gs[i].unheld_n = 0;
 		p->wt.gs[i].util = -1;
 		snprintf(p->wt.gs[i].why, sizeof(p->wt.gs[i].why),
 		    "unknown: %s", p->wt.why);
 	}
 }
 
-/* Fold the monitor's last snapshot in. It lists the GPUs the monitor was
- * started with; when gp_watch_plan() left some out, the kept ones move
- * down in place (mix[] ascends), as gate.c wants one entry per GPU. */
+/* Fold the monitor's last snapshot in, its figures range-checked first.
+ * It lists the GPUs the monitor was started with; when gp_watch_plan()
+ * left some out, the kept ones move down in place (mix[] ascends), as
+ * gate.c wants one entry per GPU. Items that started while it was asked
+ * for (busy 2) count from the next one on. */
 static void
 fold(struct gp_pool *p)
 {
 	struct gp_mon_snap	*s = p->wt.mon.snap;
 	char			 why[sizeof(s->err) + 16];
-	int			 i;
+	int			 i, w;
 
 	if (!s->ok) {
 		snprintf(why, sizeof(why), "no NVML: %s", s->err);
@@ -79,12 +82,17 @@ fold(struct gp_pool *p)
 		if (p->wt.mix[i] != i)
 			s->gpu[i] = s->gpu[p->wt.mix[i]];
 	s->ngpu = p->ngpus;
+	gp_gate_clean(s);
 	gp_gate_sample(p->wt.gs, p->ngpus, s, p->o.busy_pct);
 	for (i = 0; i < p->ngpus; i++)
 		if (!p->wt.gs[i].known && p->wt.gs[i].total == 0)
 			p->wt.gs[i].total = p->gpus[i].mem_bytes;
-	if (p->wt.use != NULL)
-		gp_gate_usage(p->wt.use, p->nw, p->wt.busy, s);
+	if (p->wt.use == NULL)
+		return;
+	gp_gate_usage(p->wt.use, p->nw, p->wt.busy, s);
+	for (w = 0; w < p->nw; w++)
+		if (p->wt.busy[w] == 2)
+			p->wt.busy[w] = 1;
 }
 
 /* Keep only the free GPUs (GPUS_FREE without WAIT_FREE). */
@@ -344,6 +352,33 @@ idle_on(struct gp_pool *p, int g)
 	return NULL;
 }
 
+/* Whether an item of mem bytes on each of m GPUs could ever start: on
+ * m GPUs (one holding several, gpus_per_worker 1), or on some worker's
+ * own set, every GPU of which could ever have mem bytes for it. */
+static int
+ever_fits(const struct gp_pool *p, uint64_t mem, int m)
+{
+	const struct gp_worker	*w;
+	int			 i, j, n = 0;
+
+	if (mem == 0)
+		return 1;
+	if (m > 1 && p->o.gpus_per_worker == 1) {
+		for (i = 0; i < p->ngpus; i++)
+			n += gp_gate_usable(&p->wt.gs[i]) >= mem;
+		return n >= m;
+	}
+	for (i = 0; i < p->nw; i++) {
+		w = &p->w[i];
+		for (j = 0; j < w->nhome &&
+		    gp_gate_usable(&p->wt.gs[w->home[j]]) >= mem; j++)
+			;
+		if (j == w->nhome)
+			return 1;
+	}
+	return 0;
+}
+
 /* An item holding m GPUs whole (gpus_per_worker 1): pick them. */
 static struct gp_worker *
 place_many(struct gp_pool *p, uint64_t mem, int m)
@@ -364,19 +399,17 @@ gp_watch_place(struct gp_pool *p, struct gp_job *job, const struct gp_item *it,
     int *bad)
 {
 	struct gp_worker	*w;
-	uint64_t		 mem, top = 0;
-	int			 i, j, m, k = p->o.gpus_per_worker;
+	uint64_t		 mem;
+	int			 j, m, k = p->o.gpus_per_worker;
 
 	*bad = 0;
 	p->wt.npick = 0;
 	head_need(p, job, it, &mem, &m);
 	p->wt.pmem = mem;
-	for (i = 0; i < p->ngpus; i++)
-		if (p->wt.gs[i].total > top)
-			top = p->wt.gs[i].total;
 	/* With workers owning k GPUs, an item of up to k runs on one of
-	 * them; of more, never. */
-	if (m > p->ngpus || (k > 1 && m > k) || (top > 0 && mem > top)) {
+	 * them; of more, never. Nor one whose memory no GPU could ever
+	 * give: waiting for it would be for ever. */
+	if (m > p->ngpus || (k > 1 && m > k) || !ever_fits(p, mem, m)) {
 		*bad = -E2BIG;
 		job->need_for = NULL;
 		return NULL;
@@ -424,7 +457,8 @@ gp_watch_start(struct gp_pool *p, struct gp_worker *w)
 		p->wt.gs[set[i]].held += p->wt.npick > 0;
 	}
 	memset(&p->wt.use[w->idx], 0, sizeof(p->wt.use[w->idx]));
-	p->wt.busy[w->idx] = 1;
+	/* A snapshot asked for before it started is not of it. */
+	p->wt.busy[w->idx] = p->wt.mon.pending ? 2 : 1;
 	return p->wt.npick;
 }
 
@@ -523,6 +557,7 @@ gp_pool_gpu_state(const struct gp_pool *p, int gpu, struct gp_gpu_state *out)
 	out->mem_total = g->total;
 	out->mem_foreign = g->foreign;
 	out->mem_ours = gp_gate_ours(g);
+	out->mem_usable = g->total > 0 ? gp_gate_usable(g) : 0;
 	out->running = g->running;
 	out->nforeign = g->nforeign;
 	out->held = g->held > 0;

@@ -251,6 +251,125 @@ START_TEST(sample_no_nvml)
 }
 END_TEST
 
+/* Figures NVML got wrong are unknown, not passed on: shares over 100 %,
+ * a total under 64 MiB or under what is used, a process using more than
+ * its GPU has. Sane ones stay as they were. */
+START_TEST(clean_out_of_range)
+{
+	struct gp_mon_snap *s = snap(3);
+
+	s->gpu[0].util = 250;
+	addproc(&s->gpu[0], 100, 0, GiB(1), 250);
+	addproc(&s->gpu[0], 101, -1, GiB(100), 10);
+	s->gpu[1].total = 1;
+	s->gpu[1].used = GiB(5);
+	addproc(&s->gpu[1], 102, 0, GiB(2), 30);
+	s->gpu[2].util = 100;
+	s->gpu[2].used = GiB(80);
+	addproc(&s->gpu[2], 103, 0, GiB(80), 0);
+	gp_gate_clean(s);
+	ck_assert_int_eq(s->gpu[0].util, -1);
+	ck_assert_int_eq(s->gpu[0].proc[0].sm, -1);
+	ck_assert_uint_eq(s->gpu[0].proc[0].mem, GiB(1));
+	ck_assert_uint_eq(s->gpu[0].proc[1].mem, UINT64_MAX);
+	ck_assert_int_eq(s->gpu[0].proc[1].sm, 10);
+	ck_assert_uint_eq(s->gpu[0].total, GiB(80));
+	ck_assert_uint_eq(s->gpu[1].total, 0);
+	ck_assert_uint_eq(s->gpu[1].used, 0);
+	ck_assert_int_eq(s->gpu[1].proc[0].sm, 30);
+	ck_assert_int_eq(s->gpu[2].util, 100);
+	ck_assert_uint_eq(s->gpu[2].total, GiB(80));
+	ck_assert_uint_eq(s->gpu[2].used, GiB(80));
+	ck_assert_uint_eq(s->gpu[2].proc[0].mem, GiB(80));
+	ck_assert_int_eq(s->gpu[2].proc[0].sm, 0);
+	/* More used than the total: that sample's memory is unknown. */
+	s->gpu[2].used = GiB(81);
+	gp_gate_clean(s);
+	ck_assert_uint_eq(s->gpu[2].total, 0);
+	free(s);
+}
+END_TEST
+
+/* One absurd reading between sane ones: the GPU keeps its size and what
+ * others held, so an item fits exactly as before, not everything (a
+ * total of 0) nor nothing (a total of 1 byte). */
+START_TEST(sample_keeps_what_an_odd_reading_does_not_know)
+{
+	struct gp_mon_snap *s = snap(1);
+	struct gp_gstate g;
+
+	fresh(&g, 1);
+	s->gpu[0].used = GiB(30);
+	gp_gate_clean(s);
+	gp_gate_sample(&g, 1, s, 50);
+	ck_assert_uint_eq(g.foreign, GiB(30));
+	ck_assert(gp_gate_fits(&g, GiB(50), 0));
+	ck_assert(!gp_gate_fits(&g, GiB(51), 0));
+	s->gpu[0].total = 1;
+	s->gpu[0].used = GiB(5);
+	gp_gate_clean(s);
+	gp_gate_sample(&g, 1, s, 50);
+	ck_assert_int_eq(g.known, 1);
+	ck_assert_uint_eq(g.total, GiB(80));
+	ck_assert_uint_eq(g.foreign, GiB(30));
+	ck_assert(gp_gate_fits(&g, GiB(50), 0));
+	ck_assert(!gp_gate_fits(&g, GiB(51), 0));
+	ck_assert_uint_eq(gp_gate_usable(&g), GiB(75));
+	free(s);
+}
+END_TEST
+
+/* What an item could ever have: the total less the least memory in use
+ * that no process held, over the samples that could tell. */
+START_TEST(usable_is_what_no_process_holds)
+{
+	struct gp_mon_snap *s;
+	struct gp_gstate g;
+
+	fresh(&g, 1);
+	ck_assert_uint_eq(gp_gate_usable(&g), UINT64_MAX);
+	s = snap(1);
+	s->gpu[0].used = GiB(3);
+	addproc(&s->gpu[0], 100, 0, GiB(1), -1);
+	addproc(&s->gpu[0], 4242, -1, GiB(1), -1);
+	gp_gate_sample(&g, 1, s, 10);
+	ck_assert_uint_eq(g.unheld, GiB(1));
+	ck_assert_uint_eq(gp_gate_usable(&g), GiB(79));
+	/* Less unheld: the least stays. */
+	s->gpu[0].used = GiB(2.5);
+	gp_gate_sample(&g, 1, s, 10);
+	ck_assert_uint_eq(gp_gate_usable(&g), GiB(79.5));
+	/* A spike (a process NVML does not list yet) changes nothing. */
+	s->gpu[0].used = GiB(9);
+	gp_gate_sample(&g, 1, s, 10);
+	ck_assert_uint_eq(gp_gate_usable(&g), GiB(79.5));
+	/* Samples that cannot tell: a process of unknown memory, an
+	 * unlisted rest, a sample without the memory. */
+	s->gpu[0].used = GiB(2);
+	s->gpu[0].proc[1].mem = UINT64_MAX;
+	gp_gate_sample(&g, 1, s, 10);
+	s->gpu[0].proc[1].mem = GiB(1);
+	s->gpu[0].more = 1;
+	gp_gate_sample(&g, 1, s, 10);
+	s->gpu[0].more = 0;
+	s->gpu[0].total = s->gpu[0].used = 0;
+	gp_gate_sample(&g, 1, s, 10);
+	ck_assert_uint_eq(gp_gate_usable(&g), GiB(79.5));
+	ck_assert_int_eq(g.unheld_n, 3);
+	free(s);
+	/* Most of a GPU held by no listed process (another container's,
+	 * which NVML does not list): only a 16th of it is taken to stay,
+	 * so that a need that could fit once they end waits for it. */
+	fresh(&g, 1);
+	s = snap(1);
+	s->gpu[0].used = GiB(70);
+	gp_gate_sample(&g, 1, s, 10);
+	ck_assert_uint_eq(g.unheld, GiB(70));
+	ck_assert_uint_eq(gp_gate_usable(&g), GiB(75));
+	free(s);
+}
+END_TEST
+
 static struct gp_gstate
 gpu80(void)
 {
@@ -622,6 +741,13 @@ START_TEST(usage_peak_mean)
 	gp_gate_usage(u, 3, running, NULL);
 	ck_assert_uint_eq(u[0].samples, 3);
 	ck_assert_uint_eq(u[2].samples, 3);
+	/* Worker 0's item started after this snapshot was asked for (2):
+	 * it is not of that item. */
+	s->ok = 1;
+	running[0] = 2;
+	gp_gate_usage(u, 3, running, s);
+	ck_assert_uint_eq(u[0].samples, 3);
+	ck_assert_uint_eq(u[2].samples, 4);
 	free(s);
 }
 END_TEST
@@ -641,6 +767,9 @@ gate_suite(void)
 	tcase_add_test(tc, sample_not_seen);
 	tcase_add_test(tc, sample_threshold);
 	tcase_add_test(tc, sample_no_nvml);
+	tcase_add_test(tc, clean_out_of_range);
+	tcase_add_test(tc, sample_keeps_what_an_odd_reading_does_not_know);
+	tcase_add_test(tc, usable_is_what_no_process_holds);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("fits");

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -26,6 +27,7 @@
 #include "internal.h"
 #include "mon.h"
 #include "check_main.h"
+#include "fake_seen.h"
 
 #define SAMPLE_MS	20000	/* a generous deadline on a loaded machine */
 #define GiB		(1ULL << 30)
@@ -551,6 +553,145 @@ START_TEST(only_the_monitor_loads_nvml)
 }
 END_TEST
 
+
+/* A snapshot is one state of the machine: rewritten while the monitor
+ * is between its reading of GPU 0 and its reading of the rest (held
+ * there by the fake), every figure still comes from the first state,
+ * the process list and the SM samples included. */
+START_TEST(a_snapshot_is_one_state)
+{
+	const char		*ids[] = { "", "" };
+	char			 log[] = "/tmp/gp-nvmlseen-XXXXXX", go[64];
+	const struct gp_mon_snap *s;
+	struct gp_mon		 m;
+	int			 fd = mkstemp(log), i;
+
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	snprintf(go, sizeof(go), "%s.go", log);
+	setenv("GP_FAKE_NVML_SEEN", log, 1);
+	set_state("gpu - - 16G 0 0\ngpu - - 16G 0 0\n");
+	start(&m, 2, ids);
+	sample(&m, NULL, 0);
+	set_state("mark one\nhold %s\ngpu - - 16G 1G 10\n"
+	    "gpu - - 16G 2G 20\nproc 0 1 1G 40\nproc 1 1 2G 50\n", go);
+	ck_assert_int_eq(gp_mon_request(&m, NULL, 0), 0);
+	for (i = 0; fake_seen(log, "one") == 0 && i < 2000; i++)
+		usleep(5000);
+	ck_assert_int_eq(fake_seen(log, "one"), 1);
+	set_state("mark two\ngpu - - 16G 9G 90\ngpu - - 16G 8G 80\n"
+	    "proc 0 1 9G 90\n");
+	ck_assert_int_eq(close(open(go, O_WRONLY | O_CREAT | O_CLOEXEC,
+	    0600)), 0);
+	while ((i = gp_mon_read(&m)) == 0) {
+		struct pollfd pfd = { m.fd, POLLIN, 0 };
+
+		ck_assert_int_eq(poll(&pfd, 1, SAMPLE_MS), 1);
+	}
+	ck_assert_int_eq(i, 1);
+	s = m.snap;
+	for (i = 0; i < 2; i++) {
+		ck_assert_uint_eq(s->gpu[i].used, (uint64_t)(i + 1) * GiB);
+		ck_assert_int_eq(s->gpu[i].util, 10 * (i + 1));
+		ck_assert_int_eq(s->gpu[i].nproc, 1);
+		ck_assert_uint_eq(s->gpu[i].proc[0].mem, (uint64_t)(i + 1) *
+		    GiB);
+		ck_assert_int_eq(s->gpu[i].proc[0].sm, 40 + 10 * i);
+	}
+	/* And the next snapshot is the new state, read once. */
+	s = sample(&m, NULL, 0);
+	ck_assert_uint_eq(s->gpu[1].used, 8 * GiB);
+	ck_assert_int_eq(s->gpu[1].nproc, 0);
+	ck_assert_int_eq(fake_seen(log, "two"), 1);
+	gp_mon_stop(&m);
+	unsetenv("GP_FAKE_NVML_SEEN");
+	unlink(go);
+	unlink(log);
+}
+END_TEST
+
+/* Wait up to SAMPLE_MS for our child pid to end: its wait status, or -1
+ * when it still runs. */
+static int
+ends_within(pid_t pid)
+{
+	int	 st, i;
+
+	for (i = 0; i < SAMPLE_MS / 10; i++) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return st;
+		usleep(10000);
+	}
+	return -1;
+}
+
+/* Invariant 32: the master is SIGKILLed while a process it forked (a
+ * helper, never exec'd) holds the monitor's channel, so no EOF comes:
+ * the monitor dies all the same (PR_SET_PDEATHSIG). This test is the
+ * subreaper, so the orphans come to it and are seen to end. */
+START_TEST(the_monitor_dies_with_its_master)
+{
+	pid_t	 master, pids[2];
+	int	 p[2], st;
+
+	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+	ck_assert_int_eq(pipe(p), 0);
+	set_state("gpu GPU-aaaa - 16G 0 0\n");
+	if ((master = fork()) == 0) {
+		struct gp_mon	 m;
+
+		close(p[0]);
+		start_one(&m);
+		sample(&m, NULL, 0);	/* it has NVML, and waits for more */
+		pids[0] = m.pid;
+		if ((pids[1] = fork()) == 0) {
+			close(p[1]);
+			pause();	/* holding m.fd */
+			_exit(0);
+		}
+		if (write(p[1], pids, sizeof(pids)) != sizeof(pids))
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	ck_assert_int_gt(master, 0);
+	close(p[1]);
+	ck_assert_int_eq(read(p[0], pids, sizeof(pids)), sizeof(pids));
+	close(p[0]);
+	ck_assert_int_eq(kill(master, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(master, &st, 0), master);
+	st = ends_within(pids[0]);
+	(void)kill(pids[1], SIGKILL);
+	ck_assert_int_eq(waitpid(pids[1], NULL, 0), pids[1]);
+	ck_assert_msg(st != -1, "the monitor outlived its master");
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the "
+	    "monitor ended with status %#x, not by its death signal", st);
+}
+END_TEST
+
+/* And it leaves by itself, status 0, on EOF: its master closed the
+ * channel without a signal (a pool's copy in a forked child does that,
+ * gp_watch_forget()). */
+START_TEST(the_monitor_leaves_on_eof)
+{
+	struct gp_mon	 m;
+	int		 st;
+
+	start_one(&m);
+	sample(&m, NULL, 0);
+	close(m.fd);
+	m.fd = -1;
+	st = ends_within(m.pid);
+	ck_assert_msg(st != -1, "the monitor stayed after EOF");
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+	if (m.pidfd >= 0)
+		close(m.pidfd);
+	m.pidfd = -1;
+	m.pid = 0;
+	gp_mon_stop(&m);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -572,6 +713,9 @@ main(void)
 	tcase_add_test(tc, one_request_at_a_time);
 	tcase_add_test(tc, the_monitor_keeps_only_its_channel);
 	tcase_add_test(tc, only_the_monitor_loads_nvml);
+	tcase_add_test(tc, a_snapshot_is_one_state);
+	tcase_add_test(tc, the_monitor_dies_with_its_master);
+	tcase_add_test(tc, the_monitor_leaves_on_eof);
 	suite_add_tcase(s, tc);
 	return gp_check_run(s);
 }

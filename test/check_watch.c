@@ -22,6 +22,7 @@
 
 #include "gpupool.h"
 #include "check_main.h"
+#include "fake_seen.h"
 
 #define GIB	(1ull << 30)
 
@@ -31,7 +32,7 @@ static const char dgx2_bus[] = "0000:34:00.0,0000:36:00.0,0000:39:00.0,"
     "0000:b7:00.0,0000:b9:00.0,0000:bc:00.0,0000:be:00.0,0000:e0:00.0,"
     "0000:e2:00.0,0000:e5:00.0,0000:e7:00.0";
 
-static char	 state[64];
+static char	 state[64], seen[80];
 
 /* Write the fake machine: the file is replaced whole (temporary, then
  * rename), as a monitor mid-read must never see half of it. */
@@ -44,6 +45,8 @@ machine(const char *text)
 	if (state[0] == '\0') {
 		snprintf(state, sizeof(state), "/tmp/gp_watch.%d", (int)getpid());
 		ck_assert_int_eq(setenv("GP_FAKE_NVML", state, 1), 0);
+		snprintf(seen, sizeof(seen), "%s.seen", state);
+		ck_assert_int_eq(setenv("GP_FAKE_NVML_SEEN", seen, 1), 0);
 	}
 	snprintf(tmp, sizeof(tmp), "%s.tmp", state);
 	ck_assert_ptr_nonnull(f = fopen(tmp, "w"));
@@ -55,8 +58,21 @@ machine(const char *text)
 static void
 teardown(void)
 {
-	if (state[0] != '\0')
+	if (state[0] != '\0') {
 		unlink(state);
+		unlink(seen);
+	}
+}
+
+/* Until n snapshots have read the state marked mark, at most 60 s
+ * (fake_seen.h says what the second and third mean). */
+static void
+wait_seen(const char *mark, int n)
+{
+	int	 i;
+
+	for (i = 0; fake_seen(seen, mark) < n && i < 6000; i++)
+		poll(NULL, 0, 10);
 }
 
 /* What each item reports: when it ran, where, on which GPUs. */
@@ -77,22 +93,29 @@ now_ns(void)
 
 /* An item: sleep *in ms; with a second int, first add a compute process
  * of its own (this worker) using that many MiB to the fake machine's
- * GPU 0, at 40 % SM, and take it away after. */
+ * GPU 0, at 40 % SM, and take it away after; with a third (N), instead
+ * of sleeping, wait until the master has two snapshots of that state
+ * (marked uN) asked for since the item started. */
 static int
 sleeper(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 {
 	const int	*v = in;
 	struct span	 s;
-	char		 text[256];
+	char		 text[256], mark[16];
 
 	memset(&s, 0, sizeof(s));
 	s.t0 = now_ns();
+	snprintf(mark, sizeof(mark), "u%d", inlen >= 3 * sizeof(int) ?
+	    v[2] : 0);
 	if (inlen >= 2 * sizeof(int)) {
-		snprintf(text, sizeof(text), "gpu - - 8G 0 10\nproc 0 %d %dM 40\n",
-		    (int)getpid(), v[1]);
+		snprintf(text, sizeof(text), "mark %s\ngpu - - 8G 0 10\n"
+		    "proc 0 %d %dM 40\n", mark, (int)getpid(), v[1]);
 		machine(text);
 	}
-	poll(NULL, 0, v[0]);
+	if (inlen >= 3 * sizeof(int))
+		wait_seen(mark, 3);
+	else
+		poll(NULL, 0, v[0]);
 	if (inlen >= 2 * sizeof(int))
 		machine("gpu - - 8G 0 10\n");
 	s.t1 = now_ns();
@@ -111,6 +134,8 @@ struct arr {
 	void		(*hook)(struct arr *, struct gp_item *);
 	int64_t		 seen;		/* hook: when it saw what it waits for */
 	int		 flag;
+	int		 seen_next;	/* items handed out by then */
+	gp_fn		*fn;		/* NULL: sleeper */
 };
 
 static int
@@ -118,7 +143,8 @@ arr_next(void *arg, struct gp_item **item)
 {
 	struct arr	*a = arg;
 
-	if (a->next == a->n)
+	/* With the hook's event seen, a few more, then the end. */
+	if (a->next == a->n || (a->seen > 0 && a->next >= a->seen_next + 20))
 		return GP_FEED_END;
 	*item = &a->it[a->next++];
 	return GP_FEED_ITEM;
@@ -158,9 +184,10 @@ run_arr(struct gp_pool *p, struct arr *a, int ctl_fd, int (*ctl)(void *))
 	f.ctl = ctl;
 	f.arg = a;
 	a->pool = p;
-	ck_assert_int_eq(gp_pool_run(p, sleeper, NULL, 0, &f), 0);
-	ck_assert_int_eq(a->ndone, a->n);
-	for (i = 0; i < a->n; i++)
+	ck_assert_int_eq(gp_pool_run(p, a->fn != NULL ? a->fn : sleeper, NULL,
+	    0, &f), 0);
+	ck_assert_int_eq(a->ndone, a->next);
+	for (i = 0; i < a->next; i++)
 		ck_assert_msg(a->it[i].status == GP_OK, "item %d: status %d "
 		    "code %d", i, a->it[i].status, a->it[i].code);
 }
@@ -268,7 +295,7 @@ START_TEST(multi_gpu_items_hold_their_gpus_alone)
 	struct gp_item		 it[31];
 	struct gp_need		 need[31];
 	int			 v[31], i, j, want;
-	struct arr		 a = { it, need, 31, 0, 0, NULL, NULL, 0, 0 };
+	struct arr		 a = { .it = it, .need = need, .n = 31 };
 	const struct span	*x, *y;
 	struct gp_pool		*p = pool_with(&o);
 
@@ -325,7 +352,7 @@ START_TEST(packing_never_exceeds_the_gpu)
 	struct gp_pool_opts	 o = { .fake_gpus = 2, .per_gpu = 4 };
 	struct gp_item		 it[16];
 	int			 v[16], i, j, over;
-	struct arr		 a = { it, NULL, 16, 0, 0, NULL, NULL, 0, 0 };
+	struct arr		 a = { .it = it, .n = 16 };
 	const struct span	*x, *y;
 	struct gp_pool		*p;
 
@@ -423,7 +450,7 @@ START_TEST(wait_free_starts_when_the_gpu_frees)
 	struct itimerspec	 ts = { { 0, 50000000 }, { 0, 50000000 } };
 	struct gp_item		 it;
 	int			 v = 10, tfd;
-	struct arr		 a = { &it, NULL, 1, 0, 0, NULL, NULL, 0, 0 };
+	struct arr		 a = { .it = &it, .n = 1 };
 	struct gp_pool		*p;
 
 	machine("gpu - - 8G 1G 50\nproc 0 1 1G\n");
@@ -445,46 +472,55 @@ START_TEST(wait_free_starts_when_the_gpu_frees)
 }
 END_TEST
 
-/* A foreign process takes GPU 1 mid-run: once the pool has seen it, no
- * item starts there; the others go on on GPU 0. */
+/* A foreign process takes GPU 1 mid-run: once the pool has seen it (a
+ * done() sees the GPU busy), at most the item already handed to GPU 1's
+ * worker may start there; the others go on on GPU 0. The feed goes on
+ * until 20 items after that. */
 static void
 take_gpu1(struct arr *a, struct gp_item *item)
 {
 	struct gp_gpu_state	 st;
 
+	(void)item;
 	if (a->ndone == 3)
 		machine("gpu - - 8G 0 0\ngpu - - 8G 2G 0\nproc 1 1 2G\n");
 	if (a->ndone >= 3 && a->seen == 0 &&
-	    gp_pool_gpu_state(a->pool, 1, &st) == 0 && st.busy)
+	    gp_pool_gpu_state(a->pool, 1, &st) == 0 && st.busy) {
 		a->seen = now_ns();
+		a->seen_next = a->next;
+	}
 }
 
 START_TEST(gpu_taken_mid_run_gets_no_new_item)
 {
 	struct gp_pool_opts	 o = { .fake_gpus = 2 };
-	struct gp_item		 it[60];
-	int			 v[60], i, later = 0;
-	struct arr		 a = { it, NULL, 60, 0, 0, NULL, take_gpu1, 0, 0 };
+	static struct gp_item	 it[1000];
+	static int		 v[1000];
+	int			 i, late = 0, later = 0;
+	struct arr		 a = { .it = it, .n = 1000, .hook = take_gpu1 };
 	const struct span	*x;
 	struct gp_pool		*p;
 
 	machine("gpu - - 8G 0 0\ngpu - - 8G 0 0\n");
 	o.flags = GP_POOL_GPUS_FREE;
 	p = pool_with(&o);
-	for (i = 0; i < 60; i++) {
+	for (i = 0; i < 1000; i++) {
 		v[i] = 25;
 		gp_item_init(&it[i], &v[i], sizeof(int));
 	}
 	run_arr(p, &a, -1, NULL);
 	ck_assert_msg(a.seen > 0, "the pool never saw GPU 1 taken");
-	for (i = 0; i < 60; i++) {
+	for (i = 0; i < a.next; i++) {
 		x = span_of(&it[i]);
-		ck_assert_msg(x->t0 < a.seen || strcmp(x->visible, "fake1"),
-		    "item %d started on the taken GPU", i);
-		later += x->t0 > a.seen;
+		if (x->t0 <= a.seen)
+			continue;
+		late += strcmp(x->visible, "fake1") == 0;
+		later++;
 	}
+	ck_assert_msg(late <= 1, "%d items started on the taken GPU after "
+	    "the pool saw it taken", late);
 	ck_assert_int_gt(later, 0);
-	gp_items_release(it, 60);
+	gp_items_release(it, (size_t)a.next);
 	gp_pool_destroy(p);
 }
 END_TEST
@@ -507,8 +543,8 @@ START_TEST(usage_per_item)
 {
 	struct gp_pool_opts	 o = { .fake_gpus = 1 };
 	struct gp_item		 it[2];
-	int			 v[2][2] = { { 1500, 512 }, { 1500, 512 } }, i;
-	struct arr		 a = { it, NULL, 2, 0, 0, NULL, usage_check, 0, 0 };
+	int			 v[2][3] = { { 0, 512, 1 }, { 0, 512, 2 } }, i;
+	struct arr		 a = { .it = it, .n = 2, .hook = usage_check };
 	struct gp_pool		*p;
 
 	machine("gpu - - 8G 0 10\n");
@@ -523,14 +559,84 @@ START_TEST(usage_per_item)
 }
 END_TEST
 
+/* An item B that starts while a snapshot asked for during the item
+ * before it (A, on the same worker) is still unanswered: that answer
+ * shows A's process, which B's worker holds, and is no sample of B's.
+ * A waits until the monitor has read its state (held there by the fake
+ * until B starts); B waits until the next snapshot has begun. */
+static char	 hold_path[96];
+
+static int
+stale_fn(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
+{
+	const int	*v = in;
+	char		 text[256];
+	int		 fd;
+
+	(void)inlen;
+	(void)arg;
+	if (*v == 0) {
+		snprintf(text, sizeof(text), "mark a\nhold %s\n"
+		    "gpu - - 8G 512M 10\nproc 0 %d 512M 40\n", hold_path,
+		    (int)getpid());
+		machine(text);
+		wait_seen("a", 1);
+		machine("mark b\ngpu - - 8G 0 10\n");
+	} else {
+		fd = open(hold_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		close(fd);
+		wait_seen("b", 1);
+	}
+	return gp_ctx_reply(ctx, v, sizeof(*v));
+}
+
+static void
+stale_check(struct arr *a, struct gp_item *item)
+{
+	struct gp_usage	 u;
+
+	if (item != &a->it[1])
+		return;
+	ck_assert_int_eq(gp_pool_usage(a->pool, item->worker, &u), 0);
+	ck_assert_msg(u.mem_peak == 0 && u.util == -1, "item B was credited "
+	    "with %llu bytes at %d %% from a snapshot of item A",
+	    (unsigned long long)u.mem_peak, u.util);
+	a->flag++;
+}
+
+START_TEST(an_answer_asked_before_an_item_is_not_its)
+{
+	struct gp_pool_opts	 o = { .fake_gpus = 1 };
+	struct gp_item		 it[2];
+	int			 v[2] = { 0, 1 }, i;
+	struct arr		 a = { .it = it, .n = 2, .hook = stale_check };
+	struct gp_pool		*p;
+
+	machine("gpu - - 8G 0 10\n");
+	snprintf(hold_path, sizeof(hold_path), "%s.go", state);
+	unlink(hold_path);
+	o.flags = GP_POOL_MONITOR;
+	p = pool_with(&o);
+	for (i = 0; i < 2; i++)
+		gp_item_init(&it[i], &v[i], sizeof(v[i]));
+	a.fn = stale_fn;
+	run_arr(p, &a, -1, NULL);
+	ck_assert_int_eq(fake_seen(seen, "a"), 1);
+	ck_assert_int_eq(a.flag, 1);
+	gp_items_release(it, 2);
+	gp_pool_destroy(p);
+	unlink(hold_path);
+}
+END_TEST
+
 /* A child the application forks destroys its copy of the pool: the
  * creator's monitor lives on (its next item still gets figures). */
 START_TEST(forked_copy_leaves_the_monitor)
 {
 	struct gp_pool_opts	 o = { .fake_gpus = 1 };
 	struct gp_item		 it;
-	int			 v[2] = { 1500, 512 }, st;
-	struct arr		 a = { &it, NULL, 1, 0, 0, NULL, usage_check, 0, 0 };
+	int			 v[3] = { 0, 512, 1 }, st;
+	struct arr		 a = { .it = &it, .n = 1, .hook = usage_check };
 	struct gp_pool		*p;
 	pid_t			 pid;
 
@@ -560,7 +666,7 @@ START_TEST(no_nvml_works_as_before)
 	struct gp_gpu_state	 st;
 	struct gp_item		 it[4];
 	int			 v[4] = { 1, 1, 1, 1 }, i;
-	struct arr		 a = { it, NULL, 4, 0, 0, NULL, NULL, 0, 0 };
+	struct arr		 a = { .it = it, .n = 4 };
 	struct gp_pool		*p;
 	const char		*why;
 
@@ -590,7 +696,7 @@ START_TEST(only_the_monitor_loads_nvml)
 	struct gp_pool_opts	 o = { .fake_gpus = 2 };
 	struct gp_item		 it[4];
 	int			 v[4] = { 5, 5, 5, 5 }, i, pid, n = 0;
-	struct arr		 a = { it, NULL, 4, 0, 0, NULL, NULL, 0, 0 };
+	struct arr		 a = { .it = it, .n = 4 };
 	struct gp_pool		*p;
 	char			 log[64], line[256];
 	FILE			*f;
@@ -644,6 +750,7 @@ main(void)
 	tcase_add_test(tc, wait_free_starts_when_the_gpu_frees);
 	tcase_add_test(tc, gpu_taken_mid_run_gets_no_new_item);
 	tcase_add_test(tc, usage_per_item);
+	tcase_add_test(tc, an_answer_asked_before_an_item_is_not_its);
 	tcase_add_test(tc, forked_copy_leaves_the_monitor);
 	tcase_add_test(tc, no_nvml_works_as_before);
 	tcase_add_test(tc, only_the_monitor_loads_nvml);

@@ -2,9 +2,17 @@
  * fake_nvml.c: a stand-in libnvidia-ml.so.1 whose GPUs, memory use and
  * compute processes a test sets, and changes while a pool runs. It
  * exports what src/mon.c dlsyms (declared in src/nvml.h) and nothing
- * else. Every call reads the state file named by $GP_FAKE_NVML afresh,
+ * else. The state file named by $GP_FAKE_NVML is read once per snapshot,
  * so a test replaces it (write a temporary, rename() it over) and the
- * next snapshot sees the new machine. No file, or none named: no GPU.
+ * next snapshot sees the new machine, whole: every figure of a snapshot,
+ * the process list and the SM samples included, comes from one reading
+ * of the file. No file, or none named: no GPU.
+ *
+ * Where a snapshot starts: nvml.c looks every pool GPU up once per
+ * snapshot (by UUID, bus id or index) before reading it, so a lookup
+ * that repeats one made since the last reading (the same key) is the
+ * first of the next snapshot, and reads the file again; nvmlInit_v2()
+ * reads it for the first. The other calls never read it.
  *
  * The state file: one directive a line, words separated by blanks,
  * "#" to the end of a line a comment, unknown lines ignored.
@@ -24,21 +32,39 @@
  *	some containers): its ownership cannot be told.
  *   initfail
  *	nvmlInit_v2 fails, NVML_ERROR_DRIVER_NOT_LOADED.
+ *   mark WORD
+ *	this state's name: each reading of the file appends WORD (or "-"
+ *	without a mark) and a newline to $GP_FAKE_NVML_SEEN when set, so
+ *	a test knows which state each snapshot saw. A snapshot starts only
+ *	once the master has the one before, so the second line of a mark
+ *	means the master has folded a snapshot of that state.
+ *   crash
+ *	the process reading it (the monitor) exits at once, status 3: a
+ *	monitor that dies mid-run.
+ *   hold PATH
+ *	once the file is read, the snapshot waits until PATH exists (at
+ *	most 8 s, under the master's 10 s patience), so a test can put its
+ *	answer after something else happens.
  *
  * $GP_FAKE_NVML_LOG, when set, names a file to which each process that
  * loads this library appends its pid, so a test proves who loaded NVML
  * (as fake_libcuda.c does for CUDA).
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "fake_log.h"
 #include "nvml.h"
 
 #define FAKE_GPUS	64
 #define FAKE_PROCS	256
+#define FAKE_KEYS	256	/* lookups remembered per reading */
+#define FAKE_HOLD_MS	8000
 
 struct fake_gpu {
 	char			 uuid[96];
@@ -58,9 +84,16 @@ struct fake_proc {
 static struct {
 	int			 initfail;
 	int			 ngpu, nproc;
+	char			 mark[64];
+	char			 hold[256];
 	struct fake_gpu		 g[FAKE_GPUS];
 	struct fake_proc	 p[FAKE_PROCS];
 } st;
+
+/* The lookups made since the state was last read ("i3", "uGPU-...",
+ * "b0000:..."): one made again starts a new snapshot. */
+static char	 keys[FAKE_KEYS][104];
+static int	 nkeys;
 
 /* What mon.c dlsyms, checked against nvml.h's types. */
 nvml_init_fn			nvmlInit_v2;
@@ -113,6 +146,8 @@ directive(char *w[], int n)
 
 	if (n == 1 && strcmp(w[0], "initfail") == 0)
 		st.initfail = 1;
+	else if (n == 1 && strcmp(w[0], "crash") == 0)
+		_exit(3);
 	else if (n == 2 && strcmp(w[0], "noprocs") == 0 &&
 	    atoi(w[1]) >= 0 && atoi(w[1]) < FAKE_GPUS)
 		st.g[atoi(w[1])].noprocs = 1;
@@ -125,7 +160,11 @@ directive(char *w[], int n)
 		g->total = bytes(w[3]);
 		g->used = bytes(w[4]);
 		g->util = (unsigned)atoi(w[5]);
-	} else if ((n == 4 || n == 5) && strcmp(w[0], "proc") == 0 &&
+	} else if (n == 2 && strcmp(w[0], "mark") == 0)
+		snprintf(st.mark, sizeof(st.mark), "%s", w[1]);
+	else if (n == 2 && strcmp(w[0], "hold") == 0)
+		snprintf(st.hold, sizeof(st.hold), "%s", w[1]);
+	else if ((n == 4 || n == 5) && strcmp(w[0], "proc") == 0 &&
 	    st.nproc < FAKE_PROCS) {
 		p = &st.p[st.nproc++];
 		p->gpu = atoi(w[1]);
@@ -133,6 +172,28 @@ directive(char *w[], int n)
 		p->mem = bytes(w[3]);
 		p->sm = n == 5 ? atoi(w[4]) : -1;
 	}
+}
+
+/* The state read: its mark to $GP_FAKE_NVML_SEEN (one write, so lines
+ * of concurrent monitors never mix), then the hold. */
+static void
+seen(void)
+{
+	const char	*log = getenv("GP_FAKE_NVML_SEEN");
+	char		 line[80];
+	int		 fd, n, ms;
+
+	if (log != NULL && *log != '\0' && (fd = open(log, O_WRONLY |
+	    O_APPEND | O_CREAT | O_CLOEXEC, 0600)) >= 0) {
+		n = snprintf(line, sizeof(line), "%s\n", st.mark[0] ? st.mark :
+		    "-");
+		if (write(fd, line, (size_t)n) != n)
+			_exit(99);
+		close(fd);
+	}
+	for (ms = 0; st.hold[0] && access(st.hold, F_OK) != 0 &&
+	    ms < FAKE_HOLD_MS; ms += 5)
+		nanosleep(&(struct timespec){ 0, 5000000 }, NULL);
 }
 
 /* The machine as the state file says now. */
@@ -145,8 +206,11 @@ load(void)
 	int		 n;
 
 	memset(&st, 0, sizeof(st));
-	if (path == NULL || (f = fopen(path, "re")) == NULL)
+	nkeys = 0;
+	if (path == NULL || (f = fopen(path, "re")) == NULL) {
+		seen();
 		return;
+	}
 	while (fgets(line, sizeof(line), f) != NULL) {
 		if ((c = strchr(line, '#')) != NULL)
 			*c = '\0';
@@ -158,6 +222,23 @@ load(void)
 			directive(w, n);
 	}
 	fclose(f);
+	seen();
+}
+
+/* A lookup by key (kind and value): the first of a new snapshot when it
+ * was made since the last reading, which then reads the file again. */
+static void
+lookup(char kind, const char *value)
+{
+	char	 k[sizeof(keys[0])];
+	int	 i;
+
+	snprintf(k, sizeof(k), "%c%s", kind, value);
+	for (i = 0; i < nkeys && strcmp(keys[i], k) != 0; i++)
+		;
+	if (i < nkeys || nkeys == FAKE_KEYS)
+		load();
+	memcpy(keys[nkeys++], k, sizeof(k));
 }
 
 /* The GPU index of handle d in the current state, or -1. */
@@ -166,7 +247,6 @@ gpu_of(nvmlDevice_t d)
 {
 	long	 i = (char *)d - handles;
 
-	load();
 	return inited && i >= 0 && i < st.ngpu ? (int)i : -1;
 }
 
@@ -216,7 +296,10 @@ nvmlErrorString(nvmlReturn_t rc)
 nvmlReturn_t
 nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *d)
 {
-	load();
+	char	 v[16];
+
+	snprintf(v, sizeof(v), "%u", i);
+	lookup('i', v);
 	return handle(i < (unsigned)st.ngpu ? (int)i : -1, d);
 }
 
@@ -225,7 +308,7 @@ nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *d)
 {
 	int	 i;
 
-	load();
+	lookup('u', uuid);
 	for (i = 0; i < st.ngpu; i++)
 		if (st.g[i].uuid[0] && strcmp(st.g[i].uuid, uuid) == 0)
 			break;
@@ -239,7 +322,7 @@ nvmlDeviceGetHandleByPciBusId_v2(const char *bus, nvmlDevice_t *d)
 	unsigned	 a[4], b[4];
 	int		 i;
 
-	load();
+	lookup('b', bus);
 	if (sscanf(bus, "%x:%x:%x.%x", &a[0], &a[1], &a[2], &a[3]) != 4)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	for (i = 0; i < st.ngpu; i++)

@@ -778,6 +778,11 @@ void	out_drain(struct run *r);
  * when run_signals() set r->winch). */
 void	bar_size(struct run *r);
 void	bar_draw(struct run *r, int force);
+/* Said once each, so that no run waits in silence: the GPU monitor gone
+ * mid-run (every GPU then counts as free), and, without --bar, a wait
+ * for a GPU of WAIT_NOTE_NS while nothing of ours runs, with why (only
+ * others can end it). Called on each task's end and each timer tick. */
+void	gpu_notes(struct run *r);
 void	bar_winch(struct run *r);
 /* "1h02m", "3m05s", "7s". */
 void	fmt_secs(char *buf, size_t len, double s);
@@ -907,6 +912,12 @@ struct run {
 	unsigned long	 gutil_n;
 	unsigned long	 oom;		/* attempts that ran out of GPU
 					   memory */
+	int64_t		 wait_since;	/* nothing of ours runs, the next
+					   task waits for a GPU: since when;
+					   0: not so (gpu_notes()) */
+	int		 wait_said;	/* ... and it was said */
+	int		 mon_said;	/* the monitor's loss (or absence)
+					   was said, or needs no word */
 	int64_t		 t0;
 	int		 bar, tty;
 	int		 bar_shown;

@@ -279,6 +279,7 @@ on_timer(struct run *r)
 		    "(--rank-timeout)", (double)r->o->rank_timeout_ms / 1000);
 		cancel |= lose(r, i, why);
 	}
+	gpu_notes(r);
 	bar_draw(r, 0);
 	return cancel ? GP_CTL_CANCEL : GP_CTL_GO_ON;
 }

@@ -110,19 +110,48 @@ task_cmd(const struct task *t)
 	return (const char *)t->buf + sizeof(struct task_hdr) + t->cmd;
 }
 
+/*
+ * The most an attempt needing memory on each of m GPUs could be given:
+ * the m-th largest of the GPUs' totals less what others hold there (the
+ * driver's share, other users' processes), as the last sample saw them;
+ * 0 when no GPU's size is known (or no memory for the count).
+ */
+static uint64_t
+room_for(struct gp_pool *pool, int m)
+{
+	struct gp_gpu_state	 st;
+	uint64_t		*room, best = 0;
+	int			 i, k, c, n;
+
+	n = pool != NULL ? gp_pool_gpus(pool) : 0;
+	if (n == 0 || (room = calloc((size_t)n, sizeof(*room))) == NULL)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (gp_pool_gpu_state(pool, i, &st) == 0 &&
+		    st.mem_total > st.mem_foreign)
+			room[i] = st.mem_total - st.mem_foreign;
+	for (i = 0; i < n; i++) {
+		for (k = 0, c = 0; k < n; k++)
+			c += room[k] >= room[i];
+		if (c >= m && room[i] > best)
+			best = room[i];
+	}
+	free(room);
+	return best;
+}
+
 /* After a GPU out-of-memory failure: the next attempt declares more
  * memory, twice what it declared or a quarter over the peak it reached,
- * whichever is more, at most the largest GPU's memory (nothing known of
- * either, or no more to ask: as it was). 0, or -ENOMEM (it retries as it
- * was). */
+ * whichever is more, but no more than others leave free of the GPUs here
+ * (room_for()): a need that cannot start would wait for ever. Nothing
+ * known of either, or no more to ask: as it was. 0, or -ENOMEM (it
+ * retries as it was). */
 static int
 task_more_mem(struct run *r, struct task *t, const struct attempt *oc)
 {
 	struct gp_need	 nd;
-	struct gp_gpu_state st;
 	const char	*line = (const char *)t->buf + sizeof(struct task_hdr);
 	uint64_t	 mem, top;
-	int		 i;
 	size_t		 cap = t->item.inlen + 64;
 	uint8_t		*b;
 	int		 n;
@@ -131,13 +160,7 @@ task_more_mem(struct run *r, struct task *t, const struct attempt *oc)
 	mem = 2 * nd.mem;
 	if (oc->gpu_mem + oc->gpu_mem / 4 > mem)
 		mem = oc->gpu_mem + oc->gpu_mem / 4;
-	/* At most a whole GPU, the largest here: an emptier GPU, rather
-	 * than a need no GPU can meet. */
-	for (i = 0, top = 0; r->pool != NULL && i < gp_pool_gpus(r->pool);
-	    i++)
-		if (gp_pool_gpu_state(r->pool, i, &st) == 0 &&
-		    st.mem_total > top)
-			top = st.mem_total;
+	top = room_for(r->pool, nd.gpus > 1 ? nd.gpus : 1);
 	if (top > 0 && mem > top)
 		mem = top;
 	if (mem == 0 || mem <= nd.mem)
@@ -396,6 +419,33 @@ requeue_fail(struct run *r)
 	r->rq_tail = NULL;
 }
 
+/* The busy time of the GPUs an attempt held: each of the several it held
+ * (their CUDA_VISIBLE_DEVICES entries, "fake0,fake1", found among the
+ * peer's GPUs), else its worker's. */
+static void
+busy_add(struct peer *p, const struct attempt *oc)
+{
+	int64_t		 ns = (int64_t)(oc->runtime * 1e9);
+	const char	*s = oc->gpus, *end = oc->gpus + oc->gpuslen, *c;
+	size_t		 len;
+	int		 g, found = 0;
+
+	for (; oc->gpuslen > 0 && s < end; s = c + 1) {
+		if ((c = memchr(s, ',', (size_t)(end - s))) == NULL)
+			c = end;
+		len = (size_t)(c - s);
+		for (g = 0; g < p->ngpu; g++)
+			if (p->gpu_id[g] != NULL && strlen(p->gpu_id[g]) ==
+			    len && memcmp(p->gpu_id[g], s, len) == 0) {
+				p->busy_ns[g] += ns;
+				found++;
+				break;
+			}
+	}
+	if (found == 0 && oc->worker >= 0 && oc->worker < p->nw)
+		p->busy_ns[p->w_gpu[oc->worker]] += ns;
+}
+
 /* Record an attempt that ran: its joblog line, then the busy time of
  * its GPU and the runtimes that size the ranks' windows. Returns nonzero
  * to cancel the rest (the joblog cannot be written). */
@@ -444,9 +494,7 @@ record(struct run *r, const struct task *t, const struct attempt *oc)
 		timeline_add(r->tl, &jr, oc->flags, t->rank, oc->worker,
 		    oc->worker >= 0 && oc->worker < p->nw ?
 		    p->w_gpu[oc->worker] : -1);
-	if (oc->worker >= 0 && oc->worker < p->nw)
-		p->busy_ns[p->w_gpu[oc->worker]] +=
-		    (int64_t)(oc->runtime * 1e9);
+	busy_add(p, oc);
 	r->rt_sum += oc->runtime;
 	r->rt_n++;
 	p->ran++;
@@ -574,6 +622,7 @@ feed_done(void *arg, struct gp_item *it)
 	struct run	*r = arg;
 
 	reply_usage(r->pool, it);
+	gpu_notes(r);
 	/* The gp_item is the first member of its task. */
 	return finish(r, (struct task *)it);
 }

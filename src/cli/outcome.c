@@ -67,13 +67,39 @@ from_reply(const struct gp_item *it, struct attempt *oc)
 	return 1;
 }
 
+/* Why the pool refused a task as too big (-E2BIG): what it needs and,
+ * where the memory is the reason, the most a GPU here could ever give
+ * (here: rank 0's GPUs are the ones this process can tell of). */
+static void
+too_big(const struct run *r, const struct task *t, struct attempt *oc)
+{
+	const struct gp_item	*it = &t->item;
+	struct gp_gpu_state	 st;
+	struct gp_need		 nd;
+	uint64_t		 most = 0;
+	size_t			 n;
+	int			 g;
+
+	need_for_item(r->o, it, &nd);
+	n = (size_t)snprintf(oc->why, sizeof(oc->why), "it needs more than "
+	    "the GPUs here have: %d at once, %.1f GiB on each",
+	    nd.gpus > 1 ? nd.gpus : 1, (double)nd.mem / (1u << 30));
+	for (g = 0; t->rank == 0 && r->pool != NULL &&
+	    g < gp_pool_gpus(r->pool); g++)
+		if (gp_pool_gpu_state(r->pool, g, &st) == 0 &&
+		    st.mem_usable > most)
+			most = st.mem_usable;
+	if (most > 0 && most < nd.mem && n < sizeof(oc->why))
+		snprintf(oc->why + n, sizeof(oc->why) - n, "; at most %.1f GiB "
+		    "of a GPU can ever be free", (double)most / (1u << 30));
+}
+
 /* No reply: what its rank's loss or the pool's status says became of
  * it. */
 static void
 no_reply(const struct run *r, const struct task *t, struct attempt *oc)
 {
 	const struct gp_item	*it = &t->item;
-	struct gp_need		 nd;
 
 	oc->kind = K_FAILED;
 	oc->signal = SIGKILL;
@@ -104,13 +130,9 @@ no_reply(const struct run *r, const struct task *t, struct attempt *oc)
 		    "it in time and was killed");
 		break;
 	case GP_ERROR:
-		if (it->code == -E2BIG) {	/* gp_watch_place() */
-			need_for_item(r->o, it, &nd);
-			snprintf(oc->why, sizeof(oc->why), "it needs more than "
-			    "the GPUs here have: %d at once, %.1f GiB on each",
-			    nd.gpus > 1 ? nd.gpus : 1,
-			    (double)nd.mem / (1u << 30));
-		} else
+		if (it->code == -E2BIG)		/* gp_watch_place() */
+			too_big(r, t, oc);
+		else
 			snprintf(oc->why, sizeof(oc->why), "%s",
 			    gp_strerror(it->code));
 		break;

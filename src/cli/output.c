@@ -23,6 +23,7 @@
 #include "cli.h"
 
 #define BAR_PERIOD_NS		250000000LL
+#define WAIT_NOTE_NS		5000000000LL	/* a wait worth a word */
 #define OUT_BACKLOG		(1u << 20)	/* output held before no new
 						   task starts */
 
@@ -311,6 +312,35 @@ bar_draw(struct run *r, int force)
 	emit(r, STDERR_FILENO, line, (size_t)n);
 	r->bar_len = (size_t)n - 1;
 	r->bar_shown = 1;
+}
+
+void
+gpu_notes(struct run *r)
+{
+	const char	*gone;
+	char		 why[160];
+	int64_t		 now;
+
+	if (r->pool == NULL)
+		return;
+	if (!r->mon_said && (gone = gp_pool_monitor(r->pool)) != NULL) {
+		r->mon_said = 1;
+		cli_warn("%s: GPU use is unknown from now on, every GPU "
+		    "counts as free", gone);
+	}
+	if (!gp_pool_waiting(r->pool, why, sizeof(why)) || running(r) > 1) {
+		r->wait_since = 0;
+		r->wait_said = 0;
+		return;
+	}
+	now = gp_now_ns();
+	if (r->wait_since == 0)
+		r->wait_since = now;
+	if (r->bar || r->wait_said || now - r->wait_since < WAIT_NOTE_NS)
+		return;
+	r->wait_said = 1;
+	note(r, "nothing runs, and the next task has waited %.0f s for a "
+	    "GPU: %s", (double)(now - r->wait_since) / 1e9, why);
 }
 
 /* After SIGWINCH (run_signals() set r->winch): the terminal's new width,

@@ -336,8 +336,8 @@ ctl_setup(struct run *r, const sigset_t *set)
 			ms = 1000;
 		if (ms < 10)
 			ms = 10;
-	} else if (!r->bar)
-		return 0;
+	}
+	/* Without a bar and ranks the tick is for gpu_notes() alone. */
 	if ((r->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC |
 	    TFD_NONBLOCK)) == -1)
 		return -errno;
@@ -434,10 +434,15 @@ run_setup(struct run *r, struct run_conf *conf, struct gp_pool **pool)
 	if (pool_create(o, r, 0, pool) < 0)
 		return -1;
 	r->pool = *pool;
-	/* Said once: without NVML --gpus free runs on every GPU. */
-	if (o->gpus_free && (why = gp_pool_monitor(*pool)) != NULL)
-		cli_warn("--gpus free cannot tell busy GPUs (%s): every GPU "
-		    "counts as free", why);
+	/* Said once: without NVML --gpus free runs on every GPU. Without
+	 * it, and without --gpus free, nothing needs a word; a monitor that
+	 * ends mid-run is said then (gpu_notes()). */
+	if ((why = gp_pool_monitor(*pool)) != NULL) {
+		r->mon_said = 1;
+		if (o->gpus_free)
+			cli_warn("--gpus free cannot tell busy GPUs (%s): "
+			    "every GPU counts as free", why);
+	}
 	if (map_workers(r, *pool) < 0) {
 		cli_err("out of memory");
 		return -1;

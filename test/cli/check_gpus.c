@@ -11,6 +11,7 @@
  */
 #include "check_main.h"
 #include "cli_test.h"
+#include "fake_seen.h"
 
 #ifndef GP_FIXTURES
 #error "build with -DGP_FIXTURES=path of test/fixtures"
@@ -56,6 +57,47 @@ machine(const char *text)
 	puts_file(t, text);
 	ck_assert_int_eq(rename(t, state), 0);
 	free(t);
+}
+
+/* The fake's seen log (each snapshot's reading of the state file appends
+ * the state's mark): set up for the runs of this test. */
+static char *
+seen_log(void)
+{
+	char	*p = pathf("seen");
+
+	puts_file(p, "");
+	ck_assert_int_eq(setenv("GP_FAKE_NVML_SEEN", p, 1), 0);
+	return p;
+}
+
+/* A shell loop (at most 60 s) until n snapshots have read the state
+ * marked mark (fake_seen.h says what the second and third mean: the
+ * pool credits a task with no answer to a request made before it
+ * started). */
+static void
+wait_mark_sh(char *buf, size_t len, const char *log, const char *mark, int n)
+{
+	snprintf(buf, len, "i=0; while [ $(grep -c '^%s$' %s) -lt %d ] && "
+	    "[ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done", mark, log, n);
+}
+
+/* The files of a run a test starts and steers: its joblog, tasks, stdout
+ * and stderr, and "go", which the shell loop wgo waits for. */
+struct steer {
+	char	*jl, *tasks, *o, *e, *go;
+	char	 wgo[256];
+};
+
+static void
+steer_make(struct steer *st)
+{
+	st->jl = pathf("joblog");
+	st->tasks = pathf("tasks");
+	st->o = pathf("out");
+	st->e = pathf("err");
+	st->go = pathf("go");
+	snprintf(st->wgo, sizeof(st->wgo), WAIT_FILE, st->go);
 }
 
 /* A tasks file of n lines "PROBE record LOG ms", line i (from 1) led by
@@ -381,50 +423,66 @@ START_TEST(packing_by_declared_memory)
 }
 END_TEST
 
-/* 5. A foreign process that takes GPU 1 mid-run: no task starts on it
- * once the monitor has seen it (it samples every 0.5 s; 3 s allowed),
- * while tasks keep starting on GPU 0. */
+/* 5. A foreign process that takes GPU 1 mid-run: once the master has a
+ * snapshot that shows it, at most the one task already handed to GPU
+ * 1's slot may start there, while tasks keep starting on GPU 0. The
+ * tasks after the eighth wait for the test's word, so that some start
+ * after the master knows, however slow the machine. */
+static int
+taken_seen(void *arg)
+{
+	return fake_seen(arg, "taken") >= 2;
+}
+
 START_TEST(gpu_taken_mid_run_gets_no_new_task)
 {
 	struct want_lines wl;
+	struct steer	 st;
 	struct jrec	 j[64];
 	struct res	 res;
-	char		*log, *jl, *tasks, *o, *e;
-	double		 t0, taken;
+	char		*log, *seen;
+	double		 t0, known;
 	pid_t		 pid;
-	int		 n, i, before = 0, after = 0;
+	FILE		*f;
+	int		 n, i, late = 0, after = 0;
 
 	tmp_make();
 	machine("gpu - - 8G 0 0\ngpu - - 8G 0 0\n");
+	seen = seen_log();
 	log = pathf("log");
-	jl = pathf("joblog");
-	o = pathf("out");
-	e = pathf("err");
-	tasks = probe_tasks(log, 40, 250, NULL);
+	steer_make(&st);
+	ck_assert_ptr_nonnull(f = fopen(st.tasks, "w"));
+	for (i = 1; i <= 24; i++)
+		fprintf(f, "%s%s%s record %s 100\n", i > 8 ? st.wgo : "",
+		    i > 8 ? "; " : "", PROBE, log);
+	ck_assert_int_eq(fclose(f), 0);
 	t0 = now_s();
-	pid = start(-1, o, e, (const char *const []){ "--fake-gpus", "2",
-	    "--gpus", "free", "--joblog", jl, "--quiet", tasks, NULL });
-	wl.path = jl;
+	pid = start(-1, st.o, st.e, (const char *const []){ "--fake-gpus", "2",
+	    "--gpus", "free", "--joblog", st.jl, "--quiet", st.tasks, NULL });
+	wl.path = st.jl;
 	wl.n = 1 + 6;	/* the header, six tasks */
 	wl.c = 0;
 	wait_run(pid, "six tasks", have_lines, &wl);
-	taken = change_then_finish(pid, t0, "gpu - - 8G 0 0\n"
-	    "gpu - - 8G 3G 0\nproc 1 1 3G\n", &res);
-	n = read_joblog(jl, j, 64, NULL);
-	ck_assert_int_eq(n, 40);
+	machine("mark taken\ngpu - - 8G 0 0\ngpu - - 8G 3G 0\nproc 1 1 3G\n");
+	wait_run(pid, "the master to see GPU 1 taken", taken_seen, seen);
+	known = wall_s();
+	puts_file(st.go, "");
+	finish(pid, t0, 90, st.o, st.e, &res);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	n = read_joblog(st.jl, j, 64, NULL);
+	ck_assert_int_eq(n, 24);
 	for (i = 0; i < n; i++) {
 		ck_assert_int_eq(j[i].exitval, 0);
-		if (strcmp(j[i].gpu, "fake1") == 0) {
-			ck_assert_msg(j[i].start <= taken + 3.0, "task %ld "
-			    "started on the taken GPU %.1f s after", j[i].seq,
-			    j[i].start - taken);
-			before++;
-		} else
-			after += j[i].start > taken + 3.0;
+		if (j[i].start <= known)
+			continue;
+		if (strcmp(j[i].gpu, "fake1") == 0)
+			late++;
+		else
+			after++;
 	}
-	ck_assert_int_ge(before, 1);
-	ck_assert_msg(after >= 3, "only %d tasks started after the grace",
-	    after);
+	ck_assert_msg(late <= 1, "%d tasks started on the taken GPU after "
+	    "the master saw it taken", late);
+	ck_assert_int_ge(after, 1);
 	tmp_remove();
 }
 END_TEST
@@ -474,28 +532,33 @@ START_TEST(no_nvml_runs_as_before_and_says_so_once)
 END_TEST
 
 /* 7. The GPU columns: a task whose process shows on the GPU (1 GiB at
- * 30 %, for 2 s) gets GPUMem 1024 and GPUUtil 30; one that never
- * shows gets '-'; the summary names the peak and its task. */
+ * 30 %, until the master has two snapshots of it asked for after it
+ * started) gets GPUMem 1024 and GPUUtil 30: every snapshot of it says
+ * so, and each is of one state of the machine; one that never shows
+ * gets '-'; the summary names the peak and its task. */
 START_TEST(joblog_has_each_tasks_gpu_memory)
 {
 	struct jrec	 j[8];
 	struct res	 res;
-	char		*log, *jl, *tasks, *t, line[2048];
+	char		*log, *jl, *tasks, *t, *seen, line[2048], w[512];
 	const struct jrec *a;
 
 	tmp_make();
 	machine("gpu - - 8G 0 0\n");
+	seen = seen_log();
 	log = pathf("log");
 	jl = pathf("joblog");
 	tasks = pathf("tasks");
 	t = pathf("nvml.task");
-	snprintf(line, sizeof(line), "printf 'gpu - - 8G 1G 0\\nproc %%s %%s "
-	    "1G 30\\n' \"$GPUPOOL_GPU\" $$ > %s && mv %s %s && sleep 2 && "
-	    "printf 'gpu - - 8G 0 0\\n' > %s && mv %s %s\n"
-	    "%s record %s 1200\n", t, t, state, t, t, state, PROBE, log);
+	wait_mark_sh(w, sizeof(w), seen, "t1", 3);
+	snprintf(line, sizeof(line), "printf 'mark t1\\ngpu - - 8G 1G 0\\n"
+	    "proc %%s %%s 1G 30\\n' \"$GPUPOOL_GPU\" $$ > %s && mv %s %s && "
+	    "%s; printf 'gpu - - 8G 0 0\\n' > %s && mv %s %s\n"
+	    "%s record %s 1200\n", t, t, state, w, t, t, state, PROBE, log);
 	puts_file(tasks, line);
 	RUN(&res, "--fake-gpus", "1", "--joblog", jl, tasks);
 	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_int_eq(fake_seen(seen, "t1"), 3);
 	ck_assert_int_eq(read_joblog(jl, j, 8, NULL), 2);
 	a = by_seq(j, 2, 1);
 	ck_assert_int_eq(a->mem, 1024);
@@ -505,6 +568,123 @@ START_TEST(joblog_has_each_tasks_gpu_memory)
 	ck_assert_int_eq(a->util, -1);
 	ck_assert_msg(strstr(res.err, "GPU: peak memory 1.0 GiB (task 1), "
 	    "mean utilisation 30%") != NULL, "%s", res.err);
+	tmp_remove();
+}
+END_TEST
+
+/* 7b. NVML figures out of range are unknown, never passed on: a process
+ * at 250 % SM is no sample of its own (its GPU's 0 % is), and one said
+ * to use 20 GiB of an 8 GiB GPU has no memory figure. */
+START_TEST(out_of_range_figures_are_unknown)
+{
+	struct jrec	 j[8];
+	struct res	 res;
+	char		*jl, *tasks, *t, *seen, line[4096], w1[512], w2[512];
+
+	tmp_make();
+	machine("gpu - - 8G 0 0\n");
+	seen = seen_log();
+	jl = pathf("joblog");
+	tasks = pathf("tasks");
+	t = pathf("nvml.task");
+	wait_mark_sh(w1, sizeof(w1), seen, "t1", 3);
+	wait_mark_sh(w2, sizeof(w2), seen, "t2", 3);
+	snprintf(line, sizeof(line),
+	    "printf 'mark t1\\ngpu - - 8G 1G 0\\nproc 0 %%s 1G 250\\n' $$ > "
+	    "%s && mv %s %s && %s; printf 'gpu - - 8G 0 0\\n' > %s && mv %s %s\n"
+	    "printf 'mark t2\\ngpu - - 8G 1G 0\\nproc 0 %%s 20G 50\\n' $$ > "
+	    "%s && mv %s %s && %s; printf 'gpu - - 8G 0 0\\n' > %s && mv %s %s\n",
+	    t, t, state, w1, t, t, state, t, t, state, w2, t, t, state);
+	puts_file(tasks, line);
+	RUN(&res, "--fake-gpus", "1", "--joblog", jl, tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_int_eq(read_joblog(jl, j, 8, NULL), 2);
+	ck_assert_int_eq(by_seq(j, 2, 1)->mem, 1024);
+	ck_assert_int_eq(by_seq(j, 2, 1)->util, 0);
+	ck_assert_int_eq(by_seq(j, 2, 2)->mem, -1);
+	ck_assert_int_eq(by_seq(j, 2, 2)->util, 50);
+	ck_assert_msg(strstr(res.err, "mean utilisation 25%") != NULL, "%s",
+	    res.err);
+	tmp_remove();
+}
+END_TEST
+
+/* 7c. Absurd memory figures (a total of 1 byte, more used than the
+ * total) fail no task: that sample's memory is unknown, and what the
+ * last sane one said stands. Task 1 holds its slot until the master has
+ * the absurd state; the tasks after it are placed while it lasts. */
+static int
+absurd_seen(void *arg)
+{
+	return fake_seen(arg, "absurd") >= 2;
+}
+
+/* A run of 1 + nrest tasks on one fake GPU, with option opt val: the
+ * first holds its slot until the machine has changed to text and cond
+ * holds, the rest (lines rest) come after; each of them must succeed.
+ * What the run wrote to stderr is in res. */
+static void
+change_while_held(const char *rest, int nrest, const char *opt,
+    const char *val, const char *text, int (*cond)(void *), void *arg,
+    const char *what, struct res *res)
+{
+	struct steer	 st;
+	struct jrec	 j[16];
+	char		 line[1024];
+	double		 t0;
+	pid_t		 pid;
+	int		 i;
+
+	steer_make(&st);
+	snprintf(line, sizeof(line), "%s\n%s", st.wgo, rest);
+	puts_file(st.tasks, line);
+	t0 = now_s();
+	pid = start(-1, st.o, st.e, (const char *const []){ "--fake-gpus", "1",
+	    opt, val, "--joblog", st.jl, st.tasks, NULL });
+	nap(200);
+	machine(text);
+	wait_run(pid, what, cond, arg);
+	puts_file(st.go, "");
+	finish(pid, t0, 60, st.o, st.e, res);
+	ck_assert_msg(res->code == 0, "exit %d: %s", res->code, res->err);
+	ck_assert_int_eq(read_joblog(st.jl, j, 16, NULL), 1 + nrest);
+	for (i = 0; i < 1 + nrest; i++)
+		ck_assert_int_eq(j[i].exitval, 0);
+}
+
+START_TEST(absurd_memory_figures_fail_nothing)
+{
+	struct res	 res;
+	char		*seen;
+
+	tmp_make();
+	machine("gpu - - 8G 0 0\n");
+	seen = seen_log();
+	change_while_held("true\ntrue\n[mem=6G] true\n", 3, "--mem", "1G",
+	    "mark absurd\ngpu - - 1 5G 0\n", absurd_seen, seen,
+	    "the master to have the absurd figures", &res);
+	tmp_remove();
+}
+END_TEST
+
+/* 7d. The busy summary counts each GPU a task held: a 2-GPU task on 2
+ * GPUs keeps both as busy as each other. */
+START_TEST(busy_summary_counts_every_gpu_of_a_task)
+{
+	struct res	 res;
+	char		*tasks, *b;
+	int		 g0 = -1, g1 = -1;
+
+	tmp_make();
+	machine("gpu - - 8G 0 0\ngpu - - 8G 0 0\n");
+	tasks = pathf("tasks");
+	puts_file(tasks, "[gpus=2] sleep 1.5\n");
+	RUN(&res, "--fake-gpus", "2", tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_ptr_nonnull(b = strstr(res.err, "busy: GPU 0 "));
+	ck_assert_int_eq(sscanf(b, "busy: GPU 0 %d%%, GPU 1 %d%%", &g0, &g1),
+	    2);
+	ck_assert_msg(g0 > 0 && g1 == g0, "%s", res.err);
 	tmp_remove();
 }
 END_TEST
@@ -646,6 +826,123 @@ START_TEST(oom_retry_asks_at_most_a_whole_gpu)
 }
 END_TEST
 
+/* Issue 21, point 1, on a 16 GiB GPU of which 512 MiB are used by no
+ * process of ours (a driver always holds some): an out-of-memory retry
+ * asks at most what could be free, 15.5 GiB, and runs (it declared all
+ * 16 GiB, which could never start, and the run waited for ever with
+ * nothing said); a need no GPU can ever meet, 16 GiB, fails that task at
+ * once, saying what could be had, and the rest run. */
+START_TEST(no_need_waits_for_ever)
+{
+	struct res	 res;
+	struct jrec	 j[4];
+	char		*tasks, *jl;
+	int		 i;
+
+	tmp_make();
+	machine("gpu - - 16G 512M 0\n");
+	tasks = pathf("tasks");
+	for (i = 0; i < 2; i++) {
+		jl = pathf("joblog%d", i);
+		puts_file(tasks, i == 0 ? "echo 'RuntimeError: CUDA out of "
+		    "memory' >&2; exit 1\n" : "[mem=16G] true\ntrue\n");
+		run_in(-1, 30, &res, (const char *const []){ "--fake-gpus", "1",
+		    "--joblog", jl, tasks, i == 0 ? "--mem" : NULL, "10G",
+		    "--retries", "1", NULL });
+		ck_assert_msg(res.code == 1, "exit %d: %s", res.code, res.err);
+		ck_assert_int_eq(read_joblog(jl, j, 4, NULL), 2);
+		ck_assert_msg(i == 1 || strstr(res.err, "its next attempt "
+		    "declares 15.5 GiB") != NULL, "%s", res.err);
+	}
+	ck_assert_int_eq(by_seq(j, 2, 2)->exitval, 0);
+	ck_assert_msg(strstr(res.err, "task 1 (") != NULL && strstr(res.err,
+	    "failed: it needs more than the GPUs here have: 1 at once, 16.0 "
+	    "GiB on each; at most 15.5 GiB of a GPU can ever be free") != NULL,
+	    "%s", res.err);
+	tmp_remove();
+}
+END_TEST
+
+/* No wait goes unsaid: without --bar, a task that has waited for a GPU
+ * a while with nothing of ours running (only others can end it) is said
+ * once, with why; it starts when the GPU frees. */
+START_TEST(a_long_wait_is_said)
+{
+	struct want_str	 w;
+	struct steer	 st;
+	struct res	 res;
+	double		 t0;
+	pid_t		 pid;
+
+	tmp_make();
+	machine("gpu - - 8G 6G 0\nproc 0 1 6G\n");
+	steer_make(&st);
+	puts_file(st.tasks, "true\n");
+	t0 = now_s();
+	pid = start(-1, st.o, st.e, (const char *const []){ "--fake-gpus", "1",
+	    "--mem", "4G", st.tasks, NULL });
+	w.path = st.e;
+	w.s = "nothing runs, and the next task has waited";
+	wait_run(pid, "the wait to be said", have_str, &w);
+	machine("gpu - - 8G 0 0\n");
+	finish(pid, t0, 60, st.o, st.e, &res);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_msg(count_str(res.err, "has waited") == 1 && strstr(res.err,
+	    "s for a GPU: needs 4.0 GiB; at most 2.0 GiB free on a GPU\n") !=
+	    NULL, "%s", res.err);
+	tmp_remove();
+}
+END_TEST
+
+/* A monitor that dies mid-run: said once, and the run goes on as without
+ * one (the tasks after it run). */
+START_TEST(a_monitor_that_dies_mid_run_is_said)
+{
+	struct want_str	 w;
+	struct res	 res;
+
+	tmp_make();
+	machine("gpu - - 8G 0 0\n");
+	w.path = pathf("err");
+	w.s = "the GPU monitor ended: GPU use is unknown from now on";
+	change_while_held("[mem=1G] true\n[mem=1G] true\n", 2, "--gpus",
+	    "free", "crash\n", have_str, &w, "the monitor's end to be said",
+	    &res);
+	ck_assert_msg(count_str(res.err, "GPU monitor") == 1, "%s", res.err);
+	tmp_remove();
+}
+END_TEST
+
+/* ^C while the next task waits for a GPU: the run ends at once, 130,
+ * nothing ran and nothing is in the joblog, no process left. */
+START_TEST(sigint_while_waiting_runs_nothing)
+{
+	struct want_str	 w;
+	struct steer	 st;
+	struct jrec	 j[4];
+	struct res	 res;
+	pid_t		 pid;
+
+	tmp_make();
+	machine("gpu - - 8G 6G 0\nproc 0 1 6G\n");
+	steer_make(&st);
+	puts_file(st.tasks, "true\ntrue\n");
+	pid = start(-1, st.o, st.e, (const char *const []){ "--fake-gpus", "1",
+	    "--mem", "4G", "--bar", "--joblog", st.jl, st.tasks, NULL });
+	w.path = st.e;
+	w.s = ", waiting: needs 4.0 GiB";
+	wait_run(pid, "the bar to say it waits", have_str, &w);
+	ck_assert_int_eq(kill(pid, SIGINT), 0);
+	finish(pid, now_s(), 10, st.o, st.e, &res);
+	ck_assert_msg(res.code == 130, "exit %d: %s", res.code, res.err);
+	ck_assert_msg(strstr(res.err, "2 not started (got SIGINT)") != NULL,
+	    "%s", res.err);
+	ck_assert_int_eq(read_joblog(st.jl, j, 4, NULL), 0);
+	ck_assert_int_eq(kill(-pid, 0), -1);
+	tmp_remove();
+}
+END_TEST
+
 START_TEST(oom_retry_declares_more)
 {
 	struct want_str	 w;
@@ -761,6 +1058,13 @@ gpus_suite(void)
 	tcase_add_test(tc, gpu_taken_mid_run_gets_no_new_task);
 	tcase_add_test(tc, no_nvml_runs_as_before_and_says_so_once);
 	tcase_add_test(tc, joblog_has_each_tasks_gpu_memory);
+	tcase_add_test(tc, out_of_range_figures_are_unknown);
+	tcase_add_test(tc, absurd_memory_figures_fail_nothing);
+	tcase_add_test(tc, busy_summary_counts_every_gpu_of_a_task);
+	tcase_add_test(tc, no_need_waits_for_ever);
+	tcase_add_test(tc, a_long_wait_is_said);
+	tcase_add_test(tc, sigint_while_waiting_runs_nothing);
+	tcase_add_test(tc, a_monitor_that_dies_mid_run_is_said);
 	tcase_add_test(tc, dgx2_pairs_stay_on_one_socket);
 	tcase_add_test(tc, multi_gpu_tasks_hold_their_gpus_alone);
 	tcase_add_test(tc, oom_retry_declares_more);
