@@ -24,6 +24,32 @@
 #define OUTPUT_MAX	(16u << 20)	/* captured bytes per stream */
 #define RESULTS_LOCK	".gpupool-run.lock"	/* in --results DIR */
 
+/* files.c: the files a run reads and writes, each noted where it is
+ * opened, and the one check that no output is an input or another
+ * output. */
+enum file_role {
+	FILE_IN,		/* read: tasks file, :::: file, topology */
+	FILE_OUT,		/* written in place: the joblog */
+	FILE_REPLACED,		/* renamed over at the end: --timeline */
+	FILE_DIR,		/* written in its DIR/<seq>/: --results */
+	FILE_STREAM,		/* standard output or error */
+};
+
+/* Note a file of the run: what names it in messages ("joblog", "tasks
+ * file", "standard output": a static string), path as given (NULL: a
+ * standard stream, named by fd, or standard input read as an input), fd
+ * open on it or -1 (then path is stat()ed; it need not exist). It is
+ * checked against every file noted before: an output (anything but
+ * FILE_IN) may not be the same file as an input or another output, by
+ * any name (hard or symbolic links, /dev/stdin), nor lie in a FILE_DIR's
+ * DIR/<seq>/; two inputs, or two streams, may. 0, or -EEXIST with err
+ * saying which two ("joblog 'x' is the :::: file 'y': nothing was run"),
+ * or -ENOMEM. */
+int	files_note(enum file_role role, const char *what, const char *path,
+	    int fd, char *err, size_t errlen);
+/* Forget every file noted. */
+void	files_release(void);
+
 /* tasks.c: the tasks file, read incrementally. */
 enum tasks_rc {
 	TASKS_AGAIN = 0,	/* no whole task yet; poll the fd */
@@ -305,12 +331,11 @@ struct timeline {
 };
 
 /* Create the temporary beside path (a directory, a place that cannot be
- * written, or one of the files keep names, NULL-terminated, which it
- * would replace: the tasks file, a joblog, fails now, before anything
- * runs). 0 and *tlp (free it with timeline_free()), or -errno with err
- * saying why. */
-int	timeline_open(struct timeline **tlp, const char *path,
-	    const char *const *keep, char *err, size_t errlen);
+ * written, or a file of the run, which it would replace (files_note()):
+ * the tasks file, a joblog, fails now, before anything runs). 0 and
+ * *tlp (free it with timeline_free()), or -errno with err saying why. */
+int	timeline_open(struct timeline **tlp, const char *path, char *err,
+	    size_t errlen);
 /* Keep one attempt: jr as recorded, flags (enum reply_flags) for what
  * the joblog cannot tell (timed out, not started), and the slot it ran
  * on: rank, slot and its GPU's index in the run (gpu, -1: unknown); slot

@@ -142,6 +142,12 @@ read_file(struct grid_src *s, const char *path, const char *sep, char *err,
 		    strerror(errno));
 		return rc;
 	}
+	if ((rc = files_note(FILE_IN, ":::: file", f == stdin ? NULL : path,
+	    fileno(f), err, errlen)) < 0) {
+		if (f != stdin)
+			fclose(f);
+		return rc;
+	}
 	while (rc == 0 && (n = getline(&line, &cap, f)) != -1) {
 		no++;
 		if (n > 0 && line[n - 1] == '\n')

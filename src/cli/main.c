@@ -9,7 +9,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,66 +55,19 @@ fds_sanitize(void)
 	closedir(d);
 }
 
-/* Whether path is, or would be, in DIR/<seq>/, whose files --results
- * replaces (rst: DIR). Symbolic links are followed. */
+/* Standard output and error are files of the run (files.c) when they
+ * are files: appended to the tasks file, a task's output would become
+ * tasks (cat(1) refuses "input file is output file" for the same
+ * reason). */
 static int
-in_results(const char *path, const struct stat *rst)
+streams_note(void)
 {
-	char		*d, *real, *s;
-	size_t		 i;
-	int		 in = 0;
+	char	 err[512];
 
-	/* The file, if it exists: a link to a file in DIR counts. */
-	if ((real = realpath(path, NULL)) != NULL) {
-		*strrchr(real, '/') = '\0';
-	} else {
-		if ((d = strdup(path)) == NULL)
-			return 0;
-		real = realpath(dirname(d), NULL);
-		free(d);
-	}
-	if (real == NULL || (s = strrchr(real, '/')) == NULL) {
-		free(real);
-		return 0;
-	}
-	for (i = 1; s[i] >= '0' && s[i] <= '9'; i++)
-		;
-	if (i > 1 && s[i] == '\0' && s[1] != '0') {
-		*s = '\0';
-		in = same_file(s == real ? "/" : real, rst);
-	}
-	free(real);
-	return in;
-}
-
-/*
- * Refuse outputs that would destroy the input or each other: a joblog
- * that is the tasks file (truncated, or read back as tasks for ever),
- * or a tasks file or joblog inside --results DIR/<seq>/.
- */
-static int
-check_outputs(const struct opts *o, const struct run *r, const char *jl)
-{
-	struct stat	 in, rst;
-	int		 file = o->file != NULL && strcmp(o->file, "-") != 0;
-
-	if (jl != NULL && strcmp(jl, "-") != 0 && fstat(r->in.fd, &in) == 0 &&
-	    S_ISREG(in.st_mode) && same_file(jl, &in)) {
-		cli_err("joblog '%s' is the tasks file %s%s%s: nothing was run",
-		    jl, file ? "'" : "(", file ? o->file : "standard input",
-		    file ? "'" : ")");
-		return -1;
-	}
-	if (o->results == NULL || stat(o->results, &rst) == -1)
-		return 0;	/* a new DIR holds nothing of ours */
-	if (file && in_results(o->file, &rst)) {
-		cli_err("--results '%s' would overwrite the tasks file '%s'",
-		    o->results, o->file);
-		return -1;
-	}
-	if (jl != NULL && strcmp(jl, "-") != 0 && in_results(jl, &rst)) {
-		cli_err("--results '%s' would overwrite the joblog '%s'",
-		    o->results, jl);
+	if (files_note(FILE_STREAM, "standard output", NULL, STDOUT_FILENO,
+	    err, sizeof(err)) < 0 || files_note(FILE_STREAM,
+	    "standard error", NULL, STDERR_FILENO, err, sizeof(err)) < 0) {
+		cli_err("%s", err);
 		return -1;
 	}
 	return 0;
@@ -280,10 +232,15 @@ subreaper_start(void)
 static int
 inputs_open(struct run *r, const struct opts *o, struct grid *g)
 {
-	const char	*jl = o->joblog, *keep[3] = { NULL, NULL, NULL };
+	const char	*jl = o->joblog;
 	char		 err[512];
 	long		 n;
 
+	/* Each file is checked against the others as it is noted (files.c):
+	 * the inputs where they are opened, the outputs here, before any of
+	 * them is written. */
+	if (streams_note() < 0)
+		return -1;
 	if (o->grid_argv != NULL) {
 		if (grid_parse(g, o->grid_argv, o->grid_argc, o->colsep,
 		    o->header, err, sizeof(err)) < 0) {
@@ -298,21 +255,18 @@ inputs_open(struct run *r, const struct opts *o, struct grid *g)
 		cli_err("%s", err);
 		return -1;
 	}
-	if (check_outputs(o, r, jl) < 0)
-		return -1;
 	/* Locked before it is read or truncated, for the whole run. */
-	if (jl != NULL && strcmp(jl, "-") != 0 && joblog_lock(&r->jl, jl,
-	    o->wait_lock, err, sizeof(err)) < 0) {
+	if (jl != NULL && strcmp(jl, "-") != 0 && (joblog_lock(&r->jl, jl,
+	    o->wait_lock, err, sizeof(err)) < 0 || files_note(FILE_OUT,
+	    "joblog", jl, r->jl.fd, err, sizeof(err)) < 0)) {
 		cli_err("%s", err);
 		return -1;
 	}
 	/* A picture that cannot be written fails now, not at the end; after
 	 * the lock, which makes a new joblog, so that it is seen as the
-	 * file the picture must not replace (a grid has no tasks file). */
-	keep[0] = o->file != NULL ? o->file : jl;
-	keep[1] = o->file != NULL ? jl : NULL;
+	 * file the picture must not replace. */
 	if (o->timeline != NULL && !o->dry_run && timeline_open(&r->tl,
-	    o->timeline, keep, err, sizeof(err)) < 0) {
+	    o->timeline, err, sizeof(err)) < 0) {
 		cli_err("%s", err);
 		return -1;
 	}
@@ -367,7 +321,8 @@ main(int argc, char **argv)
 	/* Each process shows its own node's GPUs, MPI or not: srun --label
 	 * gpupool-run --show-gpus lists a whole allocation. */
 	if (o.from_joblog != NULL)
-		return timeline_from_joblog(&o);
+		return streams_note() < 0 ? EXIT_FATAL :
+		    timeline_from_joblog(&o);
 	if (o.show_gpus)
 		return show_gpus(&o);
 	if (subreaper_start() < 0)
@@ -400,6 +355,7 @@ main(int argc, char **argv)
 	rc = run_ranks_end(&r, rc);
 	run_release(&r);
 	grid_release(&g);
+	files_release();
 	/* The pool's workers and the MPI process are reaped: any child
 	 * left (but those we had at the start) is an orphan of a killed
 	 * worker's task. None: one waitid(). */

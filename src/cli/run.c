@@ -63,11 +63,14 @@ worker_init(struct gp_ctx *ctx, void *arg)
 }
 
 /* hwloc reads the whole of a topology file: /dev/zero would never end,
- * a FIFO with no writer never start. Only a regular file will do. */
+ * a FIFO with no writer never start. Only a regular file will do, and
+ * one that no output of the run is (files.c): hwloc reads it when the
+ * pool is made, before the joblog is truncated. */
 static int
 topology_check(const char *path, const char *what)
 {
 	struct stat	 st;
+	char		 err[512];
 
 	if (path == NULL || *path == '\0')
 		return 0;
@@ -79,6 +82,10 @@ topology_check(const char *path, const char *what)
 	if (!S_ISREG(st.st_mode)) {
 		cli_err("%s: '%s' is not a regular file (an hwloc XML "
 		    "topology)", what, path);
+		return -1;
+	}
+	if (files_note(FILE_IN, what, path, -1, err, sizeof(err)) < 0) {
+		cli_err("%s", err);
 		return -1;
 	}
 	return 0;

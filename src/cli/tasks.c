@@ -50,6 +50,11 @@ tasks_open(struct tasks *t, const char *path, char *err, size_t errlen)
 		tasks_close(t);
 		return rc;
 	}
+	if ((rc = files_note(FILE_IN, "tasks file", t->fd == STDIN_FILENO ?
+	    NULL : path, t->fd, err, errlen)) < 0) {
+		tasks_close(t);
+		return rc;
+	}
 	t->pollable = S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) ||
 	    S_ISSOCK(st.st_mode);
 	t->regular = S_ISREG(st.st_mode);

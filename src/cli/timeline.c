@@ -19,8 +19,8 @@
 #include "cli.h"
 
 int
-timeline_open(struct timeline **tlp, const char *path,
-    const char *const *keep, char *err, size_t errlen)
+timeline_open(struct timeline **tlp, const char *path, char *err,
+    size_t errlen)
 {
 	struct timeline	*tl;
 	struct stat	 st;
@@ -34,13 +34,9 @@ timeline_open(struct timeline **tlp, const char *path,
 		    strerror(EISDIR));
 		return -EISDIR;
 	}
-	for (; *keep != NULL; keep++)
-		if (strcmp(*keep, "-") != 0 && stat(*keep, &st) == 0 &&
-		    same_file(path, &st)) {
-			snprintf(err, errlen, "timeline '%s' would replace "
-			    "'%s': nothing was run", path, *keep);
-			return -EEXIST;
-		}
+	if ((rc = files_note(FILE_REPLACED, "timeline", path, -1, err,
+	    errlen)) < 0)
+		return rc;
 	if ((tl = calloc(1, sizeof(*tl))) == NULL ||
 	    asprintf(&tl->tmp, "%.*s.%s.XXXXXX", dlen, path,
 	    path + dlen) == -1) {
@@ -307,8 +303,9 @@ timeline_from_joblog(const struct opts *o)
 		    strerror(errno));
 		return EXIT_FATAL;
 	}
-	if (timeline_open(&tl, o->timeline, (const char *const []){
-	    o->from_joblog, NULL }, err, sizeof(err)) < 0) {
+	if (files_note(FILE_IN, "joblog", o->from_joblog, fileno(in), err,
+	    sizeof(err)) < 0 || timeline_open(&tl, o->timeline, err,
+	    sizeof(err)) < 0) {
 		cli_err("%s", err);
 		fclose(in);
 		return EXIT_FATAL;

@@ -154,5 +154,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			close(pfd[1]);
 	}
 	free(owned);
+	/* tasks_open() notes each file it opens as an input of the run
+	 * (files.c): one input's notes are not the next one's. */
+	files_release();
 	return 0;
 }

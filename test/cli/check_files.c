@@ -1,0 +1,178 @@
+/*
+ * check_files.c: what a run reads and what it writes, end to end (issue
+ * 21): no output (the joblog, --timeline, --results, standard output)
+ * may be a file the run reads (a :::: file, the tasks file, standard
+ * input's file, --topology), by any path; a task line over the 128 KiB
+ * that Linux allows one argument runs; the joblog tells apart commands
+ * that differ only in a backslash, for --resume and for the timeline.
+ */
+#include "check_main.h"
+/* The shared helpers this file has no use for are fine unused. */
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "cli_test.h"
+
+static char *
+cmdf(const char *fmt, ...)
+{
+	va_list	 ap;
+	char	*s;
+
+	va_start(ap, fmt);
+	ck_assert_int_ge(vasprintf(&s, fmt, ap), 0);
+	va_end(ap);
+	return s;
+}
+
+/* Exit 255, one line on stderr that contains want, nothing ran (no
+ * ran file) and every file in keep[] (NULL-terminated) still holds
+ * what it held. stdin_path: standard input from that file (or NULL). */
+static void
+refused(const char *want, const char *ran, const char *const *keep,
+    const char *stdin_path, const char *const *args)
+{
+	struct res	 res;
+	char		*before[8];
+	int		 i, fd = -1;
+
+	for (i = 0; keep[i] != NULL; i++)
+		ck_assert_ptr_nonnull(before[i] = slurp(keep[i], NULL));
+	if (stdin_path != NULL)
+		ck_assert_int_ge(fd = open(stdin_path, O_RDONLY), 0);
+	run_in(fd, 60, &res, args);
+	if (fd >= 0)
+		close(fd);
+	ck_assert_msg(res.code == 255, "exit %d for '%s': %s", res.code, want,
+	    res.err);
+	ck_assert_msg(count_lines(res.err) == 1 &&
+	    strncmp(res.err, "gpupool-run: ", 13) == 0, "not one line: '%s'",
+	    res.err);
+	ck_assert_msg(strstr(res.err, want) != NULL, "'%s' lacks '%s'",
+	    res.err, want);
+	ck_assert_msg(access(ran, F_OK) == -1, "a task ran (%s)", want);
+	for (i = 0; keep[i] != NULL; i++) {
+		char	*now = slurp(keep[i], NULL);
+
+		ck_assert_msg(now != NULL && strcmp(now, before[i]) == 0,
+		    "'%s' changed (%s)", keep[i], want);
+		free(now);
+		free(before[i]);
+	}
+	free(res.out);
+	free(res.err);
+}
+
+#define KEEP(...)	(const char *const []){ __VA_ARGS__, NULL }
+#define ARGS(...)	(const char *const []){ __VA_ARGS__, NULL }
+
+/* The sweep's values file is never made a joblog, a picture or a result,
+ * whatever names it: the path, a hard link, a symbolic link, /dev/stdin,
+ * standard input; nor are the topology or the tasks file. */
+START_TEST(outputs_never_overwrite_an_input)
+{
+	struct res	 res;
+	char		*vals, *ran, *cmd, *hard, *soft, *topo, *tasks, *res_d;
+	char		*in_res, *xml, *line, *jl;
+	size_t		 n;
+
+	tmp_make();
+	vals = pathf("vals.txt");
+	puts_file(vals, "0.1\n0.01\n");
+	ran = pathf("ran");
+	cmd = cmdf("echo lr={1} >> %s", ran);
+	hard = pathf("hard");
+	ck_assert_int_eq(link(vals, hard), 0);
+	soft = pathf("soft");
+	ck_assert_int_eq(symlink(vals, soft), 0);
+
+	refused("joblog", ran, KEEP(vals), NULL, ARGS("--fake-gpus", "1",
+	    "--joblog", vals, cmd, "::::", vals));
+	refused("timeline", ran, KEEP(vals), NULL, ARGS("--fake-gpus", "1",
+	    "--timeline", vals, cmd, "::::", vals));
+	refused("joblog", ran, KEEP(vals), NULL, ARGS("--fake-gpus", "1",
+	    "--joblog", hard, cmd, "::::", pathf("vals.txt")));
+	refused("joblog", ran, KEEP(vals), NULL, ARGS("--fake-gpus", "1",
+	    "--joblog", soft, "--resume", cmd, "::::", vals));
+	refused("timeline", ran, KEEP(vals), NULL, ARGS("--fake-gpus", "1",
+	    "--timeline", hard, cmd, ":::", "x", "::::", soft));
+	/* Standard input's file, as - or /dev/stdin, and twice. */
+	refused("standard input", ran, KEEP(vals), vals, ARGS("--fake-gpus",
+	    "1", "--joblog", hard, cmd, "::::", "-"));
+	refused("joblog", ran, KEEP(vals), vals, ARGS("--fake-gpus", "1",
+	    "--joblog", soft, cmd, "::::", "/dev/stdin"));
+	refused("timeline", ran, KEEP(vals), vals, ARGS("--fake-gpus", "1",
+	    "--timeline", vals, cmd, "::::", vals, "::::", "-"));
+	/* --results DIR would write DIR/1/stdout. */
+	res_d = pathf("res");
+	ck_assert_int_eq(mkdir(res_d, 0755), 0);
+	ck_assert_int_eq(mkdir(pathf("res/1"), 0755), 0);
+	in_res = pathf("res/1/stdout");
+	puts_file(in_res, "a\nb\n");
+	refused("--results", ran, KEEP(in_res), NULL, ARGS("--fake-gpus", "1",
+	    "--results", res_d, cmd, "::::", in_res));
+
+	/* The topology and the tasks file, as joblog and picture. */
+	xml = slurp(GP_FIXTURES "/24em64t-2n6c2t-pci.xml", &n);
+	ck_assert_ptr_nonnull(xml);
+	topo = pathf("topo.xml");
+	put(topo, xml, n);
+	tasks = pathf("tasks.txt");
+	line = cmdf("echo x >> %s\n", ran);
+	puts_file(tasks, line);
+	refused("--topology", ran, KEEP(topo, tasks), NULL,
+	    ARGS("--fake-gpus", "1", "--topology", topo, "--joblog", topo,
+	    tasks));
+	refused("--topology", ran, KEEP(topo, tasks), NULL,
+	    ARGS("--fake-gpus", "1", "--topology", topo, "--timeline", topo,
+	    tasks));
+	refused("tasks file", ran, KEEP(tasks), tasks, ARGS("--fake-gpus", "1",
+	    "--timeline", tasks, "-"));
+
+	/* Inputs given twice are only read: 2 x 2 tasks. */
+	jl = pathf("jl");
+	RUN(&res, "--fake-gpus", "1", "--quiet", "--joblog", jl, cmd, "::::",
+	    vals, "::::", hard);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_int_eq(count_lines(slurp(ran, NULL)), 4);
+	ck_assert_str_eq(slurp(vals, NULL), "0.1\n0.01\n");
+	tmp_remove();
+}
+END_TEST
+
+/* Standard output appended to the tasks file would feed the tasks their
+ * own output, for ever: refused, as cat(1) refuses it. */
+START_TEST(stdout_is_not_an_input)
+{
+	char	*tasks, *ran, *line, *via;
+
+	tmp_make();
+	tasks = pathf("tasks.txt");
+	ran = pathf("ran");
+	line = cmdf("echo x; echo x >> %s\n", ran);
+	puts_file(tasks, line);
+	via = cmdf("exec \"$@\" >> '%s'", tasks);
+	exec_via = via;
+	refused("standard output", ran, KEEP(tasks), NULL,
+	    ARGS("--fake-gpus", "1", tasks));
+	exec_via = NULL;
+	tmp_remove();
+}
+END_TEST
+
+static Suite *
+files_suite(void)
+{
+	Suite	*s = suite_create("files");
+	TCase	*tc = tcase_create("files");
+
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, outputs_never_overwrite_an_input);
+	tcase_add_test(tc, stdout_is_not_an_input);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	return gp_check_run(files_suite());
+}
