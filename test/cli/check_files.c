@@ -158,6 +158,72 @@ START_TEST(stdout_is_not_an_input)
 }
 END_TEST
 
+/* n bytes of c, NUL-terminated. */
+static char *
+filled(size_t n, char c)
+{
+	char	*s = malloc(n + 1);
+
+	ck_assert_ptr_nonnull(s);
+	memset(s, c, n);
+	s[n] = '\0';
+	return s;
+}
+
+/* Lines over 128 KiB (one argument's limit, MAX_ARG_STRLEN), up to the
+ * documented 1 MiB: a shell line, a command without a shell, a grid
+ * row. Each runs, sees only 0, 1 and 2, and
+ * its joblog line is whole. */
+START_TEST(task_lines_over_128k_run)
+{
+	struct jrec	 j[4];
+	struct res	 res;
+	char		*tasks, *x, *words, *line, *jl, *out, *vals;
+	size_t		 big = 200 << 10, len, i;
+
+	tmp_make();
+	tasks = pathf("tasks.txt");
+	jl = pathf("jl");
+	x = filled(big, 'x');
+	/* Shell syntax (;), and words for execvp() (a program's one
+	 * argument is still at most 128 KiB: the kernel's limit). */
+	words = filled(big, ' ');
+	for (i = 0; i < big; i += 2)
+		words[i] = 'w';
+	line = cmdf("%s fds; : %s\n/bin/echo %s\n", PROBE, x, words);
+	puts_file(tasks, line);
+	RUN(&res, "--fake-gpus", "1", "--quiet", "--joblog", jl, tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %.300s", res.code, res.err);
+	words[big - 1] = '\0';
+	out = cmdf("0 1 2\n%s\n", words);
+	ck_assert_msg(strcmp(res.out, out) == 0, "output %.80s...",
+	    res.out);
+	free(out);
+	ck_assert_int_eq(read_joblog(jl, j, 4, NULL), 2);
+	len = strlen(slurp(jl, NULL));
+	ck_assert_uint_gt(len, 2 * big);
+
+	/* The documented limit: a line just under 1 MiB runs too. */
+	free(line);
+	line = cmdf("printf %%s %s | wc -c\n", filled((1 << 20) - 64, 'y'));
+	puts_file(tasks, line);
+	RUN(&res, "--fake-gpus", "1", "--quiet", tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %.300s", res.code, res.err);
+	ck_assert_int_eq(atol(res.out), (1 << 20) - 64);
+
+	/* A grid row with a 300 KiB value. */
+	vals = pathf("vals");
+	free(line);
+	line = cmdf("%s\n", filled(300 << 10, 'z'));
+	puts_file(vals, line);
+	RUN(&res, "--fake-gpus", "1", "--quiet", "echo", "{1}", "|", "wc",
+	    "-c", "::::", vals);
+	ck_assert_msg(res.code == 0, "exit %d: %.300s", res.code, res.err);
+	ck_assert_int_eq(atol(res.out), (300 << 10) + 1);
+	tmp_remove();
+}
+END_TEST
+
 static Suite *
 files_suite(void)
 {
@@ -167,6 +233,7 @@ files_suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, outputs_never_overwrite_an_input);
 	tcase_add_test(tc, stdout_is_not_an_input);
+	tcase_add_test(tc, task_lines_over_128k_run);
 	suite_add_tcase(s, tc);
 	return s;
 }
