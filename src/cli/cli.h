@@ -274,9 +274,14 @@ int	joblog_done(const struct joblog *j, unsigned long seq, int failed_too);
 int	joblog_changed(const struct joblog *j, unsigned long seq,
 	    const char *cmd);
 /* Append one line and make it durable (write + fdatasync). A TAB or a
- * newline in the command or GPU id is written \t or \n; a negative
- * gpu_mem or gpu_util is written '-'. */
+ * newline in the command or GPU id is written \t or \n, a backslash
+ * before a backslash, 't', 'n', TAB or newline \\ (so that each text
+ * has one reading); a negative gpu_mem or gpu_util is written '-'. */
 int	joblog_append(struct joblog *j, const struct jl_rec *r);
+/* A Command or GPU field as joblog_append() wrote it back into what it
+ * was, in place: \\ a backslash, \t a TAB, \n a newline; any other
+ * backslash stays. */
+void	joblog_unesc(char *s);
 /* Close (a joblog it created and never wrote is removed), free. */
 void	joblog_release(struct joblog *j);
 /* The hash of a command as the joblog writes it. */

@@ -283,6 +283,8 @@ jl_line(char *l, struct jl_rec *jr)
 	jr->host = f[1];
 	jr->cmd = f[8];
 	jr->gpu = f[9];
+	joblog_unesc(f[8]);
+	joblog_unesc(f[9]);
 	return 0;
 }
 

@@ -224,6 +224,47 @@ START_TEST(task_lines_over_128k_run)
 }
 END_TEST
 
+/* echo {1} ::: $'a\nb' 'a\nb': two commands that the joblog must keep
+ * apart, though the first's newline is written as two characters. A
+ * resume after one of them is given the other runs it (and says the
+ * command changed); the timeline shows each as it was. */
+START_TEST(joblog_keeps_backslashes_apart)
+{
+	struct jrec	 j[4];
+	struct res	 res;
+	char		*jl, *svg, *s;
+
+	tmp_make();
+	jl = pathf("jl");
+	svg = pathf("t.svg");
+	RUN(&res, "--fake-gpus", "1", "--quiet", "--joblog", jl, "echo",
+	    "{1}", ":::", "a\nb", "a\\nb");
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_int_eq(read_joblog(jl, j, 4, NULL), 2);
+	ck_assert_msg(strcmp(j[0].cmd, j[1].cmd) != 0, "both logged as '%s'",
+	    j[0].cmd);
+	/* The same grid resumes without a word; the other value at Seq 1
+	 * is a changed command. */
+	RUN(&res, "--fake-gpus", "1", "--joblog", jl, "--resume", "echo",
+	    "{1}", ":::", "a\nb", "a\\nb");
+	ck_assert_msg(res.code == 0 && strstr(res.err, "another command") ==
+	    NULL, "exit %d: %s", res.code, res.err);
+	RUN(&res, "--fake-gpus", "1", "--joblog", jl, "--resume", "echo",
+	    "{1}", ":::", "a\\nb", "a\nb");
+	ck_assert_msg(strstr(res.err, "another command") != NULL, "resume did "
+	    "not see the change: %s", res.err);
+	/* The picture from the joblog shows the newline as a newline and
+	 * the backslash as a backslash. */
+	RUN(&res, "--timeline", svg, "--from-joblog", jl);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	s = slurp(svg, NULL);
+	ck_assert_ptr_nonnull(strstr(s, "echo 'a\nb'</title>"));
+	ck_assert_ptr_nonnull(strstr(s, "echo 'a\\nb'</title>"));
+	free(s);
+	tmp_remove();
+}
+END_TEST
+
 static Suite *
 files_suite(void)
 {
@@ -234,6 +275,7 @@ files_suite(void)
 	tcase_add_test(tc, outputs_never_overwrite_an_input);
 	tcase_add_test(tc, stdout_is_not_an_input);
 	tcase_add_test(tc, task_lines_over_128k_run);
+	tcase_add_test(tc, joblog_keeps_backslashes_apart);
 	suite_add_tcase(s, tc);
 	return s;
 }
