@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,14 @@
 #include <unistd.h>
 
 #include "cli.h"
+
+/* The times a joblog's row may have: a start from the epoch to the year
+ * 5138, a runtime of up to some 31 years (negative ones, a clock that
+ * stepped, are drawn as 0). Past them (1e300, inf) the axis would need
+ * more ticks than a double can step through. */
+#define TL_START_MAX	1e11
+#define TL_RUNTIME_MAX	1e9
+#define TL_WARN_MAX	5	/* rows named, then counted */
 
 int
 timeline_open(struct timeline **tlp, const char *path, char *err,
@@ -259,10 +268,11 @@ fields(char *l, char **f, int max)
 	return n;
 }
 
-/* One joblog line into jr (pointing into l). 0, or -1: not a record
- * (the header, a torn line, anything else). */
+/* One joblog line into jr (pointing into l). 0; -1: not a record (the
+ * header, a torn line, anything else); -2: a record whose times no run
+ * has, *why saying which ("Starttime '1e300'"). */
 static int
-jl_line(char *l, struct jl_rec *jr)
+jl_line(char *l, struct jl_rec *jr, char *why, size_t whylen)
 {
 	char	*f[12], *e[4];
 	int	 n;
@@ -285,7 +295,13 @@ jl_line(char *l, struct jl_rec *jr)
 	jr->gpu = f[9];
 	joblog_unesc(f[8]);
 	joblog_unesc(f[9]);
-	return 0;
+	if (!(jr->start >= 0 && jr->start < TL_START_MAX))
+		snprintf(why, whylen, "Starttime '%.40s'", f[2]);
+	else if (!(fabs(jr->runtime) <= TL_RUNTIME_MAX))
+		snprintf(why, whylen, "JobRuntime '%.40s'", f[3]);
+	else
+		return 0;
+	return -2;
 }
 
 int
@@ -293,12 +309,12 @@ timeline_from_joblog(const struct opts *o)
 {
 	struct timeline	*tl;
 	struct jl_rec	 jr;
-	char		 err[512], *l = NULL;
+	char		 err[512], why[64], *l = NULL;
 	size_t		 lcap = 0;
 	ssize_t		 n;
-	unsigned long	 bad = 0;
+	unsigned long	 bad = 0, absurd = 0, no = 0;
 	FILE		*in;
-	int		 flags;
+	int		 flags, rc;
 
 	if ((in = fopen(o->from_joblog, "re")) == NULL) {
 		cli_err("cannot open joblog '%s': %s", o->from_joblog,
@@ -314,12 +330,17 @@ timeline_from_joblog(const struct opts *o)
 	}
 	tl->source = o->from_joblog;
 	while ((n = getline(&l, &lcap, in)) > 0) {
+		no++;
 		if (l[n - 1] == '\n')
 			l[--n] = '\0';
 		if (n == 0 || strncmp(l, "Seq\t", 4) == 0)
 			continue;	/* the header */
-		if (jl_line(l, &jr) < 0) {
-			bad++;
+		if ((rc = jl_line(l, &jr, why, sizeof(why))) == -2 &&
+		    ++absurd <= TL_WARN_MAX)
+			cli_warn("%s:%lu: %s is not a time a run has: left out",
+			    o->from_joblog, no, why);
+		if (rc < 0) {
+			bad += rc == -1;
 			continue;
 		}
 		/* The joblog cannot tell a timeout from another kill; a
@@ -338,6 +359,10 @@ timeline_from_joblog(const struct opts *o)
 		return EXIT_FATAL;
 	}
 	fclose(in);
+	if (absurd > TL_WARN_MAX)
+		cli_warn("%lu more line%s of joblog '%s' with such times: left "
+		    "out", absurd - TL_WARN_MAX, absurd - TL_WARN_MAX == 1 ?
+		    "" : "s", o->from_joblog);
 	if (bad > 0)
 		cli_warn("%lu line%s of joblog '%s' %s not a record: left out",
 		    bad, bad == 1 ? "" : "s", o->from_joblog,

@@ -346,6 +346,53 @@ START_TEST(unwritable_path_fails_first)
 }
 END_TEST
 
+/* Rows of a joblog whose times no run could have (a start of 1e300 s, a
+ * runtime of 1e308 s, inf, nan, negative) are left out, each named by its
+ * line, and the rest is drawn at once; a joblog of nothing else draws an
+ * empty picture. Such numbers once kept the axis drawing for ever. */
+START_TEST(absurd_times_are_left_out)
+{
+	struct res	 r;
+	char		*jl, *svg, *s;
+
+	tmp_make();
+	jl = pathf("jl.txt");
+	svg = pathf("t.svg");
+	puts_file(jl,
+	    "Seq\tHost\tStarttime\tJobRuntime\tSend\tReceive\tExitval\t"
+	    "Signal\tCommand\tGPU\tGPUMem\tGPUUtil\n"
+	    "1\t:\t1700000000.000\t2.000\t0\t0\t0\t0\ta\t0\t-\t-\n"
+	    "2\t:\t1e300\t1.000\t0\t0\t0\t0\tb\t0\t-\t-\n"
+	    "3\t:\t1700000001.000\t1e308\t0\t0\t0\t0\tc\t0\t-\t-\n"
+	    "4\t:\t1700000001.000\tinf\t0\t0\t0\t0\td\t0\t-\t-\n"
+	    "5\t:\tnan\t1.000\t0\t0\t0\t0\te\t0\t-\t-\n"
+	    "6\t:\t-1e300\t1.000\t0\t0\t0\t0\tf\t0\t-\t-\n"
+	    "7\t:\t1700000002.000\t1.000\t0\t0\t0\t0\tg\t0\t-\t-\n");
+	run_in(-1, 30, &r, (const char *const []){ "--timeline", svg,
+	    "--from-joblog", jl, NULL });
+	ck_assert_msg(r.code == 0, "exit %d: %s", r.code, r.err);
+	ck_assert_ptr_nonnull(strstr(r.err, ":3: "));
+	ck_assert_ptr_nonnull(strstr(r.err, ":7: "));
+	ck_assert_ptr_null(strstr(r.err, ":2: "));
+	ck_assert_ptr_null(strstr(r.err, ":8: "));
+	s = summary_of(svg);
+	ck_assert_msg(s != NULL, "the SVG does not parse");
+	ck_assert_int_eq(count(s, "bar "), 2);
+	free(s);
+
+	/* Nothing but one such row: the picture is empty, and drawn. */
+	puts_file(jl, "1\t:\t1e300\t1.000\t0\t0\t0\t0\ta\t0\t-\t-\n");
+	run_in(-1, 30, &r, (const char *const []){ "--timeline", svg,
+	    "--from-joblog", jl, NULL });
+	ck_assert_msg(r.code == 0, "exit %d: %s", r.code, r.err);
+	s = summary_of(svg);
+	ck_assert_msg(s != NULL, "the SVG does not parse");
+	ck_assert_int_eq(count(s, "bar "), 0);
+	free(s);
+	tmp_remove();
+}
+END_TEST
+
 static Suite *
 timeline_suite(void)
 {
@@ -359,6 +406,7 @@ timeline_suite(void)
 	tcase_add_loop_test(tc, hundred_thousand_attempts_under_2mb, 0, 2);
 	tcase_add_test(tc, run_ended_by_signal_is_drawn);
 	tcase_add_loop_test(tc, unwritable_path_fails_first, 0, 3);
+	tcase_add_test(tc, absurd_times_are_left_out);
 	suite_add_tcase(s, tc);
 	return s;
 }
