@@ -194,29 +194,54 @@ nomem:
 	tl->nomem++;
 }
 
+/* The picture's stream writes through this, which keeps why the first
+ * write failed: stdio keeps only that one did (tl_svg() then says
+ * -EIO), and a full disk must say "No space left on device". */
+struct sink {
+	int	 fd;
+	int	 err;		/* errno of the first failed write, or 0 */
+};
+
+static ssize_t
+sink_write(void *cookie, const char *buf, size_t n)
+{
+	struct sink	*s = cookie;
+	int		 rc;
+
+	if (s->err == 0 && (rc = gp_write_full(s->fd, buf, n)) < 0)
+		s->err = -rc;
+	return s->err ? 0 : (ssize_t)n;	/* 0: an error, to stdio */
+}
+
 /* Draw tl into its temporary and rename it over the path; the
  * temporary is gone either way. 0, or -errno with err saying why. */
 static int
 commit(struct timeline *tl, char *err, size_t errlen)
 {
-	FILE	*f;
-	mode_t	 mask;
-	int	 rc, fd = tl->fd;
+	cookie_io_functions_t	 io = { NULL, sink_write, NULL, NULL };
+	struct sink		 sk = { tl->fd, 0 };
+	FILE			*f;
+	mode_t			 mask;
+	int			 rc;
 
 	tl->fd = -1;
 	mask = umask(0);
 	umask(mask);
-	if (fchmod(fd, 0666 & ~mask) == -1 || (f = fdopen(fd, "w")) == NULL) {
+	if (fchmod(sk.fd, 0666 & ~mask) == -1 ||
+	    (f = fopencookie(&sk, "w", io)) == NULL) {
 		rc = -errno;
-		close(fd);
+		close(sk.fd);
 		goto fail;
 	}
 	rc = tl_svg(f, tl);
 	if (fflush(f) != 0 && rc == 0)
+		rc = -EIO;
+	(void)fclose(f);
+	if (sk.err != 0)
+		rc = -sk.err;
+	if (rc == 0 && fsync(sk.fd) == -1 && errno != EINVAL)
 		rc = -errno;
-	if (rc == 0 && fsync(fileno(f)) == -1 && errno != EINVAL)
-		rc = -errno;
-	if (fclose(f) != 0 && rc == 0)
+	if (close(sk.fd) == -1 && rc == 0)
 		rc = -errno;
 	if (rc == 0 && rename(tl->tmp, tl->path) == -1)
 		rc = -errno;

@@ -12,6 +12,10 @@
 #include "check_main.h"
 #include "cli_test.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <sys/mount.h>
+
 #ifndef TL_SVG_PY
 #error "build with -DTL_SVG_PY=path"
 #endif
@@ -393,6 +397,43 @@ START_TEST(absurd_times_are_left_out)
 }
 END_TEST
 
+/* A picture that does not fit on its disk says why: "No space left on
+ * device", not stdio's "Input/output error"; no temporary is left. On
+ * a 16 KiB tmpfs (skipped where one cannot be mounted). */
+START_TEST(full_disk_says_no_space)
+{
+	struct res	 r;
+	char		*jl, *dir, *svg;
+	DIR		*d;
+	struct dirent	*de;
+	int		 left = 0;
+
+	tmp_make();
+	jl = pathf("jl.txt");
+	dir = pathf("small");
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	if (mount("tmpfs", dir, "tmpfs", 0, "size=16k") == -1) {
+		fprintf(stderr, "full_disk_says_no_space: skipped, cannot "
+		    "mount a tmpfs: %s\n", strerror(errno));
+		tmp_remove();
+		return;
+	}
+	big_joblog(jl, 2000);
+	svg = pathf("small/t.svg");
+	RUN(&r, "--timeline", svg, "--from-joblog", jl);
+	ck_assert_ptr_nonnull(d = opendir(dir));
+	while ((de = readdir(d)) != NULL)
+		left += de->d_name[0] != '.' || strlen(de->d_name) > 2;
+	closedir(d);
+	(void)umount2(dir, MNT_DETACH);
+	ck_assert_msg(r.code == 255, "exit %d: %s", r.code, r.err);
+	ck_assert_msg(strstr(r.err, "No space left on device") != NULL,
+	    "said '%s'", r.err);
+	ck_assert_int_eq(left, 0);
+	tmp_remove();
+}
+END_TEST
+
 static Suite *
 timeline_suite(void)
 {
@@ -407,6 +448,7 @@ timeline_suite(void)
 	tcase_add_test(tc, run_ended_by_signal_is_drawn);
 	tcase_add_loop_test(tc, unwritable_path_fails_first, 0, 3);
 	tcase_add_test(tc, absurd_times_are_left_out);
+	tcase_add_test(tc, full_disk_says_no_space);
 	suite_add_tcase(s, tc);
 	return s;
 }
