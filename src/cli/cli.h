@@ -89,12 +89,12 @@ int	tasks_open_grid(struct tasks *t, const struct grid *g);
  * (read error; t->err says so). */
 int	tasks_next(struct tasks *t);
 void	tasks_close(struct tasks *t);
-/* A pass over a regular file with a second descriptor, or over grid g
- * when not NULL (path unused then): count its tasks (calling skip(seq,
- * command without its tag) for each; a nonzero return does not count
- * it) and find input errors before anything runs. Returns the count, or
- * as tasks_next() for an error. */
-long	tasks_scan(const char *path, const struct grid *g,
+/* A pass over a regular file with a second descriptor: count its tasks
+ * (calling skip(seq, command without its tag) for each; a nonzero return
+ * does not count it) and find input errors before anything runs. Returns
+ * the count, or as tasks_next() for an error. (A grid is not scanned:
+ * grid_parse() checks its rows without making them.) */
+long	tasks_scan(const char *path,
 	    int (*skip)(void *, unsigned long, const char *), void *arg,
 	    char *err, size_t errlen);
 
@@ -125,9 +125,13 @@ int	grid_word(const char *s);
 /* argv[0..argc): COMMAND's words, then the sources; colsep (or NULL)
  * splits each value into columns (CSV when it is ","), header takes the
  * first value of each source as its columns' names. Reads the :::: files
- * (- is standard input) and checks what a row expands to. 0, or -EINVAL
- * (err says what is wrong: no command, an empty source, a bad line as
- * file:line, linked sources of different lengths, {N} past the columns)
+ * (- is standard input) and checks what the rows expand to, in time and
+ * memory that follow the sources, not their product: {N} past the
+ * columns, a row over LINE_MAX_BYTES, a bad tag (in every row while the
+ * combinations of the values before its ']' are at most 2^20; past
+ * that, tasks_next() checks each row as it comes). 0, or -EINVAL (err
+ * says what is wrong: no command, an empty source, a bad line as
+ * file:line, linked sources of different lengths, a bad row as grid:N)
  * or another -errno (a file that cannot be read: err says so). g is
  * released by grid_release() after a 0 only. */
 int	grid_parse(struct grid *g, char **argv, int argc, const char *colsep,
@@ -162,6 +166,19 @@ int	repl_quote(struct gp_buf *b, const char *s, size_t n);
  * err says so) or -ENOMEM. */
 int	repl_expand(const char *tmpl, const struct repl_args *a,
 	    struct gp_buf *b, char *err, size_t errlen);
+/* Where a tag (need.c) may lie in the lines tmpl expands to: up to and
+ * including its first ']' outside a replacement string, or all of it.
+ * Sets col[i] (a->ncol of them, zeroed by the caller) for each column
+ * its replacement strings there use ({} and {#}: every one; with no ']'
+ * and no replacement string at all, the values appended: every one).
+ * Returns that length, or -EINVAL as repl_expand(). */
+ssize_t	repl_head(const char *tmpl, const struct repl_args *a,
+	    unsigned char *col, char *err, size_t errlen);
+/* tmpl[0..n) (n as repl_head() gave it) expanded into b as repl_expand()
+ * expands the whole, NUL-terminated; no values are appended. */
+int	repl_expand_head(const char *tmpl, size_t n,
+	    const struct repl_args *a, struct gp_buf *b, char *err,
+	    size_t errlen);
 /* cmd with each {%} replaced by slot: a malloc()ed string (the caller
  * frees it), or NULL: out of memory. Safe in a worker. */
 char	*repl_slot(const char *cmd, int slot);

@@ -201,6 +201,32 @@ dry_run(struct run *r)
 	return 0;
 }
 
+/* A grid's tasks: its rows, less those the joblog has done for
+ * --resume; only those are expanded (for run_skip()'s look at their
+ * commands), so that the count takes no longer than the joblog is long,
+ * however large the product. The count, or -errno with err. */
+static long
+grid_total(struct run *r, const struct grid *g, char *err, size_t errlen)
+{
+	struct gp_buf		 b = { 0 };
+	struct task_need	 nd;
+	unsigned long		 seq, done = 0;
+	size_t			 i;
+	int			 off, rc = 0;
+
+	for (i = 0; i < r->jl.nent && rc == 0; i++) {
+		if ((seq = r->jl.ent[i].seq) > g->nrow)
+			break;
+		if ((rc = grid_line(g, seq, &b, err, errlen)) < 0)
+			break;
+		off = need_parse((const char *)b.data, &nd, NULL, 0);
+		done += run_skip(r, seq, (const char *)b.data + (off > 0 ?
+		    off : 0)) != 0;
+	}
+	gp_buf_release(&b);
+	return rc < 0 ? rc : (long)(g->nrow - done);
+}
+
 /*
  * The workers' subreaper: what a task leaves running outside its
  * group becomes ours, not init's, when the worker that started it
@@ -276,16 +302,17 @@ inputs_open(struct run *r, const struct opts *o, struct grid *g)
 		return -1;
 	}
 	/* A file is checked whole before anything runs (which also gives
-	 * the bar its total); a pipe is checked as it streams. */
-	if (r->in.regular || r->in.grid != NULL) {
-		if ((n = tasks_scan(o->file, r->in.grid, run_skip, r, err,
-		    sizeof(err))) < 0) {
-			cli_err("%s", err);
-			return -1;
-		}
-		r->total = n;
-		r->changed = 0;	/* counted again as the run skips them */
+	 * the bar its total); a pipe is checked as it streams; a grid was
+	 * checked by grid_parse(), and is counted without its product. */
+	n = r->in.grid != NULL ? grid_total(r, r->in.grid, err, sizeof(err)) :
+	    r->in.regular ? tasks_scan(o->file, run_skip, r, err,
+	    sizeof(err)) : -1;
+	if (n < -1) {
+		cli_err("%s", err);
+		return -1;
 	}
+	r->total = n;
+	r->changed = 0;		/* counted again as the run skips them */
 	/* GNU parallel counts every task before it starts one. */
 	if (o->halt_pct && r->total < 0) {
 		cli_err("--halt %s: a percentage is of all the tasks, and a "

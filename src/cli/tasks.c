@@ -279,19 +279,14 @@ tasks_next(struct tasks *t)
 }
 
 long
-tasks_scan(const char *path, const struct grid *g,
-    int (*skip)(void *, unsigned long, const char *), void *arg, char *err,
-    size_t errlen)
+tasks_scan(const char *path, int (*skip)(void *, unsigned long, const char *),
+    void *arg, char *err, size_t errlen)
 {
 	struct tasks	 t;
 	long		 count = 0;
 	int		 rc;
 
-	if (g != NULL && (rc = tasks_open_grid(&t, g)) < 0) {
-		snprintf(err, errlen, "out of memory");
-		return rc;
-	}
-	if (g == NULL && (rc = tasks_open(&t, path, err, errlen)) < 0)
+	if ((rc = tasks_open(&t, path, err, errlen)) < 0)
 		return rc;
 	while ((rc = tasks_next(&t)) == TASKS_LINE)
 		if (skip == NULL || !skip(arg, t.seq, t.line + t.cmd))

@@ -11,18 +11,6 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "cli_test.h"
 
-static char *
-cmdf(const char *fmt, ...)
-{
-	va_list	 ap;
-	char	*s;
-
-	va_start(ap, fmt);
-	ck_assert_int_ge(vasprintf(&s, fmt, ap), 0);
-	va_end(ap);
-	return s;
-}
-
 /* Exit 255, one line on stderr that contains want, nothing ran (no
  * ran file) and every file in keep[] (NULL-terminated) still holds
  * what it held. stdin_path: standard input from that file (or NULL). */

@@ -131,6 +131,20 @@ pathf(const char *fmt, ...)
 	return p;
 }
 
+/* A command line: a printf into a string of its own (pathf() is for
+ * files in TMP). Inline: a test file that makes none gets no warning. */
+static inline char *
+cmdf(const char *fmt, ...)
+{
+	va_list	 ap;
+	char	*s;
+
+	va_start(ap, fmt);
+	ck_assert_int_ge(vasprintf(&s, fmt, ap), 0);
+	va_end(ap);
+	return s;
+}
+
 static void
 tmp_make(void)
 {

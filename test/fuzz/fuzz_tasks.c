@@ -125,7 +125,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	read_all(path, 1, -1, &f);
 
-	count = tasks_scan(path, NULL, NULL, NULL, err, sizeof(err));
+	count = tasks_scan(path, NULL, NULL, err, sizeof(err));
 	if (f.rc < 0)
 		CHECK(count == f.rc);
 	else
