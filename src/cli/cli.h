@@ -268,14 +268,15 @@ void	joblog_init(struct joblog *j);
  * signal ended the wait (file_lock()). */
 int	joblog_lock(struct joblog *j, const char *path, int wait, char *err,
 	    size_t errlen);
-/* An exclusive lock on fd (open for writing), held until it is closed;
- * -EAGAIN if another process holds it (err names its pid). With wait,
+/* A lock of type F_WRLCK (exclusive, fd open for writing) or F_RDLCK
+ * (shared) on fd, held until it is closed; -EAGAIN if another process
+ * holds one that excludes it (err names its pid). With wait,
  * until it is ours, or -EINTR when SIGINT, SIGTERM or SIGHUP comes while
  * blocked (under MPI they are from the start): a wait that no signal
  * could end would leave only SIGKILL. err says why, naming what
  * ("joblog", "results directory") and path. */
-int	file_lock(int fd, int wait, const char *what, const char *path,
-	    char *err, size_t errlen);
+int	file_lock(int fd, int type, int wait, const char *what,
+	    const char *path, char *err, size_t errlen);
 /* Read an existing joblog for --resume; a missing file is empty. */
 int	joblog_load(struct joblog *j, const char *path, char *err,
 	    size_t errlen);

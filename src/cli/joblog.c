@@ -311,9 +311,11 @@ joblog_load(struct joblog *j, const char *path, char *err, size_t errlen)
 }
 
 /*
- * An exclusive lock on fd (a file open for writing) for as long as the
- * descriptor lives: an OFD lock, so closing another descriptor of the
- * file does not drop it and the kernel drops it however we end. An OFD
+ * A lock on fd for as long as the descriptor lives, exclusive (F_WRLCK,
+ * fd open for writing) or shared (F_RDLCK: an input a run reads while
+ * it goes, which no other run may write): an OFD lock, so closing
+ * another descriptor of the file does not drop it and the kernel drops
+ * it however we end. An OFD
  * lock has no pid to report, so ours says who holds it by its extent:
  * bytes 0 to our pid. --wait-lock tries again every LOCK_RETRY_MS rather
  * than wait in F_OFD_SETLKW: under MPI the run's signals are blocked from
@@ -322,8 +324,8 @@ joblog_load(struct joblog *j, const char *path, char *err, size_t errlen)
  * sigtimedwait(); where they are not, they end the process as usual.
  */
 int
-file_lock(int fd, int wait, const char *what, const char *path, char *err,
-    size_t errlen)
+file_lock(int fd, int type, int wait, const char *what, const char *path,
+    char *err, size_t errlen)
 {
 	static const int	 stop[] = { SIGINT, SIGTERM, SIGHUP };
 	struct timespec		 ts = { 0, LOCK_RETRY_MS * 1000000L };
@@ -340,7 +342,7 @@ file_lock(int fd, int wait, const char *what, const char *path, char *err,
 				sigaddset(&set, stop[i]);
 	for (;;) {
 		memset(&fl, 0, sizeof(fl));
-		fl.l_type = F_WRLCK;
+		fl.l_type = (short)type;
 		fl.l_whence = SEEK_SET;
 		fl.l_start = 0;
 		fl.l_len = (off_t)getpid() + 1;
@@ -418,7 +420,7 @@ joblog_lock(struct joblog *j, const char *path, int wait, char *err,
 			close(fd);
 			return -EINVAL;
 		}
-		if ((rc = file_lock(fd, wait, "joblog", path, err,
+		if ((rc = file_lock(fd, F_WRLCK, wait, "joblog", path, err,
 		    errlen)) < 0) {
 			close(fd);
 			return rc;

@@ -296,6 +296,17 @@ inputs_open(struct run *r, const struct opts *o, struct grid *g)
 		cli_err("%s", err);
 		return -1;
 	}
+	/* A tasks file is read while the run goes: no other run may make it
+	 * its joblog meanwhile (its lock would fail), nor may this one start
+	 * while another writes it. After this run's own joblog lock, which
+	 * the check above keeps off the tasks file. Only a file opened here:
+	 * standard input's description may be the shell's too. */
+	if (r->in.regular && strcmp(o->file, "-") != 0 && file_lock(r->in.fd,
+	    F_RDLCK, o->wait_lock, "tasks file", o->file, err,
+	    sizeof(err)) < 0) {
+		cli_err("%s", err);
+		return -1;
+	}
 	if ((o->resume || o->resume_failed) &&
 	    joblog_load(&r->jl, jl, err, sizeof(err)) < 0) {
 		cli_err("%s", err);

@@ -91,8 +91,8 @@ results_dir(struct run *r, const char *path)
 		close(fd);
 		return rc;
 	}
-	if ((rc = file_lock(r->rlock, r->o->wait_lock, "results directory",
-	    path, err, sizeof(err))) < 0) {
+	if ((rc = file_lock(r->rlock, F_WRLCK, r->o->wait_lock,
+	    "results directory", path, err, sizeof(err))) < 0) {
 		cli_err("%s", err);
 		close(fd);
 		return rc;

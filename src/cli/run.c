@@ -57,6 +57,11 @@ worker_init(struct gp_ctx *ctx, void *arg)
 		close(r->rlock);
 		r->rlock = -1;
 	}
+	/* The tasks file's shared lock too (main.c): workers never read it. */
+	if (r != NULL && r->in.fd > STDERR_FILENO) {
+		close(r->in.fd);
+		r->in.fd = -1;
+	}
 	if (r != NULL)
 		live_worker(r);
 	return 0;

@@ -253,6 +253,77 @@ START_TEST(joblog_keeps_backslashes_apart)
 }
 END_TEST
 
+/* Wait (at most 60 s) for path to exist. */
+static void
+wait_file(const char *path)
+{
+	double	 t0 = now_s();
+
+	while (access(path, F_OK) == -1) {
+		ck_assert_msg(now_s() - t0 < 60, "no %s after 60 s", path);
+		nap(20);
+	}
+}
+
+/* Two runs at once: while one reads its tasks file, another may not
+ * make that file its joblog (refused, naming the first run's pid), nor
+ * may a run read as its tasks the joblog another run is writing. */
+START_TEST(two_runs_share_no_file)
+{
+	struct res	 res, ra;
+	char		*tasks, *other, *started, *go, *ran, *o, *e, *line, *pid;
+	char		*jl;
+	pid_t		 a;
+	double		 t0;
+
+	tmp_make();
+	tasks = pathf("tasks.txt");
+	other = pathf("other.txt");
+	started = pathf("started");
+	go = pathf("go");
+	ran = pathf("ran");
+	line = cmdf("touch %s; while [ ! -e %s ]; do sleep 0.05; done\n"
+	    "echo done >> %s\n", started, go, ran);
+	puts_file(tasks, line);
+	puts_file(other, "true\n");
+	o = pathf("a.out");
+	e = pathf("a.err");
+	t0 = now_s();
+	a = start(-1, o, e, (const char *const []){ "--fake-gpus", "1",
+	    tasks, NULL });
+	wait_file(started);
+	pid = cmdf("in use by process %ld", (long)a);
+	RUN(&res, "--fake-gpus", "1", "--joblog", tasks, other);
+	ck_assert_msg(res.code == 255 && strstr(res.err, pid) != NULL,
+	    "exit %d: %s", res.code, res.err);
+	ck_assert_str_eq(slurp(tasks, NULL), line);
+	puts_file(go, "");
+	finish(a, t0, 60, o, e, &ra);
+	ck_assert_msg(ra.code == 0, "exit %d: %s", ra.code, ra.err);
+	ck_assert_str_eq(slurp(ran, NULL), "done\n");
+
+	/* The other way round: a run writing joblog jl, another given jl
+	 * as its tasks file. */
+	jl = pathf("jl");
+	(void)unlink(started);
+	(void)unlink(go);
+	t0 = now_s();
+	a = start(-1, o, e, (const char *const []){ "--fake-gpus", "1",
+	    "--joblog", jl, tasks, NULL });
+	wait_file(started);
+	free(pid);
+	pid = cmdf("in use by process %ld", (long)a);
+	RUN(&res, "--fake-gpus", "1", jl);
+	ck_assert_msg(res.code == 255 && strstr(res.err, "tasks file") !=
+	    NULL && strstr(res.err, pid) != NULL, "exit %d: %s", res.code,
+	    res.err);
+	puts_file(go, "");
+	finish(a, t0, 60, o, e, &ra);
+	ck_assert_msg(ra.code == 0, "exit %d: %s", ra.code, ra.err);
+	tmp_remove();
+}
+END_TEST
+
 static Suite *
 files_suite(void)
 {
@@ -262,6 +333,7 @@ files_suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, outputs_never_overwrite_an_input);
 	tcase_add_test(tc, stdout_is_not_an_input);
+	tcase_add_test(tc, two_runs_share_no_file);
 	tcase_add_test(tc, task_lines_over_128k_run);
 	tcase_add_test(tc, joblog_keeps_backslashes_apart);
 	suite_add_tcase(s, tc);
