@@ -343,8 +343,10 @@ struct tl_row {
 
 struct timeline {
 	const char	*path;
-	char		*tmp;		/* the temporary beside path */
-	int		 fd;		/* open on tmp, or -1 */
+	char		*tmp;		/* the temporary's name beside path */
+	int		 fd;		/* open on the temporary, or -1 */
+	int		 named;		/* tmp names it (without O_TMPFILE, or
+					   once it is drawn) */
 	struct tl_bar	*bar;
 	size_t		 nbar, cap;
 	struct tl_row	*row;

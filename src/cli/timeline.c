@@ -6,10 +6,13 @@
  * joblog alone, rows then by host and GPU. The file is a temporary beside
  * FILE, created before anything runs (so that a path that cannot be
  * written fails first, not after hours of work) and renamed over FILE at
- * the end, whatever ended the run: FILE is never half written.
+ * the end, whatever ended the run: FILE is never half written. The
+ * temporary has no name until it is drawn (O_TMPFILE, where the file
+ * system has it), so that a run killed outright leaves nothing behind.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +38,7 @@ timeline_open(struct timeline **tlp, const char *path, char *err,
 	struct stat	 st;
 	const char	*slash = strrchr(path, '/');
 	int		 dlen = slash != NULL ? (int)(slash - path) + 1 : 0;
+	char		 dir[PATH_MAX];
 	int		 rc;
 
 	*tlp = NULL;
@@ -55,7 +59,15 @@ timeline_open(struct timeline **tlp, const char *path, char *err,
 	}
 	tl->path = path;
 	tl->last = -1;
-	if ((tl->fd = mkostemp(tl->tmp, O_CLOEXEC)) == -1) {
+	/* An old kernel takes O_TMPFILE for O_DIRECTORY (EISDIR), a file
+	 * system without it says EOPNOTSUPP: a named temporary then. */
+	snprintf(dir, sizeof(dir), "%.*s", dlen > 1 ? dlen - 1 : 1,
+	    dlen ? path : ".");
+	tl->fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	if (tl->fd == -1 && (errno == EOPNOTSUPP || errno == EISDIR ||
+	    errno == EINVAL) && (tl->fd = mkostemp(tl->tmp, O_CLOEXEC)) >= 0)
+		tl->named = 1;
+	if (tl->fd == -1) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot write timeline '%s': %s", path,
 		    strerror(-rc));
@@ -75,10 +87,10 @@ timeline_free(struct timeline *tl)
 
 	if (tl == NULL)
 		return;
-	if (tl->fd >= 0) {
+	if (tl->fd >= 0)
 		close(tl->fd);
+	if (tl->named)
 		(void)unlink(tl->tmp);
-	}
 	free(tl->tmp);
 	for (i = 0; i < tl->nbar; i++) {
 		free(tl->bar[i].cmd);
@@ -213,6 +225,36 @@ sink_write(void *cookie, const char *buf, size_t n)
 	return s->err ? 0 : (ssize_t)n;	/* 0: an error, to stdio */
 }
 
+/* The drawn temporary, nameless (O_TMPFILE), under a name of its own
+ * beside the path (tl->tmp, its XXXXXX made unique), to be renamed over
+ * it: linkat() by the descriptor, or where that needs a capability we
+ * lack, by /proc/self/fd. 0 or -errno. */
+static int
+name_it(struct timeline *tl, int fd)
+{
+	static const char	 abc[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	char			 proc[32], *x = tl->tmp + strlen(tl->tmp) - 6;
+	uint64_t		 r = (uint64_t)gp_now_ns() ^ (uint64_t)getpid();
+	int			 tries, i, rc;
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	for (tries = 0; tries < 100; tries++) {
+		for (i = 0; i < 6; i++, r = r * 6364136223846793005ULL + 1)
+			x[i] = abc[(r >> 33) % (sizeof(abc) - 1)];
+		rc = linkat(fd, "", AT_FDCWD, tl->tmp, AT_EMPTY_PATH);
+		if (rc == -1 && errno != EEXIST)
+			rc = linkat(AT_FDCWD, proc, AT_FDCWD, tl->tmp,
+			    AT_SYMLINK_FOLLOW);
+		if (rc == 0) {
+			tl->named = 1;
+			return 0;
+		}
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EEXIST;
+}
+
 /* Draw tl into its temporary and rename it over the path; the
  * temporary is gone either way. 0, or -errno with err saying why. */
 static int
@@ -241,14 +283,20 @@ commit(struct timeline *tl, char *err, size_t errlen)
 		rc = -sk.err;
 	if (rc == 0 && fsync(sk.fd) == -1 && errno != EINVAL)
 		rc = -errno;
+	if (rc == 0 && !tl->named)
+		rc = name_it(tl, sk.fd);
 	if (close(sk.fd) == -1 && rc == 0)
 		rc = -errno;
 	if (rc == 0 && rename(tl->tmp, tl->path) == -1)
 		rc = -errno;
-	if (rc == 0)
+	if (rc == 0) {
+		tl->named = 0;	/* it is the picture now */
 		return 0;
+	}
 fail:
-	(void)unlink(tl->tmp);
+	if (tl->named)
+		(void)unlink(tl->tmp);
+	tl->named = 0;
 	snprintf(err, errlen, "cannot write timeline '%s': %s", tl->path,
 	    strerror(-rc));
 	return rc;
