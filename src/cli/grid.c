@@ -128,16 +128,47 @@ take(struct grid_src *s, const char *v, const char *sep, const char **why)
 	return 0;
 }
 
+/* The next line of f into b, NUL-terminated (its '\n' and a CR before
+ * it cut, b->len not counting the NUL): its length, -1 at the end,
+ * -EINVAL (*why: a NUL byte, or over LINE_MAX_BYTES, which no row could
+ * hold), -ENOMEM or -EIO. getline() would take a line of any length,
+ * /dev/zero's too, until memory ran out. */
+static ssize_t
+next_line(FILE *f, struct gp_buf *b, const char **why)
+{
+	int	 c;
+
+	b->off = b->len = 0;
+	while ((c = getc_unlocked(f)) != EOF && c != '\n') {
+		*why = c == '\0' ? "NUL byte in the line" : b->len >=
+		    LINE_MAX_BYTES ? "line longer than 1 MiB" : NULL;
+		if (*why != NULL)
+			return -EINVAL;
+		if (gp_buf_reserve(b, 2) < 0)
+			return -ENOMEM;
+		b->data[b->len++] = (uint8_t)c;
+	}
+	if (c == EOF && ferror(f))
+		return -EIO;
+	if (c == EOF && b->len == 0)
+		return -1;
+	if (b->len > 0 && b->data[b->len - 1] == '\r')
+		b->len--;
+	if (gp_buf_reserve(b, 1) < 0)
+		return -ENOMEM;
+	b->data[b->len] = '\0';
+	return (ssize_t)b->len;
+}
+
 /* A :::: file's lines into s ("-": standard input). 0 or -errno with err
  * saying why (file:line for a bad line). */
 static int
 read_file(struct grid_src *s, const char *path, const char *sep, char *err,
     size_t errlen)
 {
+	struct gp_buf	 line = { 0 };
 	FILE		*f;
-	char		*line = NULL;
 	const char	*why = NULL;
-	size_t		 cap = 0;
 	ssize_t		 n;
 	unsigned long	 no = 0;
 	int		 rc = 0;
@@ -155,24 +186,18 @@ read_file(struct grid_src *s, const char *path, const char *sep, char *err,
 			fclose(f);
 		return rc;
 	}
-	while (rc == 0 && (n = getline(&line, &cap, f)) != -1) {
-		no++;
-		if (n > 0 && line[n - 1] == '\n')
-			line[--n] = '\0';
-		if (n > 0 && line[n - 1] == '\r')
-			line[--n] = '\0';
-		if (memchr(line, '\0', (size_t)n) != NULL)
-			why = "NUL byte in the line";
-		rc = why != NULL ? -EINVAL : take(s, line, sep, &why);
-	}
-	if (rc == 0 && ferror(f))
-		rc = -EIO;
+	flockfile(f);
+	while (rc == 0 && (no++, n = next_line(f, &line, &why)) >= 0)
+		rc = take(s, (const char *)line.data, sep, &why);
+	funlockfile(f);
+	if (rc == 0 && n < -1)
+		rc = (int)n;
 	if (rc == -EINVAL)
 		snprintf(err, errlen, "%s:%lu: %s", path, no, why);
 	else if (rc < 0)
 		snprintf(err, errlen, "cannot read '%s': %s", path,
 		    strerror(-rc));
-	free(line);
+	gp_buf_release(&line);
 	if (f != stdin)
 		fclose(f);
 	return rc;

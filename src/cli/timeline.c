@@ -386,12 +386,20 @@ timeline_from_joblog(const struct opts *o)
 	size_t		 lcap = 0;
 	ssize_t		 n;
 	unsigned long	 bad = 0, absurd = 0, no = 0;
+	struct stat	 st;
 	FILE		*in;
 	int		 flags, rc;
 
 	if ((in = fopen(o->from_joblog, "re")) == NULL) {
 		cli_err("cannot open joblog '%s': %s", o->from_joblog,
 		    strerror(errno));
+		return EXIT_FATAL;
+	}
+	/* As for --resume: a device such as /dev/zero would be read for
+	 * ever (one line, as long as memory lasts), a FIFO may never end. */
+	if (fstat(fileno(in), &st) == -1 || !S_ISREG(st.st_mode)) {
+		cli_err("joblog '%s' is not a regular file", o->from_joblog);
+		fclose(in);
 		return EXIT_FATAL;
 	}
 	if (files_note(FILE_IN, "joblog", o->from_joblog, fileno(in), err,

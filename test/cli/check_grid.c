@@ -328,13 +328,18 @@ START_TEST(bad_grids_exit_255_with_one_line)
 		{ { "--colsep", ",", "echo", "::::", "@CSV2" },
 		  "bad2.csv:2: not as many columns as the first line" },
 		{ { "[mem=lots]", "echo", ":::", "a" }, "grid:1: " },
+		/* A 2 MiB line, no newline (and /dev/zero: one line for
+		 * ever, as getline() read it) is refused as it is read. */
+		{ { "true", "::::", "@LONG" }, "long:1: line longer than "
+		  "1 MiB" },
+		{ { "true", "::::", "/dev/zero" }, "/dev/zero:1: NUL byte" },
 		{ { "--colsep", ",", "@CSV" }, "--colsep needs COMMAND :::" },
 		{ { "--header", "x", "echo", ":::", "a" },
 		  "--header: 'x' is not supported" },
 	};
 	const char	*args[16];
 	struct res	 res;
-	char		*csv = NULL, *csv2;
+	char		*csv = NULL, *csv2, *longf, *big;
 	size_t		 i, k;
 
 	tmp_make();
@@ -342,12 +347,19 @@ START_TEST(bad_grids_exit_255_with_one_line)
 	csv2 = pathf("bad2.csv");
 	puts_file(csv, "a,b\n\"c,d\",e\n\"f,g\n");
 	puts_file(csv2, "a,b\nc\n");
+	longf = pathf("long");
+	big = malloc(2 << 20);
+	ck_assert_ptr_nonnull(big);
+	memset(big, 'a', 2 << 20);
+	put(longf, big, 2 << 20);
+	free(big);
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		args[0] = "--fake-gpus";
 		args[1] = "1";
 		for (k = 0; bad[i].args[k] != NULL; k++)
 			args[k + 2] = strcmp(bad[i].args[k], "@CSV") == 0 ?
 			    csv : strcmp(bad[i].args[k], "@CSV2") == 0 ? csv2 :
+			    strcmp(bad[i].args[k], "@LONG") == 0 ? longf :
 			    bad[i].args[k];
 		args[k + 2] = NULL;
 		run_in(-1, 60, &res, args);

@@ -384,6 +384,12 @@ START_TEST(absurd_times_are_left_out)
 	ck_assert_int_eq(count(s, "bar "), 2);
 	free(s);
 
+	/* A device is no joblog: /dev/zero would be one line for ever. */
+	run_in(-1, 30, &r, (const char *const []){ "--timeline", svg,
+	    "--from-joblog", "/dev/zero", NULL });
+	ck_assert_msg(r.code == 255 && strstr(r.err, "not a regular file") !=
+	    NULL, "exit %d: %s", r.code, r.err);
+
 	/* Nothing but one such row: the picture is empty, and drawn. */
 	puts_file(jl, "1\t:\t1e300\t1.000\t0\t0\t0\t0\ta\t0\t-\t-\n");
 	run_in(-1, 30, &r, (const char *const []){ "--timeline", svg,
