@@ -47,6 +47,14 @@ timeline_open(struct timeline **tlp, const char *path, char *err,
 		    strerror(EISDIR));
 		return -EISDIR;
 	}
+	/* The picture is renamed over the path: over a symbolic link it
+	 * would replace the link (--timeline /dev/stdout, as root, the
+	 * system's), over a device or a FIFO the node itself. */
+	if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "timeline '%s' is not a regular file",
+		    path);
+		return -EINVAL;
+	}
 	if ((rc = files_note(FILE_REPLACED, "timeline", path, -1, err,
 	    errlen)) < 0)
 		return rc;

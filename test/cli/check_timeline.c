@@ -321,13 +321,19 @@ START_TEST(unwritable_path_fails_first)
 	puts_file(tasks, s);
 	free(s);
 	/* No directory; a directory; the tasks file, which it would
-	 * replace. */
+	 * replace; a node that is not a file. */
 	bad = _i == 0 ? pathf("no/such/dir/t.svg") : _i == 1 ? pathf(".") :
-	    strdup(tasks);
+	    _i == 2 ? strdup(tasks) : pathf("node");
+	/* A FIFO, a symbolic link: the rename would replace the node (a
+	 * root's --timeline /dev/stdout, the system's). */
+	if (_i == 3)
+		ck_assert_int_eq(mkfifo(bad, 0600), 0);
+	if (_i == 4)
+		ck_assert_int_eq(symlink("t.svg", bad), 0);
 	RUN(&r, "--fake-gpus", "1", "--timeline", bad, tasks);
 	ck_assert_int_eq(r.code, 255);
 	ck_assert_ptr_nonnull(strstr(r.err, _i < 2 ? "cannot write timeline" :
-	    "would replace"));
+	    _i == 2 ? "would replace" : "is not a regular file"));
 	ck_assert_int_eq(count(r.err, "gpupool-run: "), 1);
 	ck_assert_int_eq(access(mark, F_OK), -1);
 	s = slurp(tasks, NULL);
@@ -491,7 +497,7 @@ timeline_suite(void)
 	tcase_add_test(tc, hostile_commands_stay_xml);
 	tcase_add_loop_test(tc, hundred_thousand_attempts_under_2mb, 0, 2);
 	tcase_add_test(tc, run_ended_by_signal_is_drawn);
-	tcase_add_loop_test(tc, unwritable_path_fails_first, 0, 3);
+	tcase_add_loop_test(tc, unwritable_path_fails_first, 0, 5);
 	tcase_add_test(tc, absurd_times_are_left_out);
 	tcase_add_test(tc, full_disk_says_no_space);
 	tcase_add_test(tc, killed_run_leaves_no_temporary);
