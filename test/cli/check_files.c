@@ -11,44 +11,6 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "cli_test.h"
 
-/* Exit 255, one line on stderr that contains want, nothing ran (no
- * ran file) and every file in keep[] (NULL-terminated) still holds
- * what it held. stdin_path: standard input from that file (or NULL). */
-static void
-refused(const char *want, const char *ran, const char *const *keep,
-    const char *stdin_path, const char *const *args)
-{
-	struct res	 res;
-	char		*before[8];
-	int		 i, fd = -1;
-
-	for (i = 0; keep[i] != NULL; i++)
-		ck_assert_ptr_nonnull(before[i] = slurp(keep[i], NULL));
-	if (stdin_path != NULL)
-		ck_assert_int_ge(fd = open(stdin_path, O_RDONLY), 0);
-	run_in(fd, 60, &res, args);
-	if (fd >= 0)
-		close(fd);
-	ck_assert_msg(res.code == 255, "exit %d for '%s': %s", res.code, want,
-	    res.err);
-	ck_assert_msg(count_lines(res.err) == 1 &&
-	    strncmp(res.err, "gpupool-run: ", 13) == 0, "not one line: '%s'",
-	    res.err);
-	ck_assert_msg(strstr(res.err, want) != NULL, "'%s' lacks '%s'",
-	    res.err, want);
-	ck_assert_msg(access(ran, F_OK) == -1, "a task ran (%s)", want);
-	for (i = 0; keep[i] != NULL; i++) {
-		char	*now = slurp(keep[i], NULL);
-
-		ck_assert_msg(now != NULL && strcmp(now, before[i]) == 0,
-		    "'%s' changed (%s)", keep[i], want);
-		free(now);
-		free(before[i]);
-	}
-	free(res.out);
-	free(res.err);
-}
-
 #define KEEP(...)	(const char *const []){ __VA_ARGS__, NULL }
 #define ARGS(...)	(const char *const []){ __VA_ARGS__, NULL }
 
@@ -72,22 +34,22 @@ START_TEST(outputs_never_overwrite_an_input)
 	soft = pathf("soft");
 	ck_assert_int_eq(symlink(vals, soft), 0);
 
-	refused("joblog", ran, KEEP(vals), NULL, ARGS("--fake-gpus", "1",
+	run_refused("joblog", ran, KEEP(vals), NULL, ARGS("--fake-gpus", "1",
 	    "--joblog", vals, cmd, "::::", vals));
-	refused("timeline", ran, KEEP(vals), NULL, ARGS("--fake-gpus", "1",
+	run_refused("timeline", ran, KEEP(vals), NULL, ARGS("--fake-gpus", "1",
 	    "--timeline", vals, cmd, "::::", vals));
-	refused("joblog", ran, KEEP(vals), NULL, ARGS("--fake-gpus", "1",
+	run_refused("joblog", ran, KEEP(vals), NULL, ARGS("--fake-gpus", "1",
 	    "--joblog", hard, cmd, "::::", pathf("vals.txt")));
-	refused("joblog", ran, KEEP(vals), NULL, ARGS("--fake-gpus", "1",
+	run_refused("joblog", ran, KEEP(vals), NULL, ARGS("--fake-gpus", "1",
 	    "--joblog", soft, "--resume", cmd, "::::", vals));
-	refused("timeline", ran, KEEP(vals), NULL, ARGS("--fake-gpus", "1",
+	run_refused("timeline", ran, KEEP(vals), NULL, ARGS("--fake-gpus", "1",
 	    "--timeline", hard, cmd, ":::", "x", "::::", soft));
 	/* Standard input's file, as - or /dev/stdin, and twice. */
-	refused("standard input", ran, KEEP(vals), vals, ARGS("--fake-gpus",
+	run_refused("standard input", ran, KEEP(vals), vals, ARGS("--fake-gpus",
 	    "1", "--joblog", hard, cmd, "::::", "-"));
-	refused("joblog", ran, KEEP(vals), vals, ARGS("--fake-gpus", "1",
+	run_refused("joblog", ran, KEEP(vals), vals, ARGS("--fake-gpus", "1",
 	    "--joblog", soft, cmd, "::::", "/dev/stdin"));
-	refused("timeline", ran, KEEP(vals), vals, ARGS("--fake-gpus", "1",
+	run_refused("timeline", ran, KEEP(vals), vals, ARGS("--fake-gpus", "1",
 	    "--timeline", vals, cmd, "::::", vals, "::::", "-"));
 	/* --results DIR would write DIR/1/stdout. */
 	res_d = pathf("res");
@@ -95,7 +57,7 @@ START_TEST(outputs_never_overwrite_an_input)
 	ck_assert_int_eq(mkdir(pathf("res/1"), 0755), 0);
 	in_res = pathf("res/1/stdout");
 	puts_file(in_res, "a\nb\n");
-	refused("--results", ran, KEEP(in_res), NULL, ARGS("--fake-gpus", "1",
+	run_refused("--results", ran, KEEP(in_res), NULL, ARGS("--fake-gpus", "1",
 	    "--results", res_d, cmd, "::::", in_res));
 
 	/* The topology and the tasks file, as joblog and picture. */
@@ -106,13 +68,13 @@ START_TEST(outputs_never_overwrite_an_input)
 	tasks = pathf("tasks.txt");
 	line = cmdf("echo x >> %s\n", ran);
 	puts_file(tasks, line);
-	refused("--topology", ran, KEEP(topo, tasks), NULL,
+	run_refused("--topology", ran, KEEP(topo, tasks), NULL,
 	    ARGS("--fake-gpus", "1", "--topology", topo, "--joblog", topo,
 	    tasks));
-	refused("--topology", ran, KEEP(topo, tasks), NULL,
+	run_refused("--topology", ran, KEEP(topo, tasks), NULL,
 	    ARGS("--fake-gpus", "1", "--topology", topo, "--timeline", topo,
 	    tasks));
-	refused("tasks file", ran, KEEP(tasks), tasks, ARGS("--fake-gpus", "1",
+	run_refused("tasks file", ran, KEEP(tasks), tasks, ARGS("--fake-gpus", "1",
 	    "--timeline", tasks, "-"));
 
 	/* Inputs given twice are only read: 2 x 2 tasks. */
@@ -139,7 +101,7 @@ START_TEST(stdout_is_not_an_input)
 	puts_file(tasks, line);
 	via = cmdf("exec \"$@\" >> '%s'", tasks);
 	exec_via = via;
-	refused("standard output", ran, KEEP(tasks), NULL,
+	run_refused("standard output", ran, KEEP(tasks), NULL,
 	    ARGS("--fake-gpus", "1", tasks));
 	exec_via = NULL;
 	tmp_remove();
