@@ -29,6 +29,8 @@
 #include "cli.h"
 
 #define ORPHANS_AFTER_NS 1000000000LL	/* reap_exited() from then on */
+#define ARG_ONE_MAX	(32 * 4096)	/* Linux's MAX_ARG_STRLEN: one
+					   argument, its NUL included */
 
 /* Built once per worker: the environment with our five variables. */
 static char	**envp;
@@ -308,7 +310,12 @@ task_start(const struct run_conf *rc, uint64_t seq, const char *cmd,
 		/* Not found, not executable, no #! line: let sh say so
 		 * (127, 126) or run it as a script, as a shell would. */
 		sh[2] = (char *)cmd;
-		e = spawn(pid, sh[0], sh, ofd, efd, -1);
+		/* A line one argument cannot hold goes to the script at
+		 * once (not every exec reports E2BIG: under valgrind the
+		 * child just dies); E2BIG also comes from arguments and
+		 * environment over ARG_MAX. */
+		e = strlen(cmd) < ARG_ONE_MAX ? spawn(pid, sh[0], sh, ofd, efd,
+		    -1) : -E2BIG;
 	}
 	if (e == -E2BIG)
 		e = spawn_long(pid, cmd, ofd, efd);
