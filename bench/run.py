@@ -1728,7 +1728,14 @@ def markdown(res):
         for n in res["notes"]:
             L.append("- " + n)
         L.append("")
-    return "\n".join(L)
+    return tree_relative("\n".join(L))
+
+
+def tree_relative(text):
+    """Paths in the tree as paths from its root (build-bench/src/...): the
+    page is published, and the machine that measured it has its own place
+    for the tree (issue 21)."""
+    return text.replace(REPO + os.sep, "")
 
 
 def fmt_n(n):

@@ -24,6 +24,32 @@
 #define OUTPUT_MAX	(16u << 20)	/* captured bytes per stream */
 #define RESULTS_LOCK	".gpupool-run.lock"	/* in --results DIR */
 
+/* files.c: the files a run reads and writes, each noted where it is
+ * opened, and the one check that no output is an input or another
+ * output. */
+enum file_role {
+	FILE_IN,		/* read: tasks file, :::: file, topology */
+	FILE_OUT,		/* written in place: the joblog */
+	FILE_REPLACED,		/* renamed over at the end: --timeline */
+	FILE_DIR,		/* written in its DIR/<seq>/: --results */
+	FILE_STREAM,		/* standard output or error */
+};
+
+/* Note a file of the run: what names it in messages ("joblog", "tasks
+ * file", "standard output": a static string), path as given (NULL: a
+ * standard stream, named by fd, or standard input read as an input), fd
+ * open on it or -1 (then path is stat()ed; it need not exist). It is
+ * checked against every file noted before: an output (anything but
+ * FILE_IN) may not be the same file as an input or another output, by
+ * any name (hard or symbolic links, /dev/stdin), nor lie in a FILE_DIR's
+ * DIR/<seq>/; two inputs, or two streams, may. 0, or -EEXIST with err
+ * saying which two ("joblog 'x' is the :::: file 'y': nothing was run"),
+ * or -ENOMEM. */
+int	files_note(enum file_role role, const char *what, const char *path,
+	    int fd, char *err, size_t errlen);
+/* Forget every file noted. */
+void	files_release(void);
+
 /* tasks.c: the tasks file, read incrementally. */
 enum tasks_rc {
 	TASKS_AGAIN = 0,	/* no whole task yet; poll the fd */
@@ -63,12 +89,12 @@ int	tasks_open_grid(struct tasks *t, const struct grid *g);
  * (read error; t->err says so). */
 int	tasks_next(struct tasks *t);
 void	tasks_close(struct tasks *t);
-/* A pass over a regular file with a second descriptor, or over grid g
- * when not NULL (path unused then): count its tasks (calling skip(seq,
- * command without its tag) for each; a nonzero return does not count
- * it) and find input errors before anything runs. Returns the count, or
- * as tasks_next() for an error. */
-long	tasks_scan(const char *path, const struct grid *g,
+/* A pass over a regular file with a second descriptor: count its tasks
+ * (calling skip(seq, command without its tag) for each; a nonzero return
+ * does not count it) and find input errors before anything runs. Returns
+ * the count, or as tasks_next() for an error. (A grid is not scanned:
+ * grid_parse() checks its rows without making them.) */
+long	tasks_scan(const char *path,
 	    int (*skip)(void *, unsigned long, const char *), void *arg,
 	    char *err, size_t errlen);
 
@@ -99,9 +125,13 @@ int	grid_word(const char *s);
 /* argv[0..argc): COMMAND's words, then the sources; colsep (or NULL)
  * splits each value into columns (CSV when it is ","), header takes the
  * first value of each source as its columns' names. Reads the :::: files
- * (- is standard input) and checks what a row expands to. 0, or -EINVAL
- * (err says what is wrong: no command, an empty source, a bad line as
- * file:line, linked sources of different lengths, {N} past the columns)
+ * (- is standard input) and checks what the rows expand to, in time and
+ * memory that follow the sources, not their product: {N} past the
+ * columns, a row over LINE_MAX_BYTES, a bad tag (in every row while the
+ * combinations of the values before its ']' are at most 2^20; past
+ * that, tasks_next() checks each row as it comes). 0, or -EINVAL (err
+ * says what is wrong: no command, an empty source, a bad line as
+ * file:line, linked sources of different lengths, a bad row as grid:N)
  * or another -errno (a file that cannot be read: err says so). g is
  * released by grid_release() after a 0 only. */
 int	grid_parse(struct grid *g, char **argv, int argc, const char *colsep,
@@ -136,6 +166,19 @@ int	repl_quote(struct gp_buf *b, const char *s, size_t n);
  * err says so) or -ENOMEM. */
 int	repl_expand(const char *tmpl, const struct repl_args *a,
 	    struct gp_buf *b, char *err, size_t errlen);
+/* Where a tag (need.c) may lie in the lines tmpl expands to: up to and
+ * including its first ']' outside a replacement string, or all of it.
+ * Sets col[i] (a->ncol of them, zeroed by the caller) for each column
+ * its replacement strings there use ({} and {#}: every one; with no ']'
+ * and no replacement string at all, the values appended: every one).
+ * Returns that length, or -EINVAL as repl_expand(). */
+ssize_t	repl_head(const char *tmpl, const struct repl_args *a,
+	    unsigned char *col, char *err, size_t errlen);
+/* tmpl[0..n) (n as repl_head() gave it) expanded into b as repl_expand()
+ * expands the whole, NUL-terminated; no values are appended. */
+int	repl_expand_head(const char *tmpl, size_t n,
+	    const struct repl_args *a, struct gp_buf *b, char *err,
+	    size_t errlen);
 /* cmd with each {%} replaced by slot: a malloc()ed string (the caller
  * frees it), or NULL: out of memory. Safe in a worker. */
 char	*repl_slot(const char *cmd, int slot);
@@ -225,14 +268,15 @@ void	joblog_init(struct joblog *j);
  * signal ended the wait (file_lock()). */
 int	joblog_lock(struct joblog *j, const char *path, int wait, char *err,
 	    size_t errlen);
-/* An exclusive lock on fd (open for writing), held until it is closed;
- * -EAGAIN if another process holds it (err names its pid). With wait,
+/* A lock of type F_WRLCK (exclusive, fd open for writing) or F_RDLCK
+ * (shared) on fd, held until it is closed; -EAGAIN if another process
+ * holds one that excludes it (err names its pid). With wait,
  * until it is ours, or -EINTR when SIGINT, SIGTERM or SIGHUP comes while
  * blocked (under MPI they are from the start): a wait that no signal
  * could end would leave only SIGKILL. err says why, naming what
  * ("joblog", "results directory") and path. */
-int	file_lock(int fd, int wait, const char *what, const char *path,
-	    char *err, size_t errlen);
+int	file_lock(int fd, int type, int wait, const char *what,
+	    const char *path, char *err, size_t errlen);
 /* Read an existing joblog for --resume; a missing file is empty. */
 int	joblog_load(struct joblog *j, const char *path, char *err,
 	    size_t errlen);
@@ -248,9 +292,14 @@ int	joblog_done(const struct joblog *j, unsigned long seq, int failed_too);
 int	joblog_changed(const struct joblog *j, unsigned long seq,
 	    const char *cmd);
 /* Append one line and make it durable (write + fdatasync). A TAB or a
- * newline in the command or GPU id is written \t or \n; a negative
- * gpu_mem or gpu_util is written '-'. */
+ * newline in the command or GPU id is written \t or \n, a backslash
+ * before a backslash, 't', 'n', TAB or newline \\ (so that each text
+ * has one reading); a negative gpu_mem or gpu_util is written '-'. */
 int	joblog_append(struct joblog *j, const struct jl_rec *r);
+/* A Command or GPU field as joblog_append() wrote it back into what it
+ * was, in place: \\ a backslash, \t a TAB, \n a newline; any other
+ * backslash stays. */
+void	joblog_unesc(char *s);
 /* Close (a joblog it created and never wrote is removed), free. */
 void	joblog_release(struct joblog *j);
 /* The hash of a command as the joblog writes it. */
@@ -294,8 +343,10 @@ struct tl_row {
 
 struct timeline {
 	const char	*path;
-	char		*tmp;		/* the temporary beside path */
-	int		 fd;		/* open on tmp, or -1 */
+	char		*tmp;		/* the temporary's name beside path */
+	int		 fd;		/* open on the temporary, or -1 */
+	int		 named;		/* tmp names it (without O_TMPFILE, or
+					   once it is drawn) */
 	struct tl_bar	*bar;
 	size_t		 nbar, cap;
 	struct tl_row	*row;
@@ -305,12 +356,11 @@ struct timeline {
 };
 
 /* Create the temporary beside path (a directory, a place that cannot be
- * written, or one of the files keep names, NULL-terminated, which it
- * would replace: the tasks file, a joblog, fails now, before anything
- * runs). 0 and *tlp (free it with timeline_free()), or -errno with err
- * saying why. */
-int	timeline_open(struct timeline **tlp, const char *path,
-	    const char *const *keep, char *err, size_t errlen);
+ * written, or a file of the run, which it would replace (files_note()):
+ * the tasks file, a joblog, fails now, before anything runs). 0 and
+ * *tlp (free it with timeline_free()), or -errno with err saying why. */
+int	timeline_open(struct timeline **tlp, const char *path, char *err,
+	    size_t errlen);
 /* Keep one attempt: jr as recorded, flags (enum reply_flags) for what
  * the joblog cannot tell (timed out, not started), and the slot it ran
  * on: rank, slot and its GPU's index in the run (gpu, -1: unknown); slot

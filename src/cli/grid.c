@@ -5,7 +5,12 @@
  * their product (the first source varying slowest, linked sources
  * stepping together) is the task numbered N, computed on demand, so that
  * the rest of the run takes grid rows as it takes a tasks file's lines
- * (tasks.c). Never prints: errors are left in err as one line.
+ * (tasks.c), and the first starts at once however many there are. What
+ * a row would be is checked without making the product: a row's length
+ * is the sum of what each group of sources (one and those linked to it)
+ * adds, so the longest row is known from each group's rows alone; a tag
+ * depends only on the groups used before its ']'. Never prints: errors
+ * are left in err as one line.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,6 +20,8 @@
 #include "cli.h"
 
 #define GRID_MAX_ROWS	(1UL << 40)
+#define GRID_TAG_ROWS	(1UL << 20)	/* tags checked before the run in
+					   up to this many rows */
 
 /* Which separator word s is: 0 none, 1 ":::", 2 "::::"; *link for the
  * '+' forms. */
@@ -121,16 +128,47 @@ take(struct grid_src *s, const char *v, const char *sep, const char **why)
 	return 0;
 }
 
+/* The next line of f into b, NUL-terminated (its '\n' and a CR before
+ * it cut, b->len not counting the NUL): its length, -1 at the end,
+ * -EINVAL (*why: a NUL byte, or over LINE_MAX_BYTES, which no row could
+ * hold), -ENOMEM or -EIO. getline() would take a line of any length,
+ * /dev/zero's too, until memory ran out. */
+static ssize_t
+next_line(FILE *f, struct gp_buf *b, const char **why)
+{
+	int	 c;
+
+	b->off = b->len = 0;
+	while ((c = getc_unlocked(f)) != EOF && c != '\n') {
+		*why = c == '\0' ? "NUL byte in the line" : b->len >=
+		    LINE_MAX_BYTES ? "line longer than 1 MiB" : NULL;
+		if (*why != NULL)
+			return -EINVAL;
+		if (gp_buf_reserve(b, 2) < 0)
+			return -ENOMEM;
+		b->data[b->len++] = (uint8_t)c;
+	}
+	if (c == EOF && ferror(f))
+		return -EIO;
+	if (c == EOF && b->len == 0)
+		return -1;
+	if (b->len > 0 && b->data[b->len - 1] == '\r')
+		b->len--;
+	if (gp_buf_reserve(b, 1) < 0)
+		return -ENOMEM;
+	b->data[b->len] = '\0';
+	return (ssize_t)b->len;
+}
+
 /* A :::: file's lines into s ("-": standard input). 0 or -errno with err
  * saying why (file:line for a bad line). */
 static int
 read_file(struct grid_src *s, const char *path, const char *sep, char *err,
     size_t errlen)
 {
+	struct gp_buf	 line = { 0 };
 	FILE		*f;
-	char		*line = NULL;
 	const char	*why = NULL;
-	size_t		 cap = 0;
 	ssize_t		 n;
 	unsigned long	 no = 0;
 	int		 rc = 0;
@@ -142,24 +180,24 @@ read_file(struct grid_src *s, const char *path, const char *sep, char *err,
 		    strerror(errno));
 		return rc;
 	}
-	while (rc == 0 && (n = getline(&line, &cap, f)) != -1) {
-		no++;
-		if (n > 0 && line[n - 1] == '\n')
-			line[--n] = '\0';
-		if (n > 0 && line[n - 1] == '\r')
-			line[--n] = '\0';
-		if (memchr(line, '\0', (size_t)n) != NULL)
-			why = "NUL byte in the line";
-		rc = why != NULL ? -EINVAL : take(s, line, sep, &why);
+	if ((rc = files_note(FILE_IN, ":::: file", f == stdin ? NULL : path,
+	    fileno(f), err, errlen)) < 0) {
+		if (f != stdin)
+			fclose(f);
+		return rc;
 	}
-	if (rc == 0 && ferror(f))
-		rc = -EIO;
+	flockfile(f);
+	while (rc == 0 && (no++, n = next_line(f, &line, &why)) >= 0)
+		rc = take(s, (const char *)line.data, sep, &why);
+	funlockfile(f);
+	if (rc == 0 && n < -1)
+		rc = (int)n;
 	if (rc == -EINVAL)
 		snprintf(err, errlen, "%s:%lu: %s", path, no, why);
 	else if (rc < 0)
 		snprintf(err, errlen, "cannot read '%s': %s", path,
 		    strerror(-rc));
-	free(line);
+	gp_buf_release(&line);
 	if (f != stdin)
 		fclose(f);
 	return rc;
@@ -286,11 +324,247 @@ shape(struct grid *g, char *err, size_t errlen)
 	return 0;
 }
 
+/* The values of the row that takes row idx[i] of each source i, g->ncol
+ * of them, into val. */
+static void
+values_of(const struct grid *g, const size_t *idx, const char **val)
+{
+	const struct grid_src	*s;
+	int			 i, col = 0;
+
+	for (i = 0; i < g->nsrc; col += s->ncol, i++) {
+		s = g->src + i;
+		memcpy(val + col, s->val + idx[i] * (size_t)s->ncol,
+		    (size_t)s->ncol * sizeof(*val));
+	}
+}
+
+/* Task seq's row of each source into idx: the last source varies
+ * fastest; a linked one steps with the source it links to, the first
+ * before it that is not linked. */
+static void
+row_of(const struct grid *g, unsigned long seq, size_t *idx)
+{
+	unsigned long	 row = seq - 1, at = 0;
+	int		 i;
+
+	for (i = g->nsrc - 1; i >= 0; i--) {
+		if (i == g->nsrc - 1 || !g->src[i + 1].linked) {
+			at = row % g->src[i].nrow;
+			row /= g->src[i].nrow;
+		}
+		idx[i] = at;
+	}
+}
+
+/* The task whose rows are idx: row_of() turned around. */
+static unsigned long
+seq_of(const struct grid *g, const size_t *idx)
+{
+	unsigned long	 seq = 0;
+	int		 i;
+
+	for (i = 0; i < g->nsrc; i++)
+		if (!g->src[i].linked)
+			seq = seq * g->src[i].nrow + idx[i];
+	return seq + 1;
+}
+
+/* Task seq's values, g->ncol of them, into val (idx: scratch, one per
+ * source). */
+static void
+row_values(const struct grid *g, unsigned long seq, size_t *idx,
+    const char **val)
+{
+	row_of(g, seq, idx);
+	values_of(g, idx, val);
+}
+
+/* The rows rows_check() makes: one row's place in each source (idx), its
+ * values and its line, and what is being found. */
+struct rows {
+	const struct grid	*g;
+	size_t			*idx;		/* per source */
+	size_t			*far;		/* the longest row's */
+	unsigned char		*used;		/* per column: in the tag */
+	const char		**val;
+	struct repl_args	 a;
+	struct gp_buf		 line;
+	char			*err;
+	size_t			 errlen;
+};
+
+/* The group whose first source is lead (it and those linked to it) at
+ * its row r. */
+static void
+set_group(const struct grid *g, size_t *idx, int lead, size_t r)
+{
+	int	 i = lead;
+
+	do
+		idx[i++] = r;
+	while (i < g->nsrc && g->src[i].linked);
+}
+
+/* The row rs->idx (its {#} seq) as its line into rs->line, or with head
+ * > 0 only what the template's first head bytes make of it. */
+static int
+rows_expand(struct rows *rs, unsigned long seq, size_t head)
+{
+	values_of(rs->g, rs->idx, rs->val);
+	rs->a.seq = seq;
+	if (head > 0)
+		return repl_expand_head(rs->g->tmpl, head, &rs->a, &rs->line,
+		    rs->err, rs->errlen);
+	return repl_expand(rs->g->tmpl, &rs->a, &rs->line, rs->err,
+	    rs->errlen);
+}
+
+/* No row is over LINE_MAX_BYTES. A row is the first row's length plus
+ * what each group's own row adds to it ({#} counted as long as the last
+ * Seq), so each group's rows are expanded with the others at their
+ * first, and the longest row takes each group's longest. */
+static int
+rows_length(struct rows *rs)
+{
+	const struct grid	*g = rs->g;
+	size_t			 base, extra = 0, r, at;
+	long			 d, most;
+	int			 i, rc;
+
+	memset(rs->idx, 0, (size_t)g->nsrc * sizeof(*rs->idx));
+	if ((rc = rows_expand(rs, g->nrow, 0)) < 0)
+		return rc;
+	base = rs->line.len - 1;
+	for (i = 0; i < g->nsrc; i++) {
+		if (g->src[i].linked)
+			continue;
+		for (r = 1, at = 0, most = 0; r < g->src[i].nrow; r++) {
+			set_group(g, rs->idx, i, r);
+			if ((rc = rows_expand(rs, g->nrow, 0)) < 0)
+				return rc;
+			d = (long)(rs->line.len - 1) - (long)base;
+			if (d > most) {
+				most = d;
+				at = r;
+			}
+		}
+		set_group(g, rs->idx, i, 0);
+		set_group(g, rs->far, i, at);
+		extra += (size_t)most;
+	}
+	if (base + extra <= LINE_MAX_BYTES)
+		return 0;
+	snprintf(rs->err, rs->errlen, "grid:%lu: task longer than 1 MiB",
+	    seq_of(g, rs->far));
+	return -EINVAL;
+}
+
+/* Row seq (rs->idx) has a tag need.c takes: only its first head bytes
+ * given (head > 0), a command after them stands in for the rest. */
+static int
+rows_tag(struct rows *rs, unsigned long seq, size_t head)
+{
+	struct task_need	 nd;
+	char			 why[200];
+	int			 rc;
+
+	if ((rc = rows_expand(rs, seq, head)) < 0)
+		return rc;
+	if (head > 0) {
+		rs->line.len--;		/* its NUL */
+		if ((rc = gp_buf_add(&rs->line, " :", 3)) < 0) {
+			snprintf(rs->err, rs->errlen, "out of memory");
+			return rc;
+		}
+	}
+	if (need_parse((const char *)rs->line.data, &nd, why,
+	    sizeof(why)) >= 0)
+		return 0;
+	snprintf(rs->err, rs->errlen, "grid:%lu: %s", seq, why);
+	return -EINVAL;
+}
+
+/* Every row's tag (need.c), as far as it can be known before the run:
+ * row 1 whole; then, for a command that starts with '[', every
+ * combination of the groups whose values come before the tag's ']' (the
+ * others at their first row, in Seq order: the first bad row is named),
+ * when they are at most GRID_TAG_ROWS; past that, each row as it comes
+ * (tasks.c). */
+static int
+rows_tags(struct rows *rs)
+{
+	const struct grid	*g = rs->g;
+	unsigned long		 n = 1, k, rest;
+	ssize_t			 head;
+	int			 i, c, col, rc;
+
+	memset(rs->idx, 0, (size_t)g->nsrc * sizeof(*rs->idx));
+	if ((rc = rows_tag(rs, 1, 0)) < 0 ||
+	    g->tmpl[strspn(g->tmpl, " \t")] != '[')
+		return rc;
+	if ((head = repl_head(g->tmpl, &rs->a, rs->used, rs->err,
+	    rs->errlen)) < 0)
+		return (int)head;
+	/* A group is in the tag if a column of one of its sources is. */
+	for (i = 0, col = 0; i < g->nsrc; col += g->src[i++].ncol)
+		for (c = 0; c < g->src[i].ncol; c++)
+			rs->used[g->ncol + i] |= rs->used[col + c];
+	for (i = g->nsrc - 1; i > 0; i--)
+		if (g->src[i].linked)
+			rs->used[g->ncol + i - 1] |= rs->used[g->ncol + i];
+	for (i = 0; i < g->nsrc && n <= GRID_TAG_ROWS; i++)
+		if (!g->src[i].linked && rs->used[g->ncol + i])
+			n *= g->src[i].nrow;
+	for (k = 0; k < n && n <= GRID_TAG_ROWS; k++) {
+		for (i = g->nsrc - 1, rest = k; i >= 0; i--)
+			if (!g->src[i].linked && rs->used[g->ncol + i]) {
+				set_group(g, rs->idx, i, rest % g->src[i].nrow);
+				rest /= g->src[i].nrow;
+			}
+		if ((rc = rows_tag(rs, seq_of(g, rs->idx), (size_t)head)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* What any row would be, known before anything runs and without making
+ * the product: a {N} past the columns (every row has the same), a row
+ * over LINE_MAX_BYTES, a bad tag. 0, or -EINVAL or -ENOMEM with err. */
+static int
+rows_check(const struct grid *g, char *err, size_t errlen)
+{
+	struct rows	 rs;
+	int		 rc = -ENOMEM;
+
+	memset(&rs, 0, sizeof(rs));
+	rs.g = g;
+	rs.err = err;
+	rs.errlen = errlen;
+	rs.a.name = (const char *const *)g->name;
+	rs.a.ncol = g->ncol;
+	if ((rs.idx = calloc((size_t)g->nsrc, sizeof(*rs.idx))) != NULL &&
+	    (rs.far = calloc((size_t)g->nsrc, sizeof(*rs.far))) != NULL &&
+	    (rs.used = calloc((size_t)(g->ncol + g->nsrc), 1)) != NULL &&
+	    (rs.val = calloc((size_t)g->ncol, sizeof(*rs.val))) != NULL) {
+		rs.a.val = rs.val;
+		if ((rc = rows_length(&rs)) == 0)
+			rc = rows_tags(&rs);
+	}
+	if (rc == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	gp_buf_release(&rs.line);
+	free(rs.idx);
+	free(rs.far);
+	free(rs.used);
+	free(rs.val);
+	return rc;
+}
+
 int
 grid_parse(struct grid *g, char **argv, int argc, const char *colsep,
     int header, char *err, size_t errlen)
 {
-	struct gp_buf	 line = { 0 };
 	size_t		 n = 0;
 	int		 i, rc;
 
@@ -313,12 +587,8 @@ grid_parse(struct grid *g, char **argv, int argc, const char *colsep,
 	for (i = 0; i < g->nsrc; i++)
 		g->ncol += g->src[i].ncol;
 	if ((header && (rc = take_header(g, err, errlen)) < 0) ||
-	    (rc = shape(g, err, errlen)) < 0)
-		goto fail;
-	/* Every row has the same columns: the first shows a bad {N}. */
-	rc = grid_line(g, 1, &line, err, errlen);
-	gp_buf_release(&line);
-	if (rc < 0)
+	    (rc = shape(g, err, errlen)) < 0 ||
+	    (rc = rows_check(g, err, errlen)) < 0)
 		goto fail;
 	return 0;
 
@@ -331,41 +601,23 @@ fail:
 	return rc;
 }
 
-/* Task seq's values, g->ncol of them, into val. */
-static void
-row_values(const struct grid *g, unsigned long seq, const char **val)
-{
-	const struct grid_src	*s;
-	unsigned long		 row = seq - 1, idx = 0;
-	int			 i, col = g->ncol;
-
-	/* The last source varies fastest; a linked one steps with the
-	 * source it links to, the first before it that is not linked. */
-	for (i = g->nsrc - 1; i >= 0; i--) {
-		s = g->src + i;
-		col -= s->ncol;
-		if (i == g->nsrc - 1 || !g->src[i + 1].linked) {
-			idx = row % s->nrow;
-			row /= s->nrow;
-		}
-		memcpy(val + col, s->val + idx * (size_t)s->ncol,
-		    (size_t)s->ncol * sizeof(*val));
-	}
-}
-
 size_t
 grid_args(const struct grid *g, unsigned long seq, char *buf, size_t len)
 {
 	const char	**val;
-	size_t		 n = 0;
+	size_t		 n = 0, *idx;
 	int		 i, k;
 
 	if (len == 0)
 		return 0;
 	buf[0] = '\0';
-	if ((val = calloc((size_t)g->ncol, sizeof(*val))) == NULL)
+	if ((val = calloc((size_t)g->ncol, sizeof(*val))) == NULL ||
+	    (idx = calloc((size_t)g->nsrc, sizeof(*idx))) == NULL) {
+		free(val);
 		return 0;
-	row_values(g, seq, val);
+	}
+	row_values(g, seq, idx, val);
+	free(idx);
 	for (i = 0; i < g->ncol && n + 1 < len; i++) {
 		k = snprintf(buf + n, len - n, "%s%s", i ? " " : "", val[i]);
 		n = k < 0 ? n : n + (size_t)k < len ? n + (size_t)k : len - 1;
@@ -380,13 +632,17 @@ grid_line(const struct grid *g, unsigned long seq, struct gp_buf *out,
 {
 	struct repl_args	 a;
 	const char		**val;
+	size_t			*idx = NULL;
 	int			 rc;
 
-	if ((val = calloc((size_t)g->ncol, sizeof(*val))) == NULL) {
+	if ((val = calloc((size_t)g->ncol, sizeof(*val))) == NULL ||
+	    (idx = calloc((size_t)g->nsrc, sizeof(*idx))) == NULL) {
+		free(val);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	row_values(g, seq, val);
+	row_values(g, seq, idx, val);
+	free(idx);
 	a.val = val;
 	a.name = (const char *const *)g->name;
 	a.ncol = g->ncol;

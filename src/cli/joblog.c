@@ -13,7 +13,13 @@
  * was complete (cut inside the GPU, GPUMem or GPUUtil column). A line
  * torn sooner lacks fields and is ignored: its task runs again. A TAB or
  * newline in a command or a GPU id is written as \t or \n, so the
- * columns hold and the Command is always the ninth field.
+ * columns hold and the Command is always the ninth field, and a
+ * backslash that could be read as the start of one (before a backslash,
+ * a 't', an 'n', a TAB or a newline) as \\: every command has its own
+ * text, which joblog_unesc() turns back into the command. Any other
+ * backslash is written as it is, as GNU parallel (which escapes nothing)
+ * and earlier gpupool-runs wrote every one: their lines read the same
+ * unless a command held such a pair.
  *
  * What --resume keeps of an old joblog is one entry per Seq it records,
  * sorted: memory follows the rows present, not the largest Seq.
@@ -60,11 +66,18 @@ joblog_release(struct joblog *j)
 	joblog_init(j);
 }
 
-/* What a TAB or a newline becomes in the joblog; NULL: written as is. */
+/* What s[0] becomes in the joblog (s[1] is the next character); NULL:
+ * written as it is. */
 static const char *
-esc(char c)
+esc(const char *s)
 {
-	return c == '\t' ? "\\t" : c == '\n' ? "\\n" : NULL;
+	if (*s == '\t')
+		return "\\t";
+	if (*s == '\n')
+		return "\\n";
+	if (*s == '\\' && s[1] != '\0' && strchr("\\tn\t\n", s[1]) != NULL)
+		return "\\\\";
+	return NULL;
 }
 
 static uint32_t
@@ -73,20 +86,42 @@ fnv(uint32_t h, unsigned char c)
 	return (h ^ c) * 16777619u;
 }
 
-/* FNV-1a of s as the joblog writes it (escaped), so that a command read
- * back and the task's own compare equal; 0 is kept for "unknown". */
-uint32_t
-joblog_hash(const char *s)
+/* FNV-1a of s as it is, or (escaped) as the joblog writes it, so that
+ * a command read back and the task's own compare equal; 0 is kept for
+ * "unknown". */
+static uint32_t
+hash(const char *s, int escaped)
 {
 	uint32_t	 h = 2166136261u;
 	const char	*e;
 
 	for (; *s; s++)
-		if ((e = esc(*s)) == NULL)
+		if (!escaped || (e = esc(s)) == NULL)
 			h = fnv(h, (unsigned char)*s);
 		else
 			h = fnv(fnv(h, (unsigned char)e[0]), (unsigned char)e[1]);
 	return h ? h : 1;
+}
+
+uint32_t
+joblog_hash(const char *s)
+{
+	return hash(s, 1);
+}
+
+void
+joblog_unesc(char *s)
+{
+	char	*d = s;
+
+	for (; *s; s++) {
+		if (*s == '\\' && (s[1] == '\\' || s[1] == 't' || s[1] == 'n')) {
+			s++;
+			*d++ = *s == 't' ? '\t' : *s == 'n' ? '\n' : '\\';
+		} else
+			*d++ = *s;
+	}
+	*d = '\0';
 }
 
 static int
@@ -192,7 +227,7 @@ parse(struct joblog *j, char *l, size_t n)
 	    num(tab[6] + 1, tab[7], &sig) < 0)
 		return 0;
 	*tab[8] = '\0';		/* the Command ends there */
-	h = joblog_hash(tab[7] + 1);
+	h = hash(tab[7] + 1, 0);	/* as written: escaped */
 	return mark(j, (unsigned long)seq, ev == 0 && sig == 0, h);
 }
 
@@ -276,9 +311,11 @@ joblog_load(struct joblog *j, const char *path, char *err, size_t errlen)
 }
 
 /*
- * An exclusive lock on fd (a file open for writing) for as long as the
- * descriptor lives: an OFD lock, so closing another descriptor of the
- * file does not drop it and the kernel drops it however we end. An OFD
+ * A lock on fd for as long as the descriptor lives, exclusive (F_WRLCK,
+ * fd open for writing) or shared (F_RDLCK: an input a run reads while
+ * it goes, which no other run may write): an OFD lock, so closing
+ * another descriptor of the file does not drop it and the kernel drops
+ * it however we end. An OFD
  * lock has no pid to report, so ours says who holds it by its extent:
  * bytes 0 to our pid. --wait-lock tries again every LOCK_RETRY_MS rather
  * than wait in F_OFD_SETLKW: under MPI the run's signals are blocked from
@@ -287,8 +324,8 @@ joblog_load(struct joblog *j, const char *path, char *err, size_t errlen)
  * sigtimedwait(); where they are not, they end the process as usual.
  */
 int
-file_lock(int fd, int wait, const char *what, const char *path, char *err,
-    size_t errlen)
+file_lock(int fd, int type, int wait, const char *what, const char *path,
+    char *err, size_t errlen)
 {
 	static const int	 stop[] = { SIGINT, SIGTERM, SIGHUP };
 	struct timespec		 ts = { 0, LOCK_RETRY_MS * 1000000L };
@@ -305,7 +342,7 @@ file_lock(int fd, int wait, const char *what, const char *path, char *err,
 				sigaddset(&set, stop[i]);
 	for (;;) {
 		memset(&fl, 0, sizeof(fl));
-		fl.l_type = F_WRLCK;
+		fl.l_type = (short)type;
 		fl.l_whence = SEEK_SET;
 		fl.l_start = 0;
 		fl.l_len = (off_t)getpid() + 1;
@@ -383,7 +420,7 @@ joblog_lock(struct joblog *j, const char *path, int wait, char *err,
 			close(fd);
 			return -EINVAL;
 		}
-		if ((rc = file_lock(fd, wait, "joblog", path, err,
+		if ((rc = file_lock(fd, F_WRLCK, wait, "joblog", path, err,
 		    errlen)) < 0) {
 			close(fd);
 			return rc;
@@ -478,14 +515,14 @@ joblog_changed(const struct joblog *j, unsigned long seq, const char *cmd)
 	return e != NULL && e->hash != joblog_hash(cmd);
 }
 
-/* s at p, TABs and newlines escaped; returns the end. */
+/* s at p, escaped; returns the end. */
 static char *
 put_esc(char *p, const char *s)
 {
 	const char	*e;
 
 	for (; *s; s++)
-		if ((e = esc(*s)) != NULL) {
+		if ((e = esc(s)) != NULL) {
 			memcpy(p, e, 2);
 			p += 2;
 		} else

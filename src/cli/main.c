@@ -9,7 +9,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,66 +55,19 @@ fds_sanitize(void)
 	closedir(d);
 }
 
-/* Whether path is, or would be, in DIR/<seq>/, whose files --results
- * replaces (rst: DIR). Symbolic links are followed. */
+/* Standard output and error are files of the run (files.c) when they
+ * are files: appended to the tasks file, a task's output would become
+ * tasks (cat(1) refuses "input file is output file" for the same
+ * reason). */
 static int
-in_results(const char *path, const struct stat *rst)
+streams_note(void)
 {
-	char		*d, *real, *s;
-	size_t		 i;
-	int		 in = 0;
+	char	 err[512];
 
-	/* The file, if it exists: a link to a file in DIR counts. */
-	if ((real = realpath(path, NULL)) != NULL) {
-		*strrchr(real, '/') = '\0';
-	} else {
-		if ((d = strdup(path)) == NULL)
-			return 0;
-		real = realpath(dirname(d), NULL);
-		free(d);
-	}
-	if (real == NULL || (s = strrchr(real, '/')) == NULL) {
-		free(real);
-		return 0;
-	}
-	for (i = 1; s[i] >= '0' && s[i] <= '9'; i++)
-		;
-	if (i > 1 && s[i] == '\0' && s[1] != '0') {
-		*s = '\0';
-		in = same_file(s == real ? "/" : real, rst);
-	}
-	free(real);
-	return in;
-}
-
-/*
- * Refuse outputs that would destroy the input or each other: a joblog
- * that is the tasks file (truncated, or read back as tasks for ever),
- * or a tasks file or joblog inside --results DIR/<seq>/.
- */
-static int
-check_outputs(const struct opts *o, const struct run *r, const char *jl)
-{
-	struct stat	 in, rst;
-	int		 file = o->file != NULL && strcmp(o->file, "-") != 0;
-
-	if (jl != NULL && strcmp(jl, "-") != 0 && fstat(r->in.fd, &in) == 0 &&
-	    S_ISREG(in.st_mode) && same_file(jl, &in)) {
-		cli_err("joblog '%s' is the tasks file %s%s%s: nothing was run",
-		    jl, file ? "'" : "(", file ? o->file : "standard input",
-		    file ? "'" : ")");
-		return -1;
-	}
-	if (o->results == NULL || stat(o->results, &rst) == -1)
-		return 0;	/* a new DIR holds nothing of ours */
-	if (file && in_results(o->file, &rst)) {
-		cli_err("--results '%s' would overwrite the tasks file '%s'",
-		    o->results, o->file);
-		return -1;
-	}
-	if (jl != NULL && strcmp(jl, "-") != 0 && in_results(jl, &rst)) {
-		cli_err("--results '%s' would overwrite the joblog '%s'",
-		    o->results, jl);
+	if (files_note(FILE_STREAM, "standard output", NULL, STDOUT_FILENO,
+	    err, sizeof(err)) < 0 || files_note(FILE_STREAM,
+	    "standard error", NULL, STDERR_FILENO, err, sizeof(err)) < 0) {
+		cli_err("%s", err);
 		return -1;
 	}
 	return 0;
@@ -249,6 +201,32 @@ dry_run(struct run *r)
 	return 0;
 }
 
+/* A grid's tasks: its rows, less those the joblog has done for
+ * --resume; only those are expanded (for run_skip()'s look at their
+ * commands), so that the count takes no longer than the joblog is long,
+ * however large the product. The count, or -errno with err. */
+static long
+grid_total(struct run *r, const struct grid *g, char *err, size_t errlen)
+{
+	struct gp_buf		 b = { 0 };
+	struct task_need	 nd;
+	unsigned long		 seq, done = 0;
+	size_t			 i;
+	int			 off, rc = 0;
+
+	for (i = 0; i < r->jl.nent && rc == 0; i++) {
+		if ((seq = r->jl.ent[i].seq) > g->nrow)
+			break;
+		if ((rc = grid_line(g, seq, &b, err, errlen)) < 0)
+			break;
+		off = need_parse((const char *)b.data, &nd, NULL, 0);
+		done += run_skip(r, seq, (const char *)b.data + (off > 0 ?
+		    off : 0)) != 0;
+	}
+	gp_buf_release(&b);
+	return rc < 0 ? rc : (long)(g->nrow - done);
+}
+
 /*
  * The workers' subreaper: what a task leaves running outside its
  * group becomes ours, not init's, when the worker that started it
@@ -280,10 +258,15 @@ subreaper_start(void)
 static int
 inputs_open(struct run *r, const struct opts *o, struct grid *g)
 {
-	const char	*jl = o->joblog, *keep[3] = { NULL, NULL, NULL };
+	const char	*jl = o->joblog;
 	char		 err[512];
 	long		 n;
 
+	/* Each file is checked against the others as it is noted (files.c):
+	 * the inputs where they are opened, the outputs here, before any of
+	 * them is written. */
+	if (streams_note() < 0)
+		return -1;
 	if (o->grid_argv != NULL) {
 		if (grid_parse(g, o->grid_argv, o->grid_argc, o->colsep,
 		    o->header, err, sizeof(err)) < 0) {
@@ -298,21 +281,29 @@ inputs_open(struct run *r, const struct opts *o, struct grid *g)
 		cli_err("%s", err);
 		return -1;
 	}
-	if (check_outputs(o, r, jl) < 0)
-		return -1;
 	/* Locked before it is read or truncated, for the whole run. */
-	if (jl != NULL && strcmp(jl, "-") != 0 && joblog_lock(&r->jl, jl,
-	    o->wait_lock, err, sizeof(err)) < 0) {
+	if (jl != NULL && strcmp(jl, "-") != 0 && (joblog_lock(&r->jl, jl,
+	    o->wait_lock, err, sizeof(err)) < 0 || files_note(FILE_OUT,
+	    "joblog", jl, r->jl.fd, err, sizeof(err)) < 0)) {
 		cli_err("%s", err);
 		return -1;
 	}
 	/* A picture that cannot be written fails now, not at the end; after
 	 * the lock, which makes a new joblog, so that it is seen as the
-	 * file the picture must not replace (a grid has no tasks file). */
-	keep[0] = o->file != NULL ? o->file : jl;
-	keep[1] = o->file != NULL ? jl : NULL;
+	 * file the picture must not replace. */
 	if (o->timeline != NULL && !o->dry_run && timeline_open(&r->tl,
-	    o->timeline, keep, err, sizeof(err)) < 0) {
+	    o->timeline, err, sizeof(err)) < 0) {
+		cli_err("%s", err);
+		return -1;
+	}
+	/* A tasks file is read while the run goes: no other run may make it
+	 * its joblog meanwhile (its lock would fail), nor may this one start
+	 * while another writes it. After this run's own joblog lock, which
+	 * the check above keeps off the tasks file. Only a file opened here:
+	 * standard input's description may be the shell's too. */
+	if (r->in.regular && strcmp(o->file, "-") != 0 && file_lock(r->in.fd,
+	    F_RDLCK, o->wait_lock, "tasks file", o->file, err,
+	    sizeof(err)) < 0) {
 		cli_err("%s", err);
 		return -1;
 	}
@@ -322,16 +313,17 @@ inputs_open(struct run *r, const struct opts *o, struct grid *g)
 		return -1;
 	}
 	/* A file is checked whole before anything runs (which also gives
-	 * the bar its total); a pipe is checked as it streams. */
-	if (r->in.regular || r->in.grid != NULL) {
-		if ((n = tasks_scan(o->file, r->in.grid, run_skip, r, err,
-		    sizeof(err))) < 0) {
-			cli_err("%s", err);
-			return -1;
-		}
-		r->total = n;
-		r->changed = 0;	/* counted again as the run skips them */
+	 * the bar its total); a pipe is checked as it streams; a grid was
+	 * checked by grid_parse(), and is counted without its product. */
+	n = r->in.grid != NULL ? grid_total(r, r->in.grid, err, sizeof(err)) :
+	    r->in.regular ? tasks_scan(o->file, run_skip, r, err,
+	    sizeof(err)) : -1;
+	if (n < -1) {
+		cli_err("%s", err);
+		return -1;
 	}
+	r->total = n;
+	r->changed = 0;		/* counted again as the run skips them */
 	/* GNU parallel counts every task before it starts one. */
 	if (o->halt_pct && r->total < 0) {
 		cli_err("--halt %s: a percentage is of all the tasks, and a "
@@ -367,7 +359,8 @@ main(int argc, char **argv)
 	/* Each process shows its own node's GPUs, MPI or not: srun --label
 	 * gpupool-run --show-gpus lists a whole allocation. */
 	if (o.from_joblog != NULL)
-		return timeline_from_joblog(&o);
+		return streams_note() < 0 ? EXIT_FATAL :
+		    timeline_from_joblog(&o);
 	if (o.show_gpus)
 		return show_gpus(&o);
 	if (subreaper_start() < 0)
@@ -400,6 +393,7 @@ main(int argc, char **argv)
 	rc = run_ranks_end(&r, rc);
 	run_release(&r);
 	grid_release(&g);
+	files_release();
 	/* The pool's workers and the MPI process are reaped: any child
 	 * left (but those we had at the start) is an orphan of a killed
 	 * worker's task. None: one waitid(). */

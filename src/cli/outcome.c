@@ -158,6 +158,24 @@ outcome(const struct run *r, const struct task *t, struct attempt *oc)
 		no_reply(r, t, oc);
 }
 
+/* A time limit as it was applied: to the ms under 10 s ("0.601s",
+ * "1.5s", "2s"; a 0.6 s limit is not "1s"), else as fmt_secs() says it. */
+static void
+fmt_limit(char *buf, size_t len, uint64_t ms)
+{
+	char	 frac[8];
+	size_t	 n;
+
+	if (ms >= 10000) {
+		fmt_secs(buf, len, (double)ms / 1000);
+		return;
+	}
+	snprintf(frac, sizeof(frac), ".%03u", (unsigned)(ms % 1000));
+	for (n = 3; n > 0 && frac[n] == '0'; n--)
+		frac[n] = '\0';
+	snprintf(buf, len, "%u%ss", (unsigned)(ms / 1000), n > 0 ? frac : "");
+}
+
 void
 describe(const struct run *r, const struct attempt *oc, char *buf,
     size_t len)
@@ -166,8 +184,8 @@ describe(const struct run *r, const struct attempt *oc, char *buf,
 	size_t	 n;
 
 	if (oc->flags & R_TIMEDOUT) {
-		fmt_secs(tmo, sizeof(tmo), (double)(oc->timeout_ms ?
-		    oc->timeout_ms : r->o->timeout_ms) / 1000);
+		fmt_limit(tmo, sizeof(tmo), oc->timeout_ms ? oc->timeout_ms :
+		    r->o->timeout_ms);
 		snprintf(buf, len, "timed out after %s (%s)", tmo,
 		    oc->signal ? strsignal(oc->signal) : "exited");
 	} else if (oc->why[0])

@@ -196,17 +196,19 @@ add_all(struct gp_buf *b, const struct repl_args *a, enum rmod mod)
 	return rc;
 }
 
-int
-repl_expand(const char *tmpl, const struct repl_args *a, struct gp_buf *b,
-    char *err, size_t errlen)
+/* tmpl[0..n) expanded into b; with append, and no replacement string in
+ * it, the values after it. */
+static int
+expand(const char *tmpl, size_t n, const struct repl_args *a, int append,
+    struct gp_buf *b, char *err, size_t errlen)
 {
 	struct rtok	 t;
-	const char	*p = tmpl, *q;
+	const char	*p = tmpl, *q, *end = tmpl + n;
 	char		 num[24];
 	int		 rc = 0, any = 0, k;
 
 	b->off = b->len = 0;
-	while (rc == 0 && (q = strchr(p, '{')) != NULL) {
+	while (rc == 0 && (q = memchr(p, '{', (size_t)(end - p))) != NULL) {
 		if ((rc = gp_buf_add(b, p, (size_t)(q - p))) < 0)
 			break;
 		if ((k = token(q, a, &t, err, errlen)) < 0)
@@ -224,15 +226,57 @@ repl_expand(const char *tmpl, const struct repl_args *a, struct gp_buf *b,
 			rc = add_col(b, a->val[t.col], t.mod);
 	}
 	if (rc == 0)
-		rc = gp_buf_add(b, p, strlen(p));
+		rc = gp_buf_add(b, p, (size_t)(end - p));
 	/* No replacement string: the arguments go at the end. */
-	if (rc == 0 && !any && a->ncol > 0 && (rc = gp_buf_add(b, " ", 1)) == 0)
+	if (rc == 0 && append && !any && a->ncol > 0 &&
+	    (rc = gp_buf_add(b, " ", 1)) == 0)
 		rc = add_all(b, a, M_NONE);
 	if (rc == 0)
 		rc = gp_buf_add(b, "", 1);
 	if (rc < 0)
 		snprintf(err, errlen, "out of memory");
 	return rc;
+}
+
+int
+repl_expand(const char *tmpl, const struct repl_args *a, struct gp_buf *b,
+    char *err, size_t errlen)
+{
+	return expand(tmpl, strlen(tmpl), a, 1, b, err, errlen);
+}
+
+int
+repl_expand_head(const char *tmpl, size_t n, const struct repl_args *a,
+    struct gp_buf *b, char *err, size_t errlen)
+{
+	return expand(tmpl, n, a, 0, b, err, errlen);
+}
+
+ssize_t
+repl_head(const char *tmpl, const struct repl_args *a, unsigned char *col,
+    char *err, size_t errlen)
+{
+	struct rtok	 t;
+	const char	*p = tmpl, *q;
+	int		 k, any = 0, i;
+
+	while ((q = strpbrk(p, "{]")) != NULL && *q == '{') {
+		if ((k = token(q, a, &t, err, errlen)) < 0)
+			return k;
+		p = q + (k ? t.len : 1);
+		any |= k;
+		if (k == 0 || t.kind == R_SLOT)
+			continue;
+		for (i = 0; i < a->ncol; i++)
+			if (t.kind != R_COL || i == t.col)
+				col[i] = 1;
+	}
+	if (q != NULL)
+		return q + 1 - tmpl;
+	/* No ']': the whole line, and values put at its end are in it. */
+	for (i = 0; !any && i < a->ncol; i++)
+		col[i] = 1;
+	return (ssize_t)strlen(tmpl);
 }
 
 char *

@@ -60,6 +60,13 @@ results_dir(struct run *r, const char *path)
 		    strerror(errno));
 		return rc;
 	}
+	/* Nothing the run reads or writes may be a task's result file. */
+	if ((rc = files_note(FILE_DIR, "--results", path, fd, err,
+	    sizeof(err))) < 0) {
+		cli_err("%s", err);
+		close(fd);
+		return rc;
+	}
 	/* The rank too: ranks on other nodes may share a pid. */
 	snprintf(probe, sizeof(probe), ".gpupool-run-probe.%d.%ld",
 	    ranks_rank(r->rk), (long)getpid());
@@ -84,8 +91,8 @@ results_dir(struct run *r, const char *path)
 		close(fd);
 		return rc;
 	}
-	if ((rc = file_lock(r->rlock, r->o->wait_lock, "results directory",
-	    path, err, sizeof(err))) < 0) {
+	if ((rc = file_lock(r->rlock, F_WRLCK, r->o->wait_lock,
+	    "results directory", path, err, sizeof(err))) < 0) {
 		cli_err("%s", err);
 		close(fd);
 		return rc;

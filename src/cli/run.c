@@ -57,17 +57,25 @@ worker_init(struct gp_ctx *ctx, void *arg)
 		close(r->rlock);
 		r->rlock = -1;
 	}
+	/* The tasks file's shared lock too (main.c): workers never read it. */
+	if (r != NULL && r->in.fd > STDERR_FILENO) {
+		close(r->in.fd);
+		r->in.fd = -1;
+	}
 	if (r != NULL)
 		live_worker(r);
 	return 0;
 }
 
 /* hwloc reads the whole of a topology file: /dev/zero would never end,
- * a FIFO with no writer never start. Only a regular file will do. */
+ * a FIFO with no writer never start. Only a regular file will do, and
+ * one that no output of the run is (files.c): hwloc reads it when the
+ * pool is made, before the joblog is truncated. */
 static int
 topology_check(const char *path, const char *what)
 {
 	struct stat	 st;
+	char		 err[512];
 
 	if (path == NULL || *path == '\0')
 		return 0;
@@ -79,6 +87,10 @@ topology_check(const char *path, const char *what)
 	if (!S_ISREG(st.st_mode)) {
 		cli_err("%s: '%s' is not a regular file (an hwloc XML "
 		    "topology)", what, path);
+		return -1;
+	}
+	if (files_note(FILE_IN, what, path, -1, err, sizeof(err)) < 0) {
+		cli_err("%s", err);
 		return -1;
 	}
 	return 0;

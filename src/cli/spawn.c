@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -28,6 +29,8 @@
 #include "cli.h"
 
 #define ORPHANS_AFTER_NS 1000000000LL	/* reap_exited() from then on */
+#define ARG_ONE_MAX	(32 * 4096)	/* Linux's MAX_ARG_STRLEN: one
+					   argument, its NUL included */
 
 /* Built once per worker: the environment with our five variables. */
 static char	**envp;
@@ -36,8 +39,11 @@ static int	  sigfd = -1;	/* SIGCHLD, blocked: an orphan exited */
 static struct cap	 out = { .fd = -1, .live_fd = -1, .stream = 1 };
 static struct cap	 err = { .fd = -1, .live_fd = -1, .stream = 2 };
 
+/* posix_spawnp() path with argv; the task's stdout and stderr are ofd
+ * and efd, and with script >= 0 (not 3) its fd 3 is that. */
 static int
-spawn(pid_t *pid, const char *path, char *const argv[], int ofd, int efd)
+spawn(pid_t *pid, const char *path, char *const argv[], int ofd, int efd,
+    int script)
 {
 	posix_spawn_file_actions_t	 fa;
 	posix_spawnattr_t		 sa;
@@ -58,6 +64,8 @@ spawn(pid_t *pid, const char *path, char *const argv[], int ofd, int efd)
 	    "/dev/null", O_RDONLY, 0)) == 0 &&
 	    (rc = posix_spawn_file_actions_adddup2(&fa, ofd, 1)) == 0 &&
 	    (rc = posix_spawn_file_actions_adddup2(&fa, efd, 2)) == 0 &&
+	    (script < 0 || (rc = posix_spawn_file_actions_adddup2(&fa, script,
+	    3)) == 0) &&
 	    (rc = posix_spawnattr_setsigdefault(&sa, &all)) == 0 &&
 	    (rc = posix_spawnattr_setsigmask(&sa, &none)) == 0 &&
 	    (rc = posix_spawnattr_setpgroup(&sa, 0)) == 0 &&
@@ -67,6 +75,36 @@ spawn(pid_t *pid, const char *path, char *const argv[], int ofd, int efd)
 	posix_spawnattr_destroy(&sa);
 	posix_spawn_file_actions_destroy(&fa);
 	return -rc;
+}
+
+/*
+ * A command that sh -c cannot take as one argument: Linux caps each at
+ * 128 KiB (MAX_ARG_STRLEN), and argv with the environment at ARG_MAX.
+ * The shell reads it instead as a script from a memfd, its fd 3, by
+ * name (". /proc/self/fd/3" runs it in the shell itself, as -c would,
+ * $0 and all), and the script's first words close fd 3: the task sees
+ * only 0, 1 and 2, as any other. -errno if it could not be started.
+ */
+static int
+spawn_long(pid_t *pid, const char *cmd, int ofd, int efd)
+{
+	static const char	 head[] = "exec 3<&-; ";
+	char			*sh[] = { "/bin/sh", "-c", ". /proc/self/fd/3",
+				    NULL };
+	int			 fd, e;
+
+	if ((fd = memfd_create("gpupool-task", MFD_CLOEXEC)) == -1)
+		return -errno;
+	/* fd 3 itself would stay close-on-exec: dup2(3, 3) is a no-op. */
+	if (fd == 3 && (fd = fcntl(3, F_DUPFD_CLOEXEC, 4)) != 3)
+		close(3);
+	if (fd == -1)
+		return -errno;
+	if ((e = gp_write_full(fd, head, sizeof(head) - 1)) == 0 &&
+	    (e = gp_write_full(fd, cmd, strlen(cmd))) == 0)
+		e = spawn(pid, sh[0], sh, ofd, efd, fd);
+	close(fd);
+	return e;
 }
 
 /* A task being waited for: its deadline, how far stopping it went, and
@@ -267,13 +305,20 @@ task_start(const struct run_conf *rc, uint64_t seq, const char *cmd,
 	e = -ENOENT;
 	if (!needs_shell(cmd) && (av = cmdline_split(cmd)) != NULL &&
 	    av[0] != NULL)
-		e = spawn(pid, av[0], av, ofd, efd);
+		e = spawn(pid, av[0], av, ofd, efd, -1);
 	if (e < 0) {
 		/* Not found, not executable, no #! line: let sh say so
 		 * (127, 126) or run it as a script, as a shell would. */
 		sh[2] = (char *)cmd;
-		e = spawn(pid, sh[0], sh, ofd, efd);
+		/* A line one argument cannot hold goes to the script at
+		 * once (not every exec reports E2BIG: under valgrind the
+		 * child just dies); E2BIG also comes from arguments and
+		 * environment over ARG_MAX. */
+		e = strlen(cmd) < ARG_ONE_MAX ? spawn(pid, sh[0], sh, ofd, efd,
+		    -1) : -E2BIG;
 	}
+	if (e == -E2BIG)
+		e = spawn_long(pid, cmd, ofd, efd);
 	close(ofd);
 	close(efd);
 	if (e < 0) {

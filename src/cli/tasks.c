@@ -50,6 +50,11 @@ tasks_open(struct tasks *t, const char *path, char *err, size_t errlen)
 		tasks_close(t);
 		return rc;
 	}
+	if ((rc = files_note(FILE_IN, "tasks file", t->fd == STDIN_FILENO ?
+	    NULL : path, t->fd, err, errlen)) < 0) {
+		tasks_close(t);
+		return rc;
+	}
 	t->pollable = S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) ||
 	    S_ISSOCK(st.st_mode);
 	t->regular = S_ISREG(st.st_mode);
@@ -274,19 +279,14 @@ tasks_next(struct tasks *t)
 }
 
 long
-tasks_scan(const char *path, const struct grid *g,
-    int (*skip)(void *, unsigned long, const char *), void *arg, char *err,
-    size_t errlen)
+tasks_scan(const char *path, int (*skip)(void *, unsigned long, const char *),
+    void *arg, char *err, size_t errlen)
 {
 	struct tasks	 t;
 	long		 count = 0;
 	int		 rc;
 
-	if (g != NULL && (rc = tasks_open_grid(&t, g)) < 0) {
-		snprintf(err, errlen, "out of memory");
-		return rc;
-	}
-	if (g == NULL && (rc = tasks_open(&t, path, err, errlen)) < 0)
+	if ((rc = tasks_open(&t, path, err, errlen)) < 0)
 		return rc;
 	while ((rc = tasks_next(&t)) == TASKS_LINE)
 		if (skip == NULL || !skip(arg, t.seq, t.line + t.cmd))

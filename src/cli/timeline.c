@@ -6,10 +6,14 @@
  * joblog alone, rows then by host and GPU. The file is a temporary beside
  * FILE, created before anything runs (so that a path that cannot be
  * written fails first, not after hours of work) and renamed over FILE at
- * the end, whatever ended the run: FILE is never half written.
+ * the end, whatever ended the run: FILE is never half written. The
+ * temporary has no name until it is drawn (O_TMPFILE, where the file
+ * system has it), so that a run killed outright leaves nothing behind.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,14 +22,23 @@
 
 #include "cli.h"
 
+/* The times a joblog's row may have: a start from the epoch to the year
+ * 5138, a runtime of up to some 31 years (negative ones, a clock that
+ * stepped, are drawn as 0). Past them (1e300, inf) the axis would need
+ * more ticks than a double can step through. */
+#define TL_START_MAX	1e11
+#define TL_RUNTIME_MAX	1e9
+#define TL_WARN_MAX	5	/* rows named, then counted */
+
 int
-timeline_open(struct timeline **tlp, const char *path,
-    const char *const *keep, char *err, size_t errlen)
+timeline_open(struct timeline **tlp, const char *path, char *err,
+    size_t errlen)
 {
 	struct timeline	*tl;
 	struct stat	 st;
 	const char	*slash = strrchr(path, '/');
 	int		 dlen = slash != NULL ? (int)(slash - path) + 1 : 0;
+	char		 dir[PATH_MAX];
 	int		 rc;
 
 	*tlp = NULL;
@@ -34,13 +47,17 @@ timeline_open(struct timeline **tlp, const char *path,
 		    strerror(EISDIR));
 		return -EISDIR;
 	}
-	for (; *keep != NULL; keep++)
-		if (strcmp(*keep, "-") != 0 && stat(*keep, &st) == 0 &&
-		    same_file(path, &st)) {
-			snprintf(err, errlen, "timeline '%s' would replace "
-			    "'%s': nothing was run", path, *keep);
-			return -EEXIST;
-		}
+	/* The picture is renamed over the path: over a symbolic link it
+	 * would replace the link (--timeline /dev/stdout, as root, the
+	 * system's), over a device or a FIFO the node itself. */
+	if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "timeline '%s' is not a regular file",
+		    path);
+		return -EINVAL;
+	}
+	if ((rc = files_note(FILE_REPLACED, "timeline", path, -1, err,
+	    errlen)) < 0)
+		return rc;
 	if ((tl = calloc(1, sizeof(*tl))) == NULL ||
 	    asprintf(&tl->tmp, "%.*s.%s.XXXXXX", dlen, path,
 	    path + dlen) == -1) {
@@ -50,7 +67,15 @@ timeline_open(struct timeline **tlp, const char *path,
 	}
 	tl->path = path;
 	tl->last = -1;
-	if ((tl->fd = mkostemp(tl->tmp, O_CLOEXEC)) == -1) {
+	/* An old kernel takes O_TMPFILE for O_DIRECTORY (EISDIR), a file
+	 * system without it says EOPNOTSUPP: a named temporary then. */
+	snprintf(dir, sizeof(dir), "%.*s", dlen > 1 ? dlen - 1 : 1,
+	    dlen ? path : ".");
+	tl->fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	if (tl->fd == -1 && (errno == EOPNOTSUPP || errno == EISDIR ||
+	    errno == EINVAL) && (tl->fd = mkostemp(tl->tmp, O_CLOEXEC)) >= 0)
+		tl->named = 1;
+	if (tl->fd == -1) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot write timeline '%s': %s", path,
 		    strerror(-rc));
@@ -70,10 +95,10 @@ timeline_free(struct timeline *tl)
 
 	if (tl == NULL)
 		return;
-	if (tl->fd >= 0) {
+	if (tl->fd >= 0)
 		close(tl->fd);
+	if (tl->named)
 		(void)unlink(tl->tmp);
-	}
 	free(tl->tmp);
 	for (i = 0; i < tl->nbar; i++) {
 		free(tl->bar[i].cmd);
@@ -189,36 +214,97 @@ nomem:
 	tl->nomem++;
 }
 
+/* The picture's stream writes through this, which keeps why the first
+ * write failed: stdio keeps only that one did (tl_svg() then says
+ * -EIO), and a full disk must say "No space left on device". */
+struct sink {
+	int	 fd;
+	int	 err;		/* errno of the first failed write, or 0 */
+};
+
+static ssize_t
+sink_write(void *cookie, const char *buf, size_t n)
+{
+	struct sink	*s = cookie;
+	int		 rc;
+
+	if (s->err == 0 && (rc = gp_write_full(s->fd, buf, n)) < 0)
+		s->err = -rc;
+	return s->err ? 0 : (ssize_t)n;	/* 0: an error, to stdio */
+}
+
+/* The drawn temporary, nameless (O_TMPFILE), under a name of its own
+ * beside the path (tl->tmp, its XXXXXX made unique), to be renamed over
+ * it: linkat() by the descriptor, or where that needs a capability we
+ * lack, by /proc/self/fd. 0 or -errno. */
+static int
+name_it(struct timeline *tl, int fd)
+{
+	static const char	 abc[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	char			 proc[32], *x = tl->tmp + strlen(tl->tmp) - 6;
+	uint64_t		 r = (uint64_t)gp_now_ns() ^ (uint64_t)getpid();
+	int			 tries, i, rc;
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	for (tries = 0; tries < 100; tries++) {
+		for (i = 0; i < 6; i++, r = r * 6364136223846793005ULL + 1)
+			x[i] = abc[(r >> 33) % (sizeof(abc) - 1)];
+		rc = linkat(fd, "", AT_FDCWD, tl->tmp, AT_EMPTY_PATH);
+		if (rc == -1 && errno != EEXIST)
+			rc = linkat(AT_FDCWD, proc, AT_FDCWD, tl->tmp,
+			    AT_SYMLINK_FOLLOW);
+		if (rc == 0) {
+			tl->named = 1;
+			return 0;
+		}
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EEXIST;
+}
+
 /* Draw tl into its temporary and rename it over the path; the
  * temporary is gone either way. 0, or -errno with err saying why. */
 static int
 commit(struct timeline *tl, char *err, size_t errlen)
 {
-	FILE	*f;
-	mode_t	 mask;
-	int	 rc, fd = tl->fd;
+	cookie_io_functions_t	 io = { NULL, sink_write, NULL, NULL };
+	struct sink		 sk = { tl->fd, 0 };
+	FILE			*f;
+	mode_t			 mask;
+	int			 rc;
 
 	tl->fd = -1;
 	mask = umask(0);
 	umask(mask);
-	if (fchmod(fd, 0666 & ~mask) == -1 || (f = fdopen(fd, "w")) == NULL) {
+	if (fchmod(sk.fd, 0666 & ~mask) == -1 ||
+	    (f = fopencookie(&sk, "w", io)) == NULL) {
 		rc = -errno;
-		close(fd);
+		close(sk.fd);
 		goto fail;
 	}
 	rc = tl_svg(f, tl);
 	if (fflush(f) != 0 && rc == 0)
+		rc = -EIO;
+	(void)fclose(f);
+	if (sk.err != 0)
+		rc = -sk.err;
+	if (rc == 0 && fsync(sk.fd) == -1 && errno != EINVAL)
 		rc = -errno;
-	if (rc == 0 && fsync(fileno(f)) == -1 && errno != EINVAL)
-		rc = -errno;
-	if (fclose(f) != 0 && rc == 0)
+	if (rc == 0 && !tl->named)
+		rc = name_it(tl, sk.fd);
+	if (close(sk.fd) == -1 && rc == 0)
 		rc = -errno;
 	if (rc == 0 && rename(tl->tmp, tl->path) == -1)
 		rc = -errno;
-	if (rc == 0)
+	if (rc == 0) {
+		tl->named = 0;	/* it is the picture now */
 		return 0;
+	}
 fail:
-	(void)unlink(tl->tmp);
+	if (tl->named)
+		(void)unlink(tl->tmp);
+	tl->named = 0;
 	snprintf(err, errlen, "cannot write timeline '%s': %s", tl->path,
 	    strerror(-rc));
 	return rc;
@@ -263,10 +349,11 @@ fields(char *l, char **f, int max)
 	return n;
 }
 
-/* One joblog line into jr (pointing into l). 0, or -1: not a record
- * (the header, a torn line, anything else). */
+/* One joblog line into jr (pointing into l). 0; -1: not a record (the
+ * header, a torn line, anything else); -2: a record whose times no run
+ * has, *why saying which ("Starttime '1e300'"). */
 static int
-jl_line(char *l, struct jl_rec *jr)
+jl_line(char *l, struct jl_rec *jr, char *why, size_t whylen)
 {
 	char	*f[12], *e[4];
 	int	 n;
@@ -287,7 +374,15 @@ jl_line(char *l, struct jl_rec *jr)
 	jr->host = f[1];
 	jr->cmd = f[8];
 	jr->gpu = f[9];
-	return 0;
+	joblog_unesc(f[8]);
+	joblog_unesc(f[9]);
+	if (!(jr->start >= 0 && jr->start < TL_START_MAX))
+		snprintf(why, whylen, "Starttime '%.40s'", f[2]);
+	else if (!(fabs(jr->runtime) <= TL_RUNTIME_MAX))
+		snprintf(why, whylen, "JobRuntime '%.40s'", f[3]);
+	else
+		return 0;
+	return -2;
 }
 
 int
@@ -295,32 +390,46 @@ timeline_from_joblog(const struct opts *o)
 {
 	struct timeline	*tl;
 	struct jl_rec	 jr;
-	char		 err[512], *l = NULL;
+	char		 err[512], why[64], *l = NULL;
 	size_t		 lcap = 0;
 	ssize_t		 n;
-	unsigned long	 bad = 0;
+	unsigned long	 bad = 0, absurd = 0, no = 0;
+	struct stat	 st;
 	FILE		*in;
-	int		 flags;
+	int		 flags, rc;
 
 	if ((in = fopen(o->from_joblog, "re")) == NULL) {
 		cli_err("cannot open joblog '%s': %s", o->from_joblog,
 		    strerror(errno));
 		return EXIT_FATAL;
 	}
-	if (timeline_open(&tl, o->timeline, (const char *const []){
-	    o->from_joblog, NULL }, err, sizeof(err)) < 0) {
+	/* As for --resume: a device such as /dev/zero would be read for
+	 * ever (one line, as long as memory lasts), a FIFO may never end. */
+	if (fstat(fileno(in), &st) == -1 || !S_ISREG(st.st_mode)) {
+		cli_err("joblog '%s' is not a regular file", o->from_joblog);
+		fclose(in);
+		return EXIT_FATAL;
+	}
+	if (files_note(FILE_IN, "joblog", o->from_joblog, fileno(in), err,
+	    sizeof(err)) < 0 || timeline_open(&tl, o->timeline, err,
+	    sizeof(err)) < 0) {
 		cli_err("%s", err);
 		fclose(in);
 		return EXIT_FATAL;
 	}
 	tl->source = o->from_joblog;
 	while ((n = getline(&l, &lcap, in)) > 0) {
+		no++;
 		if (l[n - 1] == '\n')
 			l[--n] = '\0';
 		if (n == 0 || strncmp(l, "Seq\t", 4) == 0)
 			continue;	/* the header */
-		if (jl_line(l, &jr) < 0) {
-			bad++;
+		if ((rc = jl_line(l, &jr, why, sizeof(why))) == -2 &&
+		    ++absurd <= TL_WARN_MAX)
+			cli_warn("%s:%lu: %s is not a time a run has: left out",
+			    o->from_joblog, no, why);
+		if (rc < 0) {
+			bad += rc == -1;
 			continue;
 		}
 		/* The joblog cannot tell a timeout from another kill; a
@@ -339,6 +448,10 @@ timeline_from_joblog(const struct opts *o)
 		return EXIT_FATAL;
 	}
 	fclose(in);
+	if (absurd > TL_WARN_MAX)
+		cli_warn("%lu more line%s of joblog '%s' with such times: left "
+		    "out", absurd - TL_WARN_MAX, absurd - TL_WARN_MAX == 1 ?
+		    "" : "s", o->from_joblog);
 	if (bad > 0)
 		cli_warn("%lu line%s of joblog '%s' %s not a record: left out",
 		    bad, bad == 1 ? "" : "s", o->from_joblog,

@@ -376,7 +376,8 @@ put_rows(FILE *f, const struct timeline *tl, const struct geo *g)
 }
 
 /* The time axis: ticks every 1, 2, 5, 10, 15 or 30 units of a scale
- * that gives at most 8 of them, and a faint line down each. */
+ * that gives at most 8 of them (past a week: 1, 2, 5, 10... weeks),
+ * and a faint line down each. */
 static void
 put_axis(FILE *f, const struct geo *g)
 {
@@ -391,10 +392,12 @@ put_axis(FILE *f, const struct geo *g)
 	for (i = 0; i < sizeof(steps) / sizeof(steps[0]); i++)
 		if ((step = steps[i]) * 8 >= d)
 			break;
+	for (i = 0; step * 8 < d && isfinite(d); i++)
+		step *= i % 3 == 1 ? 2.5 : 2;
 	fprintf(f, "<g class=\"axis\" stroke=\"#999\"><line x1=\"%d\" "
 	    "y1=\"%d\" x2=\"%d\" y2=\"%d\"/></g>\n<g class=\"ticks\">\n",
 	    PLOT_X, g->y_end + 2, PLOT_X + PLOT_W, g->y_end + 2);
-	for (t = 0; t <= d + step * 1e-9; t += step) {
+	for (t = 0; isfinite(d) && t <= d + step * 1e-9; t += step) {
 		x = PLOT_X + (int)lround(t * g->px);
 		fmt_t(lab, sizeof(lab), t, step);
 		/* "2h", "5m" rather than "2h00m", "5m00s". */

@@ -813,20 +813,7 @@ END_TEST
 static void
 bad(const char *want, const char *log, const char *const *args)
 {
-	struct res	 res;
-
-	run_in(-1, 60, &res, args);
-	ck_assert_msg(res.code == 255, "exit %d for '%s': %s", res.code, want,
-	    res.err);
-	ck_assert_msg(count_lines(res.err) == 1 &&
-	    strncmp(res.err, "gpupool-run: ", 13) == 0, "not one line: '%s'",
-	    res.err);
-	ck_assert_msg(strstr(res.err, want) != NULL, "'%s' lacks '%s'",
-	    res.err, want);
-	if (log != NULL)
-		ck_assert_msg(access(log, F_OK) == -1, "a task ran (%s)", want);
-	free(res.out);
-	free(res.err);
+	run_refused(want, log, NULL, NULL, args);
 }
 
 #define BAD(want, log, ...) \

@@ -361,6 +361,40 @@ START_TEST(bad_values_are_refused)
 }
 END_TEST
 
+/* The limit a task timed out at is said as it was applied, to the ms
+ * under 10 s: --timeout 150% of 0.3 s tasks is about 0.45 s, which
+ * rounding to the second called "0s". It is 150% of the median of the
+ * three runtimes the joblog has (to its ms, and the limit's own ms
+ * rounded up: 3 ms of slack). */
+START_TEST(timeout_percent_says_the_limit)
+{
+	struct res	 res;
+	struct jrec	 j[8];
+	double		 rt[3], want, got;
+	char		*tasks, *jl, *p, *end;
+	int		 n, i, k = 0;
+
+	setup("sleep 0.3\nsleep 0.3\nsleep 0.3\nsleep 600\n", &tasks, &jl);
+	RUN(&res, "--fake-gpus", "1", "--grace", "1", "--timeout", "150%",
+	    "--joblog", jl, tasks);
+	ck_assert_msg(res.code == 1, "exit %d: %s", res.code, res.err);
+	ck_assert_int_eq(n = read_joblog(jl, j, 8, NULL), 4);
+	for (i = 0; i < n; i++)
+		if (j[i].seq != 4)
+			rt[k++] = j[i].runtime;
+	ck_assert_int_eq(k, 3);
+	qsort(rt, 3, sizeof(rt[0]), cmp_double);
+	want = rt[1] * 1.5;
+	ck_assert_ptr_nonnull(p = strstr(res.err, "timed out after "));
+	got = strtod(p + 16, &end);
+	if (want < 9.99)
+		ck_assert_msg(*end == 's' && got - want < 0.003 &&
+		    want - got < 0.003, "said '%.20s', the limit was %.3fs",
+		    p + 16, want);
+	tmp_remove();
+}
+END_TEST
+
 int
 main(void)
 {
@@ -377,6 +411,7 @@ main(void)
 	tcase_add_test(tc, timeout_percent_stops_the_outlier);
 	tcase_add_test(tc, timeout_percent_is_set_at_start);
 	tcase_add_test(tc, resume_reads_a_joblog_in_any_order);
+	tcase_add_test(tc, timeout_percent_says_the_limit);
 	tcase_add_test(tc, bad_values_are_refused);
 	suite_add_tcase(s, tc);
 	return gp_check_run(s);

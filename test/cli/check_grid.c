@@ -12,20 +12,6 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "cli_test.h"
 
-/* A command line: a printf into a string of its own (pathf() is for
- * files in TMP). */
-static char *
-cmdf(const char *fmt, ...)
-{
-	va_list	 ap;
-	char	*s;
-
-	va_start(ap, fmt);
-	ck_assert_int_ge(vasprintf(&s, fmt, ap), 0);
-	va_end(ap);
-	return s;
-}
-
 /* The Command column of --dry-run's line for Seq seq, or NULL. */
 static const char *
 dry_cmd(const char *out, long seq)
@@ -342,13 +328,18 @@ START_TEST(bad_grids_exit_255_with_one_line)
 		{ { "--colsep", ",", "echo", "::::", "@CSV2" },
 		  "bad2.csv:2: not as many columns as the first line" },
 		{ { "[mem=lots]", "echo", ":::", "a" }, "grid:1: " },
+		/* A 2 MiB line, no newline (and /dev/zero: one line for
+		 * ever, as getline() read it) is refused as it is read. */
+		{ { "true", "::::", "@LONG" }, "long:1: line longer than "
+		  "1 MiB" },
+		{ { "true", "::::", "/dev/zero" }, "/dev/zero:1: NUL byte" },
 		{ { "--colsep", ",", "@CSV" }, "--colsep needs COMMAND :::" },
 		{ { "--header", "x", "echo", ":::", "a" },
 		  "--header: 'x' is not supported" },
 	};
 	const char	*args[16];
 	struct res	 res;
-	char		*csv = NULL, *csv2;
+	char		*csv = NULL, *csv2, *longf, *big;
 	size_t		 i, k;
 
 	tmp_make();
@@ -356,12 +347,19 @@ START_TEST(bad_grids_exit_255_with_one_line)
 	csv2 = pathf("bad2.csv");
 	puts_file(csv, "a,b\n\"c,d\",e\n\"f,g\n");
 	puts_file(csv2, "a,b\nc\n");
+	longf = pathf("long");
+	big = malloc(2 << 20);
+	ck_assert_ptr_nonnull(big);
+	memset(big, 'a', 2 << 20);
+	put(longf, big, 2 << 20);
+	free(big);
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		args[0] = "--fake-gpus";
 		args[1] = "1";
 		for (k = 0; bad[i].args[k] != NULL; k++)
 			args[k + 2] = strcmp(bad[i].args[k], "@CSV") == 0 ?
 			    csv : strcmp(bad[i].args[k], "@CSV2") == 0 ? csv2 :
+			    strcmp(bad[i].args[k], "@LONG") == 0 ? longf :
 			    bad[i].args[k];
 		args[k + 2] = NULL;
 		run_in(-1, 60, &res, args);
@@ -374,6 +372,138 @@ START_TEST(bad_grids_exit_255_with_one_line)
 	}
 	free(csv);
 	free(csv2);
+	tmp_remove();
+}
+END_TEST
+
+/* The resident memory of process pid, in KiB (0: gone). */
+static long
+rss_kb(pid_t pid)
+{
+	char	 path[64], *b, *p;
+	long	 kb = 0;
+
+	snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
+	if ((b = slurp(path, NULL)) == NULL)
+		return 0;
+	if ((p = strstr(b, "VmRSS:")) != NULL)
+		kb = atol(p + 6);
+	free(b);
+	return kb;
+}
+
+/*
+ * 10^5 x 10^5 rows (10^10 tasks: seq 100000 twice), run, resumed and
+ * dry-run: the first task starts, or the first line is printed, while
+ * the run is young (it is stopped then), whatever the grid's size: rows
+ * are made as the run takes them, and a resume looks only at the Seqs
+ * its joblog has. Its memory is the sources', not the product's. Before,
+ * nothing started until every row had been expanded once (hours here).
+ */
+START_TEST(huge_grid_starts_at_once)
+{
+	struct want_lines w;
+	struct res	 res;
+	FILE		*f;
+	pid_t		 pid;
+	double		 t0;
+	char		*v, *o, *e, *jl, *b;
+	long		 kb;
+	int		 i, mode;
+
+	tmp_make();
+	v = pathf("v");
+	ck_assert_ptr_nonnull(f = fopen(v, "w"));
+	for (i = 1; i <= 100000; i++)
+		fprintf(f, "%d\n", i);
+	ck_assert_int_eq(fclose(f), 0);
+	o = pathf("out");
+	e = pathf("err");
+	jl = pathf("jl");
+	/* A joblog that has done tasks 1 to 3. */
+	puts_file(jl, "Seq\tHost\tStarttime\tJobRuntime\tSend\tReceive\t"
+	    "Exitval\tSignal\tCommand\tGPU\tGPUMem\tGPUUtil\n"
+	    "1\t:\t1700000000.000\t0.001\t0\t0\t0\t0\techo 1 1\tfake0\t-\t-\n"
+	    "2\t:\t1700000000.000\t0.001\t0\t0\t0\t0\techo 1 2\tfake0\t-\t-\n"
+	    "3\t:\t1700000000.000\t0.001\t0\t0\t0\t0\techo 1 3\tfake0\t-\t-\n");
+	for (mode = 0; mode < 3; mode++) {
+		(void)unlink(o);	/* not the last run's lines */
+		t0 = now_s();
+		pid = start(-1, o, e, mode == 0 ? (const char *const []){
+		    "--fake-gpus", "1", "echo", "{1}", "{2}", "::::", v,
+		    "::::", v, NULL } : mode == 1 ? (const char *const []){
+		    "--fake-gpus", "1", "--joblog", jl, "--resume", "echo",
+		    "{1}", "{2}", "::::", v, "::::", v, NULL } :
+		    (const char *const []){ "--fake-gpus", "1", "--dry-run",
+		    "echo", "{1}", "{2}", "::::", v, "::::", v, NULL });
+		w.path = o;
+		w.n = mode == 2 ? 3 : 1;
+		w.c = 0;
+		while (!have_lines(&w)) {
+			if (now_s() - t0 > 60) {
+				kill(pid, SIGKILL);
+				ck_abort_msg("mode %d: nothing after 60 s", mode);
+			}
+			nap(20);
+		}
+		kb = rss_kb(pid);
+		kill(pid, SIGINT);
+		finish(pid, t0, 60, o, e, &res);
+		b = slurp(o, NULL);
+		if (mode == 0)
+			ck_assert_msg(strncmp(b, "1 1\n", 4) == 0, "'%.40s'", b);
+		else if (mode == 1)
+			ck_assert_msg(strncmp(b, "1 4\n", 4) == 0, "'%.40s'", b);
+		else
+			ck_assert_msg(strstr(b, "\techo 1 1\n2\t") != NULL,
+			    "'%.80s'", b);
+		/* Two sources of 10^5 short values: some MB, not GB (ASan's
+		 * shadow and quarantine, or valgrind's, would be measured,
+		 * not gpupool). */
+		ck_assert_msg(UNDER_ASAN || getenv("GPUPOOL_TEST_WRAP") !=
+		    NULL || kb < 64 * 1024, "mode %d: %ld KiB", mode, kb);
+		free(b);
+	}
+	tmp_remove();
+}
+END_TEST
+
+/* What a row would be is still known before anything runs, though the
+ * rows are not made until then: a tag that one value spoils, or one
+ * row over 1 MiB, refuses the grid (naming the row) and runs none of
+ * it. */
+START_TEST(bad_rows_refused_before_anything_runs)
+{
+	struct res	 res;
+	char		*ran, *cmd, *big, *vals, *b;
+
+	tmp_make();
+	ran = pathf("ran");
+	cmd = cmdf("echo {2} >> %s", ran);
+	RUN(&res, "--fake-gpus", "1", "[mem={1}]", cmd, ":::", "2G", "lots",
+	    ":::", "x", "y");
+	ck_assert_msg(res.code == 255 && strstr(res.err, "grid:3: ") != NULL,
+	    "exit %d: %s", res.code, res.err);
+	ck_assert_int_eq(access(ran, F_OK), -1);
+	free(cmd);
+	/* Rows 2 and 5 are over 1 MiB (600 KiB twice): the first is
+	 * named. */
+	vals = pathf("vals");
+	big = malloc(600 << 10);
+	ck_assert_ptr_nonnull(big);
+	memset(big, 'z', (600 << 10) - 1);
+	big[(600 << 10) - 1] = '\0';
+	b = cmdf("a\n%s\nc\n", big);
+	puts_file(vals, b);
+	cmd = cmdf("echo {1} {2} {2} >> %s", ran);
+	RUN(&res, "--fake-gpus", "1", cmd, ":::", "p", "q", "::::", vals);
+	ck_assert_msg(res.code == 255 && strstr(res.err, "grid:2: task "
+	    "longer than 1 MiB") != NULL, "exit %d: %.200s", res.code,
+	    res.err);
+	ck_assert_int_eq(access(ran, F_OK), -1);
+	free(b);
+	free(big);
+	free(cmd);
 	tmp_remove();
 }
 END_TEST
@@ -394,6 +524,8 @@ grid_suite(void)
 	tcase_add_test(tc, slot_is_known_when_it_runs);
 	tcase_add_test(tc, joblog_and_resume_on_expanded_commands);
 	tcase_add_test(tc, bad_grids_exit_255_with_one_line);
+	tcase_add_test(tc, huge_grid_starts_at_once);
+	tcase_add_test(tc, bad_rows_refused_before_anything_runs);
 	suite_add_tcase(s, tc);
 	return s;
 }

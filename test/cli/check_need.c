@@ -533,6 +533,77 @@ START_TEST(joblog_resume_old_new_and_torn)
 }
 END_TEST
 
+/* Every command has a joblog text of its own, which reads back as it:
+ * a newline and the two characters \n, a TAB and \t, one backslash
+ * and two, a backslash at the end. Lines GNU parallel or an earlier
+ * gpupool-run wrote, whose backslashes are raw, still match when no
+ * backslash stands before a backslash, 't' or 'n'. */
+START_TEST(joblog_escaping_is_reversible)
+{
+	static const char *const cmds[] = {
+		"echo 'a\nb'", "echo 'a\\nb'", "echo 'a\tb'", "echo 'a\\tb'",
+		"printf '%s\\\\n' x", "echo a\\\\\\nb", "echo \\", "echo \\\\",
+		"echo \\\t", "echo \\\n", "sed 's/\\./,/'", "tr \\\\ /",
+	};
+	const size_t	 n = sizeof(cmds) / sizeof(cmds[0]);
+	struct joblog	 j;
+	struct jl_rec	 r;
+	char		 path[32], err[256], *b, *l, *save = NULL, *f;
+	size_t		 i, k;
+	int		 fd, tab;
+	ssize_t		 got;
+
+	file_with(path, "");
+	joblog_init(&j);
+	ck_assert_int_eq(joblog_open(&j, path, 0, err, sizeof(err)), 0);
+	for (i = 0; i < n; i++) {
+		memset(&r, 0, sizeof(r));
+		r.seq = i + 1;
+		r.cmd = cmds[i];
+		r.gpu = "fake0";
+		r.host = ":";
+		ck_assert_int_eq(joblog_append(&j, &r), 0);
+	}
+	joblog_release(&j);
+	ck_assert_int_eq(joblog_load(&j, path, err, sizeof(err)), 0);
+	for (i = 0; i < n; i++)
+		for (k = 0; k < n; k++)
+			ck_assert_msg(joblog_changed(&j, i + 1, cmds[k]) ==
+			    (i != k), "Seq %zu against '%s'", i + 1, cmds[k]);
+	joblog_release(&j);
+
+	/* Each Command field reads back as its command. */
+	b = calloc(1, 65536);
+	ck_assert_int_ge(fd = open(path, O_RDONLY), 0);
+	ck_assert_int_gt(got = read(fd, b, 65535), 0);
+	close(fd);
+	i = 0;
+	for (l = strtok_r(b, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(l, "Seq\t", 4) == 0)
+			continue;	/* the header */
+		for (f = l, tab = 0; tab < 8; tab++)
+			ck_assert_ptr_nonnull(f = strchr(f, '\t') + 1);
+		*strchr(f, '\t') = '\0';
+		joblog_unesc(f);
+		ck_assert_str_eq(f, cmds[i++]);
+	}
+	ck_assert_uint_eq(i, n);
+	free(b);
+	unlink(path);
+
+	/* GNU parallel's raw backslashes. */
+	file_with(path, "Seq\tHost\tStarttime\tJobRuntime\tSend\tReceive\t"
+	    "Exitval\tSignal\tCommand\n"
+	    "1\t:\t1700000000.000\t0.1\t0\t0\t0\t0\tsed 's/\\./,/'\t-\n"
+	    "2\t:\t1700000000.000\t0.1\t0\t0\t0\t0\ttr \\\\ /\t-\n");
+	ck_assert_int_eq(joblog_load(&j, path, err, sizeof(err)), 0);
+	ck_assert_int_eq(joblog_changed(&j, 1, "sed 's/\\./,/'"), 0);
+	ck_assert_int_eq(joblog_changed(&j, 2, "tr \\\\ /"), 1);
+	joblog_release(&j);
+	unlink(path);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -550,6 +621,7 @@ main(void)
 	tcase_add_test(tc, oom_attempt_is_described);
 	tcase_add_test(tc, joblog_gpu_columns);
 	tcase_add_test(tc, joblog_resume_old_new_and_torn);
+	tcase_add_test(tc, joblog_escaping_is_reversible);
 	suite_add_tcase(s, tc);
 	return gp_check_run(s);
 }

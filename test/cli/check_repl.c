@@ -156,6 +156,72 @@ START_TEST(rows_of_the_product)
 }
 END_TEST
 
+/* grid_parse() finds the bad rows of a product without making it, and
+ * names the first: a tag spoilt by {#} past 1024 GPUs (row 1025 of
+ * 2000), one spoilt by a linked source's value (only the rows of the
+ * groups before the ']' are tried); and the longest row, which takes
+ * each group's longest value (no source's value is over 1 MiB alone). */
+START_TEST(rows_checked_without_the_product)
+{
+	struct grid	 g;
+	char		 err[200], *many[2010], *big, *av[12];
+	int		 i;
+
+	many[0] = "[gpus={#}]";
+	many[1] = "x";
+	many[2] = ":::";
+	for (i = 0; i < 2000; i++)
+		ck_assert_int_ge(asprintf(&many[3 + i], "v%d", i), 0);
+	ck_assert_int_eq(grid_parse(&g, many, 2003, NULL, 0, err,
+	    sizeof(err)), -EINVAL);
+	ck_assert_msg(strncmp(err, "grid:1025: ", 11) == 0, "%s", err);
+	ck_assert_int_eq(grid_parse(&g, many, 1027, NULL, 0, err,
+	    sizeof(err)), 0);
+	grid_release(&g);
+
+	av[0] = "[mem={2}]";
+	av[1] = "run {3}";
+	av[2] = ":::";
+	av[3] = "a";
+	av[4] = "b";
+	av[5] = ":::+";
+	av[6] = "1G";
+	av[7] = "2X";
+	av[8] = ":::";
+	av[9] = "p";
+	av[10] = "q";
+	ck_assert_int_eq(grid_parse(&g, av, 11, NULL, 0, err, sizeof(err)),
+	    -EINVAL);
+	ck_assert_msg(strncmp(err, "grid:3: bad value '2X'", 22) == 0, "%s",
+	    err);
+	av[7] = "2G";
+	ck_assert_int_eq(grid_parse(&g, av, 11, NULL, 0, err, sizeof(err)),
+	    0);
+	grid_release(&g);
+
+	/* 700 KiB in each source, 1.4 MiB together: row 2 x 2 = 4. */
+	big = malloc(700 << 10);
+	ck_assert_ptr_nonnull(big);
+	memset(big, 'w', (700 << 10) - 1);
+	big[(700 << 10) - 1] = '\0';
+	av[0] = "echo";
+	av[1] = ":::";
+	av[2] = "a";
+	av[3] = big;
+	av[4] = ":::";
+	av[5] = "b";
+	av[6] = big;
+	ck_assert_int_eq(grid_parse(&g, av, 7, NULL, 0, err, sizeof(err)),
+	    -EINVAL);
+	ck_assert_str_eq(err, "grid:4: task longer than 1 MiB");
+	ck_assert_int_eq(grid_parse(&g, av, 6, NULL, 0, err, sizeof(err)), 0);
+	grid_release(&g);
+	free(big);
+	for (i = 0; i < 2000; i++)
+		free(many[3 + i]);
+}
+END_TEST
+
 static Suite *
 repl_suite(void)
 {
@@ -166,6 +232,7 @@ repl_suite(void)
 	tcase_add_test(tc, replacement_strings);
 	tcase_add_test(tc, slot_filled_in_the_worker);
 	tcase_add_test(tc, rows_of_the_product);
+	tcase_add_test(tc, rows_checked_without_the_product);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -12,6 +12,10 @@
 #include "check_main.h"
 #include "cli_test.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <sys/mount.h>
+
 #ifndef TL_SVG_PY
 #error "build with -DTL_SVG_PY=path"
 #endif
@@ -292,8 +296,18 @@ START_TEST(run_ended_by_signal_is_drawn)
 		ck_assert_msg(now_s() - t0 < 60, "the tasks never started");
 		nap(20);
 	}
-	kill(pid, SIGINT);
+	/* Killed outright (no drawing, no clean-up), it leaves nothing:
+	 * the file being drawn has no name until it is complete
+	 * (O_TMPFILE). */
+	kill(pid, _i ? SIGKILL : SIGINT);
 	finish(pid, t0, 60, o, e, &r);
+	if (_i) {
+		ck_assert_int_eq(r.code, 128 + SIGKILL);
+		no_temporary();
+		ck_assert_int_eq(access(svg, F_OK), -1);
+		tmp_remove();
+		return;
+	}
 	ck_assert_int_eq(r.code, 130);
 	s = summary_of(svg);
 	ck_assert_msg(s != NULL, "no SVG after SIGINT");
@@ -317,13 +331,19 @@ START_TEST(unwritable_path_fails_first)
 	puts_file(tasks, s);
 	free(s);
 	/* No directory; a directory; the tasks file, which it would
-	 * replace. */
+	 * replace; a node that is not a file. */
 	bad = _i == 0 ? pathf("no/such/dir/t.svg") : _i == 1 ? pathf(".") :
-	    strdup(tasks);
+	    _i == 2 ? strdup(tasks) : pathf("node");
+	/* A FIFO, a symbolic link: the rename would replace the node (a
+	 * root's --timeline /dev/stdout, the system's). */
+	if (_i == 3)
+		ck_assert_int_eq(mkfifo(bad, 0600), 0);
+	if (_i == 4)
+		ck_assert_int_eq(symlink("t.svg", bad), 0);
 	RUN(&r, "--fake-gpus", "1", "--timeline", bad, tasks);
 	ck_assert_int_eq(r.code, 255);
 	ck_assert_ptr_nonnull(strstr(r.err, _i < 2 ? "cannot write timeline" :
-	    "would replace"));
+	    _i == 2 ? "would replace" : "is not a regular file"));
 	ck_assert_int_eq(count(r.err, "gpupool-run: "), 1);
 	ck_assert_int_eq(access(mark, F_OK), -1);
 	s = slurp(tasks, NULL);
@@ -346,6 +366,96 @@ START_TEST(unwritable_path_fails_first)
 }
 END_TEST
 
+/* Rows of a joblog whose times no run could have (a start of 1e300 s, a
+ * runtime of 1e308 s, inf, nan, negative) are left out, each named by its
+ * line, and the rest is drawn at once; a joblog of nothing else draws an
+ * empty picture. Such numbers once kept the axis drawing for ever. */
+START_TEST(absurd_times_are_left_out)
+{
+	struct res	 r;
+	char		*jl, *svg, *s;
+
+	tmp_make();
+	jl = pathf("jl.txt");
+	svg = pathf("t.svg");
+	puts_file(jl,
+	    "Seq\tHost\tStarttime\tJobRuntime\tSend\tReceive\tExitval\t"
+	    "Signal\tCommand\tGPU\tGPUMem\tGPUUtil\n"
+	    "1\t:\t1700000000.000\t2.000\t0\t0\t0\t0\ta\t0\t-\t-\n"
+	    "2\t:\t1e300\t1.000\t0\t0\t0\t0\tb\t0\t-\t-\n"
+	    "3\t:\t1700000001.000\t1e308\t0\t0\t0\t0\tc\t0\t-\t-\n"
+	    "4\t:\t1700000001.000\tinf\t0\t0\t0\t0\td\t0\t-\t-\n"
+	    "5\t:\tnan\t1.000\t0\t0\t0\t0\te\t0\t-\t-\n"
+	    "6\t:\t-1e300\t1.000\t0\t0\t0\t0\tf\t0\t-\t-\n"
+	    "7\t:\t1700000002.000\t1.000\t0\t0\t0\t0\tg\t0\t-\t-\n");
+	run_in(-1, 30, &r, (const char *const []){ "--timeline", svg,
+	    "--from-joblog", jl, NULL });
+	ck_assert_msg(r.code == 0, "exit %d: %s", r.code, r.err);
+	ck_assert_ptr_nonnull(strstr(r.err, ":3: "));
+	ck_assert_ptr_nonnull(strstr(r.err, ":7: "));
+	ck_assert_ptr_null(strstr(r.err, ":2: "));
+	ck_assert_ptr_null(strstr(r.err, ":8: "));
+	s = summary_of(svg);
+	ck_assert_msg(s != NULL, "the SVG does not parse");
+	ck_assert_int_eq(count(s, "bar "), 2);
+	free(s);
+
+	/* A device is no joblog: /dev/zero would be one line for ever. */
+	run_in(-1, 30, &r, (const char *const []){ "--timeline", svg,
+	    "--from-joblog", "/dev/zero", NULL });
+	ck_assert_msg(r.code == 255 && strstr(r.err, "not a regular file") !=
+	    NULL, "exit %d: %s", r.code, r.err);
+
+	/* Nothing but one such row: the picture is empty, and drawn. */
+	puts_file(jl, "1\t:\t1e300\t1.000\t0\t0\t0\t0\ta\t0\t-\t-\n");
+	run_in(-1, 30, &r, (const char *const []){ "--timeline", svg,
+	    "--from-joblog", jl, NULL });
+	ck_assert_msg(r.code == 0, "exit %d: %s", r.code, r.err);
+	s = summary_of(svg);
+	ck_assert_msg(s != NULL, "the SVG does not parse");
+	ck_assert_int_eq(count(s, "bar "), 0);
+	free(s);
+	tmp_remove();
+}
+END_TEST
+
+/* A picture that does not fit on its disk says why: "No space left on
+ * device", not stdio's "Input/output error"; no temporary is left. On
+ * a 16 KiB tmpfs (skipped where one cannot be mounted). */
+START_TEST(full_disk_says_no_space)
+{
+	struct res	 r;
+	char		*jl, *dir, *svg;
+	DIR		*d;
+	struct dirent	*de;
+	int		 left = 0;
+
+	tmp_make();
+	jl = pathf("jl.txt");
+	dir = pathf("small");
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	if (mount("tmpfs", dir, "tmpfs", 0, "size=16k") == -1) {
+		fprintf(stderr, "full_disk_says_no_space: skipped, cannot "
+		    "mount a tmpfs: %s\n", strerror(errno));
+		tmp_remove();
+		return;
+	}
+	big_joblog(jl, 2000);
+	svg = pathf("small/t.svg");
+	RUN(&r, "--timeline", svg, "--from-joblog", jl);
+	ck_assert_ptr_nonnull(d = opendir(dir));
+	while ((de = readdir(d)) != NULL)
+		left += de->d_name[0] != '.' || strlen(de->d_name) > 2;
+	closedir(d);
+	(void)umount2(dir, MNT_DETACH);
+	ck_assert_msg(r.code == 255, "exit %d: %s", r.code, r.err);
+	ck_assert_msg(strstr(r.err, "No space left on device") != NULL,
+	    "said '%s'", r.err);
+	ck_assert_int_eq(left, 0);
+	tmp_remove();
+}
+END_TEST
+
 static Suite *
 timeline_suite(void)
 {
@@ -357,8 +467,10 @@ timeline_suite(void)
 	tcase_add_test(tc, from_joblog_rows_by_host_and_gpu);
 	tcase_add_test(tc, hostile_commands_stay_xml);
 	tcase_add_loop_test(tc, hundred_thousand_attempts_under_2mb, 0, 2);
-	tcase_add_test(tc, run_ended_by_signal_is_drawn);
-	tcase_add_loop_test(tc, unwritable_path_fails_first, 0, 3);
+	tcase_add_loop_test(tc, run_ended_by_signal_is_drawn, 0, 2);
+	tcase_add_loop_test(tc, unwritable_path_fails_first, 0, 5);
+	tcase_add_test(tc, absurd_times_are_left_out);
+	tcase_add_test(tc, full_disk_says_no_space);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -131,6 +131,20 @@ pathf(const char *fmt, ...)
 	return p;
 }
 
+/* A command line: a printf into a string of its own (pathf() is for
+ * files in TMP). Inline: a test file that makes none gets no warning. */
+static inline char *
+cmdf(const char *fmt, ...)
+{
+	va_list	 ap;
+	char	*s;
+
+	va_start(ap, fmt);
+	ck_assert_int_ge(vasprintf(&s, fmt, ap), 0);
+	va_end(ap);
+	return s;
+}
+
 static void
 tmp_make(void)
 {
@@ -419,6 +433,48 @@ read_joblog(const char *path, struct jrec *j, int max, int *bad)
 	return n;
 }
 
+
+/* Exit 255, one line on stderr that contains want, nothing ran (no
+ * ran file, unless NULL) and every file in keep[] (NULL-terminated, or
+ * NULL) still holds what it held. stdin_path: standard input from that
+ * file (or NULL). Inline: a test file that refuses nothing gets no
+ * warning. */
+static inline void
+run_refused(const char *want, const char *ran, const char *const *keep,
+    const char *stdin_path, const char *const *args)
+{
+	struct res	 res;
+	char		*before[8];
+	int		 i, fd = -1;
+
+	for (i = 0; keep != NULL && keep[i] != NULL; i++)
+		ck_assert_ptr_nonnull(before[i] = slurp(keep[i], NULL));
+	if (stdin_path != NULL)
+		ck_assert_int_ge(fd = open(stdin_path, O_RDONLY), 0);
+	run_in(fd, 60, &res, args);
+	if (fd >= 0)
+		close(fd);
+	ck_assert_msg(res.code == 255, "exit %d for '%s': %s", res.code, want,
+	    res.err);
+	ck_assert_msg(count_lines(res.err) == 1 &&
+	    strncmp(res.err, "gpupool-run: ", 13) == 0, "not one line: '%s'",
+	    res.err);
+	ck_assert_msg(strstr(res.err, want) != NULL, "'%s' lacks '%s'",
+	    res.err, want);
+	if (ran != NULL)
+		ck_assert_msg(access(ran, F_OK) == -1, "a task ran (%s)",
+		    want);
+	for (i = 0; keep != NULL && keep[i] != NULL; i++) {
+		char	*now = slurp(keep[i], NULL);
+
+		ck_assert_msg(now != NULL && strcmp(now, before[i]) == 0,
+		    "'%s' changed (%s)", keep[i], want);
+		free(now);
+		free(before[i]);
+	}
+	free(res.out);
+	free(res.err);
+}
 
 struct want_lines {
 	const char	*path;

@@ -16,9 +16,11 @@
  *     of a new record, joblog_load() again: the new record is seen with
  *     its outcome and command, and every Seq seen before is still seen
  *     with the same outcome and command (ending a torn line must not eat
- *     or change a record); a command with a TAB (written \t) reads back
- *     as unchanged; the record's line ends in its GPU, GPUMem and
- *     GPUUtil columns ('-' for unknown), twelve fields in all.
+ *     or change a record); a command made of the bytes the escaping
+ *     is about (backslash, 't', 'n', TAB, newline) reads back as
+ *     unchanged, and its Command field, unescaped, is the command; the
+ *     record's line ends in its GPU, GPUMem and GPUUtil columns ('-'
+ *     for unknown), twelve fields in all.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -106,6 +108,34 @@ check_last_line(const struct jl_rec *r)
 	CHECK((size_t)n >= wl && memcmp(tail + n - wl, want, wl) == 0);
 }
 
+/* The Command field of the file's last line (whose tail is at most 512
+ * bytes), unescaped, is cmd. */
+static void
+check_command(const char *cmd)
+{
+	char	 tail[512], *l, *f;
+	off_t	 end;
+	ssize_t	 n;
+	int	 fd, k;
+
+	CHECK((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0);
+	CHECK((end = lseek(fd, 0, SEEK_END)) > 0);
+	n = pread(fd, tail, sizeof(tail) - 1,
+	    end > (off_t)sizeof(tail) - 1 ? end - (off_t)sizeof(tail) + 1 : 0);
+	close(fd);
+	CHECK(n > 1);
+	tail[n - 1] = '\0';
+	CHECK((l = memrchr(tail, '\n', (size_t)n - 1)) != NULL);
+	for (f = l + 1, k = 0; k < 8; k++) {
+		CHECK((f = strchr(f, '\t')) != NULL);
+		f++;
+	}
+	CHECK((l = strchr(f, '\t')) != NULL);
+	*l = '\0';
+	joblog_unesc(f);
+	CHECK(strcmp(f, cmd) == 0);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -115,7 +145,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const uint8_t	*in;
 	uint8_t		*owned;
 	struct jl_ent	*old = NULL;
-	size_t		 n, nold, i, rows = 1;
+	size_t		 n, nold, i, k, rows = 1;
 	int		 fd, rc, ok;
 
 	setup();
@@ -154,8 +184,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	r.runtime = 1.5;
 	r.exitval = ok ? 0 : 3;
 	r.signal = 0;
-	snprintf(cmd, sizeof(cmd), "echo%sfuzz %zu", size & 2 ? "\t" : " ",
-	    size);
+	/* The first bytes of the input pick the command's characters among
+	 * those its escaping is about. */
+	k = (size_t)snprintf(cmd, sizeof(cmd), "echo%sfuzz %zu ",
+	    size & 2 ? "\t" : " ", size);
+	for (i = 0; i < size && i < 24; i++)
+		cmd[k++] = "\\tn\t\nx"[data[i] % 6];
+	cmd[k] = '\0';
 	r.cmd = cmd;
 	r.gpu = "0";
 	r.host = ":";
@@ -166,6 +201,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(joblog_append(&j, &r) == 0);
 	joblog_release(&j);
 	check_last_line(&r);
+	check_command(cmd);
 
 	joblog_init(&j);
 	CHECK(joblog_load(&j, path, err, sizeof(err)) == 0);
