@@ -103,12 +103,15 @@ enum gp_status {
 				   or SA_NOCLDWAIT: the kernel reaps the
 				   worker and drops its status) */
 	GP_TIMEDOUT,		/* ran past timeout_ms: code is fn's return if
-				   it returned in the grace period, else -1 */
+				   it returned in the grace period, else -1
+				   (also when the stop cut its reply short:
+				   see gp_ctx_reply()) */
 	GP_CANCELED,		/* cancel_fd became readable first */
 	GP_ERROR,		/* code is a negative errno: -EMSGSIZE (item or
 				   result over max_msg), -EPROTO (bad message),
-				   or the call's code if it failed while the
-				   item ran (-ENOMEM) */
+				   -ENOMEM (its worker could not hold an item
+				   over the window), or the call's code if it
+				   failed while the item ran (-ENOMEM) */
 	GP_NOTRUN,		/* never ran: the pool lost all its workers */
 };
 
@@ -135,8 +138,9 @@ struct gp_ctx;
  * to return bytes. fn may keep state across items in its process (a loaded
  * model): the worker lives until the pool is destroyed or recycled. in is
  * valid only until fn returns (an item of 64 bytes or more lies in the
- * worker's shared region, reused by the next batch): keep a copy, not
- * the pointer.
+ * worker's shared region, reused by the next batch; one over the pool's
+ * window in memory of the worker's that is freed when fn returns): keep
+ * a copy, not the pointer.
  */
 typedef int gp_fn(struct gp_ctx *ctx, const void *in, size_t inlen,
     void *arg);
@@ -252,12 +256,10 @@ struct gp_pool_opts {
 					   life; 0: 64 per worker; < 0: no limit */
 	int		 retries;	/* re-run a crashed or timed-out item up
 					   to N more times; 0: none */
-	size_t		 max_msg;	/* largest item or result (batches of
-					   small ones are cut to fit); 0: 64 MiB.
-					   Each worker also maps 2 x max_msg
-					   of shared memory for big items and
-					   results (virtual: pages are taken
-					   as they are first used, and kept) */
+	size_t		 max_msg;	/* largest item or result, checked
+					   before anything is allocated for
+					   it; 0: the machine's physical
+					   memory (any that fits) */
 	unsigned	 flags;		/* enum gp_pool_flags */
 	char		*errbuf;	/* if set, create writes a one-line reason
 					   for a failure here */
@@ -276,7 +278,20 @@ struct gp_pool_opts {
 					   fits beside what runs (see
 					   gp_pool_gpu_state()); 0: none
 					   declared */
-	uint64_t	 reserved[4];	/* must be 0: room for later options */
+	uint64_t	 window;	/* bytes of shared memory each worker
+					   maps per direction (virtual: pages
+					   are taken as first used, and kept),
+					   and the largest message: an item or
+					   result up to this size travels in
+					   one go (fn reads the item where it
+					   lies), a larger one in pieces of
+					   this size, copied once more on the
+					   way in (into the worker's memory);
+					   batches of small ones are cut to
+					   fit it. 0: 64 MiB, or max_msg if
+					   smaller; at most max_msg and under
+					   4 GiB */
+	uint64_t	 reserved[3];	/* must be 0: room for later options */
 };
 
 /* Where a worker runs (gp_pool_info(), gp_ctx_info()). */
@@ -395,15 +410,17 @@ GP_API int	gp_pool_create(struct gp_pool **out,
 /*
  * Run fn on items[0..n-1] and return when all have ended. fn must be a
  * function of the program or of a library loaded before the pool was
- * created (workers are forked copies); arglen bytes at arg are copied to
- * each worker, and fn gets a pointer to its copy (NULL when arglen is 0).
- * Each item's out,
+ * created (workers are forked copies); arglen bytes at arg (at most the
+ * pool's window) are copied to each worker, and fn gets a pointer to its
+ * copy (NULL when arglen is 0). Each item's out,
  * outlen, status, code, worker and attempts are reset first and then set:
  * out is overwritten, never read or freed, so release the results of an
  * earlier call on the same array first (gp_items_release()), or they
  * leak; each new out is a malloc'd buffer the caller owns and frees
  * (GP_POOL_OUT_BUFFERS: out and outlen are kept, and the result copied
- * into out; GP_POOL_OUT_VIEW: -EINVAL).
+ * into out, or, for a result over the window, its pieces put there as
+ * they come: an item that then crashes or times out may leave its buffer
+ * partly written; GP_POOL_OUT_VIEW: -EINVAL).
  * in is read while the call runs, never written or freed.
  * Until it ends an item reads GP_NOTRUN, whatever the call returns.
  * Items are dispatched dynamically in batches sized to
@@ -518,17 +535,24 @@ GP_API void	gp_items_release(struct gp_item *items, size_t n);
 
 /* In a worker: set the current item's result bytes (buf is copied and
  * stays the caller's; the last call wins; 64 bytes or more are copied
- * into the worker's shared region, from where the master takes them). Returns 0, -EMSGSIZE (over max_msg), -ENOMEM, or -EINVAL outside
- * an item (in init or fini). When the last call failed, the item ends
- * GP_ERROR with that code (fn's return value is lost), not with an older
- * or empty result. */
+ * into the worker's shared region, from where the master takes them; more
+ * than the pool's window go to the master now, in pieces of the window
+ * through that region, the call returning when the master has them all).
+ * Returns 0, -EMSGSIZE (over max_msg), -ENOMEM, -EINVAL outside an item
+ * (in init or fini), or -ECANCELED when the item was stopped (timeout,
+ * cancel) while its pieces travelled: the rest is not sent, later calls
+ * for the item fail the same way, return from fn. When the last call
+ * failed, the item ends GP_ERROR with that code (fn's return value is
+ * lost), not with an older or empty result; -ECANCELED ends it as the
+ * stop would, GP_TIMEDOUT (code -1) or GP_CANCELED. */
 GP_API int	gp_ctx_reply(struct gp_ctx *ctx, const void *buf, size_t len);
 /* In a worker: where it runs. The library's memory, valid for the
  * worker's life: read it, do not free it. */
 GP_API const struct gp_worker_info *gp_ctx_info(const struct gp_ctx *ctx);
 /* In a worker: an fd that becomes readable when the current item should
  * stop (timeout, cancel) or the master is gone. Poll it; do not read.
- * While an item runs the master sends its worker nothing else. With
+ * While an item runs the master sends its worker nothing else (but the
+ * acknowledgements gp_ctx_reply() waits for and reads itself). With
  * GP_POOL_NO_PDEATHSIG it is an epoll fd over the task pipe and the
  * master's pidfd (poll, select and epoll accept it). */
 GP_API int	gp_ctx_stop_fd(const struct gp_ctx *ctx);

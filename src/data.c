@@ -16,23 +16,30 @@
  * region has nothing to close or leak across exec.
  *
  * The mapping is MAP_NORESERVE, its pages are taken on first touch and
- * kept (the largest item and result a slot has carried), and they are
- * bound to the slot's NUMA nodes, as the worker's own memory is, so that
- * fn reads its input from memory near its GPU.
+ * kept (at most its two halves of the window each), and they are bound
+ * to the slot's NUMA nodes, as the worker's own memory is, so that fn
+ * reads its input from memory near its GPU.
+ *
+ * What is larger than the window goes through the same half in pieces
+ * (msg.h): a GiB result costs the same two copies as a small one, and
+ * its region no more than the window, however big the result. The
+ * master's side of that is here; the worker's is in worker.c.
  */
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "internal.h"
 
-/* A half: max_msg rounded up to a page. */
+/* A half: the window rounded up to a page. */
 static size_t
 half_size(const struct gp_pool *p)
 {
 	size_t	 pg = (size_t)sysconf(_SC_PAGESIZE);
 
-	return (p->o.max_msg + pg - 1) / pg * pg;
+	return (p->o.window + pg - 1) / pg * pg;
 }
 
 void
@@ -102,4 +109,177 @@ gp_data_keep(struct gp_pool *p, const struct gp_worker *w)
 			(void)munmap(p->w[i].reg, 2 * p->w[i].half);
 			p->w[i].reg = NULL;
 		}
+}
+
+int
+gp_data_item_send(struct gp_pool *p, struct gp_worker *w)
+{
+	struct gp_piece		*pc = &w->pitem;
+	const uint8_t		*in = w->fl[0].item->in;
+	struct gp_msg_piece	 m = { .total = pc->total, .off = pc->sent };
+	struct gp_rec_task	 rec = { .id = pc->id, .flags = GP_REC_PIECED };
+	size_t			 at, n = pc->total - pc->sent;
+	int			 rc;
+
+	if (n == 0 || pc->cut) {
+		if ((rc = gp_msg_begin(&w->wbuf, GP_MSG_TASK, &at)) < 0 ||
+		    (rc = gp_buf_add(&w->wbuf, &rec, sizeof(rec))) < 0)
+			return rc;
+		gp_msg_finish(&w->wbuf, at, 1);
+		pc->id = 0;	/* an ACK from now on is a lie */
+	} else {
+		m.len = (uint32_t)(n < p->o.window ? n : p->o.window);
+		m.flags = w->reg != NULL ? GP_REC_SHM : 0;
+		if ((rc = gp_msg_begin(&w->wbuf, GP_MSG_PIECE, &at)) < 0 ||
+		    (rc = gp_buf_add(&w->wbuf, &m, sizeof(m))) < 0 ||
+		    (w->reg == NULL && (rc = gp_buf_add(&w->wbuf,
+		    in + pc->sent, m.len)) < 0))
+			return rc;
+		/* The worker took the last piece out (its ACK came): the
+		 * half is free. */
+		if (w->reg != NULL)
+			memcpy(w->reg, in + pc->sent, m.len);
+		gp_msg_finish(&w->wbuf, at, pc->id);
+		pc->sent += m.len;
+	}
+	(void)gp_buf_send(w->wfd, &w->wbuf);
+	return 0;
+}
+
+int
+gp_data_item_acked(struct gp_pool *p, struct gp_worker *w,
+    const struct gp_msg_hdr *h, const uint8_t *pl)
+{
+	struct gp_msg_ack	 a;
+
+	memcpy(&a, pl, sizeof(a));
+	if (w->pitem.id == 0 || h->id != w->pitem.id ||
+	    a.got != w->pitem.sent)
+		return -EPROTO;
+	w->pitem.got = a.got;
+	/* It cannot take the item (its TASK record then says why), or the
+	 * call is being stopped (the worker skips it): the TASK now. */
+	if (a.rc != 0 || w->stop_id != 0)
+		w->pitem.cut = 1;
+	return gp_data_item_send(p, w);
+}
+
+void
+gp_data_prefault(void *p, size_t len)
+{
+	size_t		 pg = (size_t)sysconf(_SC_PAGESIZE);
+	uintptr_t	 a = ((uintptr_t)p + pg - 1) / pg * pg;
+	uintptr_t	 b = ((uintptr_t)p + len) / pg * pg;
+
+	/* Best effort: before Linux 5.14 the pages fault as written. */
+	if (b > a)
+		(void)madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+}
+
+static void
+drop(struct gp_piece *pc)
+{
+	if (pc->own)
+		free(pc->buf);
+	memset(pc, 0, sizeof(*pc));
+}
+
+/* The first piece of it's result, of total bytes (checked): where the
+ * pieces go. The caller's buffer, or none when it is too small (the item
+ * then ends -ENOBUFS, its buffer untouched); else a malloc of the whole. */
+static int
+result_start(const struct gp_job *job, struct gp_piece *pc,
+    const struct gp_item *it, uint64_t id, uint64_t total)
+{
+	drop(pc);
+	pc->id = id;
+	pc->total = total;
+	if (job->outbufs) {
+		pc->buf = total <= it->outlen ? it->out : NULL;
+		return 0;
+	}
+	if ((pc->buf = malloc((size_t)total)) == NULL)
+		return -ENOMEM;
+	pc->own = 1;
+	gp_data_prefault(pc->buf, (size_t)total);
+	return 0;
+}
+
+static int
+send_ack(struct gp_worker *w, uint64_t id, uint64_t got)
+{
+	struct gp_msg_ack	 a = { .got = got };
+	size_t			 at;
+	int			 rc;
+
+	if ((rc = gp_msg_begin(&w->wbuf, GP_MSG_ACK, &at)) < 0 ||
+	    (rc = gp_buf_add(&w->wbuf, &a, sizeof(a))) < 0)
+		return rc;
+	gp_msg_finish(&w->wbuf, at, id);
+	(void)gp_buf_send(w->wfd, &w->wbuf);
+	return 0;
+}
+
+int
+gp_data_result_piece(struct gp_pool *p, struct gp_job *job,
+    struct gp_worker *w, const struct gp_msg_hdr *h, const uint8_t *pl)
+{
+	struct gp_piece		*pc = &w->pres;
+	struct gp_msg_piece	 m;
+	const uint8_t		*src;
+	size_t			 base, room;
+	int			 rc;
+
+	/* An item still going out cannot have run: its result is a lie. */
+	if (job == NULL || w->nres >= w->nfl || h->id != w->fl[w->nres].id ||
+	    w->pitem.id != 0)
+		return -EPROTO;
+	memcpy(&m, pl, sizeof(m));
+	if (m.off != 0 && pc->id != h->id)
+		return -EPROTO;
+	/* The first piece follows the batch's region results so far; the
+	 * others start at 0, the master having taken all before them. */
+	base = m.off == 0 ? w->roff : 0;
+	room = w->reg != NULL && base < w->half ? w->half - base : 0;
+	if (gp_msg_piece_check(&m, h->len, pc->got, pc->total, room,
+	    p->o.window, p->o.max_msg) < 0)
+		return -EPROTO;
+	if (m.off == 0 && (rc = result_start(job, pc, w->fl[w->nres].item,
+	    h->id, m.total)) < 0)
+		return rc;
+	src = (m.flags & GP_REC_SHM) ? w->reg + w->half + base :
+	    pl + sizeof(m);
+	if (pc->buf != NULL)
+		memcpy(pc->buf + m.off, src, m.len);
+	pc->got += m.len;
+	if (pc->got == pc->total)
+		w->roff = 0;
+	return send_ack(w, h->id, pc->got);
+}
+
+int
+gp_data_result(struct gp_worker *w, const struct gp_rec_result *r,
+    struct gp_res *res)
+{
+	if (w->pitem.id != 0)
+		return -EPROTO;		/* as in gp_data_result_piece() */
+	if (!(r->flags & GP_REC_PIECED)) {
+		if (w->pres.id != 0)
+			drop(&w->pres);
+		return 0;
+	}
+	if (w->pres.id != r->id || w->pres.got != w->pres.total)
+		return -EPROTO;
+	res->data = w->pres.buf;
+	res->len = (size_t)w->pres.total;
+	res->own = w->pres.own ? w->pres.buf : NULL;
+	memset(&w->pres, 0, sizeof(w->pres));	/* res has it now */
+	return 0;
+}
+
+void
+gp_data_forget(struct gp_worker *w)
+{
+	drop(&w->pres);
+	memset(&w->pitem, 0, sizeof(w->pitem));
 }

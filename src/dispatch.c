@@ -84,8 +84,9 @@ item_bad(const struct gp_pool *p, const struct gp_job *job,
 }
 
 /* Give one idle worker its next batch, of at most max items (0: as
- * gp_job_batch_size() says). Returns 1 if it got one, 0 if no work is
- * ready, or a negative errno. */
+ * gp_job_batch_size() says). An item over the window is a batch of its
+ * own, sent in pieces (data.c) before its TASK. Returns 1 if it got
+ * one, 0 if no work is ready, or a negative errno. */
 static int
 dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
     size_t max)
@@ -93,7 +94,7 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 	struct gp_rec_task	 rec = { 0 };
 	struct gp_item		*it;
 	size_t			 want, bytes = 0, at, lim, ioff = 0;
-	int			 rc, bad;
+	int			 rc, bad, over, big = 0;
 
 	if ((it = gp_job_peek(job)) == NULL)
 		return 0;
@@ -102,9 +103,9 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 	want = max ? max : gp_job_batch_size(job, gp_proc_live(p),
 	    p->o.max_tasks, w->ntasks);
 	/* Payload bytes, records included, wherever they travel: never
-	 * more than the worker accepts, which one item of max_msg bytes
-	 * always fits. */
-	lim = GP_MSG_MAX(p->o.max_msg);
+	 * more than the worker accepts, which one item of the window's
+	 * size always fits. */
+	lim = GP_MSG_MAX(p->o.window);
 	if (lim > GP_BATCH_BYTES)
 		lim = GP_BATCH_BYTES;
 	if ((rc = gp_msg_begin(&w->wbuf, GP_MSG_TASK, &at)) < 0)
@@ -115,7 +116,9 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 			(void)gp_job_fail(job, it, bad);
 			continue;
 		}
-		if (w->nfl > 0 && bytes + sizeof(rec) + it->inlen > lim)
+		over = it->inlen > p->o.window;
+		if (w->nfl > 0 && (over ||
+		    bytes + sizeof(rec) + it->inlen > lim))
 			break;
 		rec.id = ++p->ticket;
 		rec.len = (uint32_t)it->inlen;
@@ -127,15 +130,25 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 		gp_job_take(job);
 		it->attempts++;
 		it->worker = w->idx;
+		if (over) {
+			big = 1;
+			break;
+		}
 		if ((rc = add_item(w, it, &rec, &ioff)) < 0)
 			return rc;
 		bytes += sizeof(rec) + it->inlen;
 	}
-	if (w->nfl == 0) {
-		w->wbuf.len = w->wbuf.off + at;	/* drop the empty header */
+	if (w->nfl == 0 || big)
+		w->wbuf.len = w->wbuf.off + at;	/* no TASK (yet) */
+	if (w->nfl == 0)
 		return 0;
-	}
-	gp_msg_finish(&w->wbuf, at, w->nfl);
+	if (big) {
+		w->pitem = (struct gp_piece){ .id = rec.id,
+					      .total = it->inlen };
+		if ((rc = gp_data_item_send(p, w)) < 0)
+			return rc;
+	} else
+		gp_msg_finish(&w->wbuf, at, w->nfl);
 	if ((rc = gp_watch_start(p, w)) < 0)
 		return rc;
 	w->nres = 0;

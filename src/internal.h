@@ -21,7 +21,7 @@
 #include "topo.h"
 
 #define GP_MAX_WORKERS		1024
-#define GP_DEFAULT_MAX_MSG	(64u << 20)
+#define GP_DEFAULT_WINDOW	(64u << 20)	/* a region half, at most */
 #define GP_DEFAULT_GRACE_MS	1000
 #define GP_DEFAULT_RESPAWN	64	/* per worker */
 #define GP_START_DEATHS_MAX	3	/* a slot whose replacements die before
@@ -64,6 +64,28 @@ struct gp_flight {
 	uint64_t	 id;
 };
 
+/* An item or result over the window, travelling in pieces (data.c). */
+struct gp_piece {
+	uint64_t	 id;		/* its item; 0: none */
+	uint64_t	 total;
+	uint64_t	 got;		/* bytes acknowledged (item) or taken
+					   (result) */
+	uint64_t	 sent;		/* item: bytes sent */
+	uint8_t		*buf;		/* result: where they go; NULL: dropped
+					   (the caller's buffer is too small) */
+	int		 own;		/* result: buf is malloc'd, ours */
+	int		 cut;		/* item: send no more, the TASK now */
+};
+
+/* A result's bytes as the master has them, for gp_job_result(). */
+struct gp_res {
+	const uint8_t	*data;
+	size_t		 len;
+	uint8_t		*own;		/* data is this malloc'd buffer, which
+					   the item may keep (it is then
+					   NULL); freed by the caller if not */
+};
+
 struct gp_worker {
 	int			 idx;
 	enum gp_wstate		 state;
@@ -100,6 +122,8 @@ struct gp_worker {
 						   [half, 2 x half); NULL: none */
 	size_t			 half;
 	size_t			 roff;		/* results' end in it this batch */
+	struct gp_piece		 pitem;		/* an item going out in pieces */
+	struct gp_piece		 pres;		/* a result coming in pieces */
 	int			*iset;		/* GPUs its item holds (watch.c) */
 	int			 niset, capset;	/* 0: no item counted */
 	uint64_t		 imem;		/* bytes that item declared */
@@ -275,11 +299,14 @@ int	gp_job_again(struct gp_job *job, struct gp_item *it);
  * the -ENOMEM it ended GP_ERROR with. */
 int	gp_job_end_bad(struct gp_job *job, struct gp_item *it, int status,
 	    int code, int retries);
-/* A running item's result record r (its bytes at data, r->len of them,
- * copied), which came after a STOP for a timeout if timed_out. Returns
- * 0, or the -ENOMEM it ended GP_ERROR with (then the call fails). */
+/* A running item's result record r, its bytes in res (copied, or
+ * res->own taken over), which came after a STOP for a timeout if
+ * timed_out. A reply the worker cut because the item was stopped
+ * (GP_REC_ERROR, -ECANCELED) ends it as the stop did: timed out, or
+ * canceled. Returns 0, or the -ENOMEM it ended GP_ERROR with (then the
+ * call fails). */
 int	gp_job_result(struct gp_job *job, struct gp_item *it,
-	    const struct gp_rec_result *r, const uint8_t *data, int timed_out,
+	    const struct gp_rec_result *r, struct gp_res *res, int timed_out,
 	    int retries);
 /* w died with its batch unfinished (w->fl from w->nres on), running item
  * id cur (0: between items), its wait status code code (gp_wstatus_code()).
@@ -347,9 +374,9 @@ void	gp_watch_read(struct gp_pool *p);
  * the first fork and kept for the pool's life: a replacement worker
  * inherits the same pages, and nothing in them outlives a batch.
  */
-/* Map a region for every slot (2 x max_msg rounded up to a page, pages
- * faulted on first use, bound to the slot's NUMA nodes). A slot whose
- * mapping fails has none: its items and results use the pipes. */
+/* Map a region for every slot (2 x the window rounded up to a page,
+ * pages faulted on first use, bound to the slot's NUMA nodes). A slot
+ * whose mapping fails has none: its items and results use the pipes. */
 void	gp_data_map(struct gp_pool *p);
 void	gp_data_unmap(struct gp_pool *p);
 /* In worker w after fork: unmap every other slot's region. */
@@ -364,6 +391,62 @@ long	gp_data_place(const struct gp_worker *w, size_t *end, size_t len);
  * for a broken protocol. Nothing is read before this check. */
 const uint8_t *gp_data_bytes(const struct gp_worker *w, int results,
 	    size_t *end, uint32_t len, size_t max);
+/* The master's side of the pieces (msg.h, GP_MSG_PIECE). An item over
+ * the window is alone in its batch: w->pitem names it, and this sends
+ * its next piece, or, once each was acknowledged (or the worker said it
+ * cannot take it, or the call is being stopped), the TASK that runs it.
+ * 0 or -ENOMEM. */
+int	gp_data_item_send(struct gp_pool *p, struct gp_worker *w);
+/* w acknowledged a piece of its item (h, pl: the ACK): the next one. 0,
+ * -ENOMEM, or -EPROTO for an ACK of nothing sent. */
+int	gp_data_item_acked(struct gp_pool *p, struct gp_worker *w,
+	    const struct gp_msg_hdr *h, const uint8_t *pl);
+/* A piece of the result of w's next item (h, pl: the PIECE), checked
+ * before anything is read or allocated, put in place (a buffer of the
+ * whole made at its first piece: the caller's with GP_POOL_OUT_BUFFERS,
+ * else a malloc), acknowledged. 0, -ENOMEM (the call fails), or -EPROTO
+ * for a lie. */
+int	gp_data_result_piece(struct gp_pool *p, struct gp_job *job,
+	    struct gp_worker *w, const struct gp_msg_hdr *h,
+	    const uint8_t *pl);
+/* The record r of w's next item, res its bytes as received: for a
+ * GP_REC_PIECED record, res becomes the pieces it ends (-EPROTO unless
+ * each came); any other record drops the pieces that came for it (fn
+ * replied again, or its reply failed). -EPROTO too while w's item still
+ * goes out in pieces. Needed only when r is PIECED or pieces are under
+ * way (w->pres, w->pitem). */
+int	gp_data_result(struct gp_worker *w, const struct gp_rec_result *r,
+	    struct gp_res *res);
+/* The pages of a fresh buffer of len bytes at p (one that pieces will
+ * fill), taken now in one call rather than one fault per page as each
+ * piece is copied in; best effort. */
+void	gp_data_prefault(void *p, size_t len);
+/* w is gone or abandoned: no piece goes on, what came is freed. */
+void	gp_data_forget(struct gp_worker *w);
+
+/*
+ * wio.c: a worker's blocking I/O on its pipes, which waits out a full or
+ * empty pipe and leaves by _exit() when the master is gone (EOF, a
+ * failed write, the master's pidfd). Worker only.
+ */
+/* At start-up: watch the master's pidfd (GP_POOL_NO_PDEATHSIG), dropping
+ * an outer pool's watch; the stop fd fn polls (fd, the task pipe, or an
+ * epoll set of it and the pidfd). */
+int	gp_wio_watch(struct gp_pool *p, int fd);
+/* Whether a master pidfd is watched (the pipes are then nonblocking). */
+int	gp_wio_watched(void);
+/* Until fd is ready for events. */
+void	gp_wio_wait(int fd, short events);
+/* All of iov (modified), all of b's pending bytes (b emptied after). */
+void	gp_wio_sendv(int fd, struct iovec *iov, int n);
+void	gp_wio_send(int fd, struct gp_buf *b);
+/* Exactly n bytes. */
+void	gp_wio_read(int fd, void *p, size_t n);
+/* The next whole message into in (buffered: one read usually brings the
+ * header and the payload together), no larger than max; its payload,
+ * valid until in is next reserved. A bad header: _exit(GP_EXIT_PROTO). */
+void	gp_wio_next(int fd, struct gp_buf *in, size_t max,
+	    struct gp_msg_hdr *h, const uint8_t **payload);
 
 /* worker.c: the child after fork; never returns. */
 void	gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)

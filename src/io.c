@@ -77,18 +77,40 @@ gp_buf_release(struct gp_buf *b)
 	memset(b, 0, sizeof(*b));
 }
 
+/* Until pfd[0] is ready or pfd[1] (a watch, or -1) readable: 0, -EPIPE
+ * for the watch, or -errno. */
+static int
+await(struct pollfd *pfd)
+{
+	if (poll(pfd, 2, -1) == -1 && errno != EINTR)
+		return -errno;
+	return pfd[1].revents ? -EPIPE : 0;
+}
+
 int
 gp_read_full(int fd, void *p, size_t n)
 {
-	uint8_t	*q = p;
-	ssize_t	 r;
+	return gp_read_watch(fd, p, n, -1);
+}
+
+int
+gp_read_watch(int fd, void *p, size_t n, int watch)
+{
+	struct pollfd	 pfd[2] = { { fd, POLLIN, 0 }, { watch, POLLIN, 0 } };
+	uint8_t		*q = p;
+	ssize_t		 r;
+	int		 rc;
 
 	while (n > 0) {
 		r = read(fd, q, n);
 		if (r == -1) {
 			if (errno == EINTR)
 				continue;
-			return -errno;
+			if (errno != EAGAIN || watch < 0)
+				return -errno;
+			if ((rc = await(pfd)) < 0)
+				return rc;
+			continue;
 		}
 		if (r == 0)
 			return -EPIPE;
@@ -101,9 +123,16 @@ gp_read_full(int fd, void *p, size_t n)
 int
 gp_writev_full(int fd, struct iovec *iov, int iovcnt)
 {
-	struct pollfd	 pfd = { fd, POLLOUT, 0 };
+	return gp_writev_watch(fd, iov, iovcnt, -1);
+}
+
+int
+gp_writev_watch(int fd, struct iovec *iov, int iovcnt, int watch)
+{
+	struct pollfd	 pfd[2] = { { fd, POLLOUT, 0 }, { watch, POLLIN, 0 } };
 	ssize_t		 r;
 	size_t		 left;
+	int		 rc;
 
 	while (iovcnt > 0) {
 		/* One buffer: write(2), which copies no iovec in. */
@@ -112,11 +141,11 @@ gp_writev_full(int fd, struct iovec *iov, int iovcnt)
 		if (r == -1) {
 			if (errno == EINTR)
 				continue;
-			if (errno == EAGAIN) {	/* someone's O_NONBLOCK */
-				(void)poll(&pfd, 1, -1);
-				continue;
-			}
-			return -errno;
+			if (errno != EAGAIN)	/* EAGAIN: someone's O_NONBLOCK */
+				return -errno;
+			if ((rc = await(pfd)) < 0)
+				return rc;
+			continue;
 		}
 		left = (size_t)r;
 		while (iovcnt > 0 && left >= iov->iov_len) {

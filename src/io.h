@@ -26,9 +26,15 @@ void	gp_buf_release(struct gp_buf *b);
 
 /* Read exactly n bytes; 0 on success, -EPIPE on EOF, -errno otherwise. */
 int	gp_read_full(int fd, void *p, size_t n);
+/* The same on a nonblocking fd, waiting for it, and -EPIPE when watch
+ * (a pidfd, say) turns readable first. */
+int	gp_read_watch(int fd, void *p, size_t n, int watch);
 /* Write all of iov (modified), waiting out EINTR, short writes and a
  * full nonblocking fd (EAGAIN: poll); 0 or -errno. */
 int	gp_writev_full(int fd, struct iovec *iov, int iovcnt);
+/* The same, and -EPIPE when watch (a pidfd, say; -1: none) turns
+ * readable while the write waits for room. */
+int	gp_writev_watch(int fd, struct iovec *iov, int iovcnt, int watch);
 /* The same for n bytes at p. */
 int	gp_write_full(int fd, const void *p, size_t n);
 /* Write b's pending bytes to a nonblocking fd; consumes what went out.

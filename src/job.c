@@ -219,17 +219,19 @@ gp_job_end_bad(struct gp_job *job, struct gp_item *it, int status, int code,
 	return 0;
 }
 
-/* Keep a result's len bytes at data in it: a malloc'd copy (-ENOMEM);
- * with the caller's buffers (GP_POOL_OUT_BUFFERS) a copy into out, or
+/* Keep a result's bytes (res) in it: a malloc'd copy (-ENOMEM), or
+ * res->own itself, taken; with the caller's buffers (GP_POOL_OUT_BUFFERS)
+ * a copy into out (none when the pieces were put there already), or
  * -ENOBUFS when it has less room, outlen then the room it needs; with
- * GP_POOL_OUT_VIEW data itself, which stays where it is until done()
- * has returned (the caller's loop.c reads no more until then). */
+ * GP_POOL_OUT_VIEW the bytes where they are, which stay there until
+ * done() has returned (the caller's loop.c reads no more until then). */
 static int
-keep_out(const struct gp_job *job, struct gp_item *it, const uint8_t *data,
-    size_t len)
+keep_out(const struct gp_job *job, struct gp_item *it, struct gp_res *res)
 {
+	size_t	 len = res->len;
+
 	if (job->outview) {
-		it->out = len > 0 ? (void *)(uintptr_t)data : NULL;
+		it->out = len > 0 ? (void *)(uintptr_t)res->data : NULL;
 		it->outlen = len;
 		return 0;
 	}
@@ -237,17 +239,20 @@ keep_out(const struct gp_job *job, struct gp_item *it, const uint8_t *data,
 		it->outlen = len;
 		return -ENOBUFS;
 	}
-	if (!job->outbufs && len > 0 && (it->out = malloc(len)) == NULL)
+	if (!job->outbufs && res->own != NULL) {
+		it->out = res->own;
+		res->own = NULL;
+	} else if (!job->outbufs && len > 0 && (it->out = malloc(len)) == NULL)
 		return -ENOMEM;
-	if (len > 0)
-		memcpy(it->out, data, len);
+	if (len > 0 && it->out != res->data)
+		memcpy(it->out, res->data, len);
 	it->outlen = len;
 	return 0;
 }
 
 int
 gp_job_result(struct gp_job *job, struct gp_item *it,
-    const struct gp_rec_result *r, const uint8_t *data, int timed_out,
+    const struct gp_rec_result *r, struct gp_res *res, int timed_out,
     int retries)
 {
 	int	 rc;
@@ -258,7 +263,7 @@ gp_job_result(struct gp_job *job, struct gp_item *it,
 		if (timed_out && may_retry(job, it, retries))
 			return gp_job_end_bad(job, it, GP_TIMEDOUT, r->rc,
 			    retries);
-		if ((rc = keep_out(job, it, data, r->len)) == -ENOBUFS) {
+		if ((rc = keep_out(job, it, res)) == -ENOBUFS) {
 			(void)gp_job_fail(job, it, rc);
 			break;
 		}
@@ -272,6 +277,12 @@ gp_job_result(struct gp_job *job, struct gp_item *it,
 		item_end(job, it);
 		break;
 	case GP_REC_ERROR:
+		/* A reply cut short by the stop (worker.c): what fn returned
+		 * is lost with it, as when a timed-out fn does not return. */
+		if (r->rc == -ECANCELED && timed_out)
+			return gp_job_end_bad(job, it, GP_TIMEDOUT, -1, retries);
+		if (r->rc == -ECANCELED && job->canceled)
+			return gp_job_end_bad(job, it, GP_CANCELED, 0, retries);
 		(void)gp_job_fail(job, it, r->rc);
 		break;
 	case GP_REC_SKIPPED:

@@ -70,6 +70,7 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 {
 	struct gp_rec_result	 r;
 	struct gp_item		*it;
+	struct gp_res		 res;
 	const uint8_t		*data;
 	int			 rc;
 
@@ -81,11 +82,20 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 			return -EPROTO;
 		if ((r.flags & GP_REC_SHM) &&
 		    (data = gp_data_bytes(w, 1, &w->roff, r.len,
-		    p->o.max_msg)) == NULL)
+		    p->o.window)) == NULL)
+			return -EPROTO;
+		res = (struct gp_res){ data, r.len, NULL };
+		/* Pieces only where there are some: this loop runs per
+		 * item, a million times a second on tiny ones. */
+		if (((r.flags & GP_REC_PIECED) || w->pres.id != 0 ||
+		    w->pitem.id != 0) && gp_data_result(w, &r, &res) < 0)
 			return -EPROTO;
 		it = w->fl[w->nres++].item;
-		if ((rc = gp_job_result(job, it, &r, data,
-		    w->stop_id == r.id && w->stop_timeout, p->o.retries)) < 0)
+		rc = gp_job_result(job, it, &r, &res,
+		    w->stop_id == r.id && w->stop_timeout, p->o.retries);
+		if (res.own != NULL)
+			free(res.own);	/* pieces the item did not keep */
+		if (rc < 0)
 			return rc;
 	}
 	if (rc < 0)
@@ -146,7 +156,7 @@ on_readable(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 {
 	struct gp_msg_hdr	 h;
 	const uint8_t		*pl;
-	size_t			 max = GP_MSG_MAX(p->o.max_msg);
+	size_t			 max = GP_MSG_MAX(p->o.window);
 	size_t			 want = 65536;
 	ssize_t			 r;
 	long			 m;
@@ -170,9 +180,14 @@ on_readable(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 			pl = w->rbuf.data + w->rbuf.off + sizeof(h);
 			if (h.type == GP_MSG_READY)
 				rc = on_ready(w, pl);
-			else if (h.type == GP_MSG_RESULT &&
-			    w->state == GP_W_BUSY)
+			else if (w->state != GP_W_BUSY)
+				rc = -EPROTO;
+			else if (h.type == GP_MSG_RESULT)
 				rc = on_results(p, job, w, pl, pl + h.len);
+			else if (h.type == GP_MSG_PIECE)
+				rc = gp_data_result_piece(p, job, w, &h, pl);
+			else if (h.type == GP_MSG_ACK)
+				rc = gp_data_item_acked(p, w, &h, pl);
 			else
 				rc = -EPROTO;
 			if (rc < 0)
@@ -198,6 +213,12 @@ lost(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	uint64_t	 cur = gp_proc_current(w, &started);
 	int		 status = 0, code, rc = 0;
 
+	/* An item still going out in pieces is what it was doing: a death
+	 * there is that item's (a worker that cannot hold it in memory
+	 * must not take it again and again until the budget is spent). */
+	if (cur == 0)
+		cur = w->pitem.id;
+	gp_data_forget(w);
 	gp_proc_reap(w, &status);
 	gp_watch_end(p, w);
 	code = gp_wstatus_code(status);
@@ -489,6 +510,7 @@ gp_loop_abandon(struct gp_pool *p, struct gp_job *job, int rc)
 		}
 		for (i = w->nres; i < w->nfl; i++)
 			(void)gp_job_fail(job, w->fl[i].item, rc);
+		gp_data_forget(w);
 		gp_watch_end(p, w);
 		w->nfl = w->nres = 0;
 		w->stop_id = 0;

@@ -30,6 +30,14 @@ gp_msg_parse(const void *buf, size_t avail, size_t max,
 		    hdr->len != hdr->id * sizeof(uint32_t))
 			return -EBADMSG;
 		break;
+	case GP_MSG_ACK:
+		if (hdr->len != sizeof(struct gp_msg_ack))
+			return -EBADMSG;
+		break;
+	case GP_MSG_PIECE:
+		if (hdr->len < sizeof(struct gp_msg_piece))
+			return -EBADMSG;
+		/* FALLTHROUGH */
 	case GP_MSG_JOB:
 		if (hdr->len < sizeof(uint64_t))
 			return -EBADMSG;
@@ -48,14 +56,17 @@ gp_msg_parse(const void *buf, size_t avail, size_t max,
 }
 
 /* The bytes of a record of rl bytes at *pos: in the message after it, or
- * in the region (GP_REC_SHM: none here). */
+ * in the region (GP_REC_SHM: none here), or in the pieces before it
+ * (GP_REC_PIECED: none here, and no length of its own). */
 static int
 rec_bytes(const uint8_t **pos, const uint8_t *end, size_t rl, uint32_t len,
     uint32_t flags, const uint8_t **data)
 {
-	if (flags & ~GP_REC_SHM)
+	if (flags != 0 && flags != GP_REC_SHM && flags != GP_REC_PIECED)
 		return -EBADMSG;
-	if (flags & GP_REC_SHM) {
+	if (flags == GP_REC_PIECED && len != 0)
+		return -EBADMSG;
+	if (flags != 0) {
 		*data = NULL;
 		*pos += rl;
 		return 1;
@@ -92,6 +103,25 @@ gp_msg_result_next(const uint8_t **pos, const uint8_t *end,
 	    (rec->flags != 0 && rec->kind != GP_REC_DONE))
 		return -EBADMSG;
 	return rec_bytes(pos, end, sizeof(*rec), rec->len, rec->flags, data);
+}
+
+int
+gp_msg_piece_check(const struct gp_msg_piece *pc, size_t mlen, uint64_t got,
+    uint64_t total, size_t shm_room, size_t window, size_t max)
+{
+	if (pc->flags & ~GP_REC_SHM)
+		return -EBADMSG;
+	if (pc->total <= window || pc->total > max)
+		return -EBADMSG;
+	if (pc->off != 0 && (pc->off != got || pc->total != total))
+		return -EBADMSG;
+	if (pc->len == 0 || pc->len > pc->total - pc->off)
+		return -EBADMSG;
+	if (pc->flags & GP_REC_SHM)
+		return pc->len <= shm_room && mlen == sizeof(*pc) ? 0 :
+		    -EBADMSG;
+	return pc->len <= window && mlen >= sizeof(*pc) &&
+	    mlen - sizeof(*pc) == pc->len ? 0 : -EBADMSG;
 }
 
 long

@@ -22,6 +22,11 @@ enum gp_msg_type {
 	GP_MSG_QUIT,		/* M→W  run fini, leave with _exit(0) */
 	GP_MSG_GPUS,		/* M→W  id = n; n × u32 GPU index: the GPUs the
 				   next TASK's one item holds */
+	GP_MSG_PIECE,		/* both id = item; gp_msg_piece (+ its bytes
+				   when not in the region): part of an item
+				   or result over the window */
+	GP_MSG_ACK,		/* both id = item; gp_msg_ack: the piece was
+				   taken, its room in the region is free */
 };
 
 /* JOB flags: its items need not be timed (gp_pool_run() without a
@@ -47,7 +52,7 @@ struct gp_msg_ready {
 struct gp_rec_task {
 	uint64_t	 id;
 	uint32_t	 len;
-	uint32_t	 flags;		/* 0 or GP_REC_SHM */
+	uint32_t	 flags;		/* 0, GP_REC_SHM or GP_REC_PIECED */
 };
 
 enum gp_rec_kind {
@@ -62,7 +67,8 @@ struct gp_rec_result {
 	int32_t		 rc;
 	uint32_t	 kind;		/* enum gp_rec_kind */
 	uint32_t	 len;
-	uint32_t	 flags;		/* 0 or GP_REC_SHM (kind DONE only) */
+	uint32_t	 flags;		/* 0, GP_REC_SHM or GP_REC_PIECED
+					   (kind DONE only) */
 };
 
 /*
@@ -78,22 +84,55 @@ struct gp_rec_result {
 #define GP_SHM_MIN	64u
 #define GP_SHM_ALIGN	64u
 
+/*
+ * Items and results over the pool's window (the size of a region half,
+ * and of the largest message) travel in pieces, each a PIECE message: in
+ * the region when the slot has one (the window's bytes at a time), else
+ * in the message. The receiver copies each into the whole item or result
+ * and answers ACK, after which the sender may fill the region again: one
+ * piece in flight, so both ends always agree where it lies. An item's
+ * pieces come before the TASK that holds it (alone in its batch, at
+ * region offset 0); a result's are sent while gp_ctx_reply() runs, its
+ * first piece after the batch's earlier region results (the master's
+ * ACK of it means it has taken those too), the others at 0. The record
+ * that ends it is flagged GP_REC_PIECED and carries no length: the
+ * pieces said it, and the receiver checks that they all came.
+ */
+#define GP_REC_PIECED	2u
+
+struct gp_msg_piece {
+	uint64_t	 total;		/* the item's or result's length */
+	uint64_t	 off;		/* this piece's place in it */
+	uint32_t	 len;		/* this piece's bytes */
+	uint32_t	 flags;		/* GP_REC_SHM: in the region, else after
+					   this struct */
+};
+
+struct gp_msg_ack {
+	uint64_t	 got;		/* bytes taken so far */
+	int32_t		 rc;		/* W→M: 0, or the -errno for which the
+					   worker cannot take the item (stop
+					   sending it); M→W: 0 */
+	uint32_t	 pad;
+};
+
 #define GP_MSG_GPUS_MAX	1024	/* GPUs in one GPUS message */
 
 /* Overhead of a one-record message over its payload. */
 #define GP_MSG_OVERHEAD	(sizeof(struct gp_msg_hdr) + \
 			 sizeof(struct gp_rec_result))
-/* Largest payload either end accepts for a pool's max_msg: room for one
- * item or one result of max_msg bytes with its record. max_msg bounds one
- * item and one result, so batches of either are cut to fit this. */
-#define GP_MSG_MAX(max_msg)	((max_msg) + GP_MSG_OVERHEAD)
+/* Largest payload either end accepts for a pool's window: room for one
+ * item or one result of window bytes with its record (or one piece).
+ * Batches of either are cut to fit this; what is larger goes in pieces. */
+#define GP_MSG_MAX(window)	((window) + GP_MSG_OVERHEAD)
 
 /*
  * Look at avail bytes at buf. Returns 0 when a whole message is not there
  * yet, its total size (header + payload) when it is, -EMSGSIZE when the
  * header announces more than max payload bytes (checked before anything
  * is allocated), -EBADMSG for an unknown type or a fixed-size payload of
- * the wrong size.
+ * the wrong size. max is GP_MSG_MAX(window): no message is larger than
+ * the window, whatever max_msg is.
  */
 long	gp_msg_parse(const void *buf, size_t avail, size_t max,
 	    struct gp_msg_hdr *hdr);
@@ -108,6 +147,21 @@ int	gp_msg_task_next(const uint8_t **pos, const uint8_t *end,
 	    struct gp_rec_task *rec, const uint8_t **data);
 int	gp_msg_result_next(const uint8_t **pos, const uint8_t *end,
 	    struct gp_rec_result *rec, const uint8_t **data);
+
+/*
+ * Whether piece pc, in a message of mlen payload bytes, is the next one
+ * of an item or result of total bytes of which got came before it: it
+ * starts at got (or at 0, which starts it again, replacing what came),
+ * keeps the total, carries 1 byte or more and no more than the rest, and
+ * no more than shm_room bytes (what its half of the region has from its
+ * place; 0: no region) when flagged GP_REC_SHM, else exactly its bytes
+ * in the message, at most window of them; the whole is over window (or
+ * one record would carry it) and at most max. 0, or -EBADMSG: a lie.
+ * Nothing is allocated before this says 0.
+ */
+int	gp_msg_piece_check(const struct gp_msg_piece *pc, size_t mlen,
+	    uint64_t got, uint64_t total, size_t shm_room, size_t window,
+	    size_t max);
 
 /* The offset of the next len bytes in a region half of size bytes whose
  * first *end are taken (*end then moves past them, rounded up to

@@ -125,6 +125,7 @@ pool_free(struct gp_pool *p)
 		gp_place_release(&p->w[i].place);
 		gp_buf_release(&p->w[i].rbuf);
 		gp_buf_release(&p->w[i].wbuf);
+		gp_data_forget(&p->w[i]);
 		free(p->w[i].fl);
 	}
 	if (p->shm != NULL)
@@ -212,6 +213,31 @@ zeroed(const uint64_t *r, size_t n)
 	return 1;
 }
 
+/*
+ * max_msg and the window. An item or result of any size that fits in
+ * memory may go (max_msg 0: the machine's physical memory, a bound a
+ * lying worker's total cannot talk past); the window, the most one
+ * message or region half holds (the rest goes in pieces), is at most
+ * max_msg and under 4 GiB, the wire's lengths being 32 bits.
+ */
+static int
+sizes(struct gp_pool_opts *o, char *err, size_t errlen)
+{
+	long	 pages = sysconf(_SC_PHYS_PAGES), pg = sysconf(_SC_PAGESIZE);
+
+	if (o->max_msg == 0)
+		o->max_msg = pages > 0 && pg > 0 &&
+		    (unsigned long)pages <= SIZE_MAX / (unsigned long)pg ?
+		    (size_t)pages * (size_t)pg : SIZE_MAX;
+	if (o->window == 0 || o->window > o->max_msg)
+		o->window = o->window == 0 && o->max_msg > GP_DEFAULT_WINDOW ?
+		    GP_DEFAULT_WINDOW : o->max_msg;
+	if (o->window > UINT32_MAX - GP_MSG_OVERHEAD)
+		return gp_errf(err, errlen, -EINVAL, "window %llu: over 4 GiB",
+		    (unsigned long long)o->window);
+	return 0;
+}
+
 /* Copy the options, check them and fill in the defaults (including those
  * taken from the environment). */
 static int
@@ -243,10 +269,8 @@ opts_load(struct gp_pool *p, const struct gp_pool_opts *opts, char *err,
 		p->o.per_gpu = 1;
 	if (p->o.grace_ms == 0)
 		p->o.grace_ms = GP_DEFAULT_GRACE_MS;
-	if (p->o.max_msg == 0)
-		p->o.max_msg = GP_DEFAULT_MAX_MSG;
-	if (p->o.max_msg > UINT32_MAX - GP_MSG_OVERHEAD)
-		return gp_errf(err, errlen, -EINVAL, "max_msg over 4 GiB");
+	if ((rc = sizes(&p->o, err, errlen)) < 0)
+		return rc;
 	if (p->o.fake_gpus == 0 &&
 	    (rc = env_int("GPUPOOL_FAKE_GPUS", &p->o.fake_gpus, err,
 	    errlen)) < 0)
@@ -388,7 +412,8 @@ run_job(struct gp_pool *p, struct gp_job *job, gp_fn *fn, const void *arg,
 {
 	int	 rc;
 
-	if (fn == NULL || (arglen && arg == NULL) || arglen > p->o.max_msg)
+	/* arg goes in one message, and no message is over the window. */
+	if (fn == NULL || (arglen && arg == NULL) || arglen > p->o.window)
 		return -EINVAL;
 	job->fn = fn;
 	job->arg = arg;

@@ -5,18 +5,18 @@
  * (design.md, invariant 3): the pool's other fds are already closed (by
  * proc.c, which forked us), then reset signals, bind CPU then memory,
  * set CUDA_VISIBLE_DEVICES, init, READY; then serve batches with
- * blocking I/O until QUIT or EOF (the master is gone), or, with
- * GP_POOL_NO_PDEATHSIG, until the master's pidfd turns readable.
+ * blocking I/O (wio.c) until QUIT or EOF (the master is gone), or, with
+ * GP_POOL_NO_PDEATHSIG, until the master's pidfd turns readable. Items
+ * and results over the window come and go in pieces (msg.h): an item's
+ * are put together here before its TASK, a result's are sent while
+ * gp_ctx_reply() runs, each piece waiting for the master's ACK.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -39,15 +39,25 @@ struct gp_ctx {
 	int			 stop;		/* fd, or epoll of it and the
 						   master's pidfd */
 	size_t			 max_msg;
+	size_t			 win;		/* the window (msg.h) */
 	struct outq		 q;
 	size_t			 data;		/* current item's reply bytes, or
 						   0 outside an item */
+	size_t			 rec;		/* its record's place in q.b */
+	uint64_t		 id;		/* its id */
 	int			 reply_rc;	/* the last gp_ctx_reply() failed */
 	size_t			 ioff;		/* items' end in it this batch */
 	size_t			 roff;		/* results' end in it this batch */
 	size_t			 rmark;		/* roff before the current item */
 	uint32_t		 rlen;		/* its reply there, if rshm */
 	int			 rshm;
+	int			 rpieced;	/* its reply went in pieces */
+	int			 stopped;	/* a stop cut a reply: no more */
+	struct {				/* an item coming in pieces */
+		uint64_t	 id, total, got;
+		uint8_t		*buf;
+		int		 rc;		/* -ENOMEM: cannot hold it */
+	}			 in;
 	int			 untimed;	/* the JOB said GP_JOB_UNTIMED */
 	const char		**ibus;		/* bus ids of the GPUS the next
 						   item holds (GP_MSG_GPUS) */
@@ -55,11 +65,14 @@ struct gp_ctx {
 	struct gp_buf		 ivis;		/* their CUDA_VISIBLE_DEVICES */
 };
 
+static int	reply_pieces(struct gp_ctx *ctx, const uint8_t *buf, size_t len);
+
 /* The reply goes straight into the outgoing message, after the record
  * header that run_batch() fills in when fn returns, or, when it is big,
- * into the region's results half. The last call wins, failed or not: a
- * reply that could not be kept ends the item GP_ERROR (outq_close()),
- * never GP_OK with an older or an empty result. */
+ * into the region's results half, or, over the window, to the master in
+ * pieces now. The last call wins, failed or not: a reply that could not
+ * be kept ends the item GP_ERROR (outq_close()), never GP_OK with an
+ * older or an empty result. */
 int
 gp_ctx_reply(struct gp_ctx *ctx, const void *buf, size_t len)
 {
@@ -69,9 +82,13 @@ gp_ctx_reply(struct gp_ctx *ctx, const void *buf, size_t len)
 		return -EINVAL;		/* in init or fini */
 	ctx->q.b.len = ctx->q.b.off + ctx->data;
 	ctx->roff = ctx->rmark;
-	ctx->rshm = 0;
+	ctx->rshm = ctx->rpieced = 0;
+	if (ctx->stopped)
+		return ctx->reply_rc = -ECANCELED;
 	if (len > ctx->max_msg)
 		return ctx->reply_rc = -EMSGSIZE;
+	if (len > ctx->win)
+		return ctx->reply_rc = reply_pieces(ctx, buf, len);
 	if ((at = gp_data_place(ctx->w, &ctx->roff, len)) < 0)
 		return ctx->reply_rc = gp_buf_add(&ctx->q.b, buf, len);
 	memcpy(ctx->w->reg + ctx->w->half + at, buf, len);
@@ -173,131 +190,228 @@ reset_signals(void)
 	(void)sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-/*
- * With GP_POOL_NO_PDEATHSIG, the master's pidfd (or -1: none, or no
- * pidfds here). EOF alone cannot tell the worker that its master is gone:
- * a process the master forked without exec (a logger, Python's
- * multiprocessing) holds the pipes open as long as it lives. One per
- * process: a worker is its own process.
- */
-static int	 master_pidfd = -1;
-static int	 master_epfd = -1;	/* the stop fd watching it, or -1 */
-
-/* Wait until fd is ready for events; leave if the master is gone. */
-static void
-wait_or_die(int fd, short events)
-{
-	struct pollfd	 pfd[2] = { { fd, events, 0 },
-				    { master_pidfd, POLLIN, 0 } };
-
-	while (poll(pfd, 2, -1) == -1)
-		if (errno != EINTR)
-			_exit(0);
-	if (pfd[1].revents)
-		_exit(0);	/* the master is gone */
-}
-
-/* Send b's pending bytes, all of them, and empty b. The only way results
- * leave a worker: with a master pidfd, fd is nonblocking (a full pipe
- * must not hide a death), so a full pipe is waited out here, never taken
- * for a dead master. */
-static void
-send_or_die(int fd, struct gp_buf *b)
-{
-	struct iovec	 iov = { b->data + b->off, b->len - b->off };
-
-	if (master_pidfd < 0) {
-		if (gp_writev_full(fd, &iov, 1) < 0)
-			_exit(0);	/* the master is gone */
-	} else
-		while (b->len > b->off) {
-			if (gp_buf_send(fd, b) < 0)
-				_exit(0);
-			if (b->len > b->off)
-				wait_or_die(fd, POLLOUT);
-		}
-	b->off = b->len = 0;
-}
-
 static void
 outq_flush(int fd, struct outq *q)
 {
 	if (q->count == 0)
 		return;
 	gp_msg_finish(&q->b, q->at, q->count);
-	send_or_die(fd, &q->b);
+	gp_wio_send(fd, &q->b);
 	q->count = 0;
 }
 
 /* Open a record in the outgoing message; its reply bytes follow it.
- * Returns the record's offset from q->b.off. */
-static size_t
+ * ctx->rec is where it is (from q->b.off), until outq_cut() moves it. */
+static void
 outq_open(struct gp_ctx *ctx, int64_t now)
 {
 	struct outq		*q = &ctx->q;
 	struct gp_rec_result	 r = { 0 };
-	size_t			 at;
 
 	if (q->count == 0) {
 		if (gp_msg_begin(&q->b, GP_MSG_RESULT, &q->at) < 0)
 			_exit(GP_EXIT_NOMEM);
 		q->since = now;
 	}
-	at = q->b.len - q->b.off;
+	ctx->rec = q->b.len - q->b.off;
 	if (gp_buf_add(&q->b, &r, sizeof(r)) < 0)
 		_exit(GP_EXIT_NOMEM);
 	ctx->data = q->b.len - q->b.off;
 	ctx->reply_rc = 0;
 	ctx->rmark = ctx->roff;
-	ctx->rshm = 0;
+	ctx->rshm = ctx->rpieced = ctx->stopped = 0;
 	q->count++;
-	return at;
 }
 
-/* Fill in the record opened at at. The message stays one the master
- * accepts (GP_MSG_MAX): when this record takes it over, the records
- * before it are sent, and this one opens the next message, its header
- * written over the end of what was sent. */
+/* Send the records before the last one (of q->count, at least 2), and
+ * make that one the first of the next message, its header written over
+ * the end of what was sent. */
 static void
-outq_close(struct gp_ctx *ctx, size_t at, struct gp_rec_result *r)
+outq_cut(struct gp_ctx *ctx)
 {
 	struct outq		*q = &ctx->q;
 	struct gp_buf		*b = &q->b;
 	struct gp_msg_hdr	 h = { .type = GP_MSG_RESULT };
 	struct gp_buf		 sent;
-	size_t			 hl = sizeof(h), end;
+	size_t			 hl = sizeof(h), end, at = ctx->rec;
+
+	end = b->len;
+	b->len = b->off + at;
+	gp_msg_finish(b, q->at, q->count - 1);
+	b->len = end;
+	/* A view of the finished part: gp_wio_send() empties the view,
+	 * not b. */
+	sent.data = b->data + b->off + q->at;
+	sent.off = 0;
+	sent.len = sent.cap = at - q->at;
+	gp_wio_send(ctx->wfd, &sent);
+	b->off += at - hl;
+	memcpy(b->data + b->off, &h, hl);
+	if (ctx->data != 0)
+		ctx->data -= at - hl;	/* the open record moved */
+	ctx->rec = hl;
+	q->at = 0;
+	q->count = 1;
+}
+
+/* Fill in the open record. The message stays one the master accepts
+ * (GP_MSG_MAX): when this record takes it over, the records before it
+ * are sent, and this one opens the next message. */
+static void
+outq_close(struct gp_ctx *ctx, struct gp_rec_result *r)
+{
+	struct outq		*q = &ctx->q;
+	struct gp_buf		*b = &q->b;
 
 	if (ctx->reply_rc < 0) {
 		r->kind = GP_REC_ERROR;
 		r->rc = ctx->reply_rc;
 		b->len = b->off + ctx->data;
 		ctx->roff = ctx->rmark;
-		ctx->rshm = 0;
+		ctx->rshm = ctx->rpieced = 0;
 	}
 	r->len = (uint32_t)(b->len - b->off - ctx->data);
 	if (ctx->rshm && r->kind == GP_REC_DONE) {
 		r->flags = GP_REC_SHM;
 		r->len = ctx->rlen;
 	}
-	memcpy(b->data + b->off + at, r, sizeof(*r));
+	if (ctx->rpieced && r->kind == GP_REC_DONE)
+		r->flags = GP_REC_PIECED;	/* len 0: the pieces had it */
+	memcpy(b->data + b->off + ctx->rec, r, sizeof(*r));
 	ctx->data = 0;
-	if (q->count < 2 ||
-	    b->len - b->off - q->at - hl <= GP_MSG_MAX(ctx->max_msg))
-		return;
-	end = b->len;
-	b->len = b->off + at;
-	gp_msg_finish(b, q->at, q->count - 1);
-	b->len = end;
-	/* A view of the finished part: send_or_die() empties the view,
-	 * not b. */
-	sent.data = b->data + b->off + q->at;
-	sent.off = 0;
-	sent.len = sent.cap = at - q->at;
-	send_or_die(ctx->wfd, &sent);
-	b->off += at - hl;
-	memcpy(b->data + b->off, &h, hl);
-	q->at = 0;
-	q->count = 1;
+	if (q->count >= 2 && b->len - b->off - q->at -
+	    sizeof(struct gp_msg_hdr) > GP_MSG_MAX(ctx->win))
+		outq_cut(ctx);
+}
+
+/* The master's ACK of the piece that ends at got; -ECANCELED when a STOP
+ * comes first. That STOP is read, so the stop fd no longer shows it; the
+ * ACK the master still sends for the piece it has makes it readable
+ * again. ACKs of a reply a stop cut, in an earlier batch, are skipped. */
+static int
+wait_ack(struct gp_ctx *ctx, uint64_t got)
+{
+	struct gp_msg_hdr	 h;
+	struct gp_msg_ack	 a;
+
+	for (;;) {
+		gp_wio_read(ctx->fd, &h, sizeof(h));
+		if (h.type == GP_MSG_STOP && h.len == 0)
+			return -ECANCELED;
+		if (h.type != GP_MSG_ACK || h.len != sizeof(a))
+			_exit(GP_EXIT_PROTO);
+		gp_wio_read(ctx->fd, &a, sizeof(a));
+		if (h.id != ctx->id)
+			continue;
+		if (a.got != got || a.rc != 0)
+			_exit(GP_EXIT_PROTO);
+		return 0;
+	}
+}
+
+/*
+ * A reply over the window, sent now: first the records before this
+ * item's (the master must have them to know which item the pieces are
+ * for, and where the first lies), then each piece, in the region when
+ * there is room (the first after the batch's region results so far, the
+ * others at 0), else in the message, each waiting for its ACK before the
+ * next fills the region again. 0, or -ECANCELED: a stop came, the item
+ * is over, the rest is not sent and its later replies fail too.
+ */
+static int
+reply_pieces(struct gp_ctx *ctx, const uint8_t *buf, size_t len)
+{
+	struct gp_worker	*w = ctx->w;
+	struct gp_msg_hdr	 h = { .type = GP_MSG_PIECE, .id = ctx->id };
+	struct gp_msg_piece	 m = { .total = len };
+	struct iovec		 iov[3] = { { &h, sizeof(h) },
+					    { &m, sizeof(m) } };
+	size_t			 base, room, n;
+
+	if (ctx->q.count > 1)
+		outq_cut(ctx);
+	for (m.off = 0; m.off < len; m.off += m.len) {
+		base = m.off == 0 ? ctx->roff : 0;
+		room = w->reg != NULL && base < w->half ? w->half - base : 0;
+		room = room < ctx->win ? room : ctx->win;
+		m.flags = room >= GP_SHM_MIN ? GP_REC_SHM : 0;
+		n = m.flags ? room : ctx->win;
+		m.len = (uint32_t)(len - m.off < n ? len - m.off : n);
+		h.len = (uint32_t)(sizeof(m) + (m.flags ? 0 : m.len));
+		iov[2].iov_base = (void *)(uintptr_t)(buf + m.off);
+		iov[2].iov_len = m.len;
+		if (m.flags)
+			memcpy(w->reg + w->half + base, buf + m.off, m.len);
+		gp_wio_sendv(ctx->wfd, iov, m.flags ? 2 : 3);
+		if (wait_ack(ctx, m.off + m.len) < 0) {
+			ctx->stopped = 1;
+			return -ECANCELED;
+		}
+	}
+	/* The master has taken everything before the last ACK. */
+	ctx->roff = ctx->rmark = 0;
+	ctx->rpieced = 1;
+	return 0;
+}
+
+/* GP_MSG_PIECE: the next piece of an item over the window, out of the
+ * region (or the message) into the item's own memory, made at its first
+ * piece once the total is checked against max_msg, then acknowledged.
+ * An item memory cannot hold is acknowledged with -ENOMEM: the master
+ * sends its TASK at once, which fails it (run_batch()). */
+static void
+item_piece(struct gp_ctx *ctx, const struct gp_msg_hdr *h,
+    const uint8_t *pl)
+{
+	struct gp_worker	*w = ctx->w;
+	struct gp_msg_piece	 m;
+	struct gp_msg_hdr	 ah = { GP_MSG_ACK, sizeof(struct gp_msg_ack),
+				       h->id };
+	struct gp_msg_ack	 a = { 0 };
+	struct iovec		 iov[2] = { { &ah, sizeof(ah) },
+					    { &a, sizeof(a) } };
+
+	memcpy(&m, pl, sizeof(m));
+	if (m.off == 0) {
+		free(ctx->in.buf);
+		memset(&ctx->in, 0, sizeof(ctx->in));
+		ctx->in.id = h->id;
+	}
+	if (h->id != ctx->in.id || gp_msg_piece_check(&m, h->len,
+	    ctx->in.got, ctx->in.total, w->reg != NULL ? w->half : 0,
+	    ctx->win, ctx->max_msg) < 0)
+		_exit(GP_EXIT_PROTO);
+	if (m.off == 0) {
+		ctx->in.total = m.total;
+		if ((ctx->in.buf = malloc((size_t)m.total)) == NULL)
+			ctx->in.rc = -ENOMEM;
+		else
+			gp_data_prefault(ctx->in.buf, (size_t)m.total);
+	}
+	if (ctx->in.buf != NULL)
+		memcpy(ctx->in.buf + m.off, (m.flags & GP_REC_SHM) ? w->reg :
+		    pl + sizeof(m), m.len);
+	ctx->in.got += m.len;
+	a.got = ctx->in.got;
+	a.rc = ctx->in.rc;
+	gp_wio_sendv(ctx->wfd, iov, 2);
+}
+
+/* The bytes of a TASK record flagged GP_REC_PIECED: the item its pieces
+ * brought. 0, or the code it fails with (it could not be held). */
+static int
+pieced_item(struct gp_ctx *ctx, const struct gp_rec_task *t,
+    const uint8_t **data, size_t *len)
+{
+	if (t->id != ctx->in.id)
+		_exit(GP_EXIT_PROTO);
+	if (ctx->in.rc < 0)
+		return ctx->in.rc;
+	if (ctx->in.got != ctx->in.total)
+		_exit(GP_EXIT_PROTO);
+	*data = ctx->in.buf;
+	*len = (size_t)ctx->in.total;
+	return 0;
 }
 
 /*
@@ -320,7 +434,7 @@ run_batch(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx,
 	struct gp_rec_result	 r;
 	const uint8_t		*data;
 	int64_t			 t0 = ctx->untimed ? 0 : gp_now_ns(), t1;
-	size_t			 at;
+	size_t			 len;
 	int			 rc, k = 0, every;
 
 	every = p->o.timeout_ms > 0 ? 1 : GP_CLOCK_EVERY;
@@ -329,30 +443,37 @@ run_batch(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx,
 		/* A TASK that points past the region, or at one the
 		 * worker has not, is a broken protocol. */
 		if ((t.flags & GP_REC_SHM) && (data = gp_data_bytes(w, 0,
-		    &ctx->ioff, t.len, ctx->max_msg)) == NULL)
+		    &ctx->ioff, t.len, ctx->win)) == NULL)
 			_exit(GP_EXIT_PROTO);
 		memset(&r, 0, sizeof(r));
-		r.id = t.id;
-		at = outq_open(ctx, t0);
+		r.id = ctx->id = t.id;
+		len = t.len;
+		outq_open(ctx, t0);
 		if (atomic_load(&w->shm->stop)) {
 			r.kind = GP_REC_SKIPPED;
-			outq_close(ctx, at, &r);
+			outq_close(ctx, &r);
+			continue;
+		}
+		if ((t.flags & GP_REC_PIECED) &&
+		    (r.rc = pieced_item(ctx, &t, &data, &len)) < 0) {
+			r.kind = GP_REC_ERROR;
+			outq_close(ctx, &r);
 			continue;
 		}
 		atomic_store_explicit(&w->shm->started, t0,
 		    memory_order_release);
 		atomic_store_explicit(&w->shm->cur, t.id, memory_order_release);
-		r.rc = fn(ctx, t.len ? data : NULL, t.len, (void *)arg);
+		r.rc = fn(ctx, len ? data : NULL, len, (void *)arg);
 		atomic_store_explicit(&w->shm->cur, 0, memory_order_release);
 		if (ctx->untimed || (++k < every && pos < end)) {
-			outq_close(ctx, at, &r);
+			outq_close(ctx, &r);
 			continue;
 		}
 		t1 = gp_now_ns();
 		r.ns = (uint64_t)(t1 - t0) / (uint64_t)k;
 		if (r.ns == 0)
 			r.ns = 1;
-		outq_close(ctx, at, &r);
+		outq_close(ctx, &r);
 		if (ctx->q.b.len - ctx->q.b.off >= GP_BATCH_BYTES ||
 		    t1 - ctx->q.since >= GP_FLUSH_NS)
 			outq_flush(ctx->wfd, &ctx->q);
@@ -362,47 +483,10 @@ run_batch(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx,
 	if (rc < 0)
 		_exit(GP_EXIT_PROTO);
 	outq_flush(ctx->wfd, &ctx->q);
-}
-
-/* Next whole message into in (buffered: one read usually brings the
- * header and the payload together). EOF or a bad header ends the worker. */
-static void
-next_msg(int fd, struct gp_buf *in, size_t max, struct gp_msg_hdr *h,
-    const uint8_t **payload)
-{
-	size_t	 want;
-	long	 m;
-	ssize_t	 r;
-
-	for (;;) {
-		m = gp_msg_parse(in->data + in->off, in->len - in->off, max, h);
-		if (m < 0)
-			_exit(GP_EXIT_PROTO);
-		if (m > 0)
-			break;
-		/* Room for all of a large message (its header is checked
-		 * against max), else a plain 64 KiB read. */
-		want = 65536;
-		if (in->len - in->off >= sizeof(*h) &&
-		    h->len + sizeof(*h) > want)
-			want = h->len + sizeof(*h);
-		if (gp_buf_reserve(in, want) < 0)
-			_exit(GP_EXIT_NOMEM);
-		do
-			r = read(fd, in->data + in->len, in->cap - in->len);
-		while (r == -1 && errno == EINTR);
-		if (r == -1 && errno == EAGAIN && master_pidfd >= 0) {
-			/* Nonblocking with a master pidfd: wait for either,
-			 * but only when nothing is there already. */
-			wait_or_die(fd, POLLIN);
-			continue;
-		}
-		if (r <= 0)
-			_exit(0);	/* EOF: the master is gone */
-		in->len += (size_t)r;
-	}
-	*payload = in->data + in->off + sizeof(*h);
-	in->off += (size_t)m;	/* valid until the next reserve */
+	/* An item that came in pieces is alone in its batch: its memory
+	 * goes back now, not when the next big one comes. */
+	free(ctx->in.buf);
+	memset(&ctx->in, 0, sizeof(ctx->in));
 }
 
 static void
@@ -414,10 +498,10 @@ serve(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx)
 	gp_fn			*fn = NULL;
 	uint8_t			*arg = NULL;
 	uint64_t		 addr;
-	size_t			 max = GP_MSG_MAX(p->o.max_msg);
+	size_t			 max = GP_MSG_MAX(p->o.window);
 
 	for (;;) {
-		next_msg(ctx->fd, &in, max, &h, &pl);
+		gp_wio_next(ctx->fd, &in, max, &h, &pl);
 		switch (h.type) {
 		case GP_MSG_JOB:
 			memcpy(&addr, pl, sizeof(addr));
@@ -441,6 +525,10 @@ serve(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx)
 			run_batch(p, w, ctx, fn, arg, pl, pl + h.len);
 			ctx->nibus = 0;
 			break;
+		case GP_MSG_PIECE:
+			item_piece(ctx, &h, pl);
+			break;
+		case GP_MSG_ACK:	/* of a reply a stop cut */
 		case GP_MSG_STOP:
 			break;	/* the item it named is over */
 		case GP_MSG_QUIT:
@@ -451,41 +539,6 @@ serve(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx)
 			_exit(GP_EXIT_PROTO);
 		}
 	}
-}
-
-/*
- * Without PR_SET_PDEATHSIG the worker watches a pidfd of its master, so it
- * learns of the master's death whatever holds its pipes: idle, in
- * next_msg(); busy, through the stop fd, made an epoll set of the task
- * pipe and that pidfd (readable when either is). Opened first, checked
- * after: if the parent is still the master, the pidfd is the master's
- * and not a process that reused its pid. Without pidfds (Linux < 5.3,
- * valgrind) EOF is all there is.
- */
-static void
-watch_master(struct gp_pool *p, struct gp_ctx *ctx)
-{
-	struct epoll_event	 ev = { .events = EPOLLIN };
-	int			 pfd, efd;
-
-	if ((pfd = (int)syscall(SYS_pidfd_open, p->master, 0)) < 0) {
-		if (errno == ESRCH)
-			_exit(0);	/* it died before we looked */
-		return;
-	}
-	if (getppid() != p->master)
-		_exit(0);
-	if ((efd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
-	    epoll_ctl(efd, EPOLL_CTL_ADD, ctx->fd, &ev) < 0 ||
-	    epoll_ctl(efd, EPOLL_CTL_ADD, pfd, &ev) < 0) {
-		if (efd >= 0)
-			close(efd);
-		close(pfd);
-		return;
-	}
-	master_pidfd = pfd;
-	master_epfd = efd;
-	ctx->stop = efd;
 }
 
 /* (b) Signals, and death with the master. */
@@ -512,17 +565,9 @@ ctx_init(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx, int fd,
 	ctx->info = &w->info;
 	ctx->fd = fd;
 	ctx->wfd = wfd;
-	ctx->stop = fd;
 	ctx->max_msg = p->o.max_msg;
-	/* Forked by a pool made in fn: the outer worker's watch is not
-	 * ours, and its fds must not stay open here. */
-	if (master_pidfd >= 0)
-		close(master_pidfd);
-	if (master_epfd >= 0)
-		close(master_epfd);
-	master_pidfd = master_epfd = -1;
-	if (p->o.flags & GP_POOL_NO_PDEATHSIG)
-		watch_master(p, ctx);
+	ctx->win = p->o.window;
+	ctx->stop = gp_wio_watch(p, fd);
 }
 
 /* (c) CPU, then memory, before anything allocates much. */
@@ -576,9 +621,9 @@ send_ready(struct gp_pool *p, struct gp_ctx *ctx, struct gp_msg_ready *rd)
 	iov[1].iov_len = sizeof(*rd);
 	if (gp_writev_full(ctx->wfd, iov, 2) < 0 || rd->fatal)
 		_exit(0);
-	if (master_pidfd >= 0) {
+	if (gp_wio_watched()) {
 		(void)fcntl(ctx->wfd, F_SETFL, O_NONBLOCK);
-		(void)fcntl(ctx->fd, F_SETFL, O_NONBLOCK);	/* next_msg() */
+		(void)fcntl(ctx->fd, F_SETFL, O_NONBLOCK);	/* wio.c */
 	}
 }
 

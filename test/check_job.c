@@ -34,6 +34,16 @@ map_job(struct gp_job *job, size_t n)
 	job->n = n;
 }
 
+/* gp_job_result() of record r, its r->len bytes at data (copied). */
+static int
+result(struct gp_job *job, struct gp_item *it, const struct gp_rec_result *r,
+    const char *data, int timed_out, int retries)
+{
+	struct gp_res	 res = { (const uint8_t *)data, r->len, NULL };
+
+	return gp_job_result(job, it, r, &res, timed_out, retries);
+}
+
 /* What dispatch_one() does to the item it sends. */
 static struct gp_item *
 start(struct gp_job *job)
@@ -51,7 +61,7 @@ done_ok(struct gp_job *job, struct gp_item *it)
 {
 	struct gp_rec_result	 r = { .kind = GP_REC_DONE };
 
-	ck_assert_int_eq(gp_job_result(job, it, &r, NULL, 0, 0), 0);
+	ck_assert_int_eq(result(job, it, &r, NULL, 0, 0), 0);
 }
 
 START_TEST(item_init_resets_the_result)
@@ -167,13 +177,13 @@ START_TEST(a_late_result_of_a_timeout)
 
 	map_job(&job, 1);
 	it = start(&job);
-	ck_assert_int_eq(gp_job_result(&job, it, &r, (const uint8_t *)"hi",
+	ck_assert_int_eq(result(&job, it, &r, "hi",
 	    1, 1), 0);
 	ck_assert_int_eq(it->status, GP_NOTRUN);
 	ck_assert_ptr_null(it->out);
 	ck_assert_uint_eq(it->outlen, 0);
 	ck_assert_ptr_eq(start(&job), it);
-	ck_assert_int_eq(gp_job_result(&job, it, &r, (const uint8_t *)"hi",
+	ck_assert_int_eq(result(&job, it, &r, "hi",
 	    1, 1), 0);
 	ck_assert_int_eq(it->status, GP_TIMEDOUT);
 	ck_assert_int_eq(it->code, 3);
@@ -200,11 +210,11 @@ START_TEST(results_end_items)
 	b = start(&job);
 	c = start(&job);
 	d = start(&job);
-	ck_assert_int_eq(gp_job_result(&job, a, &ok, (const uint8_t *)"abc",
+	ck_assert_int_eq(result(&job, a, &ok, "abc",
 	    0, 0), 0);
-	ck_assert_int_eq(gp_job_result(&job, b, &bad, NULL, 0, 0), 0);
-	ck_assert_int_eq(gp_job_result(&job, c, &err, NULL, 0, 0), 0);
-	ck_assert_int_eq(gp_job_result(&job, d, &skip, NULL, 0, 0), 0);
+	ck_assert_int_eq(result(&job, b, &bad, NULL, 0, 0), 0);
+	ck_assert_int_eq(result(&job, c, &err, NULL, 0, 0), 0);
+	ck_assert_int_eq(result(&job, d, &skip, NULL, 0, 0), 0);
 	ck_assert_int_eq(a->status, GP_OK);
 	ck_assert_int_eq(a->code, 0);
 	ck_assert_mem_eq(a->out, "abc", 3);
@@ -232,13 +242,13 @@ START_TEST(results_measure_the_items)
 
 	map_job(&job, 3);
 	r.ns = 0;		/* not measured */
-	ck_assert_int_eq(gp_job_result(&job, start(&job), &r, NULL, 0, 0), 0);
+	ck_assert_int_eq(result(&job, start(&job), &r, NULL, 0, 0), 0);
 	ck_assert_int_eq(job.est_ns, 0);
 	r.ns = 800;
-	ck_assert_int_eq(gp_job_result(&job, start(&job), &r, NULL, 0, 0), 0);
+	ck_assert_int_eq(result(&job, start(&job), &r, NULL, 0, 0), 0);
 	ck_assert_int_eq(job.est_ns, 800);
 	r.ns = 1600;
-	ck_assert_int_eq(gp_job_result(&job, start(&job), &r, NULL, 0, 0), 0);
+	ck_assert_int_eq(result(&job, start(&job), &r, NULL, 0, 0), 0);
 	ck_assert_int_eq(job.est_ns, (800 * 7 + 1600) / 8);
 }
 END_TEST
@@ -550,6 +560,67 @@ START_TEST(abandon_ends_the_queued_as_they_are)
 }
 END_TEST
 
+/* A result assembled from pieces (res->own) becomes the item's out as
+ * it is, no copy; one the item does not keep (a retried timeout) stays
+ * the caller's to free. */
+START_TEST(a_pieced_result_is_taken_not_copied)
+{
+	struct gp_job		 job;
+	struct gp_rec_result	 r = { .kind = GP_REC_DONE };
+	struct gp_res		 res;
+	struct gp_item		*it;
+	uint8_t			*buf = malloc(5);
+
+	ck_assert_ptr_nonnull(buf);
+	memcpy(buf, "piece", 5);
+	map_job(&job, 2);
+	it = start(&job);
+	res = (struct gp_res){ buf, 5, buf };
+	ck_assert_int_eq(gp_job_result(&job, it, &r, &res, 1, 1), 0);
+	ck_assert_ptr_eq(res.own, buf);		/* runs again: not kept */
+	ck_assert_int_eq(it->status, GP_NOTRUN);
+	ck_assert_ptr_eq(start(&job), it);
+	ck_assert_int_eq(gp_job_result(&job, it, &r, &res, 0, 1), 0);
+	ck_assert_ptr_null(res.own);
+	ck_assert_ptr_eq(it->out, buf);
+	ck_assert_uint_eq(it->outlen, 5);
+	ck_assert_int_eq(it->status, GP_OK);
+	free(it->out);
+	free(job.requeue);
+}
+END_TEST
+
+/* A reply the worker cut because its item was stopped (-ECANCELED) ends
+ * the item as the stop: timed out (retried under retries), or canceled;
+ * otherwise it is the error it says. */
+START_TEST(a_cut_reply_ends_as_its_stop)
+{
+	struct gp_job		 job;
+	struct gp_rec_result	 r = { .kind = GP_REC_ERROR,
+				       .rc = -ECANCELED };
+	struct gp_item		*a, *b, *c;
+
+	map_job(&job, 3);
+	a = start(&job);
+	b = start(&job);
+	ck_assert_int_eq(result(&job, a, &r, NULL, 1, 1), 0);
+	ck_assert_int_eq(a->status, GP_NOTRUN);		/* retried */
+	ck_assert_ptr_eq(start(&job), a);
+	ck_assert_int_eq(result(&job, a, &r, NULL, 1, 1), 0);
+	ck_assert_int_eq(a->status, GP_TIMEDOUT);
+	ck_assert_int_eq(a->code, -1);
+	ck_assert_int_eq(result(&job, b, &r, NULL, 0, 1), 0);
+	ck_assert_int_eq(b->status, GP_ERROR);
+	ck_assert_int_eq(b->code, -ECANCELED);
+	c = start(&job);
+	gp_job_cancel(&job);
+	ck_assert_int_eq(result(&job, c, &r, NULL, 0, 1), 0);
+	ck_assert_int_eq(c->status, GP_CANCELED);
+	ck_assert_int_eq(gp_job_done(&job), 1);
+	free(job.requeue);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -573,6 +644,8 @@ main(void)
 	tcase_add_test(tc, batch_size_rules);
 	tcase_add_test(tc, feed_items_are_held_until_taken);
 	tcase_add_test(tc, abandon_ends_the_queued_as_they_are);
+	tcase_add_test(tc, a_pieced_result_is_taken_not_copied);
+	tcase_add_test(tc, a_cut_reply_ends_as_its_stop);
 	suite_add_tcase(s, tc);
 	return gp_check_run(s);
 }

@@ -242,6 +242,124 @@ START_TEST(buf_keeps_offsets_across_growth)
 }
 END_TEST
 
+/* PIECE and ACK: an ACK is exactly its struct; a PIECE at least its
+ * struct and no more than max (its bytes inline), checked on the header
+ * alone. */
+START_TEST(piece_and_ack_sizes)
+{
+	struct gp_msg_hdr	 h = { GP_MSG_ACK, sizeof(struct gp_msg_ack),
+				       9 }, out;
+
+	ck_assert_int_eq(gp_msg_parse(&h, sizeof(h), 1024, &out), 0);
+	h.len = sizeof(struct gp_msg_ack) - 1;
+	ck_assert_int_eq(gp_msg_parse(&h, sizeof(h), 1024, &out), -EBADMSG);
+	h.type = GP_MSG_PIECE;
+	h.len = sizeof(struct gp_msg_piece) - 1;
+	ck_assert_int_eq(gp_msg_parse(&h, sizeof(h), 1024, &out), -EBADMSG);
+	h.len = 1025;
+	ck_assert_int_eq(gp_msg_parse(&h, sizeof(h), 1024, &out), -EMSGSIZE);
+	h.len = sizeof(struct gp_msg_piece);
+	ck_assert_int_eq(gp_msg_parse(&h, sizeof(h), 1024, &out), 0);
+}
+END_TEST
+
+/* A record flagged PIECED carries no bytes and no length of its own
+ * (the pieces before it had them), and only on a DONE result; PIECED
+ * with SHM is no flag either end sends. */
+START_TEST(pieced_records)
+{
+	struct gp_rec_task	 t = { .id = 3, .flags = GP_REC_PIECED }, to;
+	struct gp_rec_result	 r = { .id = 3, .flags = GP_REC_PIECED }, ro;
+	const uint8_t		*pos, *data;
+
+	pos = (const uint8_t *)&t;
+	ck_assert_int_eq(gp_msg_task_next(&pos, pos + sizeof(t), &to, &data),
+	    1);
+	ck_assert_ptr_null(data);
+	pos = (const uint8_t *)&r;
+	ck_assert_int_eq(gp_msg_result_next(&pos, pos + sizeof(r), &ro,
+	    &data), 1);
+	ck_assert_ptr_null(data);
+	t.len = 5;
+	pos = (const uint8_t *)&t;
+	ck_assert_int_eq(gp_msg_task_next(&pos, pos + sizeof(t), &to, &data),
+	    -EBADMSG);
+	t.len = 0;
+	t.flags = GP_REC_PIECED | GP_REC_SHM;
+	pos = (const uint8_t *)&t;
+	ck_assert_int_eq(gp_msg_task_next(&pos, pos + sizeof(t), &to, &data),
+	    -EBADMSG);
+	r.kind = GP_REC_SKIPPED;
+	pos = (const uint8_t *)&r;
+	ck_assert_int_eq(gp_msg_result_next(&pos, pos + sizeof(r), &ro,
+	    &data), -EBADMSG);
+}
+END_TEST
+
+/*
+ * The rules of a piece (gp_msg_piece_check()), for a window of 1000
+ * bytes, max 10,000, a region half of 4096 from the piece's place: each
+ * lie a worker or master could tell is refused, each honest piece is
+ * taken, totals past 4 GiB included.
+ */
+#define PW	1000
+#define PMAX	10000
+
+static int
+piece(uint64_t total, uint64_t off, uint32_t len, uint32_t flags,
+    size_t mlen, uint64_t got, uint64_t was)
+{
+	struct gp_msg_piece	 m = { total, off, len, flags };
+
+	return gp_msg_piece_check(&m, mlen, got, was, 4096, PW, PMAX);
+}
+
+START_TEST(piece_rules)
+{
+	const size_t	 hs = sizeof(struct gp_msg_piece);
+	struct gp_msg_piece m = { (uint64_t)5 << 30, 0, 4096, GP_REC_SHM };
+
+	/* Honest: a first piece, the next, the last, inline or not. */
+	ck_assert_int_eq(piece(5000, 0, 4096, GP_REC_SHM, hs, 0, 0), 0);
+	ck_assert_int_eq(piece(5000, 4096, 904, GP_REC_SHM, hs, 4096, 5000),
+	    0);
+	ck_assert_int_eq(piece(5000, 4000, 1000, 0, hs + 1000, 4000, 5000), 0);
+	/* A piece at 0 starts again (fn replied again). */
+	ck_assert_int_eq(piece(3000, 0, 10, 0, hs + 10, 4096, 5000), 0);
+	/* Lies. */
+	ck_assert_int_eq(piece(PW, 0, 10, 0, hs + 10, 0, 0), -EBADMSG);
+	ck_assert_int_eq(piece(PMAX + 1, 0, 10, 0, hs + 10, 0, 0), -EBADMSG);
+	ck_assert_int_eq(piece(5000, 0, 0, 0, hs, 0, 0), -EBADMSG);
+	ck_assert_int_eq(piece(5000, 10, 10, 0, hs + 10, 0, 0), -EBADMSG);
+	ck_assert_int_eq(piece(5000, 20, 10, 0, hs + 10, 10, 5000), -EBADMSG);
+	ck_assert_int_eq(piece(5001, 10, 10, 0, hs + 10, 10, 5000), -EBADMSG);
+	ck_assert_int_eq(piece(5000, 4990, 11, 0, hs + 11, 4990, 5000),
+	    -EBADMSG);
+	ck_assert_int_eq(piece(5000, 0, 4097, GP_REC_SHM, hs, 0, 0), -EBADMSG);
+	ck_assert_int_eq(piece(5000, 0, 10, GP_REC_SHM, hs + 10, 0, 0),
+	    -EBADMSG);
+	ck_assert_int_eq(piece(5000, 0, PW + 1, 0, hs + PW + 1, 0, 0),
+	    -EBADMSG);
+	ck_assert_int_eq(piece(5000, 0, 10, 0, hs + 9, 0, 0), -EBADMSG);
+	ck_assert_int_eq(piece(5000, 0, 10, 0, hs - 1, 0, 0), -EBADMSG);
+	ck_assert_int_eq(piece(5000, 0, 10, 4, hs + 10, 0, 0), -EBADMSG);
+	ck_assert_int_eq(piece(UINT64_MAX, 0, 10, 0, hs + 10, 0, 0),
+	    -EBADMSG);
+	/* No region: a piece flagged for it is a lie. */
+	ck_assert_int_eq(gp_msg_piece_check(&m, hs, 0, 0, 0, PW, PMAX),
+	    -EBADMSG);
+	/* Past 4 GiB: lengths are 64 bits. */
+	ck_assert_int_eq(gp_msg_piece_check(&m, hs, 0, 0, 4096, 4096,
+	    SIZE_MAX), 0);
+	m.off = ((uint64_t)5 << 30) - 4096;
+	ck_assert_int_eq(gp_msg_piece_check(&m, hs, m.off, m.total, 4096,
+	    4096, SIZE_MAX), 0);
+	m.off += 1;
+	ck_assert_int_eq(gp_msg_piece_check(&m, hs, m.off, m.total, 4096,
+	    4096, SIZE_MAX), -EBADMSG);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -257,6 +375,9 @@ main(void)
 	tcase_add_test(tc, buf_keeps_offsets_across_growth);
 	tcase_add_test(tc, region_records);
 	tcase_add_test(tc, region_placement);
+	tcase_add_test(tc, piece_and_ack_sizes);
+	tcase_add_test(tc, pieced_records);
+	tcase_add_test(tc, piece_rules);
 	suite_add_tcase(s, tc);
 	return gp_check_run(s);
 }

@@ -42,6 +42,8 @@ void	*__wrap_realloc(void *, size_t);
 void	*__wrap_mmap64(void *, size_t, int, int, int, off_t);
 
 static int	 no_regions;
+/* The window make_pool() gives its pools (0: the default). */
+static uint64_t	 make_window;
 
 void *
 __wrap_mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
@@ -91,6 +93,7 @@ make_pool(int fake, int per_gpu)
 
 	o.fake_gpus = fake;
 	o.per_gpu = per_gpu;
+	o.window = make_window;
 	o.errbuf = err;
 	o.errlen = sizeof(err);
 	ck_assert_msg(gp_pool_create(&p, &o) == 0, "create: %s", err);
@@ -195,11 +198,13 @@ echo_rev(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 	return rc;
 }
 
-START_TEST(any_item_size_zero_to_megabytes)
+/* Items of each size from none to 3 MiB echoed by p, exact. */
+static void
+echo_sizes(struct gp_pool *p)
 {
-	const size_t	 sz[] = { 0, 1, 16, 4096, 65537, 1 << 20, 3 << 20 };
+	const size_t	 sz[] = { 0, 1, 16, 4096, 16 << 10, (16 << 10) + 1,
+			     65537, 1 << 20, 3 << 20 };
 	const size_t	 n = sizeof(sz) / sizeof(sz[0]);
-	struct gp_pool	*p = make_pool(2, 1);
 	struct gp_item	 it[sizeof(sz) / sizeof(sz[0])];
 	uint8_t		*buf[sizeof(sz) / sizeof(sz[0])];
 	size_t		 i, j, bad;
@@ -224,6 +229,13 @@ START_TEST(any_item_size_zero_to_megabytes)
 		free(buf[i]);
 	}
 	gp_items_release(it, n);
+}
+
+START_TEST(any_item_size_zero_to_megabytes)
+{
+	struct gp_pool	*p = make_pool(2, 1);
+
+	echo_sizes(p);
 	gp_pool_destroy(p);
 }
 END_TEST
@@ -448,11 +460,13 @@ few_big_after_failure(struct gp_pool *p, long k, int rc)
  * (few_big_after_failure()). Which allocation the k-th is depends on
  * timing; receive_alloc_fail_fails_the_call aims at the read buffer.
  */
-START_TEST(alloc_fail_leaves_the_pool_usable)
+/* Fail each allocation of a few_big call on p in turn, until one runs
+ * without a failure; how many there were. */
+static long
+fail_each_allocation(struct gp_pool *p)
 {
-	struct gp_pool	*p = make_pool(2, 2);
-	long		 k;
-	int		 rc;
+	long	 k;
+	int	 rc;
 
 	for (k = 1; ; k++) {
 		ck_assert_msg(k < 2000, "gp_pool_map allocates without end");
@@ -470,8 +484,15 @@ START_TEST(alloc_fail_leaves_the_pool_usable)
 		}
 		few_big_after_failure(p, k, rc);
 	}
+	return k;
+}
+
+START_TEST(alloc_fail_leaves_the_pool_usable)
+{
+	struct gp_pool	*p = make_pool(2, 2);
+
 	/* Failures were injected, in the loop's several allocations. */
-	ck_assert_int_gt(k, 4);
+	ck_assert_int_gt(fail_each_allocation(p), 4);
 	gp_pool_destroy(p);
 }
 END_TEST
@@ -523,6 +544,32 @@ START_TEST(pipes_carry_big_results_without_regions)
 	ck_assert_uint_eq(few_big_bad(fb_a, FB_N, 0), 0);
 	gp_items_release(fb_a, FB_N);
 	gp_pool_destroy(p);
+}
+END_TEST
+
+/*
+ * A 16 KiB window: items and results past it go in pieces, through the
+ * region or, in a pool whose regions could not be mapped, each in its
+ * message through the pipes: every size exact both ways. Then every
+ * allocation of a call fails in turn, few_big's 70,000-byte results in
+ * pieces (the master's buffer for one is among them): each failed call
+ * is clean, and the pool goes on.
+ */
+START_TEST(pieces_with_and_without_regions)
+{
+	struct gp_pool	*p;
+	int		 nr;
+
+	for (nr = 0; nr < 2; nr++) {
+		no_regions = nr;
+		make_window = 16 << 10;
+		p = make_pool(2, 2);
+		no_regions = 0;
+		make_window = 0;
+		echo_sizes(p);
+		ck_assert_int_gt(fail_each_allocation(p), 4);
+		gp_pool_destroy(p);
+	}
 }
 END_TEST
 
@@ -1773,12 +1820,12 @@ START_TEST(reserved_fields_leave_room_to_grow)
 
 	o.errbuf = err;
 	o.errlen = sizeof(err);
-	o.reserved[3] = 1;
+	o.reserved[2] = 1;
 	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
 	ck_assert_ptr_null(p);
 	ck_assert_msg(strstr(err, "reserved fields are not zero") != NULL,
 	    "errbuf: %s", err);
-	o.reserved[3] = 0;
+	o.reserved[2] = 0;
 	o.flags = 1u << 30;
 	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
 	ck_assert_msg(strstr(err, "unknown flags 0x40000000") != NULL,
@@ -2274,6 +2321,7 @@ main(int argc, char **argv)
 	tcase_add_test(tc, arg_is_copied_per_map);
 	tcase_add_test(tc, any_item_size_zero_to_megabytes);
 	tcase_add_test(tc, max_msg_enforced_both_ways);
+	tcase_add_test(tc, pieces_with_and_without_regions);
 	tcase_add_test(tc, small_max_msg_batches_fit_both_ways);
 	tcase_add_test(tc, oversized_reply_is_an_error);
 	tcase_add_test(tc, alloc_fail_leaves_the_pool_usable);

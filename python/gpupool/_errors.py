@@ -57,7 +57,8 @@ class NotRun(Error):
 
 
 class PoolError(Error):
-    """The library failed the item (e.g. item or result over 64 MiB)."""
+    """The library failed the item (e.g. an item or result over the
+    pool's max_msg)."""
 
 
 class RemoteTraceback(Exception):

@@ -161,6 +161,27 @@ opt_uint(PyObject *o, const char *name, unsigned lo, unsigned hi,
 	return 0;
 }
 
+/* max_msg: None (or absent) for the library's own limit, the machine's
+ * memory; else a number of bytes, 1 or more. 0, or -1 with a ValueError
+ * naming it. */
+static int
+opt_max_msg(PyObject *o, size_t *out)
+{
+	size_t	 v;
+
+	if (o == NULL || o == Py_None)
+		return 0;
+	v = PyBool_Check(o) || !PyLong_Check(o) ? 0 : PyLong_AsSize_t(o);
+	if (PyErr_Occurred() || v == 0) {
+		PyErr_Clear();
+		PyErr_Format(PyExc_ValueError, "max_msg=%R: must be a number "
+		    "of bytes, 1 or more, or None (the machine's memory)", o);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
 /*
  * The options for shared GPUs (docs/python.md, "Shared GPUs"), into o:
  * *gpus "free" or "free:LIST" sets GP_POOL_GPUS_FREE and *gpus becomes
@@ -269,10 +290,11 @@ Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 	static char	*kwlist[] = { "worker", "gpus", "per_gpu", "fake_gpus",
 			    "timeout_ms", "grace_ms", "retries", "max_tasks",
 			    "init", "wait_free", "busy_pct", "gpu_mem",
-			    "gpus_per_worker", "view", NULL };
+			    "gpus_per_worker", "view", "max_msg", NULL };
 	PyObject		*worker, *gpus = NULL, *fake = NULL, *tmo = NULL,
 				*grace = NULL, *maxt = NULL, *init = Py_None,
-				*busy = NULL, *mem = NULL, *per = NULL, *gstr;
+				*busy = NULL, *mem = NULL, *per = NULL, *gstr,
+				*maxm = NULL;
 	int			 per_gpu = 1, retries = 0, wait_free = 0, rc,
 				 view = 0;
 	struct gp_pool_opts	 o = { 0 };
@@ -283,9 +305,9 @@ Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 		PyErr_SetString(PyExc_RuntimeError, "Pool already set up");
 		return -1;
 	}
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OiOOOiOOpOOOp", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OiOOOiOOpOOOpO", kwlist,
 	    &worker, &gpus, &per_gpu, &fake, &tmo, &grace, &retries, &maxt,
-	    &init, &wait_free, &busy, &mem, &per, &view))
+	    &init, &wait_free, &busy, &mem, &per, &view, &maxm))
 		return -1;
 	if (!PyCallable_Check(worker) || (init != Py_None &&
 	    !PyCallable_Check(init))) {
@@ -300,7 +322,8 @@ Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 			return -1;
 		o.fake_gpus = v > INT32_MAX || v < 0 ? -1 : (int)v;
 	}
-	if (opt_uint(tmo, "timeout_ms", 0, UINT32_MAX, &o.timeout_ms) < 0 ||
+	if (opt_max_msg(maxm, &o.max_msg) < 0 ||
+	    opt_uint(tmo, "timeout_ms", 0, UINT32_MAX, &o.timeout_ms) < 0 ||
 	    opt_uint(grace, "grace_ms", 0, UINT32_MAX, &o.grace_ms) < 0 ||
 	    opt_uint(maxt, "max_tasks", 0, UINT32_MAX, &o.max_tasks) < 0)
 		return -1;

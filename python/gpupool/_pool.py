@@ -182,7 +182,10 @@ class Pool:
     longer: gpupool.Timeout. retries re-runs an item whose worker crashed
     or timed out. max_tasks_per_worker replaces a worker after N items.
     grace (seconds, default 1) is the time an item gets after a timeout
-    or cancel before SIGKILL.
+    or cancel before SIGKILL. max_msg (bytes) bounds one item (a chunk,
+    pickled) and one result: larger ones fail with PoolError; None: the
+    machine's memory, so anything that fits goes (in pieces through the
+    worker's 64 MiB of shared memory when over that).
 
     Shared GPUs: gpus="free" (or "free:0,2", the free ones of a list)
     uses only GPUs with no compute process of someone else and others'
@@ -204,7 +207,8 @@ class Pool:
     def __init__(self, gpus=None, per_gpu=1, initializer=None, initargs=(),
                  timeout=None, retries=0, max_tasks_per_worker=None,
                  fake_gpus=None, *, grace=None, wait_free=False,
-                 busy_pct=None, gpu_mem=None, gpus_per_worker=1):
+                 busy_pct=None, gpu_mem=None, gpus_per_worker=1,
+                 max_msg=None):
         _refuse_if_cuda_initialised()
         gpu_mem = _gpu_mem(gpu_mem)
         for name, secs in (("timeout", timeout), ("grace", grace)):
@@ -236,7 +240,7 @@ class Pool:
                 retries=retries, max_tasks=max_tasks_per_worker or 0,
                 init=init, wait_free=wait_free, busy_pct=busy_pct,
                 gpu_mem=gpu_mem, gpus_per_worker=gpus_per_worker,
-                view=True)
+                view=True, max_msg=max_msg)
         except BaseException as e:
             os.close(self._pidr)
             os.close(self._pidw)

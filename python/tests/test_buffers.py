@@ -196,3 +196,39 @@ def test_worker_keeping_the_items_memory_leaves():
     with g.Pool(keeper, fake_gpus=1, view=True) as p:
         r = p.map([b"keep", b"b"])
     assert r[0][:2] == (g.CRASHED, 70) and r[1] == (g.OK, 0, b"b")
+
+
+# Items and results past the 64 MiB window of a worker's shared region
+# (issue 21): they travel in pieces, with the library's own limit (the
+# machine's memory) unless max_msg says otherwise.
+BIG = (80 << 20) + 3
+
+
+@pytest.mark.parametrize("kind", ["bytes",
+                                  pytest.param("numpy", marks=needs_numpy)])
+def test_items_and_results_past_the_window(pool, kind):
+    want = make(kind, BIG)
+    assert same(kind, pool.submit(echo, want).result(), want)
+    got = pool.map(echo, [want, b"small"], chunksize=1)
+    assert same(kind, got[0], want) and got[1] == b"small"
+
+
+@needs_numpy
+def test_big_result_from_a_small_item(pool):
+    # 192 MiB made in the worker: three pieces, read in place here.
+    x = pool.submit(numpy.arange, 24 << 20, dtype=numpy.int64).result()
+    assert x.dtype == numpy.int64 and x.shape == (24 << 20,)
+    assert x[0] == 0 and x[-1] == (24 << 20) - 1
+    assert bool((x[1:] - x[:-1] == 1).all())
+
+
+def test_max_msg_bounds_items_and_results():
+    with gpupool.Pool(fake_gpus=1, max_msg=1 << 20) as p:
+        with pytest.raises(gpupool.PoolError, match="max_msg"):
+            p.submit(echo, pattern(2 << 20)).result()
+        with pytest.raises(gpupool.PoolError, match="max_msg"):
+            p.submit(bytes, 2 << 20).result()
+        assert p.submit(echo, pattern(1000)).result() == pattern(1000)
+    for bad in (0, -1, "1M", True):
+        with pytest.raises(ValueError, match="max_msg"):
+            gpupool.Pool(fake_gpus=1, max_msg=bad)

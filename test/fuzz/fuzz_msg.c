@@ -14,6 +14,12 @@
  *     bytes in the region) has no bytes in the payload and NULL data, and
  *     only a RESULT of kind DONE may have it; gp_msg_shm_place() gives an
  *     offset whose bytes lie inside the half, or -1 and leaves it as is;
+ *     a GP_REC_PIECED record has no bytes and no length either;
+ *   - a PIECE that gp_msg_piece_check() takes, against a few states of
+ *     what came before, starts where they ended (or at 0), keeps their
+ *     total, which is over the window and at most max, carries 1 byte or
+ *     more and no more than the rest, its bytes in the region (within
+ *     its room) or exactly in the message (within the window);
  *   - re-encoding what was parsed with gp_msg_begin()/gp_buf_add()/
  *     gp_msg_finish() gives back the same bytes (encode -> parse round
  *     trip), also with a gp_buf whose off is not 0.
@@ -48,7 +54,8 @@ check_parse(const uint8_t *buf, size_t avail, size_t max)
 		if (rc == -EMSGSIZE)
 			CHECK(hdr.len > max && (hdr.type == GP_MSG_JOB ||
 			    hdr.type == GP_MSG_TASK ||
-			    hdr.type == GP_MSG_RESULT));
+			    hdr.type == GP_MSG_RESULT ||
+			    hdr.type == GP_MSG_PIECE));
 		return rc;
 	}
 	if (rc == 0) {
@@ -78,6 +85,12 @@ check_parse(const uint8_t *buf, size_t avail, size_t max)
 	case GP_MSG_GPUS:
 		CHECK(hdr.id >= 1 && hdr.id <= GP_MSG_GPUS_MAX &&
 		    hdr.len == hdr.id * sizeof(uint32_t));
+		break;
+	case GP_MSG_ACK:
+		CHECK(hdr.len == sizeof(struct gp_msg_ack));
+		break;
+	case GP_MSG_PIECE:
+		CHECK(hdr.len >= sizeof(struct gp_msg_piece) && hdr.len <= max);
 		break;
 	default:
 		CHECK(!"unknown type accepted");
@@ -109,6 +122,41 @@ check_place(size_t len, size_t size)
 		CHECK((size_t)at == ends[i] && (size_t)at + len <= size);
 		CHECK(e >= (size_t)at + len && e % GP_SHM_ALIGN == 0 &&
 		    e - ((size_t)at + len) < GP_SHM_ALIGN);
+	}
+}
+
+/* A PIECE's payload (n bytes at p) against a few states of what came
+ * before it, rooms and windows: what is taken keeps every promise. */
+static void
+check_piece(const uint8_t *p, size_t n)
+{
+	static const uint64_t	 gots[] = { 0, 1, 4096, (uint64_t)1 << 32 };
+	static const size_t	 rooms[] = { 0, 64, 65536 };
+	static const size_t	 wins[] = { 1, 4096, 65536 };
+	struct gp_msg_piece	 m;
+	size_t			 g, r, w, mx;
+	uint64_t		 was;
+
+	if (n < sizeof(m))
+		return;
+	memcpy(&m, p, sizeof(m));
+	for (g = 0; g < sizeof(gots) / sizeof(gots[0]); g++)
+	for (r = 0; r < sizeof(rooms) / sizeof(rooms[0]); r++)
+	for (w = 0; w < sizeof(wins) / sizeof(wins[0]); w++)
+	for (mx = 0; mx < sizeof(maxes) / sizeof(maxes[0]); mx++) {
+		/* The total so far: this piece's, or another. */
+		was = g % 2 ? m.total : m.total + 1;
+		if (gp_msg_piece_check(&m, n, gots[g], was, rooms[r],
+		    wins[w], maxes[mx]) != 0)
+			continue;
+		CHECK(m.total > wins[w] && m.total <= maxes[mx]);
+		CHECK(m.off == 0 || (m.off == gots[g] && m.total == was));
+		CHECK(m.len >= 1 && m.len <= m.total - m.off);
+		CHECK(m.flags == 0 || m.flags == GP_REC_SHM);
+		if (m.flags == GP_REC_SHM)
+			CHECK(m.len <= rooms[r] && n == sizeof(m));
+		else
+			CHECK(m.len <= wins[w] && n == sizeof(m) + m.len);
 	}
 }
 
@@ -144,7 +192,9 @@ walk(int result, const uint8_t *p, size_t n, struct gp_buf *enc)
 		rl = result ? sizeof(r) : sizeof(t);
 		len = result ? r.len : t.len;
 		if ((result ? r.flags : t.flags) != 0) {
-			CHECK((result ? r.flags : t.flags) == GP_REC_SHM);
+			CHECK((result ? r.flags : t.flags) == GP_REC_SHM ||
+			    ((result ? r.flags : t.flags) == GP_REC_PIECED &&
+			    len == 0));
 			CHECK(!result || r.kind == GP_REC_DONE);
 			CHECK(data == NULL && pos == prev + rl);
 			check_place(len, (size_t)(end - prev));
@@ -232,6 +282,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* Both record walkers on every payload: never past the end. */
 		tr = walk(0, payload, hdr.len, NULL);
 		rr = walk(1, payload, hdr.len, NULL);
+		check_piece(payload, hdr.len);
 		if ((hdr.type == GP_MSG_TASK && tr >= 0) ||
 		    (hdr.type == GP_MSG_RESULT && rr >= 0) ||
 		    (hdr.type != GP_MSG_TASK && hdr.type != GP_MSG_RESULT))
