@@ -89,6 +89,16 @@ class Executor(futures.Executor):
                              daemon=True).start()
 
 
+    def __del__(self):
+        """Collected without shutdown(): as shutdown(wait=False), as
+        ProcessPoolExecutor does (what was submitted still runs)."""
+        if not getattr(self, "_shutdown", True):
+            try:
+                self.shutdown(wait=False)
+            except Exception:
+                pass
+
+
 def _results(futs, end):
     """The lazy half of map(). Holds no result after yielding it (a
     caller's weak reference sees it go), and cancels what is left when

@@ -218,8 +218,36 @@ def _cacheable(fn):
     t = type(fn)
     if t is types.FunctionType or isinstance(fn, type):
         return True
+    if t is types.MethodType:  # a classmethod holds only its class
+        return isinstance(fn.__self__, type)
     return t is types.BuiltinFunctionType and \
         type(getattr(fn, "__self__", None)) in (types.ModuleType, type(None))
+
+
+def _of_main(fn):
+    """Whether fn is, or is a method of, something defined in __main__."""
+    owner = getattr(fn, "__self__", None)
+    if owner is not None and not isinstance(owner, types.ModuleType):
+        fn = owner if isinstance(owner, type) else type(owner)
+    return getattr(fn, "__module__", None) == "__main__"
+
+
+def _by_name(fn):
+    """fn's plain pickle when it is a reference the workers resolve to
+    their own object (it loads back here as fn: an importable function,
+    builtin, class or classmethod, not of __main__); else None. Such a
+    function runs in the worker as the worker's own, with its real code
+    (cloudpickle by value would send a copy, and a bound classmethod it
+    always sends by value)."""
+    if not (type(fn) in (types.FunctionType, types.MethodType,
+                         types.BuiltinFunctionType)
+            or isinstance(fn, type)) or _of_main(fn):
+        return None
+    try:
+        b = pickle.dumps(fn, protocol=_PROTO)
+        return b if pickle.loads(b) == fn else None
+    except Exception:
+        return None
 
 
 def dumps_fn(fn, forked=None):
@@ -227,9 +255,9 @@ def dumps_fn(fn, forked=None):
     forked: the pool's Forked (functions of __main__ it has).
 
     Kept between calls (a submit then skips cloudpickle, 2-11 us): the
-    pickle of a function that cloudpickle sends by name (importable, not
-    of __main__), and that of a plain function sent by value whose state
-    (_state) is unchanged, object for object. Anything else is pickled at
+    pickle of a function sent by name (_by_name), and that of a plain
+    function sent by value whose state (_state) is unchanged, object for
+    object. Anything else is pickled at
     each call, as what it refers to may have changed since."""
     if forked is not None:
         b = forked.ref(fn)
@@ -244,21 +272,23 @@ def dumps_fn(fn, forked=None):
             return cloudpickle.dumps(fn, protocol=_PROTO)
         if b is not None:
             return b
+        b = _by_name(fn)
+        if b is not None:
+            if _cacheable(fn):
+                if len(_byref) >= 256:
+                    _byref.clear()
+                _byref[fn] = b
+            return b
         st = _state(fn)
         if st is not None:
             hit = _byvalue.get(fn)
             if hit is not None and _same(hit[0], st):
                 return hit[1]
         b = cloudpickle.dumps(fn, protocol=_PROTO)
-        try:
-            byname = pickle.dumps(fn, protocol=_PROTO) == b
-        except Exception:
-            byname = False
-        cache, v = (_byref, b) if byname else (_byvalue, (st, b))
-        if (byname and _cacheable(fn)) or (not byname and st is not None):
-            if len(cache) >= 256:
-                cache.clear()
-            cache[fn] = v
+        if st is not None:
+            if len(_byvalue) >= 256:
+                _byvalue.clear()
+            _byvalue[fn] = (st, b)
         return b
     try:
         return pickle.dumps(fn, protocol=_PROTO)
