@@ -10,10 +10,12 @@ future (WorkerCrashed, a BrokenProcessPool) instead of breaking the
 executor.
 """
 
+import sys
 import threading
 import time
 from concurrent import futures
 
+from . import _pool as _pool_mod
 from ._pool import Pool, _Star
 
 
@@ -84,7 +86,9 @@ class Executor(futures.Executor):
         pool.close()
         if wait:
             pool.join()
-        else:
+        elif not (_pool_mod._exiting or sys.is_finalizing()):
+            # (At exit the interpreter joins every pool itself, and can
+            # start no thread.)
             threading.Thread(target=pool.join, name="gpupool-shutdown",
                              daemon=True).start()
 
