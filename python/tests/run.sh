@@ -4,7 +4,7 @@
 #   bare: this tree pip-installed without its dependencies (no
 #     cloudpickle: functions travel by name only) into BUILD/pyvenv-bare,
 #     with pytest alone;
-#   full: installed with its dependencies (cloudpickle) into BUILD/pyvenv,
+#   full: installed with its dependencies (cloudpickle) into BUILD/pyvenv-full,
 #     with numpy, pandas, threadpoolctl and jax[cpu] beside it, then the
 #     example.
 #
@@ -52,7 +52,7 @@ if "$bare/bin/python" -c 'import cloudpickle' 2>/dev/null; then
 fi
 run_pytest "$bare" "no cloudpickle"
 
-full=$build/pyvenv
+full=$build/pyvenv-full
 mkvenv "$full"
 # With its dependencies, as pip install . gives it (cloudpickle).
 "$full/bin/pip" install -q --disable-pip-version-check --force-reinstall \

@@ -285,6 +285,8 @@ def test_shutdown_cancel_futures_cancels_the_queued(tmp_path):
     ex = gpupool.Executor(1, fake_gpus=1)
     first = ex.submit(read_fifo, str(fifo))
     rest = [ex.submit(double, i) for i in range(20)]
+    while not first.running():  # sent to the worker: not cancelable
+        threading.Event().wait(0.01)
     ex.shutdown(wait=False, cancel_futures=True)
     with open(fifo, "wb") as f:
         f.write(b"x")
