@@ -974,23 +974,20 @@ class _Future(Future):
         super().__init__()
         self._gp_pool = pool
 
-    def result(self, timeout=None):
+    def _waiting(self, wait, timeout):
         try:
             if timeout is None and not self.done():
                 self._gp_pool._help()
-            return super().result(timeout)
+            return wait(timeout)
         except KeyboardInterrupt:
             self._gp_pool._interrupt()
             raise
 
+    def result(self, timeout=None):
+        return self._waiting(super().result, timeout)
+
     def exception(self, timeout=None):
-        try:
-            if timeout is None and not self.done():
-                self._gp_pool._help()
-            return super().exception(timeout)
-        except KeyboardInterrupt:
-            self._gp_pool._interrupt()
-            raise
+        return self._waiting(super().exception, timeout)
 
 
 class _Star:

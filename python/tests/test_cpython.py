@@ -26,6 +26,7 @@ from unittest import mock
 import pytest
 
 import gpupool
+from test_api import children
 
 mpt = pytest.importorskip(
     "test._test_multiprocessing",
@@ -148,19 +149,6 @@ def make_executor(max_workers=None, *args, **kw):
     kw.setdefault("fake_gpus", 4 if not isinstance(max_workers, int) or
                   max_workers < 1 else max_workers)
     return gpupool.Executor(max_workers, *args, **kw)
-
-
-def children():
-    me, out = os.getpid(), set()
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
-                        out.add(int(d))
-            except (OSError, ValueError, IndexError):
-                pass
-    return out
 
 
 def gone(pids, timeout=60):
