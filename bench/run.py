@@ -1077,6 +1077,7 @@ def python_section(cfg, build, work, res, notes, explicit=None,
         "labels": dict(impls), "tasks": tasks, "slots": SLOTS,
         "setup": ("import " + module) if setup == module else
         "time.sleep(%g)" % setup_s, "setup_s": setup_s, "work_s": work_s,
+        "cpus": len(os.sched_getaffinity(0)),
         "ideal_s": tasks * work_s / SLOTS,
         "setup_per_worker_s": setup_s,
         "setup_per_task_s": tasks * setup_s / SLOTS, "impls": {}}
@@ -1285,8 +1286,12 @@ def targets(res, skipped):
                                       med(x["overhead_setups"]))
                 for k, x in wm["impls"].items()
                 if k != "pool" and x["overhead_setups"]) +
-            " (tasks x set-up / slots = %.1f set-ups)" % (
-                wm["tasks"] / wm["slots"]))
+            " (tasks x set-up / slots = %.1f set-ups)%s" % (
+                wm["tasks"] / wm["slots"], "; %d CPUs: %d imports at once "
+                "take at least %d set-ups of wall" % (
+                    wm["cpus"], wm["slots"], -(-wm["slots"] // wm["cpus"]))
+                if wm.get("cpus") and wm["cpus"] < wm["slots"] and
+                wm.get("setup", "").startswith("import") else ""))
     mp = res.get("mpi")
     if mp:
         add("rank 0 dispatches >= 20,000 tasks/s over MPI (3 local ranks)",

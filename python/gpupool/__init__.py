@@ -72,7 +72,7 @@ def imap_unordered(fn, iterable, chunksize=None, **kw):
     return _default_pool().imap_unordered(fn, iterable, chunksize, **kw)
 
 
-def submit(fn, *args, **kwargs):
+def submit(fn, /, *args, **kwargs):
     """Pool.submit on the default pool."""
     return _default_pool().submit(fn, *args, **kwargs)
 
