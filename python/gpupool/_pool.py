@@ -941,6 +941,14 @@ class Pool:
         if self._state != "joined":
             self.close()
             self._cancel_streams()
+            with self._cv:
+                streams = bool(self._helpers)
+            if streams:
+                # An imap nobody reads any more: its items are stopped,
+                # not waited for (one may never end, and hold back the
+                # submits queued behind it). Submits its C call had taken
+                # fail with Canceled; the queued ones run.
+                self._c.cancel()
             self.join()
 
     def __enter__(self):

@@ -338,6 +338,22 @@ def test_work_submitted_before_exit_still_runs(tmp_path):
     assert sorted(out.split("\n")[:-1]) == ["ran %d" % i for i in range(5)]
 
 
+def test_exit_with_an_unread_imap_over_a_hanging_item_ends(tmp_path):
+    """Before: the exit waited for an item of the imap to end, for ever."""
+    path, env = _script("""
+        import threading, gpupool
+        def hang(x):
+            if x == 1:
+                threading.Event().wait()
+            return x
+        p = gpupool.Pool(fake_gpus=2, grace=0.1)
+        it = p.imap(hang, [0, 1], chunksize=1)
+        print(next(it), flush=True)  # 1 never ends: nothing else will
+        p.submit(print, "submitted ran")
+    """, tmp_path)
+    assert _run(path, env).splitlines() == ["0", "submitted ran"]
+
+
 # -- functions and the worker's globals ---------------------------------------
 
 _GLOBALS_SCRIPT = """
