@@ -22,16 +22,19 @@ trivial IMPL: gpupool (gpupool.Pool.map, default chunks), map
     mpire (WorkerPool(4).map, its default chunks).
 roundtrip IMPL: gpupool (Pool.submit(f, x).result()), gpupool-map1
     (Pool.map(f, [x])), ppe (submit(f, x).result()), apply
-    (multiprocessing.Pool.apply(f, (x,))), loky (submit(...).result()).
+    (multiprocessing.Pool.apply(f, (x,))), loky (submit(...).result()),
+    mpire (WorkerPool.apply(f, (x,))).
 payload IMPL KIND: gpupool (gpupool.Pool.map) or map
     (multiprocessing.Pool.map), default chunks both, echoing N distinct
     items of SIZE bytes each: KIND bytes, or numpy (uint8 arrays; pickle
     protocol 5 hands their memory out of band). Pool created and warmed
     up before the clock, items made before it; every result checked
     after it. mb_per_s: item bytes a second (10^6 B), each way.
-warm IMPL: TASKS tasks on 4 slots, each needing a set-up of SETUP seconds
-    (a sleep standing for `import torch` + a CUDA context) and then WORK
-    seconds of work (a sleep). The clock runs from before anything is
+warm IMPL: TASKS tasks on 4 slots, each needing a set-up SETUP (a module
+    to import, e.g. scipy.stats: a real heavy import, standing for `import
+    torch` + a CUDA context; or a number: seconds of sleep) and then WORK
+    seconds of work (a sleep). setup_s: one set-up's cost (the import
+    timed in a fresh interpreter). The clock runs from before anything is
     created to after everything is reaped: what a user's script costs.
     pool: gpupool.Pool(fake_gpus=4, initializer=setup).map(work, tasks,
         chunksize=1): set-up once per worker; one task a message, as for
@@ -65,8 +68,25 @@ def ident(x):
     return x
 
 
-def setup(secs):
-    time.sleep(secs)       # stands for import torch + CUDA context
+def setup(spec):
+    """A worker's (or a task's) set-up: import the module spec names (a
+    real heavy import, as import torch + a CUDA context is), or sleep
+    spec seconds standing for one."""
+    if isinstance(spec, str):
+        __import__(spec)
+    else:
+        time.sleep(spec)
+
+
+def setup_cost(spec):
+    """What one set-up costs: an import timed in a fresh interpreter
+    (this one must not import it: the workers fork from it)."""
+    if not isinstance(spec, str):
+        return spec
+    code = ("import time; t = time.perf_counter(); import %s; "
+            "print(time.perf_counter() - t)" % spec)
+    return float(subprocess.run([sys.executable, "-c", code], check=True,
+                                capture_output=True, text=True).stdout)
 
 
 def work(secs):
@@ -80,7 +100,7 @@ def out(**kw):
 
 def peers():
     have = {}
-    for name in ("loky", "mpire", "cloudpickle", "numpy"):
+    for name in ("loky", "mpire", "cloudpickle", "numpy", "scipy"):
         try:
             m = __import__(name)
             have[name] = getattr(m, "__version__", "?")
@@ -199,6 +219,7 @@ def sem_task(i, s, w, sem, free):
 
 def warm(impl, tasks, s, w, gpr=None):
     ideal = tasks * w / WORKERS
+    cost = setup_cost(s)
     if impl == "pool":
         import gpupool
         t0 = time.perf_counter()
@@ -209,7 +230,9 @@ def warm(impl, tasks, s, w, gpr=None):
         if len(r) != tasks or None in r:
             raise SystemExit("pool: wrong results")
     elif impl == "run":
-        code = "import time; time.sleep(%r); time.sleep(%r)" % (s, w)
+        code = "import time; %s; time.sleep(%r)" % (
+            "import " + s if isinstance(s, str) else "time.sleep(%r)" % s,
+            w)
         with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
             for _ in range(tasks):
                 f.write("%s -c '%s'\n" % (sys.executable, code))
@@ -237,7 +260,7 @@ def warm(impl, tasks, s, w, gpr=None):
             raise SystemExit("semaphore: %d tasks failed" % len(bad))
     else:
         raise SystemExit("unknown IMPL " + impl)
-    out(impl=impl, tasks=tasks, setup_s=s, work_s=w, wall_s=wall,
+    out(impl=impl, tasks=tasks, setup=s, setup_s=cost, work_s=w, wall_s=wall,
         ideal_s=ideal, overhead_s=wall - ideal)
 
 
@@ -252,7 +275,11 @@ def main(argv):
     elif what == "payload":
         payload(argv[2], argv[3], int(argv[4]), int(argv[5]))
     elif what == "warm":
-        warm(argv[2], int(argv[3]), float(argv[4]), float(argv[5]),
+        try:
+            spec = float(argv[4])
+        except ValueError:
+            spec = argv[4]  # a module to import
+        warm(argv[2], int(argv[3]), spec, float(argv[5]),
              argv[6] if len(argv) > 6 else None)
     else:
         raise SystemExit(__doc__)

@@ -17,7 +17,8 @@ Every comparison is a ratio of runs interleaved in the same pass (each
 round runs every contender once, in a rotated order), and the median of
 the per-round ratios is quoted. Peers that are not installed are skipped
 with a note; --install-peers installs the Debian ones first (GNU parallel,
-task-spooler) with apt-get.
+task-spooler) with apt-get, and the Python ones (loky, mpire, numpy, and
+scipy for the warm rows' real import) with pip into the bench's venv.
 """
 import argparse
 import ctypes
@@ -54,7 +55,7 @@ FULL = dict(
               (64 * MIB, 16)), payload_rounds=3, payload_py_s=10.0,
     mpi_n=200000, mpi_rounds=5,
     py_ns=(10**5, 10**6), py_triv_rounds=3, py_rt_n=2000, py_rt_rounds=5,
-    py_warm=(100, 0.5, 0.1), py_warm_rounds=3,
+    py_warm=(100, "scipy.stats", 0.5, 0.1), py_warm_rounds=3,
     py_payloads=((MIB, 128), (16 * MIB, 16)), py_payload_rounds=3,
 )
 QUICK = dict(
@@ -68,7 +69,7 @@ QUICK = dict(
     payload_rounds=1, payload_py_s=5.0,
     mpi_n=50000, mpi_rounds=3,
     py_ns=(10**5,), py_triv_rounds=2, py_rt_n=500, py_rt_rounds=2,
-    py_warm=(20, 0.2, 0.05), py_warm_rounds=2,
+    py_warm=(20, "scipy.stats", 0.2, 0.05), py_warm_rounds=2,
     py_payloads=((MIB, 32), (16 * MIB, 4)), py_payload_rounds=2,
 )
 
@@ -840,6 +841,7 @@ PY_ROUNDTRIP = [
     ("ppe", "ProcessPoolExecutor.submit(f, x).result()"),
     ("apply", "multiprocessing Pool.apply(f, (x,))"),
     ("loky", "loky executor .submit(f, x).result()"),
+    ("mpire", "mpire WorkerPool.apply(f, (x,))"),
 ]
 PY_WARM = [
     ("pool", "gpupool.Pool(initializer=setup).map(chunksize=1)"),
@@ -950,26 +952,28 @@ def python_env(build, explicit, notes):
                                         sys.executable])
 
 
-def py_numpy(py, probe, install, notes):
-    """Whether py imports numpy; with --install-peers, pip installs it
-    first into the bench's own venv (never into a given interpreter)."""
-    if probe.get("numpy"):
+def py_have(py, probe, install, notes, pkg, what):
+    """Whether py imports pkg (loky, mpire, numpy, scipy: the probe says);
+    with --install-peers, pip installs it first into the bench's own venv
+    (never into a given interpreter). what: what goes unmeasured
+    without it, for the note."""
+    if probe.get(pkg):
         return True
     if install and os.path.dirname(os.path.dirname(py)).endswith("pyvenv"):
-        log("python: pip install numpy into %s" % py)
+        log("python: pip install %s into %s" % (pkg, py))
         r = subprocess.run([py, "-m", "pip", "install", "-q",
-                            "--disable-pip-version-check", "numpy"],
+                            "--disable-pip-version-check", pkg],
                            capture_output=True, text=True, cwd="/")
         p = py_probe(py) if r.returncode == 0 else None
-        if p and p.get("numpy"):
-            probe["numpy"] = p["numpy"]
+        if p and p.get(pkg):
+            probe[pkg] = p[pkg]
             return True
-        notes.append("python: pip install numpy failed: %s" % (
-            r.stderr.strip().splitlines() or ["?"])[-1][-200:])
+        notes.append("python: pip install %s failed: %s" % (pkg, (
+            r.stderr.strip().splitlines() or ["?"])[-1][-200:]))
         return False
-    notes.append("python: numpy not importable by %s: big numpy items not "
-                 "measured (--install-peers installs it into the bench's "
-                 "venv)" % py)
+    notes.append("python: %s not importable by %s: %s not measured "
+                 "(--install-peers installs it into the bench's venv)" % (
+                     pkg, py, what))
     return False
 
 
@@ -1010,10 +1014,8 @@ def python_section(cfg, build, work, res, notes, explicit=None,
     sec = res["python"] = {"workers": SLOTS, "interpreter": py, "how": how,
                            "probe": probe, "missing": {}}
     for peer in ("loky", "mpire"):
-        if not probe.get(peer):
+        if not py_have(py, probe, install, notes, peer, "its rows"):
             sec["missing"][peer] = "not importable by %s" % py
-            notes.append("python: %s not importable (pip install %s): not "
-                         "measured" % (peer, peer))
 
     def have(k):
         return k not in sec["missing"]
@@ -1057,8 +1059,13 @@ def python_section(cfg, build, work, res, notes, explicit=None,
         rt["map1_over_ppe"] = pair_ratios(runs["gpupool-map1"], runs["ppe"],
                                           "per_s")
 
-    # 3. Warm workers against a process per task.
-    tasks, setup_s, work_s = cfg["py_warm"]
+    # 3. Warm workers against a process per task. The set-up is a real
+    # heavy import (scipy.stats, about 0.3-1 s cold) when py has it, else
+    # a sleep standing for one.
+    tasks, module, setup_s, work_s = cfg["py_warm"]
+    setup = module if py_have(py, probe, install, notes, module.split(".")[0],
+                              "the warm rows' real import (a %g s sleep "
+                              "stands for it)" % setup_s) else repr(setup_s)
     gpr = os.path.join(build, "src", "cli", "gpupool-run")
     impls = list(PY_WARM)
     if not os.access(gpr, os.X_OK):
@@ -1068,22 +1075,32 @@ def python_section(cfg, build, work, res, notes, explicit=None,
                      "row not measured")
     wm = sec["warm"] = {
         "labels": dict(impls), "tasks": tasks, "slots": SLOTS,
-        "setup_s": setup_s, "work_s": work_s,
+        "setup": ("import " + module) if setup == module else
+        "time.sleep(%g)" % setup_s, "setup_s": setup_s, "work_s": work_s,
+        "cpus": len(os.sched_getaffinity(0)),
         "ideal_s": tasks * work_s / SLOTS,
         "setup_per_worker_s": setup_s,
         "setup_per_task_s": tasks * setup_s / SLOTS, "impls": {}}
     runs = {k: [] for k, _ in impls}
     for rd in range(cfg["py_warm_rounds"]):
-        log("python: warm workers, %d tasks x %g s set-up, round %d/%d" % (
-            tasks, setup_s, rd + 1, cfg["py_warm_rounds"]))
+        log("python: warm workers, %d tasks x set-up %s, round %d/%d" % (
+            tasks, setup, rd + 1, cfg["py_warm_rounds"]))
         for k, _ in rotate(impls, rd):
-            runs[k].append(one(helper + ["warm", k, str(tasks), repr(setup_s),
+            runs[k].append(one(helper + ["warm", k, str(tasks), setup,
                                          repr(work_s), gpr]))
+    # What one set-up costs, as each run measured it (an import: in a
+    # fresh interpreter, before its clock).
+    ss = [x["setup_s"] for v in runs.values() for x in v
+          if x.get("setup_s")]
+    setup_s = wm["setup_s"] = stats(ss)["median"] if ss else setup_s
+    wm["setup_per_worker_s"] = setup_s
+    wm["setup_per_task_s"] = tasks * setup_s / SLOTS
     wm["impls"] = {k: {"wall_s": stats([x.get("wall_s") for x in v]),
                        "overhead_s": stats([x.get("overhead_s") for x in v]),
                        "overhead_setups": stats(
-                           [x["overhead_s"] / setup_s for x in v
-                            if x.get("overhead_s") is not None])}
+                           [x["overhead_s"] / x["setup_s"] for x in v
+                            if x.get("overhead_s") is not None and
+                            x.get("setup_s")])}
                    for k, v in runs.items()}
     if "run" in runs:
         wm["pool_faster_than_run"] = pair_ratios(runs["run"], runs["pool"],
@@ -1093,7 +1110,8 @@ def python_section(cfg, build, work, res, notes, explicit=None,
 
     # 4. Big items.
     python_payload(cfg, helper, sec, ["bytes"] + (
-        ["numpy"] if py_numpy(py, probe, install, notes) else []))
+        ["numpy"] if py_have(py, probe, install, notes, "numpy",
+                             "big numpy items") else []))
 
 
 def mpi_section(cfg, build, work, res, notes):
@@ -1229,23 +1247,27 @@ def targets(res, skipped):
         na = res.get("python_skipped")
         tr = py and py["trivial"]
         top = tr and str(max(int(k) for k in tr["by_n"]))
-        m = tr and tr["by_n"][top].get("map")
+        bk, m = best_peer(tr and tr["by_n"][top])
         g = tr and tr["by_n"][top]["gpupool"]
-        add("python: gpupool.Pool.map >= 1.5x multiprocessing Pool.map "
-            "(x*2, N=%s)" % (fmt_n(top) if top else "10^6"),
+        add("python: gpupool.Pool.map >= 1.5x the best of multiprocessing, "
+            "ProcessPoolExecutor, loky, mpire (x*2, N=%s)" % (
+                fmt_n(top) if top else "10^6"),
             m and med(m["gpupool_over"]), ">=", 1.5,
-            "median of per-round items/s ratios, default chunks both",
-            why_na=na, context=m and "%s items/s against %s" % (
-                fmt_si(g["items_per_s"]), fmt_si(m["items_per_s"])))
+            "median of per-round items/s ratios against the fastest peer",
+            why_na=na, context=m and "%s items/s against %s (%s)" % (
+                fmt_si(g["items_per_s"]), fmt_si(m["items_per_s"]),
+                tr["labels"][bk]))
         rt = py and py["roundtrip"]["impls"]
-        p = rt and rt.get("ppe")
-        add("python: one item in flight, gpupool >= 3x ProcessPoolExecutor",
+        bk, p = best_peer(rt)
+        add("python: one item in flight, gpupool >= 3x the best of "
+            "ProcessPoolExecutor, Pool.apply, loky, mpire",
             p and med(p["gpupool_over"]), ">=", 3.0,
-            "median of per-round ratios of round trips/s, "
-            "submit().result() both", why_na=na,
+            "median of per-round ratios of round trips/s against the "
+            "fastest peer, gpupool's submit().result()", why_na=na,
             context=p and p["us"] and rt["gpupool"]["us"] and
-            "%.0f us against %.0f us a round trip%s" % (
+            "%.0f us against %.0f us a round trip (%s)%s" % (
                 med(rt["gpupool"]["us"]), med(p["us"]),
+                py["roundtrip"]["labels"][bk],
                 "; gpupool Pool.map(f, [x]): %.0f us, %.2fx PPE" % (
                     med(rt["gpupool-map1"]["us"]),
                     med(py["roundtrip"]["map1_over_ppe"]))
@@ -1264,8 +1286,12 @@ def targets(res, skipped):
                                       med(x["overhead_setups"]))
                 for k, x in wm["impls"].items()
                 if k != "pool" and x["overhead_setups"]) +
-            " (tasks x set-up / slots = %.1f set-ups)" % (
-                wm["tasks"] / wm["slots"]))
+            " (tasks x set-up / slots = %.1f set-ups)%s" % (
+                wm["tasks"] / wm["slots"], "; %d CPUs: %d imports at once "
+                "take at least %d set-ups of wall" % (
+                    wm["cpus"], wm["slots"], -(-wm["slots"] // wm["cpus"]))
+                if wm.get("cpus") and wm["cpus"] < wm["slots"] and
+                wm.get("setup", "").startswith("import") else ""))
     mp = res.get("mpi")
     if mp:
         add("rank 0 dispatches >= 20,000 tasks/s over MPI (3 local ranks)",
@@ -1373,6 +1399,18 @@ def do_build(build):
     # Only in a build with MPI.
     subprocess.run(["ninja", "-C", build, "bench/bench_ranks"],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def best_peer(impls):
+    """(key, entry) of the peer gpupool leads by least (the fastest peer)
+    among impls' non-gpupool entries with a ratio; (None, None) if none."""
+    peers = [(med(v["gpupool_over"]), k, v) for k, v in (impls or {}).items()
+             if not k.startswith("gpupool") and v.get("gpupool_over") and
+             med(v["gpupool_over"]) is not None]
+    if not peers:
+        return None, None
+    _, k, v = min(peers, key=lambda x: x[0])
+    return k, v
 
 
 def install_peers(notes):
@@ -1694,12 +1732,14 @@ def markdown(res):
         L.append("Overhead = wall - ideal, ideal = tasks x work / 4 = %.2f s "
                  "(no set-up at all). Set-up once per worker costs %.2f s of "
                  "wall (1 set-up); once per task, %.2f s (tasks x set-up / 4"
-                 " = %g set-ups). The set-up is a sleep standing for `import "
-                 "torch` + a CUDA context. Wall: from before the pool (or "
+                 " = %g set-ups). The set-up is `%s` (its cost measured in a "
+                 "fresh interpreter each run), standing for `import torch` + "
+                 "a CUDA context. Wall: from before the pool (or "
                  "Manager, or gpupool-run) is created to after everything is "
                  "reaped. Rounds: %d." % (
                      wm["ideal_s"], wm["setup_per_worker_s"],
                      wm["setup_per_task_s"], wm["tasks"] / wm["slots"],
+                     wm.get("setup", "a sleep"),
                      res["config"]["py_warm_rounds"]))
         L.append("")
         L += py_payload_table(py.get("payload"), res["config"])

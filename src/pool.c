@@ -353,6 +353,9 @@ gp_pool_create(struct gp_pool **out, const struct gp_pool_opts *opts)
 		err[0] = '\0';
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		return -ENOMEM;
+	/* Before anything can fail: pool_free() closes the monitor's fds,
+	 * and 0 is the caller's standard input. */
+	p->wt.mon.fd = p->wt.mon.pidfd = -1;
 	p->master = getpid();
 	if ((rc = opts_load(p, opts, err, errlen)) < 0 ||
 	    (rc = plan(p, err, errlen)) < 0)

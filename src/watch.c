@@ -177,7 +177,6 @@ gp_watch_plan(struct gp_pool *p, char *err, size_t errlen)
 		return gp_errf(err, errlen, -EINVAL, "pool options: "
 		    "gpus_per_worker %d or busy_pct %u out of range",
 		    p->o.gpus_per_worker, p->o.busy_pct);
-	wt->mon.fd = wt->mon.pidfd = -1;
 	if ((wt->gs = calloc(n, sizeof(*wt->gs))) == NULL ||
 	    (wt->avail = calloc(n, sizeof(int))) == NULL ||
 	    (wt->pick = calloc(n, sizeof(int))) == NULL ||

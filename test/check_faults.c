@@ -1007,6 +1007,64 @@ START_TEST(no_fd_leaks_in_master_or_workers)
 }
 END_TEST
 
+/* The descriptors 0 .. 255 open now, each as the file it names, into
+ * t[i] ("" when closed). */
+static void
+fd_table(char t[256][128])
+{
+	char	 l[64];
+	ssize_t	 r;
+	int	 i;
+
+	for (i = 0; i < 256; i++) {
+		snprintf(l, sizeof(l), "/proc/self/fd/%d", i);
+		r = readlink(l, t[i], 127);
+		t[i][r > 0 ? r : 0] = '\0';
+	}
+}
+
+/*
+ * A create that fails, at any stage (options, the GPU list, a plan
+ * only), leaves every descriptor of the caller as it was: none closed
+ * (a GPU list naming no GPU closed fd 0, the caller's standard input),
+ * none left open.
+ */
+START_TEST(failed_create_leaves_every_fd)
+{
+	static const struct { const char *gpus; int fake, per; unsigned fl; }
+	    bad[] = {
+		{ "9", 2, 1, 0 },			/* no such GPU */
+		{ "9", 2, 1, GP_POOL_MONITOR },
+		{ "0,x", 2, 1, 0 },			/* not an id */
+		{ NULL, 2, -1, 0 },			/* options */
+		{ "9", 2, 1, GP_POOL_PLAN_ONLY },
+	};
+	static char		 before[256][128], after[256][128];
+	struct gp_pool		*p;
+	struct gp_pool_opts	 o;
+	size_t			 k;
+	int			 i;
+
+	for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+		memset(&o, 0, sizeof(o));
+		o.gpus = bad[k].gpus;
+		o.fake_gpus = bad[k].fake;
+		o.per_gpu = bad[k].per;
+		o.flags = bad[k].fl;
+		fd_table(before);
+		p = NULL;
+		ck_assert_int_lt(gp_pool_create(&p, &o), 0);
+		ck_assert_ptr_null(p);
+		fd_table(after);
+		for (i = 0; i < 256; i++)
+			ck_assert_msg(strcmp(before[i], after[i]) == 0,
+			    "case %zu: fd %d was '%s', is '%s'", k, i,
+			    before[i], after[i]);
+	}
+	assert_no_children();
+}
+END_TEST
+
 /*
  * A master that stops reading for a while (paused, swapped out, busy in
  * the host's code) must not cost a worker without PR_SET_PDEATHSIG: its
@@ -1662,6 +1720,7 @@ main(int argc, char **argv)
 	tcase_add_test(tc, idle_workers_leave_on_eof_without_pdeathsig);
 	tcase_add_test(tc, busy_workers_stop_on_eof_without_pdeathsig);
 	tcase_add_test(tc, no_fd_leaks_in_master_or_workers);
+	tcase_add_test(tc, failed_create_leaves_every_fd);
 	tcase_add_test(tc, paused_master_keeps_its_workers);
 	tcase_add_test(tc, inner_pool_workers_drop_the_outer_watch);
 	tcase_add_test(tc, signals_without_sa_restart_do_not_break_a_map);

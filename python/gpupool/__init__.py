@@ -6,6 +6,8 @@ GPU), over libgpupool.
         for r in pool.imap_unordered(score, batches):
             ...
     gpupool.map(abs, [-1, -2])          # a default pool: every GPU found
+    with gpupool.Executor(max_workers=4) as ex:   # concurrent.futures
+        print(ex.submit(pow, 2, 8).result())
 
 The pool is libgpupool's C pool (extension module gpupool._gpupool); this
 package adds pickling, chunking, errors as Python exceptions, streaming and
@@ -16,14 +18,17 @@ import atexit
 import threading
 
 from . import _gpupool
-from ._errors import (Canceled, Error, InitError, NotRun, PoolError,
-                      RemoteTraceback, Timeout, WorkerCrashed)
+from ._async import AsyncResult
+from ._errors import (Canceled, EncodingError, Error, InitError, NotRun,
+                      PoolError, RemoteTraceback, Timeout, WorkerCrashed)
+from ._executor import Executor
 from ._pool import GpuState, Pool, WorkerInfo, current
 
 __all__ = [
-    "Pool", "WorkerInfo", "GpuState", "current", "map", "imap", "imap_unordered",
-    "submit", "shutdown", "Error", "WorkerCrashed", "Timeout", "Canceled",
-    "NotRun", "PoolError", "InitError", "RemoteTraceback",
+    "Pool", "Executor", "AsyncResult", "WorkerInfo", "GpuState", "current",
+    "map", "imap", "imap_unordered", "submit", "shutdown", "Error",
+    "WorkerCrashed", "Timeout", "Canceled", "NotRun", "PoolError",
+    "EncodingError", "InitError", "RemoteTraceback",
 ]
 
 _default = None
@@ -67,7 +72,7 @@ def imap_unordered(fn, iterable, chunksize=None, **kw):
     return _default_pool().imap_unordered(fn, iterable, chunksize, **kw)
 
 
-def submit(fn, *args, **kwargs):
+def submit(fn, /, *args, **kwargs):
     """Pool.submit on the default pool."""
     return _default_pool().submit(fn, *args, **kwargs)
 

@@ -8,6 +8,11 @@ worker died (CRASHED), ran past the timeout (TIMEDOUT), the call was
 canceled (CANCELED), or the library failed the item (ERROR, NOTRUN).
 """
 
+import pickle
+from concurrent.futures import CancelledError
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.pool import MaybeEncodingError
+
 from . import _gpupool
 
 
@@ -15,7 +20,7 @@ class Error(Exception):
     """Base class of the errors gpupool raises for an item or a pool."""
 
 
-class WorkerCrashed(Error):
+class WorkerCrashed(Error, BrokenProcessPool):
     """The worker running the item died (segfault, os._exit, OOM killer).
 
     ``code`` is the C library's value: the exit status, or 128 + the
@@ -23,7 +28,9 @@ class WorkerCrashed(Error):
     ``signal`` is the signal number (code > 128) or None; ``exitcode`` the
     exit status (0 <= code <= 128) or None. An exit status above 128 reads
     as a signal: the C pool reports both in one number, as shells do.
-    The worker is replaced; the pool goes on.
+    The worker is replaced; the pool goes on. A BrokenProcessPool too, so
+    that code written for ProcessPoolExecutor catches it (there the whole
+    executor breaks; here only this item failed).
     """
 
     def __init__(self, code, worker=None):
@@ -48,8 +55,9 @@ class Timeout(Error, TimeoutError):
     """The item ran past the pool's ``timeout`` (seconds) and was stopped."""
 
 
-class Canceled(Error):
-    """The call was canceled before the item ended (Ctrl-C, terminate())."""
+class Canceled(Error, CancelledError):
+    """The call was canceled before the item ended (Ctrl-C, terminate()).
+    A concurrent.futures.CancelledError too."""
 
 
 class NotRun(Error):
@@ -59,6 +67,50 @@ class NotRun(Error):
 class PoolError(Error):
     """The library failed the item (e.g. an item or result over the
     pool's max_msg)."""
+
+
+class EncodingError(Error, pickle.PicklingError, MaybeEncodingError):
+    """An item's result (or its exception) could not be pickled in the
+    worker: pickle.PicklingError as ProcessPoolExecutor raises, and
+    multiprocessing.pool.MaybeEncodingError as Pool raises, with its
+    ``exc`` and ``value`` (reprs of the pickling error and of the
+    result)."""
+
+    def __init__(self, msg, exc="", value=""):
+        Exception.__init__(self, msg)
+        self.exc = exc
+        self.value = value
+
+    def __str__(self):
+        return self.args[0]
+
+    def __reduce__(self):
+        return type(self), (self.args[0], self.exc, self.value)
+
+
+def unpickling_failed(e, what):
+    """The exception a future gets when what (an item in a worker, a
+    result in the caller) could not be unpickled: e itself when it is an
+    Exception, with a note saying where; anything else (SystemExit from a
+    __reduce__) wrapped in an UnpicklingError, so that it never escapes
+    the thread that unpickled it."""
+    where = "gpupool: raised while unpickling %s" % what
+    if isinstance(e, Exception):
+        e.add_note(where)
+        return e
+    w = pickle.UnpicklingError("%s could not be unpickled: %r" % (what, e))
+    w.__cause__ = e
+    return w
+
+
+def pickling_failed(e):
+    """The exception a future gets when its call could not be pickled in
+    the caller: e, or (SystemExit, ...) a PicklingError naming it."""
+    if isinstance(e, Exception):
+        return e
+    w = pickle.PicklingError("the call could not be pickled: %r" % (e,))
+    w.__cause__ = e
+    return w
 
 
 class RemoteTraceback(Exception):

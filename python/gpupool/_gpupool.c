@@ -189,11 +189,13 @@ opt_max_msg(PyObject *o, size_t *out)
  * (gpupool.Pool turns "20G" into bytes); gpus_per_worker 1 or more. The
  * monitor is always asked for, as gpupool-run does: without NVML it
  * costs a fork and a failed dlopen, and gpus() has figures with it.
- * 0, or -1 with a ValueError naming the argument.
+ * plan: GP_POOL_PLAN_ONLY, for info() only (gpupool.Pool's processes=N
+ * rule counts the GPUs with it). 0, or -1 with a ValueError naming the
+ * argument.
  */
 static int
 gpu_opts(const char **gpus, int wait_free, PyObject *busy, PyObject *mem,
-    PyObject *per, struct gp_pool_opts *o)
+    PyObject *per, int plan, struct gp_pool_opts *o)
 {
 	const char	*g = *gpus;
 	unsigned	 k = 1;
@@ -230,7 +232,12 @@ gpu_opts(const char **gpus, int wait_free, PyObject *busy, PyObject *mem,
 	}
 	if (wait_free)
 		o->flags |= GP_POOL_WAIT_FREE;
-	o->flags |= GP_POOL_MONITOR;
+	/* A plan (plan=True: which GPUs, where each worker would go) needs
+	 * the monitor only to tell free GPUs from busy ones. */
+	if (!plan || (o->flags & GP_POOL_GPUS_FREE))
+		o->flags |= GP_POOL_MONITOR;
+	if (plan)
+		o->flags |= GP_POOL_PLAN_ONLY;
 	return 0;
 }
 
@@ -290,13 +297,13 @@ Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 	static char	*kwlist[] = { "worker", "gpus", "per_gpu", "fake_gpus",
 			    "timeout_ms", "grace_ms", "retries", "max_tasks",
 			    "init", "wait_free", "busy_pct", "gpu_mem",
-			    "gpus_per_worker", "view", "max_msg", NULL };
+			    "gpus_per_worker", "view", "max_msg", "plan", NULL };
 	PyObject		*worker, *gpus = NULL, *fake = NULL, *tmo = NULL,
 				*grace = NULL, *maxt = NULL, *init = Py_None,
 				*busy = NULL, *mem = NULL, *per = NULL, *gstr,
 				*maxm = NULL;
 	int			 per_gpu = 1, retries = 0, wait_free = 0, rc,
-				 view = 0;
+				 view = 0, plan = 0;
 	struct gp_pool_opts	 o = { 0 };
 	struct gp_pool		*p;
 	char			 err[512];
@@ -305,9 +312,9 @@ Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 		PyErr_SetString(PyExc_RuntimeError, "Pool already set up");
 		return -1;
 	}
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OiOOOiOOpOOOpO", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OiOOOiOOpOOOpOp", kwlist,
 	    &worker, &gpus, &per_gpu, &fake, &tmo, &grace, &retries, &maxt,
-	    &init, &wait_free, &busy, &mem, &per, &view, &maxm))
+	    &init, &wait_free, &busy, &mem, &per, &view, &maxm, &plan))
 		return -1;
 	if (!PyCallable_Check(worker) || (init != Py_None &&
 	    !PyCallable_Check(init))) {
@@ -331,7 +338,7 @@ Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 		return -1;
 	if (gstr != Py_None && (o.gpus = PyUnicode_AsUTF8(gstr)) == NULL)
 		goto fail;
-	if (gpu_opts(&o.gpus, wait_free, busy, mem, per, &o) < 0)
+	if (gpu_opts(&o.gpus, wait_free, busy, mem, per, plan, &o) < 0)
 		goto fail;
 	if (pipes(self) < 0)
 		goto fail;
@@ -512,6 +519,20 @@ Pool_close(PoolObject *self, PyObject *noargs)
 	Py_RETURN_NONE;
 }
 
+/* cancel(): the call in progress, in whichever thread, is canceled (its
+ * items stop: grace, then SIGKILL), as a signal during map() does: a
+ * byte in the pool's cancel_fd. Between calls it does nothing (each call
+ * drains that pipe first). */
+static PyObject *
+Pool_cancel(PoolObject *self, PyObject *noargs)
+{
+	char	 b = 0;
+
+	if (self->pool != NULL && self->cancel[1] >= 0)
+		(void)write(self->cancel[1], &b, 1);
+	Py_RETURN_NONE;
+}
+
 static PyObject *
 Pool_enter(PoolObject *self, PyObject *noargs)
 {
@@ -559,6 +580,8 @@ static PyMethodDef Pool_methods[] = {
 	  "list of dicts: each GPU's state (busy, why, memory, util)" },
 	{ "close", (PyCFunction)Pool_close, METH_NOARGS,
 	  "destroy the pool and reap its workers (idempotent)" },
+	{ "cancel", (PyCFunction)Pool_cancel, METH_NOARGS,
+	  "cancel the map or run in progress, from any thread" },
 	{ "__enter__", (PyCFunction)Pool_enter, METH_NOARGS, NULL },
 	{ "__exit__", (PyCFunction)Pool_exit, METH_VARARGS, NULL },
 	{ NULL }
@@ -598,7 +621,7 @@ static PyTypeObject PoolType = {
 	.tp_doc = "Pool(worker, *, gpus=None, per_gpu=1, fake_gpus=None, "
 	    "timeout_ms=0, grace_ms=0, retries=0, max_tasks=0, init=None, "
 	    "wait_free=False, busy_pct=None, gpu_mem=None, "
-	    "gpus_per_worker=1, view=False)",
+	    "gpus_per_worker=1, view=False, plan=False)",
 	.tp_new = Pool_new,
 	.tp_init = (initproc)Pool_init,
 	.tp_dealloc = (destructor)Pool_dealloc,
@@ -636,7 +659,8 @@ static const char mod_doc[] =
 "\n"
 "Pool(worker, *, gpus=None, per_gpu=1, fake_gpus=None, timeout_ms=0,\n"
 "     grace_ms=0, retries=0, max_tasks=0, init=None, wait_free=False,\n"
-"     busy_pct=None, gpu_mem=None, gpus_per_worker=1, view=False)\n"
+"     busy_pct=None, gpu_mem=None, gpus_per_worker=1, view=False,\n"
+"     plan=False)\n"
 "  worker(bytes) -> bytes runs in the workers, once per item; if it\n"
 "  raises, the item ends FAILED, code 1, its traceback on stderr.\n"
 "  init() runs once per worker, after os.environ got the worker's\n"
@@ -656,6 +680,9 @@ static const char mod_doc[] =
 "  view=True: worker gets a read-only memoryview of the item, valid\n"
 "  only during the call; results of 64 KiB or more come as Out (the\n"
 "  buffer protocol over the result's own memory, no copy).\n"
+"  plan=True: fork nothing, only decide the GPUs and each worker's\n"
+"  place, for info(); map() and run() raise RuntimeError.\n"
+"Pool.cancel(): the map or run in progress (any thread) is canceled.\n"
 "Pool.size(), Pool.info() -> [dict], Pool.gpus() -> [dict],\n"
 "  Pool.monitor (None, or why NVML does not watch the GPUs),\n"
 "  Pool.close(), with Pool(...) as p\n"

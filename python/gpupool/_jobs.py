@@ -43,7 +43,7 @@ def values_of(fn, status, code, out, n):
     for i, (exc, tb) in errors.items():
         if isinstance(exc, _task._LostFunction):
             exc = _task.lost_function_error(fn, exc)
-        excs[i] = _errors.attach_traceback(exc, tb)
+        excs[i] = _errors.attach_traceback(exc, tb) if tb else exc
     return values, excs
 
 
@@ -62,9 +62,10 @@ class MapJob:
     completion order) done() aborts the C call, unless return_exceptions,
     where the exception takes the result's place."""
 
-    def __init__(self, fn, items, chunksize, return_exceptions, progress):
+    def __init__(self, fn, items, chunksize, return_exceptions, progress,
+                 forked):
         self.fn = fn
-        self.fn_bytes = _task.dumps_fn(fn)
+        self.fn_bytes = _task.dumps_fn(fn, forked)
         self.items = items
         self.chunksize = chunksize
         self.return_exceptions = return_exceptions
@@ -104,9 +105,10 @@ class StreamJob:
     the input is and however slow the consumer)."""
 
     def __init__(self, fn, iterable, chunksize, window, ordered,
-                 return_exceptions, progress):
+                 return_exceptions, progress, forked, on_interrupt):
         self.fn = fn
-        self.fn_bytes = _task.dumps_fn(fn)
+        self.fn_bytes = _task.dumps_fn(fn, forked)
+        self.on_interrupt = on_interrupt
         self.it = iter(iterable)
         self.chunksize = chunksize
         self.window = window
@@ -219,6 +221,13 @@ class StreamJob:
                 if kind == "err" and not self.return_exceptions:
                     raise v
                 yield v
+        except KeyboardInterrupt:
+            # Ctrl-C while this waited for a result: everything the pool
+            # runs stops now (not at the next item that ends).
+            with self.cv:
+                self.canceled = True
+            self.on_interrupt()
+            raise
         finally:
             with self.cv:
                 if not self.finished:
@@ -229,35 +238,46 @@ class StreamJob:
 
 
 class SubmitQueue:
-    """Pool.submit's calls waiting for a worker, as (future, pickled
-    chunk). Every C call serves it; the dispatcher thread serves it when
-    no other call runs."""
+    """Calls waiting for a worker, as (future, fn, payload, n): a
+    submit() (n None: the future gets fn's value or exception) or a chunk
+    of map_async() or Executor.map() (n elements: the future gets their
+    outcomes, as outcomes_of() gives them). Every C call serves it; the
+    dispatcher thread serves it when no other call runs."""
 
     def __init__(self):
         self.q = collections.deque()
 
-    def push(self, fut, fn, args, kwargs):
-        fn_bytes = _task.dumps_fn(fn)
-        payload = _task.dumps_chunk(fn_bytes, 1, [(args, kwargs)])
-        self.q.append((fut, fn, payload))
+    def push(self, fut, fn, payload, n=None):
+        self.q.append((fut, fn, payload, n))
 
     def next_item(self):
-        """Under the pool's lock: the next future still wanted."""
+        """Under the pool's lock: the next entry still wanted, as (key,
+        payload)."""
         while self.q:
-            fut, fn, payload = self.q.popleft()
+            fut, fn, payload, n = self.q.popleft()
             if fut.set_running_or_notify_cancel():
-                return (fut, fn), payload
+                return (fut, fn, n), payload
         return None
 
     def cancel_all(self, exc):
+        """Every queued future fails with exc (terminate())."""
         while self.q:
             fut = self.q.popleft()[0]
             if fut.set_running_or_notify_cancel():
                 fut.set_exception(exc)
 
+    def cancel_pending(self):
+        """Every queued future is canceled: cancelled() is True
+        (shutdown(cancel_futures=True), Ctrl-C)."""
+        while self.q:
+            self.q.popleft()[0].cancel()
+
     @staticmethod
     def finish(key, status, code, out):
-        fut, fn = key
+        fut, fn, n = key
+        if n is not None:
+            fut.set_result(outcomes_of(fn, status, code, out, n))
+            return
         kind, v = outcomes_of(fn, status, code, out, 1)[0]
         if kind == "ok":
             fut.set_result(v)

@@ -27,8 +27,10 @@ import math
 import os
 import sys
 import threading
+import weakref
 from concurrent.futures import Future
 
+from . import _async
 from . import _errors
 from . import _gpupool
 from . import _jobs
@@ -170,22 +172,140 @@ def current():
     return None if d is None else WorkerInfo(d)
 
 
+def _check_processes(processes):
+    if processes is None:
+        return
+    if not isinstance(processes, int) or isinstance(processes, bool):
+        raise TypeError("processes=%r: a number of workers (an int) or "
+                        "None" % (processes,))
+    if processes < 1:
+        raise ValueError("Number of processes must be at least 1")
+
+
+def _max_tasks(maxtasksperchild, max_tasks_per_worker):
+    """maxtasksperchild (multiprocessing's name: a positive int or None)
+    and max_tasks_per_worker (gpupool's: 0 or None for never) as the C
+    pool's count (0: never)."""
+    if maxtasksperchild is not None:
+        if not isinstance(maxtasksperchild, int) or \
+                isinstance(maxtasksperchild, bool) or maxtasksperchild <= 0:
+            raise ValueError("maxtasksperchild must be a positive int or "
+                             "None")
+        if max_tasks_per_worker not in (None, maxtasksperchild):
+            raise ValueError("maxtasksperchild=%r and max_tasks_per_worker="
+                             "%r disagree (they are one setting)"
+                             % (maxtasksperchild, max_tasks_per_worker))
+        return maxtasksperchild
+    return max_tasks_per_worker or 0
+
+
+def _check_context(context):
+    """multiprocessing's context= (ProcessPoolExecutor's mp_context=):
+    workers are always forked from the caller, so only None or a fork
+    context (or "fork") is accepted."""
+    if context is None:
+        return
+    method = context if isinstance(context, str) else \
+        context.get_start_method()
+    if method != "fork":
+        raise ValueError(
+            "gpupool workers are always forked from this process (context "
+            "%r asks for %r): they start in milliseconds and keep what was "
+            "imported. What spawn protects you from is checked instead: "
+            "create the pool before CUDA is initialised or threads are "
+            "started (see docs/python.md). Pass context=None."
+            % (context, method))
+
+
+def _unit_id(info):
+    """The id gpus= takes for the GPU a planned worker sits on: its UUID,
+    else its bus id, else (a fake GPU, "fakeK") K."""
+    if info["uuid"]:
+        return info["uuid"]
+    if info["busid"]:
+        return info["busid"]
+    return info["visible"][4:] if info["visible"].startswith("fake") \
+        else str(info["gpu"])
+
+
+def _spread(processes, gpus, per_gpu, plan_kw):
+    """processes=N over the G GPUs (or groups of gpus_per_worker) the
+    pool would use: (gpus, per_gpu). N a multiple of G: per_gpu = N / G
+    on every GPU. N under G: one worker on each of the first N. Anything
+    else, or a per_gpu that disagrees, is a ValueError: the C pool gives
+    every GPU the same number of workers."""
+    plan = _gpupool.Pool(_task.worker_entry, gpus=gpus, plan=True, **plan_kw)
+    try:
+        info = plan.info()
+    finally:
+        plan.close()
+    g = len(info)
+    if per_gpu is not None:
+        if processes != g * per_gpu:
+            raise ValueError("processes=%d with per_gpu=%d: the pool has %d "
+                             "GPUs, so %d workers (leave one of them out)"
+                             % (processes, per_gpu, g, g * per_gpu))
+        return gpus, per_gpu
+    if processes % g == 0:
+        return gpus, processes // g
+    if processes < g and plan_kw.get("gpus_per_worker", 1) == 1:
+        free = gpus is not None and gpus.startswith("free")
+        ids = ",".join(_unit_id(i) for i in info[:processes])
+        return ("free:" if free else "") + ids, 1
+    raise ValueError(
+        "processes=%d: the pool has %d %s, and each takes the same number "
+        "of workers: ask for a multiple of %d, or at most %d (one each on "
+        "the first ones), or choose the GPUs with gpus=" % (
+            processes, g, "GPUs" if plan_kw.get("gpus_per_worker", 1) == 1
+            else "groups of GPUs", g, g))
+
+
+_live = weakref.WeakSet()  # pools not joined, joined at interpreter exit
+_exiting = False
+
+
+def _python_exit():
+    """Before the interpreter waits for its threads (as
+    concurrent.futures does): no new work; what was submitted runs to its
+    end; then every pool's workers are stopped. Ctrl-C here terminates
+    instead."""
+    global _exiting
+    _exiting = True
+    for p in list(_live):
+        try:
+            p._at_exit()
+        except KeyboardInterrupt:
+            p.terminate()
+
+
+try:
+    threading._register_atexit(_python_exit)
+except AttributeError:  # not CPython's threading
+    import atexit
+    atexit.register(_python_exit)
+
+
 class Pool:
     """A pool of long-lived worker processes, per_gpu per GPU, each pinned
     to its GPU (CUDA_VISIBLE_DEVICES) and that GPU's NUMA node and CPUs.
 
+    The first arguments are multiprocessing.Pool's: processes (N
+    workers: N / G per GPU when N is a multiple of the G GPUs, one on each
+    of the first N when N < G, else ValueError; None: per_gpu per GPU),
+    initializer(*initargs), run once per worker with os.environ already
+    holding the worker's CUDA_VISIBLE_DEVICES: load a model there;
+    maxtasksperchild (alias max_tasks_per_worker) replaces a worker after
+    N items; context: None or a fork context (workers are always forked).
+
     gpus: None (every GPU found), a string ("0,2", UUIDs, bus ids) or a
     list. fake_gpus: N fake GPUs (no CUDA needed); None falls back to
-    GPUPOOL_FAKE_GPUS. initializer(*initargs) runs once per worker, with
-    os.environ already holding the worker's CUDA_VISIBLE_DEVICES: load a
-    model there. timeout (seconds) stops an item (a chunk) that runs
+    GPUPOOL_FAKE_GPUS. timeout (seconds) stops an item (a chunk) that runs
     longer: gpupool.Timeout. retries re-runs an item whose worker crashed
-    or timed out. max_tasks_per_worker replaces a worker after N items.
-    grace (seconds, default 1) is the time an item gets after a timeout
-    or cancel before SIGKILL. max_msg (bytes) bounds one item (a chunk,
-    pickled) and one result: larger ones fail with PoolError; None: the
-    machine's memory, so anything that fits goes (in pieces through the
-    worker's 64 MiB of shared memory when over that).
+    or timed out. grace (seconds, default 1) is the time an item gets
+    after a timeout or cancel before SIGKILL. max_msg (bytes) bounds one
+    item (a chunk, pickled) and one result: larger ones fail with
+    PoolError; None: the machine's memory, so anything that fits goes (in
+    pieces through the worker's 64 MiB of shared memory when over that).
 
     Shared GPUs: gpus="free" (or "free:0,2", the free ones of a list)
     uses only GPUs with no compute process of someone else and others'
@@ -204,12 +324,18 @@ class Pool:
     did).
     """
 
-    def __init__(self, gpus=None, per_gpu=1, initializer=None, initargs=(),
-                 timeout=None, retries=0, max_tasks_per_worker=None,
-                 fake_gpus=None, *, grace=None, wait_free=False,
-                 busy_pct=None, gpu_mem=None, gpus_per_worker=1,
-                 max_msg=None):
+    def __init__(self, processes=None, initializer=None, initargs=(),
+                 maxtasksperchild=None, context=None, *, gpus=None,
+                 per_gpu=None, timeout=None, retries=0,
+                 max_tasks_per_worker=None, fake_gpus=None, grace=None,
+                 wait_free=False, busy_pct=None, gpu_mem=None,
+                 gpus_per_worker=1, max_msg=None):
         _refuse_if_cuda_initialised()
+        _check_processes(processes)
+        if initializer is not None and not callable(initializer):
+            raise TypeError("initializer must be a callable")
+        _check_context(context)
+        max_tasks = _max_tasks(maxtasksperchild, max_tasks_per_worker)
         gpu_mem = _gpu_mem(gpu_mem)
         for name, secs in (("timeout", timeout), ("grace", grace)):
             # The C pool takes whole milliseconds, at least 1: 0, a
@@ -217,9 +343,17 @@ class Pool:
             if secs is not None and not secs > 0:
                 raise ValueError("%s=%r: a positive number of seconds, or "
                                  "None" % (name, secs))
+        gpus = _gpus_arg(gpus)
+        plan_kw = dict(fake_gpus=fake_gpus, wait_free=wait_free,
+                       busy_pct=busy_pct, gpus_per_worker=gpus_per_worker)
+        if processes is not None:
+            gpus, per_gpu = _spread(processes, gpus, per_gpu, plan_kw)
         self._timeout = timeout
         self._retries = retries
-        self._max_tasks = max_tasks_per_worker or 0
+        self._max_tasks = max_tasks
+        # The functions of __main__ the workers will have: taken before
+        # they fork (a replacement forks later, and has them too).
+        self._forked = _task.Forked()
         r, w = os.pipe()  # close-on-exec, as every fd Python makes
         os.set_blocking(r, False)
         os.set_blocking(w, False)
@@ -231,16 +365,14 @@ class Pool:
         init = _task.Initializer(initializer, initargs, report, self._pidw)
         try:
             self._c = _gpupool.Pool(
-                _task.worker_entry, gpus=_gpus_arg(gpus), per_gpu=per_gpu,
-                fake_gpus=fake_gpus,
+                _task.worker_entry, gpus=gpus,
+                per_gpu=1 if per_gpu is None else per_gpu,
                 timeout_ms=0 if timeout is None else
                 max(1, math.ceil(timeout * 1000)),
                 grace_ms=0 if grace is None else
                 max(1, math.ceil(grace * 1000)),
-                retries=retries, max_tasks=max_tasks_per_worker or 0,
-                init=init, wait_free=wait_free, busy_pct=busy_pct,
-                gpu_mem=gpu_mem, gpus_per_worker=gpus_per_worker,
-                view=True, max_msg=max_msg)
+                retries=retries, max_tasks=max_tasks, init=init,
+                gpu_mem=gpu_mem, view=True, max_msg=max_msg, **plan_kw)
         except BaseException as e:
             os.close(self._pidr)
             os.close(self._pidw)
@@ -272,9 +404,11 @@ class Pool:
         self._sub_inflight = set()  # submits' futures sent, not yet done
         self._dispatcher = None
         self._helpers = {}  # imap threads -> their StreamJob
+        self._results = _async.Results()
         self._inflight = 0     # items sent and not yet done
         self._refresh = False  # self._pids may miss a replacement
         self._pids = [i["pid"] for i in self._c.info()]
+        _live.add(self)
 
     def _refuse_gpu_mem(self, need):
         """An item needing more than every GPU of the pool has (all
@@ -393,19 +527,20 @@ class Pool:
                 self._refresh_pids()
             self._release_runner()
 
-    def _help(self, fut):
-        """Future.result()/exception() on a submit's future not yet done:
-        when no call runs, drive the submit queue in this thread, rather
-        than waiting for the dispatcher thread to wake and do it (one
-        thread hop each way less a round trip). Whoever takes the runner
-        lock first drives; the other finds the queue served."""
+    def _help(self):
+        """A wait without a timeout on a submitted call (Future.result(),
+        AsyncResult.get()): when no call runs, drive the submit queue in
+        this thread, rather than waiting for the dispatcher thread to wake
+        and do it (one thread hop each way less a round trip). Whoever
+        takes the runner lock first drives; the other finds the queue
+        served."""
         me = threading.get_ident()
         if self._owner == me or not self._subq.q:
             return
         if not self._runner.acquire(blocking=False):
             return
         self._owner = me
-        if fut.done() or not self._subq.q:
+        if not self._subq.q:
             self._release_runner()
             return
         try:
@@ -436,8 +571,8 @@ class Pool:
 
     def _check_open(self):
         if self._state != "open":
-            raise ValueError("gpupool: the pool is %s: no new work"
-                             % self._state)
+            raise ValueError("Pool not running (gpupool: the pool is %s: "
+                             "no new work)" % self._state)
 
     def _chunksize(self, n):
         if self._timeout is not None or self._retries:
@@ -509,7 +644,8 @@ class Pool:
             return []
         cs = chunksize or self._chunksize(len(items))
         bar = _progress.make(progress, len(items))
-        job = _jobs.MapJob(fn, items, cs, return_exceptions, bar)
+        job = _jobs.MapJob(fn, items, cs, return_exceptions, bar,
+                           self._forked)
         err = None
         try:
             self._drive(job)
@@ -533,7 +669,8 @@ class Pool:
         win = window or max(4 * self._size * cs, 2 * cs)
         bar = _progress.make(progress, None)
         job = _jobs.StreamJob(fn, iterable, cs, win, ordered,
-                              return_exceptions, bar)
+                              return_exceptions, bar, self._forked,
+                              self._interrupt)
         t = threading.Thread(target=self._stream_driver, args=(job,),
                              name="gpupool-imap", daemon=True)
         with self._cv:
@@ -582,20 +719,107 @@ class Pool:
         return self._stream(fn, iterable, chunksize, False,
                             return_exceptions, progress, window)
 
-    def submit(self, fn, *args, **kwargs):
+    def submit(self, fn, /, *args, **kwargs):
         """Run fn(*args, **kwargs) in a worker: a concurrent.futures.Future
-        (its exception, if fn raised, carries the remote traceback)."""
+        (its exception, if fn raised, carries the remote traceback). If fn
+        or an argument cannot be pickled, the future holds that error."""
         fut = _Future(self)
+        try:
+            payload = _task.dumps_chunk(_task.dumps_fn(fn, self._forked), 1,
+                                        [(args, kwargs)])
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # the future always ends
+            payload = _errors.pickling_failed(e)
+        self._push(fut, fn, payload)
+        return fut
+
+    def _push(self, fut, fn, payload, n=None):
+        """Queue one call or chunk (a pickle) for the dispatcher; payload
+        an exception instead: fut fails with it at once."""
         with self._cv:
+            if _exiting:
+                raise RuntimeError("cannot schedule new futures after "
+                                   "interpreter shutdown")
             self._check_open()
-            self._subq.push(fut, fn, args, kwargs)
+            if isinstance(payload, BaseException):
+                fut.set_exception(payload)
+                return
+            self._subq.push(fut, fn, payload, n)
             if self._dispatcher is None:
                 self._dispatcher = threading.Thread(
                     target=self._dispatch, name="gpupool-submit",
                     daemon=True)
                 self._dispatcher.start()
             self._cv.notify_all()
-        return fut
+
+    def _submit_chunks(self, fn, items, chunksize):
+        """items (a sequence) in chunks of chunksize, each queued as one
+        C item: ([futures of each chunk's outcomes], [chunk starts])."""
+        try:
+            fn_bytes = _task.dumps_fn(fn, self._forked)
+        except Exception as e:
+            fn_bytes = e
+        futs, starts = [], []
+        for start in range(0, len(items), chunksize):
+            fut = _Future(self)
+            chunk = items[start:start + chunksize]
+            if isinstance(fn_bytes, Exception):
+                payload = fn_bytes
+            else:
+                try:
+                    payload = _task.dumps_chunk(fn_bytes, 0, chunk)
+                except Exception as e:
+                    payload = e
+            self._push(fut, fn, payload, len(chunk))
+            futs.append(fut)
+            starts.append(start)
+        return futs, starts
+
+    # -- multiprocessing.Pool's asynchronous calls -------------------------
+
+    def apply(self, func, args=(), kwds={}):
+        """func(*args, **kwds) in a worker; its value, or its exception
+        raised here."""
+        return self.submit(func, *args, **kwds).result()
+
+    def apply_async(self, func, args=(), kwds={}, callback=None,
+                    error_callback=None):
+        """apply() without waiting: an AsyncResult. callback(value) or
+        error_callback(exception) runs in the pool's result thread."""
+        return _async.ApplyResult(self, self.submit(func, *args, **kwds),
+                                  callback, error_callback)
+
+    def map_async(self, func, iterable, chunksize=None, callback=None,
+                  error_callback=None):
+        """map() without waiting: an AsyncResult whose get() is the list,
+        or raises the first failure (when every chunk has ended, as
+        multiprocessing's)."""
+        self._check_open()
+        items = (iterable if type(iterable) in (list, tuple, range)
+                 else list(iterable))
+        cs = chunksize or self._chunksize(len(items)) if items else 1
+        futs, starts = self._submit_chunks(func, items, cs)
+        return _async.MapResult(self, futs, starts, len(items), callback,
+                                error_callback)
+
+    def starmap_async(self, func, iterable, chunksize=None, callback=None,
+                      error_callback=None):
+        """map_async() with func(*args) for each args in iterable."""
+        return self.map_async(_Star(func), iterable, chunksize, callback,
+                              error_callback)
+
+    def _interrupt(self):
+        """Ctrl-C reached a thread waiting on this pool's results
+        (result(), get(), an imap loop): queued calls are canceled
+        (cancelled() is True), and the C call running, whichever thread
+        drives it, is canceled now (its items stop: grace, then SIGKILL),
+        as Ctrl-C during map() does."""
+        with self._cv:
+            self._subq.cancel_pending()
+            running = self._owner is not None
+        if running:
+            self._c.cancel()
 
     def _dispatch(self):
         while True:
@@ -619,8 +843,8 @@ class Pool:
                     self._subq.cancel_all(e)
 
     def close(self):
-        """No new work; what is queued or running goes on. join() waits
-        for it."""
+        """No new work; what is queued or running goes on (and the
+        callbacks of what ends). join() waits for it."""
         with self._cv:
             if self._state == "open":
                 self._state = "closed"
@@ -643,8 +867,10 @@ class Pool:
                 self._c.close()
                 os.close(self._pidr)
                 os.close(self._pidw)
+                _live.discard(self)
         finally:
             self._release_runner()
+        self._results.stop()
 
     def terminate(self):
         """Cancel queued work (its futures raise Canceled) and running
@@ -654,8 +880,7 @@ class Pool:
                 return
             self._state = "terminating"
             self._stop.set()
-            self._subq.cancel_all(_errors.Canceled("the pool was "
-                                                   "terminated"))
+            self._subq.cancel_pending()
             busy = self._inflight > 0
             self._cv.notify_all()
         me = threading.get_ident()
@@ -713,8 +938,30 @@ class Pool:
             except (OSError, ValueError, IndexError):
                 pass
 
+    def _at_exit(self):
+        """At interpreter exit (_python_exit): as leaving a with block,
+        so that what was submitted still runs."""
+        if self._state != "joined":
+            self.close()
+            self._cancel_streams()
+            with self._cv:
+                streams = bool(self._helpers)
+            if streams:
+                # An imap nobody reads any more: its items are stopped,
+                # not waited for (one may never end, and hold back the
+                # submits queued behind it). Submits its C call had taken
+                # fail with Canceled; the queued ones run.
+                self._c.cancel()
+            self.join()
+
     def __enter__(self):
+        if self._state != "open":
+            raise ValueError("Pool not running")
         return self
+
+    def __reduce__(self):
+        raise NotImplementedError("pool objects cannot be passed between "
+                                  "processes or pickled")
 
     def __exit__(self, exc_type, exc, tb):
         """Leaving the block normally: close() and join() (queued futures
@@ -730,22 +977,28 @@ class Pool:
 
 
 class _Future(Future):
-    """Pool.submit's future: result() and exception() first offer to
-    drive the pool in the calling thread (Pool._help)."""
+    """Pool.submit's future: result() and exception() without a timeout
+    first offer to drive the pool in the calling thread (Pool._help);
+    Ctrl-C while they wait stops the pool's work (Pool._interrupt)."""
 
     def __init__(self, pool):
         super().__init__()
         self._gp_pool = pool
 
+    def _waiting(self, wait, timeout):
+        try:
+            if timeout is None and not self.done():
+                self._gp_pool._help()
+            return wait(timeout)
+        except KeyboardInterrupt:
+            self._gp_pool._interrupt()
+            raise
+
     def result(self, timeout=None):
-        if not self.done():
-            self._gp_pool._help(self)
-        return super().result(timeout)
+        return self._waiting(super().result, timeout)
 
     def exception(self, timeout=None):
-        if not self.done():
-            self._gp_pool._help(self)
-        return super().exception(timeout)
+        return self._waiting(super().exception, timeout)
 
 
 class _Star:

@@ -1,9 +1,12 @@
 """What travels to a worker and back, and the code that runs there.
 
 A C item carries one chunk: pickle.dumps((fn_bytes, star, elements)).
-fn_bytes is the function, pickled once per call (cloudpickle when
-installed: functions of __main__ travel by value; else plain pickle, by
-reference). star is 0 for fn(x) per element, 1 for fn(*args, **kwargs)
+fn_bytes is the function, pickled once per call (dumps_fn): a function
+the workers already have (importable, or of __main__ and there when the
+pool forked) by reference, so it runs as the worker's own, with the
+worker's globals; any other by value (cloudpickle), its globals rebound
+in the worker to the worker's module (_rebind). Without cloudpickle,
+functions travel by reference only. star is 0 for fn(x) per element, 1 for fn(*args, **kwargs)
 with elements [(args, kwargs)]. The worker answers with
 pickle.dumps((values, errors)): values one per element (None where it
 failed), errors None when every element succeeded (the common case, kept
@@ -41,6 +44,7 @@ try:
 except ImportError:  # optional: gpupool works without it
     cloudpickle = None
 
+from . import _errors
 from . import _gpupool
 
 _PROTO = 5  # out-of-band buffers (Python 3.8 and later)
@@ -52,6 +56,105 @@ class _LostFunction(Exception):
     """In a worker: fn could not be unpickled (by reference, a function
     defined in __main__ after the pool forked). The caller turns it into a
     clear error naming the fix."""
+
+
+class Forked:
+    """In the caller, per pool: the functions of __main__ as the workers
+    have them, i.e. as they were when the pool forked, so that such a
+    function travels by reference (a name and two ids) and runs in the
+    worker as the worker's own. Holding them keeps their ids from being
+    reused. Replacement workers fork later, from a __main__ that still
+    holds these (or the worker finds another object under the name, and
+    the ids say so: _LostFunction)."""
+
+    def __init__(self):
+        main = sys.modules.get("__main__")
+        self.fns = {}
+        for name, v in list(getattr(main, "__dict__", {}).items()):
+            if type(v) is types.FunctionType and v.__qualname__ == name \
+                    and v.__module__ == "__main__":
+                self.fns[id(v)] = [v, v.__code__, None]
+
+    def ref(self, fn):
+        """fn's pickle by reference when the workers have it, else None."""
+        e = self.fns.get(id(fn))
+        if e is None or e[0] is not fn or fn.__code__ is not e[1]:
+            return None
+        if e[2] is None:
+            e[2] = pickle.dumps(_FnRef(fn), protocol=_PROTO)
+        return e[2]
+
+    def lost(self, fn):
+        """Whether fn is a function of __main__ the workers lack (defined
+        or changed after the fork): by reference it would not be found,
+        or be found as the old one."""
+        return (type(fn) is types.FunctionType and fn.__module__ == "__main__"
+                and "<" not in fn.__qualname__ and self.ref(fn) is None)
+
+
+class _FnRef:
+    """A function of __main__ by name, with the ids it had in the caller
+    (a forked worker has the same object at the same address)."""
+
+    def __init__(self, fn):
+        self.args = (fn.__qualname__, id(fn), id(fn.__code__))
+
+    def __reduce__(self):
+        return _resolve_ref, self.args
+
+
+def _resolve_ref(qualname, fid, cid):
+    """In a worker: __main__'s qualname, if it is the caller's object."""
+    fn = getattr(sys.modules.get("__main__"), qualname, None)
+    if fn is None or id(fn) != fid or id(getattr(fn, "__code__", None)) != cid:
+        raise AttributeError("__main__.%s is not the function the caller "
+                             "sent: defined, deleted or changed in the "
+                             "caller after the pool forked" % qualname)
+    return fn
+
+
+# In a worker, per module dict: the names _rebind() set there (the
+# caller's, refreshed at each call), as opposed to the worker's own.
+_injected = {}
+
+
+def _rebind(fn):
+    """In a worker: fn as sent by value (cloudpickle gives it a globals
+    dict of its own, with the caller's values) made to see the worker's
+    module instead: the worker's values win (what the initializer set,
+    what was there at the fork); names the worker lacks are set there
+    from the caller's values, and refreshed by later calls. Helper
+    functions of the same module sent along are rebound too."""
+    if type(fn) is not types.FunctionType:
+        return fn
+    g = getattr(sys.modules.get(fn.__module__), "__dict__", None)
+    if g is None or fn.__globals__ is g:
+        return fn
+    return _rebound(fn, g, {})
+
+
+def _rebound(fn, g, memo):
+    new = memo.get(id(fn))
+    if new is not None:
+        return new
+    new = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__,
+                             fn.__closure__)
+    memo[id(fn)] = new
+    new.__kwdefaults__ = fn.__kwdefaults__
+    new.__qualname__ = fn.__qualname__
+    new.__doc__ = fn.__doc__
+    new.__annotations__ = fn.__annotations__
+    new.__dict__.update(fn.__dict__)
+    mine = _injected.setdefault(id(g), set())
+    for k, v in fn.__globals__.items():
+        if k[:2] == "__" or (k in g and k not in mine):
+            continue
+        if type(v) is types.FunctionType and v.__module__ == fn.__module__ \
+                and v.__globals__ is not g:
+            v = _rebound(v, g, memo)
+        g[k] = v
+        mine.add(k)
+    return new
 
 
 _byref = {}    # in the caller: fn -> its pickle, for functions sent by name
@@ -109,14 +212,59 @@ def _same(a, b):
     return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
-def dumps_fn(fn):
+def _cacheable(fn):
+    """Whether fn's pickle by name may be kept: it holds no object whose
+    life the cache would extend (a bound method holds its instance)."""
+    t = type(fn)
+    if t is types.FunctionType or isinstance(fn, type):
+        return True
+    if t is types.MethodType:  # a classmethod holds only its class
+        return isinstance(fn.__self__, type)
+    return t is types.BuiltinFunctionType and \
+        type(getattr(fn, "__self__", None)) in (types.ModuleType, type(None))
+
+
+def _of_main(fn):
+    """Whether fn is, or is a method of, something defined in __main__."""
+    owner = getattr(fn, "__self__", None)
+    if owner is not None and not isinstance(owner, types.ModuleType):
+        fn = owner if isinstance(owner, type) else type(owner)
+    return getattr(fn, "__module__", None) == "__main__"
+
+
+def _by_name(fn):
+    """fn's plain pickle when it is a reference the workers resolve to
+    their own object (it loads back here as fn: an importable function,
+    builtin, class or classmethod, not of __main__); else None. Such a
+    function runs in the worker as the worker's own, with its real code
+    (cloudpickle by value would send a copy, and a bound classmethod it
+    always sends by value)."""
+    if not (type(fn) in (types.FunctionType, types.MethodType,
+                         types.BuiltinFunctionType)
+            or isinstance(fn, type)) or _of_main(fn):
+        return None
+    try:
+        b = pickle.dumps(fn, protocol=_PROTO)
+        return b if pickle.loads(b) == fn else None
+    except Exception:
+        return None
+
+
+def dumps_fn(fn, forked=None):
     """Pickle fn in the caller; a clear error when it cannot travel.
+    forked: the pool's Forked (functions of __main__ it has).
 
     Kept between calls (a submit then skips cloudpickle, 2-11 us): the
-    pickle of a function that cloudpickle sends by name (importable, not
-    of __main__), and that of a plain function sent by value whose state
-    (_state) is unchanged, object for object. Anything else is pickled at
+    pickle of a function sent by name (_by_name), and that of a plain
+    function sent by value whose state (_state) is unchanged, object for
+    object. Anything else is pickled at
     each call, as what it refers to may have changed since."""
+    if forked is not None:
+        b = forked.ref(fn)
+        if b is not None:
+            return b
+        if cloudpickle is None and forked.lost(fn):
+            raise _lost_in_caller(fn)
     if cloudpickle is not None:
         try:
             b = _byref.get(fn)
@@ -124,21 +272,23 @@ def dumps_fn(fn):
             return cloudpickle.dumps(fn, protocol=_PROTO)
         if b is not None:
             return b
+        b = _by_name(fn)
+        if b is not None:
+            if _cacheable(fn):
+                if len(_byref) >= 256:
+                    _byref.clear()
+                _byref[fn] = b
+            return b
         st = _state(fn)
         if st is not None:
             hit = _byvalue.get(fn)
             if hit is not None and _same(hit[0], st):
                 return hit[1]
         b = cloudpickle.dumps(fn, protocol=_PROTO)
-        try:
-            byname = pickle.dumps(fn, protocol=_PROTO) == b
-        except Exception:
-            byname = False
-        cache, v = (_byref, b) if byname else (_byvalue, (st, b))
-        if byname or st is not None:
-            if len(cache) >= 256:
-                cache.clear()
-            cache[fn] = v
+        if st is not None:
+            if len(_byvalue) >= 256:
+                _byvalue.clear()
+            _byvalue[fn] = (st, b)
         return b
     try:
         return pickle.dumps(fn, protocol=_PROTO)
@@ -248,7 +398,7 @@ def _load_fn(fn_bytes):
     fn = _fn_cache.get(fn_bytes)
     if fn is None:
         try:
-            fn = pickle.loads(fn_bytes)
+            fn = _rebind(pickle.loads(fn_bytes))
         except (AttributeError, ImportError) as e:
             raise _LostFunction(str(e)) from e
         if len(_fn_cache) >= 64:
@@ -264,7 +414,13 @@ def _fail(exc):
 
 
 def _run_chunk(payload):
-    fn_bytes, star, elements = loads(payload, True)
+    try:
+        fn_bytes, star, elements = loads(payload, True)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # an argument's __reduce__ raised, exited
+        return None, _fail(_errors.unpickling_failed(e, "the item in the "
+                                                        "worker"))
     n = len(elements)
     try:
         fn = _load_fn(fn_bytes)
@@ -318,37 +474,79 @@ def _encode_safely(values, errors):
             pickle.dumps(v, protocol=_PROTO)
         except BaseException as e:
             values[i] = None
-            errors[i] = (pickle.PicklingError(
-                "the worker could not send back the item's result: %s"
-                % e), "")
+            errors[i] = _fail_pickling("result", v, e)
     for i, (exc, tb) in list(errors.items()):
         try:
             pickle.dumps(exc, protocol=_PROTO)
         except BaseException as e:
-            errors[i] = (pickle.PicklingError(
-                "the worker could not send back the item's exception %r: "
-                "%s" % (exc, e)), tb)
+            errors[i] = (_fail_pickling("exception", exc, e)[0], tb)
     return _dumps((values, errors))
+
+
+def _short_repr(v):
+    try:
+        r = repr(v)
+    except BaseException:
+        r = "<%s object>" % type(v).__name__
+    return r if len(r) <= 200 else r[:197] + "..."
+
+
+def _fail_pickling(what, v, e):
+    """(EncodingError, traceback text) for a result or an exception v
+    that pickle refused with e (SystemExit from a __reduce__ included:
+    the item fails, the worker stays)."""
+    return _fail(_errors.EncodingError(
+        "the worker could not send back the item's %s %s: %r"
+        % (what, _short_repr(v), e), _short_repr(e), _short_repr(v)))
 
 
 def worker_entry(payload):
     """The C pool's worker callable: a memoryview of the item in (valid
     during the call only), bytes out, never raises."""
     try:
-        return _encode_safely(*_run_chunk(payload))
-    except BaseException as e:  # a payload that would not unpickle
+        values, errors = _run_chunk(payload)
+        if values is None:  # the item did not unpickle: errors is its
+            try:            # (exception, traceback), for every element
+                return _dumps((None, errors))
+            except BaseException as e:
+                return _dumps((None, (pickle.UnpicklingError(
+                    "the worker could not unpickle the item: %s"
+                    % _short_repr(errors[0])), errors[1])))
+        return _encode_safely(values, errors)
+    except BaseException as e:  # gpupool's own failure: say so
         return pickle.dumps((None, (RuntimeError(
-            "gpupool worker could not decode the item: %r" % (e,)),
+            "gpupool worker could not run the item: %r" % (e,)),
             traceback.format_exc())), protocol=_PROTO)
 
 
 def decode(out, n):
     """The caller's side: a GP_OK item's bytes into (values, errors),
-    errors None or {index: (exception, traceback text)}."""
-    values, errors = loads(out, False)
-    if values is None:  # worker_entry's decode failure: every element
+    errors None or {index: (exception, traceback text)}. What the
+    unpickling raises (KeyboardInterrupt aside) becomes every element's
+    error (unpickling_failed): a result that will not unpickle here (a
+    CUDA tensor in a CPU-only caller, a __reduce__ that raises or exits)
+    fails its items and nothing else."""
+    try:
+        values, errors = loads(out, False)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:
+        return [None] * n, dict.fromkeys(range(n), (
+            _errors.unpickling_failed(e, "the result in the caller"), ""))
+    if values is None:  # the item could not be decoded: every element
         return [None] * n, dict.fromkeys(range(n), errors)
     return values, errors
+
+
+def _lost_in_caller(fn):
+    """Without cloudpickle, a function of __main__ the workers lack."""
+    return pickle.PicklingError(
+        "the workers do not have %r as it is now: it was defined or "
+        "changed in __main__ after the pool forked, and without "
+        "cloudpickle functions travel by name only. Fix: pip install "
+        "cloudpickle (gpupool then sends such functions by value), or "
+        "define the function before creating the Pool."
+        % (getattr(fn, "__qualname__", fn),))
 
 
 def lost_function_error(fn, exc):
@@ -363,9 +561,9 @@ def lost_function_error(fn, exc):
 
 
 class Initializer:
-    """The C pool's init callable: runs initializer(*initargs) in each
-    worker, after the library has put the worker's CUDA_VISIBLE_DEVICES
-    and the rest into os.environ. On failure the traceback is written to
+    """The C pool's init callable: runs multiprocessing's after-fork hooks,
+    then initializer(*initargs), in each worker, after the library has put
+    the worker's CUDA_VISIBLE_DEVICES and the rest into os.environ. On failure the traceback is written to
     report_fd (a pipe the caller reads to explain InitError), then the
     exception propagates so the C pool fails with GP_EINIT.
 
@@ -397,6 +595,12 @@ class Initializer:
             except OSError:
                 pass
         try:
+            # What multiprocessing runs in each process it forks: its
+            # objects given to the initializer (a Queue, a Lock, a
+            # Manager's proxies) then work here as in its own workers.
+            mpu = sys.modules.get("multiprocessing.util")
+            if mpu is not None:
+                mpu._run_after_forkers()
             if self.initializer is not None:
                 self.initializer(*self.initargs)
         except BaseException:

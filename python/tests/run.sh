@@ -1,28 +1,74 @@
 #!/bin/sh
-# The Python package's tests, as a user gets the package: this tree
-# pip-installed into a venv of the build directory (BUILD/pyvenv, made
-# once; pip fetches meson-python, meson and ninja from PyPI to build it),
-# then pytest on python/tests against what was installed (with
-# cloudpickle, an optional extra some tests need), and the example.
+# The Python package's tests, as a user gets the package, twice:
+#
+#   bare: this tree pip-installed without its dependencies (no
+#     cloudpickle: functions travel by name only) into BUILD/pyvenv-bare,
+#     with pytest alone;
+#   full: installed with its dependencies (cloudpickle) into BUILD/pyvenv-full,
+#     with numpy, pandas, threadpoolctl and jax[cpu] beside it, then the
+#     example.
 #
 #	run.sh SRCROOT BUILDROOT
 #
-# Exit 77 (skipped) when this Python has no venv module (Debian:
-# python3-venv; .ci/setup installs it).
+# Each venv is made once (pip fetches meson-python, meson and ninja from
+# PyPI to build the package). The interpreter is the first of python3 and
+# /usr/bin/python3 whose test package has CPython's pool and futures tests
+# (test_cpython.py runs them; Debian: libpython3.11-testsuite); pytest
+# reports every skipped case with its reason (-rs), and a case skips only
+# where a package cannot be installed. Exit 77 (skipped) when Python has
+# no venv module (Debian: python3-venv; .ci/setup installs it).
 set -eu
 src=$1
-venv=$2/pyvenv
-if [ ! -x "$venv/bin/python" ]; then
-	python3 -m venv --system-site-packages "$venv" 2>/dev/null || {
-		echo "python3 -m venv failed (python3-venv missing?): skipped"
+build=$2
+py=python3
+for p in python3 /usr/bin/python3; do
+	if "$p" -c 'import test._test_multiprocessing, test.test_concurrent_futures' \
+	    2>/dev/null; then
+		py=$p
+		break
+	fi
+done
+mkvenv() {
+	[ -x "$1/bin/python" ] && return 0
+	"$py" -m venv "$1" 2>/dev/null || {
+		echo "$py -m venv failed (python3-venv missing?): skipped"
 		exit 77
 	}
+}
+run_pytest() {
+	echo "== pytest in $1 ($2)"
+	(cd "$src" && "$1/bin/python" -m pytest -q -rs -p no:cacheprovider \
+	    python/tests)
+}
+
+bare=$build/pyvenv-bare
+mkvenv "$bare"
+"$bare/bin/pip" install -q --disable-pip-version-check --no-deps \
+    --force-reinstall "$src"
+"$bare/bin/pip" install -q --disable-pip-version-check pytest
+if "$bare/bin/python" -c 'import cloudpickle' 2>/dev/null; then
+	echo "pyvenv-bare has cloudpickle: not bare"
+	exit 1
 fi
-"$venv/bin/pip" install -q --disable-pip-version-check "$src" pytest cloudpickle
-cd "$src"
-"$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
+run_pytest "$bare" "no cloudpickle"
+
+full=$build/pyvenv-full
+mkvenv "$full"
+# With its dependencies, as pip install . gives it (cloudpickle).
+"$full/bin/pip" install -q --disable-pip-version-check --force-reinstall \
+    "$src"
+"$full/bin/pip" install -q --disable-pip-version-check pytest
+# Real libraries the tests use where installed: each is tried alone, so
+# one that cannot be installed here (no wheel for this platform) leaves
+# the others, and the cases that need it skip, with the reason shown.
+for pkg in numpy pandas threadpoolctl 'jax[cpu]'; do
+	"$full/bin/pip" install -q --disable-pip-version-check "$pkg" ||
+	    echo "run.sh: $pkg cannot be installed here: its cases skip"
+done
+run_pytest "$full" "cloudpickle, numpy, pandas, threadpoolctl, jax"
+
 # The example, as its docstring runs it: 100 jobs, each once.
-n=$(GPUPOOL_FAKE_GPUS=4 "$venv/bin/python" examples/python_sweep.py |
+n=$(cd "$src" && GPUPOOL_FAKE_GPUS=4 "$full/bin/python" examples/python_sweep.py |
     grep -c '^job .* ran on GPU [0-3] (CUDA_VISIBLE_DEVICES=fake[0-3])$')
 [ "$n" = 100 ] || { echo "examples/python_sweep.py: $n of 100 jobs"; exit 1; }
 echo "examples/python_sweep.py: 100 jobs ran"
