@@ -188,6 +188,7 @@ struct grid {
 	unsigned long	 packed;	/* rows placed in tasks so far */
 	size_t		 packlen;	/* the open task's length */
 	size_t		 base;		/* the line with no row */
+	size_t		 blank;		/* what joins a row to the one before */
 	struct gp_buf	 scratch;
 };
 
@@ -281,6 +282,9 @@ ssize_t	repl_head(const char *tmpl, const struct repl_args *a,
 int	repl_expand_head(const char *tmpl, size_t n,
 	    const struct repl_args *a, struct gp_buf *b, char *err,
 	    size_t errlen);
+/* Whether s holds a {= perl =} of GNU parallel: -EINVAL with err
+ * saying it is refused, else 0. */
+int	repl_perl(const char *s, char *err, size_t errlen);
 /* -q: COMMAND's words, each quoted for the shell as one word, its
  * replacement strings left (a's names are known ones), joined by blanks,
  * into b (emptied first), NUL-terminated. 0, -EINVAL as repl_expand(),
@@ -884,7 +888,9 @@ struct opts {
 	int		 jobs;		/* -j N: slots in all; 0: --per-gpu */
 	int		 per_gpu_set;	/* --per-gpu was given */
 	int		 keep_order;	/* -k */
-	int		 verbose;	/* -v: each task's command first */
+	int		 verbose;	/* each task's command first: on stdout
+					   (-v, 1) or stderr (--verbose, -t,
+					   2), as parallel prints it */
 	const char	*tagstring;	/* --tagstring STR */
 	const char	*shell;		/* --shell PATH */
 	int		 retry_failed;	/* --retry-failed: the joblog's failed
@@ -908,7 +914,7 @@ struct opts {
 enum popt {
 	POPT_BASE = 512,
 	POPT_ARGSEP = POPT_BASE, POPT_FILESEP, POPT_TAGSTRING, POPT_SHELL,
-	POPT_LINK, POPT_RETRYF,
+	POPT_LINK, POPT_RETRYF, POPT_VERBOSE,
 };
 
 /* Defaults: ::: and ::::, "\n", one row per task, -s's length. */

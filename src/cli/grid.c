@@ -352,6 +352,42 @@ rows_check(const struct grid *g, char *err, size_t errlen)
 	return rc;
 }
 
+/*
+ * -m, -X: the lengths a task's line is made of. base: the line with no
+ * row; a row adds what its own line has beyond it, and a row after the
+ * first the blanks that join it to the one before (blank: one per {},
+ * or per word -X repeats; none for arguments appended, whose blank its
+ * own line has), found from the lines of one and two rows of "x".
+ */
+static int
+pack_base(struct grid *g, struct repl_args *a, char *err, size_t errlen)
+{
+	const char	**x;
+	size_t		 len[3];
+	int		 i, rc = 0;
+
+	if ((x = calloc(2 * (size_t)g->ncol + 1, sizeof(*x))) == NULL)
+		return -ENOMEM;
+	for (i = 0; i < 2 * g->ncol; i++)
+		x[i] = "x";
+	a->val = x;
+	a->unit = g->ncol;
+	a->flags = g->gc->pack == PACK_X ? REPL_CTX : 0;
+	for (i = 0; i < 3 && rc == 0; i++) {
+		a->ncol = i * g->ncol;
+		if ((rc = repl_expand(g->tmpl, a, &g->scratch, err,
+		    errlen)) == 0)
+			len[i] = g->scratch.len - 1;
+	}
+	free(x);
+	if (rc < 0)
+		return rc;
+	g->base = len[0];
+	g->blank = len[2] + len[0] - 2 * len[1];
+	g->packlen = g->base;
+	return 0;
+}
+
 /* Once the columns are known (every source read, or a stream's first
  * record): the names --header takes, COMMAND's words quoted for -q, and
  * -m's and -X's line with no row. 1, or 0 while a stream has no record
@@ -379,14 +415,9 @@ grid_prepare(struct grid *g, char *err, size_t errlen)
 		if ((g->tmpl = strdup((char *)g->scratch.data)) == NULL)
 			return -ENOMEM;
 	}
-	if (g->gc->pack != PACK_NONE) {
-		a.flags = g->gc->pack == PACK_X ? REPL_CTX : 0;
-		if ((rc = repl_expand(g->tmpl, &a, &g->scratch, err,
-		    errlen)) < 0)
-			return rc;
-		g->base = g->scratch.len - 1;
-		g->packlen = g->base - 1;
-	}
+	if (g->gc->pack != PACK_NONE && (rc = pack_base(g, &a, err,
+	    errlen)) < 0)
+		return rc;
 	g->ready = 1;
 	return 1;
 }
@@ -406,14 +437,13 @@ cut_at(struct grid *g, unsigned long u)
 		g->capcut = n;
 	}
 	g->cut[g->ncut++] = u;
-	g->packlen = g->base - 1;
+	g->packlen = g->base;
 	return 0;
 }
 
 /* -m, -X: the rows not yet in a task into tasks, each as long as -s
- * allows: a row adds what its own line has beyond the line with no row,
- * and a blank (at least one row each, however long). The last task is
- * cut once the input has ended. */
+ * allows (pack_base() says what a row adds), at least one row each,
+ * however long. The last task is cut once the input has ended. */
 static int
 pack_more(struct grid *g, char *err, size_t errlen)
 {
@@ -433,13 +463,14 @@ pack_more(struct grid *g, char *err, size_t errlen)
 		if ((rc = repl_expand(g->tmpl, &a, &g->scratch, err,
 		    errlen)) < 0)
 			return rc;
-		d = g->scratch.len - 1 >= g->base ? g->scratch.len - g->base :
-		    1;
+		d = g->scratch.len - 1 >= g->base ? g->scratch.len - 1 -
+		    g->base : 0;
 		last = g->ncut ? g->cut[g->ncut - 1] : 0;
-		if (g->packed > last && g->packlen + d > g->gc->max_chars &&
-		    cut_at(g, g->packed) < 0)
+		if (g->packed > last && g->packlen + d + g->blank >
+		    g->gc->max_chars && cut_at(g, g->packed) < 0)
 			goto nomem;
-		g->packlen += d;
+		g->packlen += d + (g->packed > (g->ncut ? g->cut[g->ncut - 1] :
+		    0) ? g->blank : 0);
 	}
 	last = g->ncut ? g->cut[g->ncut - 1] : 0;
 	if (g->ended && g->nunit > last && cut_at(g, g->nunit) < 0)
@@ -532,6 +563,9 @@ grid_parse(struct grid *g, char **argv, int argc, const struct grid_conf *gc,
 	g->tmpl[0] = '\0';
 	for (n = 0; (int)n < i; n++)
 		strcat(strcat(g->tmpl, n ? " " : ""), argv[n]);
+	/* Refused before any source is read (a pipe's first line). */
+	if ((rc = repl_perl(g->tmpl, err, errlen)) < 0)
+		goto fail;
 	if ((rc = grid_sources(g, argv, argc, i, err, errlen)) < 0)
 		goto fail;
 	if (gc->pack != PACK_NONE && g->nsrc > 1) {

@@ -294,7 +294,8 @@ live_release(struct run *r)
 /* A finished task's output. Its worker sent each record before its
  * reply, so the channel, read to the end now, holds all it sent: the
  * reply's bytes come after them. */
-/* -v: the command the task ran, {%} filled in, before its output. */
+/* -v (stdout) and --verbose (stderr): the command the task ran, {%}
+ * filled in, before its output. */
 static void
 verbose_line(struct run *r, const struct task *t, const struct attempt *oc,
     const char *tag)
@@ -304,8 +305,8 @@ verbose_line(struct run *r, const struct task *t, const struct attempt *oc,
 	char		*s = r->in.grid != NULL ? repl_slot(cmd, oc->worker + 1) :
 			    NULL;
 
-	out_task(r, STDOUT_FILENO, tag, s != NULL ? s : cmd, strlen(s != NULL ?
-	    s : cmd), 0);
+	out_task(r, r->o->verbose == 2 ? STDERR_FILENO : STDOUT_FILENO, tag,
+	    s != NULL ? s : cmd, strlen(s != NULL ? s : cmd), 0);
 	free(s);
 }
 

@@ -216,7 +216,7 @@ static const struct option longopts[] = {
 	{ "link",		no_argument,	   NULL, POPT_LINK },
 	{ "xapply",		no_argument,	   NULL, POPT_LINK },
 	{ "quote",		no_argument,	   NULL, 'q' },
-	{ "verbose",		no_argument,	   NULL, 'v' },
+	{ "verbose",		no_argument,	   NULL, POPT_VERBOSE },
 	{ "tagstring",		required_argument, NULL, POPT_TAGSTRING },
 	{ "shell",		required_argument, NULL, POPT_SHELL },
 	{ "retry-failed",	no_argument,	   NULL, POPT_RETRYF },
@@ -464,11 +464,10 @@ opt_flag(int c, struct opts *o)
 static int
 opt_set(int c, const char *opt, struct opts *o)
 {
-	/* GNU parallel's, as parallel means them; -t is its (and xargs')
-	 * -v. */
+	/* GNU parallel's, as parallel means them; -t is its --verbose. */
 	if (c >= POPT_BASE || (c > 0 && c < 128 && strchr("jPNnsEad0kmXrqvt",
 	    c) != NULL))
-		return popt_set(c == 't' ? 'v' : c, optarg, o);
+		return popt_set(c == 't' ? POPT_VERBOSE : c, optarg, o);
 	switch (c) {
 	case OPT_FAKE:
 	case OPT_PERGPU:

@@ -224,7 +224,8 @@ popt_set(int c, const char *arg, struct opts *o)
 		o->gc.quote = 1;
 		break;
 	case 'v':
-		o->verbose = 1;
+	case POPT_VERBOSE:
+		o->verbose = c == 'v' ? 1 : 2;
 		break;
 	case POPT_LINK:
 		o->gc.link = 1;
@@ -376,10 +377,10 @@ runnable(const char *w)
 	char		*f, fn[256];
 	int		 ok = 0;
 
-	if (strchr(w, '/') != NULL)
-		return access(w, X_OK) == 0;
 	if (strpbrk(w, " \t") != NULL || needs_shell(w))
 		return 1;
+	if (strchr(w, '/') != NULL)
+		return access(w, X_OK) == 0;
 	snprintf(fn, sizeof(fn), "BASH_FUNC_%s%%%%", w);
 	if (getenv(fn) != NULL)
 		return 1;

@@ -86,11 +86,31 @@ named(const struct repl_args *a, const char *name, size_t n)
 {
 	int	 i, nn = a->nname > 0 ? a->nname : a->ncol;
 
+	/* A name with a blank is none: parallel leaves {E-mail address}
+	 * as it is (the shell made two words of it). */
+	if (memchr(name, ' ', n) != NULL || memchr(name, '\t', n) != NULL)
+		return -1;
 	for (i = 0; a->name != NULL && i < nn; i++)
 		if (a->name[i] != NULL && strlen(a->name[i]) == n &&
 		    memcmp(a->name[i], name, n) == 0)
 			return i;
 	return -1;
+}
+
+int
+repl_perl(const char *s, char *err, size_t errlen)
+{
+	const char	*p = strstr(s, "{="), *e;
+
+	/* {= perl =} (and {=3 perl =}): GNU parallel runs Perl there. Its
+	 * pieces must not run as shell words. */
+	if (p == NULL || (e = strstr(p + 2, "=}")) == NULL)
+		return 0;
+	snprintf(err, errlen, "'%.*s%s': {= =} is a Perl expression of GNU "
+	    "parallel, which gpupool-run does not run (use a shell expression "
+	    "in the command)", e + 2 - p > 40 ? 37 : (int)(e + 2 - p), p,
+	    e + 2 - p > 40 ? "..." : "");
+	return -EINVAL;
 }
 
 /* The columns a positional {N} may name: decl, or the values present. */
@@ -137,14 +157,8 @@ token(const char *p, const struct repl_args *a, struct rtok *t, char *err,
 	size_t		 n, k, mlen;
 
 	memset(t, 0, sizeof(*t));
-	/* {= perl =} (and {=3 perl =}): GNU parallel runs Perl there. Its
-	 * pieces must not run as shell words. */
-	if (body[0] == '=' && strstr(body, "=}") != NULL) {
-		snprintf(err, errlen, "'%.20s...': {= =} is a Perl expression "
-		    "of GNU parallel, which gpupool-run does not run (use a "
-		    "shell expression in the command)", p);
+	if (repl_perl(p, err, errlen) < 0)
 		return -EINVAL;
-	}
 	if (end == NULL)
 		return 0;
 	n = (size_t)(end - body);

@@ -297,10 +297,27 @@ tasks_scan(const char *path, int (*skip)(void *, unsigned long, const char *),
 {
 	struct tasks	 t;
 	long		 count = 0;
-	int		 rc;
+	off_t		 off;
+	int		 rc, fd = -1;
 
 	if ((rc = tasks_open(&t, path, err, errlen)) < 0)
 		return rc;
+	/* Standard input's own descriptor shares its offset with the run's
+	 * reads (and the shell's): the scan reads a description of its own,
+	 * from where standard input is now. */
+	if (t.rd.fd == STDIN_FILENO && ((fd = open("/proc/self/fd/0", O_RDONLY |
+	    O_CLOEXEC)) == -1 || (off = lseek(STDIN_FILENO, 0, SEEK_CUR)) == -1 ||
+	    lseek(fd, off, SEEK_SET) == -1)) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot read standard input twice: %s",
+		    strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		tasks_close(&t);
+		return rc;
+	}
+	if (t.rd.fd == STDIN_FILENO)
+		t.rd.fd = fd;
 	while ((rc = tasks_next(&t)) == TASKS_LINE)
 		if (skip == NULL || !skip(arg, t.seq, t.line + t.cmd))
 			count++;

@@ -235,6 +235,73 @@ START_TEST(rows_checked_without_the_product)
 }
 END_TEST
 
+/* {//} is POSIX dirname, {/} what follows the last '/', {.} drops from
+ * the last '.' after the last '/', {/.} both: what GNU parallel 20221122
+ * gives for each (before: {//} of "a/b/" was "a/b", of "d/" "d"). An
+ * empty part is an empty argument, ''. */
+START_TEST(path_parts_as_parallel)
+{
+	static const struct {
+		const char	*v, *want;
+	} c[] = {
+		{ "a/b/", "a|''|a/b/|''" }, { "d/", ".|''|d/|''" },
+		{ "a", ".|a|a|a" }, { "../x", "..|x|../x|x" },
+		{ "a.b/c", "a.b|c|a.b/c|c" }, { ".bashrc", ".|.bashrc|''|''" },
+		{ "a/.b", "a|.b|a/|''" }, { "/x", "/|x|/x|x" },
+		{ "/", "/|''|/|''" }, { "x.", ".|x.|x|x" },
+		{ "a.tar.gz", ".|a.tar.gz|a.tar|a.tar" }, { "a//b", "a|b|a//b|b" },
+		{ "a/b//", "a|''|a/b//|''" }, { "//x", "/|x|//x|x" },
+		{ ".", ".|.|''|''" }, { "..", ".|..|.|." }, { "", ".|''|''|''" },
+		{ "x/..", "x|..|x/.|." }, { "/..", "/|..|/.|." },
+	};
+	size_t	 i;
+
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+		ck_assert_msg(strcmp(expand("{//}|{/}|{.}|{/.}", 1, &c[i].v,
+		    NULL), c[i].want) == 0, "'%s': '%s', not '%s'", c[i].v,
+		    expand("{//}|{/}|{.}|{/.}", 1, &c[i].v, NULL), c[i].want);
+}
+END_TEST
+
+/* What a task of several rows makes: -N's missing arguments expand to
+ * nothing, {-N} counts from the last, -X repeats the word that holds {}
+ * per row, --tagstring's text is unquoted with {%} filled, -q quotes
+ * each of COMMAND's words and keeps its replacement strings. */
+START_TEST(rows_of_a_task)
+{
+	static const char *const v[] = { "a b", "c" };
+	struct repl_args	 a = { v, NULL, 1, 3, 2, 0, 0, 0, 0 };
+	struct gp_buf		 b = { 0 };
+	char			 err[200], *w[] = { "printf", "<%s>", "x {} y",
+				    "{1}" };
+
+	ck_assert_int_eq(repl_expand("e {1}-{2}-{-1}", &a, &b, err,
+	    sizeof(err)), 0);
+	ck_assert_str_eq((char *)b.data, "e 'a b'--'a b'");
+	a.ncol = 2;
+	a.flags = REPL_CTX;
+	a.unit = 1;
+	ck_assert_int_eq(repl_expand("e p{}q {#}", &a, &b, err, sizeof(err)),
+	    0);
+	ck_assert_str_eq((char *)b.data, "e p'a b'q pcq 3");
+	a.flags = REPL_RAW;
+	a.slot = 4;
+	ck_assert_int_eq(repl_expand("{}/{%}/{1}", &a, &b, err, sizeof(err)),
+	    0);
+	ck_assert_str_eq((char *)b.data, "a b c/4/a b");
+	a.flags = 0;
+	ck_assert_int_eq(repl_expand("e {3}", &a, &b, err, sizeof(err)),
+	    -EINVAL);
+	ck_assert_int_eq(repl_quote_words(w, 4, &a, &b, err, sizeof(err)), 0);
+	ck_assert_str_eq((char *)b.data, "printf '<%s>' 'x '{}' y' {1}");
+	ck_assert_str_eq(sh_sees("'x ''a b'' y'"), "<x a b y>");
+	ck_assert_int_eq(repl_expand("e {= $_ =}", &a, &b, err, sizeof(err)),
+	    -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "Perl expression"));
+	gp_buf_release(&b);
+}
+END_TEST
+
 static Suite *
 repl_suite(void)
 {
@@ -244,6 +311,8 @@ repl_suite(void)
 	tcase_add_test(tc, quoting_is_one_inert_word);
 	tcase_add_test(tc, replacement_strings);
 	tcase_add_test(tc, slot_filled_in_the_worker);
+	tcase_add_test(tc, path_parts_as_parallel);
+	tcase_add_test(tc, rows_of_a_task);
 	tcase_add_test(tc, rows_of_the_product);
 	tcase_add_test(tc, rows_checked_without_the_product);
 	suite_add_tcase(s, tc);
