@@ -527,11 +527,17 @@ joblog_open(struct joblog *j, const char *path, int keep, char *err,
 		goto fail;
 	}
 	rc = 0;
-	/* A joblog GNU parallel began goes on in its nine columns. */
+	/* A joblog GNU parallel began goes on in its nine columns. A header
+	 * a crash cut short, and nothing after it, is written again whole:
+	 * a line after it would leave it a first line that is no header. */
 	if (S_ISREG(st.st_mode) && st.st_size > 0 && (n = pread(j->fd, head,
-	    sizeof(head), 0)) > 0 && (nl = memchr(head, '\n', (size_t)n)) !=
-	    NULL)
-		j->fmt = header_kind(head, (size_t)(nl - head));
+	    sizeof(head), 0)) > 0) {
+		if ((nl = memchr(head, '\n', (size_t)n)) != NULL)
+			j->fmt = header_kind(head, (size_t)(nl - head));
+		else if (n == st.st_size && memcmp(head, header, (size_t)n) ==
+		    0 && ftruncate(j->fd, 0) == 0)
+			st.st_size = 0;
+	}
 	if (S_ISREG(st.st_mode) && st.st_size == 0)
 		rc = gp_write_full(j->fd, header, sizeof(header) - 1);
 	else if (S_ISREG(st.st_mode) && pread(j->fd, &c, 1, st.st_size - 1) ==
