@@ -917,6 +917,9 @@ enum popt {
 	POPT_LINK, POPT_RETRYF, POPT_VERBOSE,
 };
 
+/* A count: digits only (no sign, no blank), lo to hi, into *out. 0 or
+ * -EINVAL. */
+int	popt_count(const char *s, long lo, long hi, long *out);
 /* Defaults: ::: and ::::, "\n", one row per task, -s's length. */
 void	popt_init(struct opts *o);
 /* Option c (a letter of -j -P -N -n -s -E -a -d -0 -k -m -X -r -q -v, or

@@ -17,23 +17,7 @@
 
 #include "cli.h"
 
-/* Option values. */
-static int
-parse_int(const char *s, long lo, long hi, long *out)
-{
-	char	*end;
-	long	 v;
-
-	if (!isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || *end != '\0' || v < lo || v > hi)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
+/* Option values (counts: popt_count()). */
 /*
  * "90", "90s", "1.5h", "15m", "500ms", "2d" to milliseconds: digits with
  * at most one '.', then a unit, and nothing else (strtod() alone would
@@ -138,7 +122,7 @@ parse_halt(const char *s, struct opts *o)
 		return -EINVAL;
 	memcpy(num, p, n);
 	num[n] = '\0';
-	if (parse_int(num, 1, o->halt_pct ? 100 : INT_MAX, &v) < 0)
+	if (popt_count(num, 1, o->halt_pct ? 100 : INT_MAX, &v) < 0)
 		return -EINVAL;
 	o->halt = when;
 	o->halt_on = (enum halt_on)i;
@@ -234,7 +218,7 @@ opt_count(int c, struct opts *o)
 
 	switch (c) {
 	case OPT_FAKE:
-		if (parse_int(optarg, 0, 1024, &n) < 0) {
+		if (popt_count(optarg, 0, 1024, &n) < 0) {
 			cli_err("--fake-gpus: '%s' is not a GPU count "
 			    "(0 to 1024)", optarg);
 			return -1;
@@ -247,7 +231,7 @@ opt_count(int c, struct opts *o)
 			(void)unsetenv("GPUPOOL_FAKE_GPUS");
 		break;
 	case OPT_PERGPU:
-		if (parse_int(optarg, 1, 1024, &n) < 0) {
+		if (popt_count(optarg, 1, 1024, &n) < 0) {
 			cli_err("--per-gpu: '%s' is not a count of "
 			    "tasks per GPU (1 to 1024)", optarg);
 			return -1;
@@ -256,7 +240,7 @@ opt_count(int c, struct opts *o)
 		o->per_gpu_set = 1;
 		break;
 	case OPT_RETRIES:
-		if (parse_int(optarg, 0, 1000000, &n) < 0) {
+		if (popt_count(optarg, 0, 1000000, &n) < 0) {
 			cli_err("--retries: '%s' is not a number of "
 			    "retries", optarg);
 			return -1;
@@ -326,7 +310,7 @@ opt_gpu(int c, struct opts *o)
 
 	switch (c) {
 	case OPT_BUSYPCT:
-		if (parse_int(optarg, 1, 100, &n) < 0) {
+		if (popt_count(optarg, 1, 100, &n) < 0) {
 			cli_err("--busy-pct: '%s' is not a percentage (1 to "
 			    "100)", optarg);
 			return -1;

@@ -22,9 +22,8 @@
 
 static const char	 newline[] = "\n", nul[] = "";
 
-/* A count: digits only, lo to hi. */
-static int
-count(const char *s, long lo, long hi, long *out)
+int
+popt_count(const char *s, long lo, long hi, long *out)
 {
 	char	*end;
 	long	 v;
@@ -132,7 +131,7 @@ opt_counts(int c, const char *arg, struct opts *o)
 	if (c == 'j' || c == 'P') {
 		/* +N, -N, N% and 0 count CPU cores in parallel: a GPU slot
 		 * is no core. */
-		if (count(arg, 1, 1024 * 1024, &n) < 0) {
+		if (popt_count(arg, 1, 1024 * 1024, &n) < 0) {
 			cli_err("-j: '%s' is not a number of slots (1 or more: "
 			    "spread over the GPUs, see gpupool-run(1); GNU "
 			    "parallel's 0, +N, -N and N%% count CPU cores)",
@@ -141,14 +140,14 @@ opt_counts(int c, const char *arg, struct opts *o)
 		}
 		o->jobs = (int)n;
 	} else if (c == 'N' || c == 'n') {
-		if (count(arg, 0, 1L << 30, &n) < 0) {
+		if (popt_count(arg, 0, 1L << 30, &n) < 0) {
 			cli_err("-%c: '%s' is not a number of arguments per "
 			    "task (0 to 2^30)", c, arg);
 			return -1;
 		}
 		o->gc.per_task = n;
 	} else {
-		if (count(arg, 1, LINE_MAX_BYTES, &n) < 0) {
+		if (popt_count(arg, 1, LINE_MAX_BYTES, &n) < 0) {
 			cli_err("-s: '%s' is not a line length (1 to %u)",
 			    arg, LINE_MAX_BYTES);
 			return -1;
