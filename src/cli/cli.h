@@ -50,6 +50,31 @@ int	files_note(enum file_role role, const char *what, const char *path,
 /* Forget every file noted. */
 void	files_release(void);
 
+/* rdr.c: input read a chunk at a time and cut into records. */
+struct rdr {
+	int		 fd;		/* -1: none */
+	int		 pollable;	/* a pipe or tty: read only if ready */
+	int		 regular;	/* a regular file: can be scanned */
+	int		 eof;
+	char		*buf;		/* raw bytes read, buf[off..len) unseen */
+	size_t		 off, len, cap;
+};
+
+/* A reader on fd (r owns it from now: rdr_close() closes it unless it is
+ * 0). 0, -EISDIR, -ENOMEM or -errno of fstat(). */
+int	rdr_open(struct rdr *r, int fd);
+void	rdr_close(struct rdr *r);
+/* More bytes: 1 (read some, or r->eof now set), 0 (a pollable fd has
+ * none now), or -errno. */
+int	rdr_fill(struct rdr *r);
+/* The next record, ended by delim (dlen bytes, not part of it), at
+ * most max bytes: 1 with *p and *n (pointing into the buffer, valid until
+ * the next call), 0 (none whole yet: rdr_fill()), -1 (nothing left at
+ * EOF; bytes after the last delimiter were the last record), or -E2BIG
+ * (no delimiter within max bytes). */
+int	rdr_next(struct rdr *r, const char *delim, size_t dlen, size_t max,
+	    const char **p, size_t *n);
+
 /* tasks.c: the tasks file, read incrementally. */
 enum tasks_rc {
 	TASKS_AGAIN = 0,	/* no whole task yet; poll the fd */
@@ -57,32 +82,36 @@ enum tasks_rc {
 	TASKS_EOF = 2,		/* no more tasks */
 };
 
+struct joblog;
 struct tasks {
 	const char	*name;		/* for messages: path or "<stdin>" */
-	int		 fd;
-	int		 pollable;	/* a pipe or tty: read only if ready */
-	int		 regular;	/* a regular file: can be scanned */
-	int		 eof;
-	char		*buf;		/* raw bytes read, buf[off..len) unseen */
-	size_t		 off, len, cap;
+	struct rdr	 rd;		/* a file's, or a streamed grid's */
 	char		*line;		/* the task being joined */
 	size_t		 llen, lcap;
 	int		 joining;	/* last line ended in '\' */
 	unsigned long	 lineno;	/* physical lines consumed */
 	unsigned long	 first;		/* first line of the current task */
-	unsigned long	 seq;		/* tasks returned so far */
+	unsigned long	 seq;		/* the last task's Seq */
+	unsigned long	 nth;		/* tasks returned so far (Seq, but for
+					   --retry-failed's) */
 	size_t		 cmd;		/* the command's offset in line, after
 					   a [mem=... gpus=...] tag (need.c) */
-	const struct grid *grid;	/* rows of a grid, not a file's lines */
+	struct grid	*grid;		/* tasks of a grid, not a file's lines */
+	const struct joblog *jl;	/* --retry-failed: its failed tasks */
+	size_t		 at;		/* ... the next of its entries */
 	char		 err[256];	/* "file:line: what" after an error */
 };
 
 int	tasks_open(struct tasks *t, const char *path, char *err, size_t errlen);
-/* The rows of g (which must outlive t) as the tasks, named "grid" in
- * messages: row N is task N, its line the command g expands for it.
- * 0 or -ENOMEM. */
+/* The tasks of g (which must outlive t) as the tasks, named "grid" in
+ * messages: task N is the line g expands for it; a streamed grid's
+ * source is read here as the run goes (its fd is t->rd's). 0 or
+ * -errno. */
 struct grid;
-int	tasks_open_grid(struct tasks *t, const struct grid *g);
+int	tasks_open_grid(struct tasks *t, struct grid *g);
+/* --retry-failed: the tasks j (loaded with keep_cmd; it must outlive t)
+ * records as failed, by Seq, each with its command there. 0. */
+int	tasks_open_list(struct tasks *t, const struct joblog *j);
 /* Next task: TASKS_LINE (t->line, t->llen NUL-terminated, t->seq,
  * t->first, t->cmd: its tag checked), TASKS_AGAIN (pollable input has no whole line now),
  * TASKS_EOF, or -EINVAL (bad input; t->err names file:line) or -errno
@@ -98,9 +127,32 @@ long	tasks_scan(const char *path,
 	    int (*skip)(void *, unsigned long, const char *), void *arg,
 	    char *err, size_t errlen);
 
-/* grid.c: COMMAND ::: a b ::: x y, GNU parallel's argument grids: the
- * sources read whole and checked, row N of their product expanded on
+/* grid.c, gridsrc.c: COMMAND ::: a b ::: x y, GNU parallel's argument
+ * grids: the sources read and checked, task N of their product made on
  * demand. */
+enum grid_pack { PACK_NONE, PACK_M, PACK_X };
+
+/* How a grid's sources are read and its tasks made (opts.c fills it). */
+struct grid_conf {
+	const char	*colsep;	/* --colsep SEP, or NULL */
+	int		 header;	/* --header : */
+	const char	*arg_sep;	/* ":::", or --arg-sep's */
+	const char	*file_sep;	/* "::::", or --arg-file-sep's */
+	const char	*delim;		/* between arguments: "\n", -d's, -0's */
+	size_t		 dlen;
+	const char	*eof_str;	/* -E: the argument that ends a source */
+	int		 no_empty;	/* -r: blank arguments skipped */
+	int		 link;		/* --link: every source linked */
+	int		 quote;		/* -q: COMMAND's words each quoted */
+	long		 per_task;	/* -N: rows per task (1); 0: -N0, one
+					   row inserting nothing */
+	enum grid_pack	 pack;		/* -m, -X */
+	size_t		 max_chars;	/* -s: the length -m and -X fill */
+	const char	**argfile;	/* -a FILE..., the first sources */
+	int		 nargfile;
+	int		 stdin_args;	/* COMMAND alone: standard input */
+};
+
 struct grid_src {
 	const char	*what;		/* ":::", ":::+" or the file's path
 					   (points into argv) */
@@ -109,33 +161,66 @@ struct grid_src {
 	int		 ncol;		/* 1, or the columns of --colsep */
 	int		 linked;	/* :::+, ::::+: steps with the one
 					   before, not crossed with it */
+	int		 ended;		/* -E's string came */
 };
 
 struct grid {
-	char		*tmpl;		/* COMMAND's words, joined by blanks */
+	char		*tmpl;		/* COMMAND's words, joined by blanks
+					   (-q: each quoted) */
+	const struct grid_conf *gc;
+	char		**word;		/* COMMAND's words (argv's) */
+	int		 nword;
 	struct grid_src	*src;
 	int		 nsrc;
-	int		 ncol;		/* all sources' columns: {1}..{ncol} */
+	int		 ncol;		/* a row's columns: {1}..{ncol} */
 	char		**name;		/* ncol names (--header :), or NULL */
-	unsigned long	 nrow;		/* tasks: the product */
+	unsigned long	 nunit;		/* rows of the product (so far) */
+	unsigned long	 nrow;		/* tasks (so far, when streamed) */
+	int		 stream;	/* the lone source is read as the run
+					   goes: grid_feed() */
+	int		 sfd;		/* ... its fd until tasks.c takes it */
+	int		 ended;		/* every source read to its end */
+	int		 ready;		/* columns known: names, -q, -m base */
+	unsigned long	 nread;		/* records of the stream, for messages */
+	unsigned long	*cut;		/* -m, -X: task k ends before row
+					   cut[k - 1] */
+	size_t		 ncut, capcut;
+	unsigned long	 packed;	/* rows placed in tasks so far */
+	size_t		 packlen;	/* the open task's length */
+	size_t		 base;		/* the line with no row */
+	size_t		 blank;		/* what joins a row to the one before */
+	struct gp_buf	 scratch;
 };
 
-/* Whether s is a grid separator: :::, ::::, :::+ or ::::+. */
-int	grid_word(const char *s);
-/* argv[0..argc): COMMAND's words, then the sources; colsep (or NULL)
- * splits each value into columns (CSV when it is ","), header takes the
- * first value of each source as its columns' names. Reads the :::: files
- * (- is standard input) and checks what the rows expand to, in time and
- * memory that follow the sources, not their product: {N} past the
+/* Which separator word s is: 0 none, 1 ":::" (or --arg-sep's), 2 "::::"
+ * (--arg-file-sep's); *link for their '+' forms. */
+int	grid_sep(const struct grid_conf *gc, const char *s, int *link);
+int	grid_word(const struct grid_conf *gc, const char *s);
+/* argv[0..argc): COMMAND's words, then the sources (besides gc's -a files
+ * and standard input). Reads the sources (but a lone one that is a pipe,
+ * read as the run goes) and checks what the tasks expand to, in time
+ * and memory that follow the sources, not their product: {N} past the
  * columns, a row over LINE_MAX_BYTES, a bad tag (in every row while the
  * combinations of the values before its ']' are at most 2^20; past
- * that, tasks_next() checks each row as it comes). 0, or -EINVAL (err
- * says what is wrong: no command, an empty source, a bad line as
- * file:line, linked sources of different lengths, a bad row as grid:N)
- * or another -errno (a file that cannot be read: err says so). g is
- * released by grid_release() after a 0 only. */
-int	grid_parse(struct grid *g, char **argv, int argc, const char *colsep,
-	    int header, char *err, size_t errlen);
+ * that, and for tasks of several rows, tasks_next() checks each as it
+ * comes). 0, or -EINVAL (err says what is wrong: no command, an empty
+ * source, a bad line as file:line, linked sources of different lengths,
+ * a bad row as grid:N) or another -errno (a file that cannot be read:
+ * err says so). g (which keeps gc and argv) is released by
+ * grid_release() after a 0 only. */
+int	grid_parse(struct grid *g, char **argv, int argc,
+	    const struct grid_conf *gc, char *err, size_t errlen);
+/* gridsrc.c for grid_parse(): the sources at argv[i..argc) (argv[i] a
+ * separator, or i == argc) and gc's. 0 or -errno with err. */
+int	grid_sources(struct grid *g, char **argv, int argc, int i, char *err,
+	    size_t errlen);
+/* A streamed grid's source: the records rd has now into its values
+ * (grid_grown() makes them rows and tasks). 1 (some came, or the input
+ * ended), 0 (none: poll), or -errno with err (file:N). */
+int	grid_feed(struct grid *g, struct rdr *rd, char *err, size_t errlen);
+/* Rows came (or the input ended): the columns, tasks and cuts again. 0
+ * or -errno with err. */
+int	grid_grown(struct grid *g, char *err, size_t errlen);
 /* Task seq (1 to g->nrow) expanded into out: its line, NUL-terminated
  * (out->len counts the NUL). 0, or -EINVAL or -ENOMEM with err. */
 int	grid_line(const struct grid *g, unsigned long seq, struct gp_buf *out,
@@ -144,14 +229,32 @@ int	grid_line(const struct grid *g, unsigned long seq, struct gp_buf *out,
  * them, into buf (len bytes, cut to fit). Returns the length. */
 size_t	grid_args(const struct grid *g, unsigned long seq, char *buf,
 	    size_t len);
+/* --tagstring's fmt for task seq, its replacement strings expanded with
+ * its arguments unquoted and {%} slot, into buf as grid_args(). */
+size_t	grid_tag(const struct grid *g, unsigned long seq, const char *fmt,
+	    int slot, char *buf, size_t len);
 void	grid_release(struct grid *g);
 
 /* repl.c: replacement strings and shell quoting, pure. */
+enum repl_flags {
+	REPL_RAW = (1 << 0),	/* values unquoted, {%} is slot, nothing
+				   appended: --tagstring's text */
+	REPL_CTX = (1 << 1),	/* -X: a word holding {} once per row */
+};
+
 struct repl_args {
 	const char *const *val;		/* ncol values: {1}..{ncol} */
-	const char *const *name;	/* ncol names ({lr}), or NULL */
+	const char *const *name;	/* names of the first columns ({lr}),
+					   or NULL */
 	int		 ncol;
 	unsigned long	 seq;		/* {#} */
+	int		 decl;		/* the {N} a task may name, when more
+					   than ncol: those past ncol (-N's
+					   last task) expand to nothing */
+	int		 nname;		/* names; 0: ncol */
+	int		 flags;		/* enum repl_flags */
+	int		 unit;		/* REPL_CTX: values per row */
+	int		 slot;		/* REPL_RAW: {%}, from 1; 0: kept */
 };
 
 /* s[0..n) as one shell word into b: bare when it holds only
@@ -179,6 +282,15 @@ ssize_t	repl_head(const char *tmpl, const struct repl_args *a,
 int	repl_expand_head(const char *tmpl, size_t n,
 	    const struct repl_args *a, struct gp_buf *b, char *err,
 	    size_t errlen);
+/* Whether s holds a {= perl =} of GNU parallel: -EINVAL with err
+ * saying it is refused, else 0. */
+int	repl_perl(const char *s, char *err, size_t errlen);
+/* -q: COMMAND's words, each quoted for the shell as one word, its
+ * replacement strings left (a's names are known ones), joined by blanks,
+ * into b (emptied first), NUL-terminated. 0, -EINVAL as repl_expand(),
+ * or -ENOMEM. */
+int	repl_quote_words(char *const *word, int n, const struct repl_args *a,
+	    struct gp_buf *b, char *err, size_t errlen);
 /* cmd with each {%} replaced by slot: a malloc()ed string (the caller
  * frees it), or NULL: out of memory. Safe in a worker. */
 char	*repl_slot(const char *cmd, int slot);
@@ -233,6 +345,7 @@ struct jl_ent {
 	unsigned long	 line;		/* its line's order in the file */
 	uint32_t	 hash;		/* of its command, never 0 */
 	uint32_t	 ok;		/* Exitval 0 and Signal 0 */
+	char		*cmd;		/* its command (keep_cmd), or NULL */
 };
 
 struct joblog {
@@ -245,6 +358,9 @@ struct joblog {
 	unsigned long	 nline;
 	char		*line;		/* reused for each append */
 	size_t		 lcap;
+	int		 fmt;		/* its header's columns: 9 (GNU
+					   parallel's: written so), 10, 12 */
+	int		 keep_cmd;	/* joblog_load() keeps the commands */
 };
 
 struct jl_rec {
@@ -277,7 +393,10 @@ int	joblog_lock(struct joblog *j, const char *path, int wait, char *err,
  * ("joblog", "results directory") and path. */
 int	file_lock(int fd, int type, int wait, const char *what,
 	    const char *path, char *err, size_t errlen);
-/* Read an existing joblog for --resume; a missing file is empty. */
+/* Read an existing joblog for --resume (GNU parallel's too); a missing
+ * file is empty. One that cannot be read (no header first, a line that
+ * is neither a record nor one a crash cut short, not a regular file) is
+ * an error: -EINVAL with err naming the file and line. */
 int	joblog_load(struct joblog *j, const char *path, char *err,
 	    size_t errlen);
 /* Open for appending (the locked fd, else path; truncate unless keep),
@@ -388,6 +507,8 @@ int	timeline_from_joblog(const struct opts *o);
 #define TL_BARS		2000
 int	tl_svg(FILE *f, struct timeline *tl);
 
+#define SHELL_MAX	256		/* the shell's path, with its NUL */
+
 /* spawn.c: the worker side. The master encodes a task, a worker runs it
  * in a process group of its own and replies with a struct task_reply
  * followed by the captured stdout, stderr and a message. */
@@ -401,6 +522,8 @@ struct run_conf {
 	int32_t		 live_fd;	/* live output's channel (live.c), or
 					   -1: output comes with the reply */
 	int32_t		 pad;
+	char		 shell[SHELL_MAX];	/* what runs a task's line
+					   that needs a shell: popt_shell() */
 };
 
 struct task_hdr {
@@ -759,8 +882,19 @@ struct opts {
 	char		**grid_argv;	/* COMMAND's first word on; NULL:
 					   FILE */
 	int		 grid_argc;
-	const char	*colsep;	/* --colsep SEP */
-	int		 header;	/* --header : */
+	struct grid_conf gc;		/* how its arguments are read and its
+					   tasks made (popts.c) */
+	/* GNU parallel's others (popts.c). */
+	int		 jobs;		/* -j N: slots in all; 0: --per-gpu */
+	int		 per_gpu_set;	/* --per-gpu was given */
+	int		 keep_order;	/* -k */
+	int		 verbose;	/* each task's command first: on stdout
+					   (-v, 1) or stderr (--verbose, -t,
+					   2), as parallel prints it */
+	const char	*tagstring;	/* --tagstring STR */
+	const char	*shell;		/* --shell PATH */
+	int		 retry_failed;	/* --retry-failed: the joblog's failed
+					   tasks are the tasks */
 	/* GNU parallel's --delay, --halt ...=N% and --timeout N% (feed.c). */
 	uint64_t	 delay_ms;	/* --delay: between two starts; 0: none */
 	const char	*halt_arg;	/* --halt's POLICY as given */
@@ -773,6 +907,45 @@ struct opts {
 	enum out_mode	 out_mode;	/* --line-buffer, --ungroup */
 	int		 tag;		/* --tag */
 };
+
+/* popts.c: GNU parallel's options, as parallel means them, those it
+ * refuses, and what the words after the options are. The codes of its
+ * long options without a short one (the others are their letter). */
+enum popt {
+	POPT_BASE = 512,
+	POPT_ARGSEP = POPT_BASE, POPT_FILESEP, POPT_TAGSTRING, POPT_SHELL,
+	POPT_LINK, POPT_RETRYF, POPT_VERBOSE,
+};
+
+/* A count: digits only (no sign, no blank), lo to hi, into *out. 0 or
+ * -EINVAL. */
+int	popt_count(const char *s, long lo, long hi, long *out);
+/* Defaults: ::: and ::::, "\n", one row per task, -s's length. */
+void	popt_init(struct opts *o);
+/* Option c (a letter of -j -P -N -n -s -E -a -d -0 -k -m -X -r -q -v, or
+ * an enum popt) with its value arg. 0, or -1 after saying why. */
+int	popt_set(int c, const char *arg, struct opts *o);
+/* A GNU parallel option gpupool-run does not take (opt as written, with
+ * its dashes): 1 after saying why, or 0 when opt is none of them. */
+int	popt_refused(const char *opt);
+/* Whether w[0], the first of n words after options, is a tasks file
+ * (- or a file that is not a program, with no ::: after it): options may
+ * follow it. */
+int	popt_file(char **w, int n, const struct opts *o);
+/* argv[first..argc), the words after the options: a tasks file
+ * (o->file), or COMMAND and its sources (o->grid_argv; with none, -a's
+ * or standard input's arguments), or nothing (--retry-failed). 0, or -1
+ * after saying why. */
+int	popt_operands(int argc, char **argv, int first, struct opts *o);
+
+/* The shell tasks run in (popts.c): --shell, else $PARALLEL_SHELL, else
+ * the shell gpupool-run was started from (its parent, when that is a
+ * POSIX shell: sh, bash, dash, ksh, mksh, zsh, ash, yash, posh), else
+ * /bin/sh, into buf. 0, or -1 after saying why (too long, not a program
+ * that can be run). */
+int	popt_shell(const struct opts *o, char *buf, size_t len);
+/* Free what opts_parse() allocated (-a's list, -d's delimiter). */
+void	opts_release(struct opts *o);
 
 /* usage.c: the --help text. */
 extern const char usage_text[];
@@ -854,6 +1027,7 @@ void	summary(struct run *r);
 					   for the channel, at most */
 #define LIVE_LINE_MAX	(1u << 20)	/* a longer line is printed in
 					   pieces of this size */
+#define TAG_MAX		1024		/* --tag's text, at most (cut) */
 
 /* A record's header; its bytes follow, up to the end of the record. */
 struct live_hdr {
@@ -902,6 +1076,31 @@ size_t	task_tag(const struct run *r, unsigned long seq, int rank,
 void	print_output(struct run *r, const struct task *t,
 	    const struct attempt *oc);
 
+/* order.c: -k, output in the order the tasks came in. */
+#define ORDER_HELD	(64u << 20)	/* output kept before no new task
+					   starts */
+
+struct held {
+	struct gp_buf	 b[2];		/* what it printed: stdout, stderr */
+	int		 done;		/* it ended (or never will run) */
+};
+
+/* A window of tasks from next on, a ring of cap slots from head. */
+struct order {
+	struct held	*q;
+	size_t		 head, cap;
+	unsigned long	 next;		/* the task whose output goes next */
+};
+
+/* Before task nth's output is printed: unless it is its turn (or
+ * without -k), keep it instead (r->divert). Returns whether it is kept. */
+int	order_hold(struct run *r, unsigned long nth);
+/* Task nth is done, printed or not (skipped, not started): what it and
+ * the tasks after it kept goes out once those before it are done. */
+void	order_done(struct run *r, unsigned long nth);
+/* The run's end: what is kept, in order, gaps and all. */
+void	order_flush(struct run *r);
+
 /* run.c: one run, in the master (of rank 0 when there are ranks). */
 /* A rank, as rank 0 sees it ([0] is itself: only its slots and GPUs). */
 struct peer {
@@ -944,6 +1143,9 @@ struct run {
 	int		 halting;	/* start nothing new */
 	int		 killing;	/* a second signal: kill now */
 	int		 fatal;		/* exit 255 */
+	int		 halt_rc;	/* --halt fail=1: the failing task's
+					   status, the exit status */
+	int		 halt_ok;	/* --halt success= halted: exit 0 */
 	int		 warned_change;
 	int		 jl_broken;	/* a joblog write failed */
 	int		 rlock;		/* --results DIR's lock file, or -1 */
@@ -981,6 +1183,10 @@ struct run {
 					   tasks */
 	int		 winch;		/* SIGWINCH came: bar_winch() */
 	struct live	 live;		/* --line-buffer, --ungroup: live.c */
+	struct order	 ord;		/* -k: order.c */
+	struct gp_buf	*divert[2];	/* -k: out_task() keeps stdout's and
+					   stderr's bytes here, or NULL */
+	size_t		 held;		/* ... bytes kept there */
 	/* feed.c's halt_start(), for output.c: a failed stdout halts the
 	 * run without output.c calling up into feed.c. */
 	void		(*halt)(struct run *, int);
@@ -1025,6 +1231,7 @@ struct task {
 	struct gp_item	 item;
 	struct task	*next;		/* free list or retry queue */
 	unsigned long	 seq;
+	unsigned long	 nth;		/* its place in the input (-k) */
 	unsigned long	 line;
 	unsigned	 attempt;	/* 1-based */
 	int		 rank;		/* where it runs */

@@ -16,9 +16,12 @@
 
 extern char **environ;
 
-/* Built once per worker: the environment with our five variables. */
+/* Built once per worker: the environment with our variables, and GNU
+ * parallel's PARALLEL_SEQ and PARALLEL_JOBSLOT ({#} and {%}), which
+ * scripts written for parallel read. */
 static char	**envp;
-static char	  ev_gpu[32], ev_slot[32], ev_rank[32], ev_task[48], ev_att[48];
+static char	  ev_gpu[32], ev_slot[32], ev_rank[32], ev_task[48], ev_att[48],
+		  ev_pseq[48], ev_pslot[48];
 static char	 *ev_vis;	/* CUDA_VISIBLE_DEVICES=..., malloc'd */
 static size_t	  vis_slot;	/* its index in envp */
 
@@ -88,14 +91,15 @@ cmdline_env(const struct gp_worker_info *wi, int rank, int mpi_run)
 {
 	static const char *const ours[] = { "GPUPOOL_GPU=", "GPUPOOL_SLOT=",
 	    "GPUPOOL_RANK=", "GPUPOOL_TASK=", "GPUPOOL_ATTEMPT=",
-	    "CUDA_VISIBLE_DEVICES=", NULL };
+	    "CUDA_VISIBLE_DEVICES=", "PARALLEL_SEQ=", "PARALLEL_JOBSLOT=",
+	    NULL };
 	static const char *const mpi[] = { "OMPI_", "PMIX_", "PMI_",
 	    "OPAL_", "HYDRA_", "MPIR_", NULL };
 	size_t		 n, i, k = 0;
 
 	for (n = 0; environ[n] != NULL; n++)
 		;
-	if ((envp = calloc(n + 7, sizeof(*envp))) == NULL ||
+	if ((envp = calloc(n + 9, sizeof(*envp))) == NULL ||
 	    cmdline_env_gpus(wi->visible) < 0)
 		return NULL;
 	for (i = 0; i < n; i++)
@@ -105,6 +109,10 @@ cmdline_env(const struct gp_worker_info *wi, int rank, int mpi_run)
 	snprintf(ev_gpu, sizeof(ev_gpu), "GPUPOOL_GPU=%d", wi->gpu);
 	snprintf(ev_slot, sizeof(ev_slot), "GPUPOOL_SLOT=%d", wi->worker);
 	snprintf(ev_rank, sizeof(ev_rank), "GPUPOOL_RANK=%d", rank);
+	snprintf(ev_pslot, sizeof(ev_pslot), "PARALLEL_JOBSLOT=%d",
+	    wi->worker + 1);
+	envp[k++] = ev_pseq;
+	envp[k++] = ev_pslot;
 	envp[k++] = ev_gpu;
 	envp[k++] = ev_slot;
 	envp[k++] = ev_rank;
@@ -141,6 +149,8 @@ cmdline_env_task(uint64_t seq, uint32_t attempt)
 	snprintf(ev_task, sizeof(ev_task), "GPUPOOL_TASK=%llu",
 	    (unsigned long long)seq);
 	snprintf(ev_att, sizeof(ev_att), "GPUPOOL_ATTEMPT=%u", attempt);
+	snprintf(ev_pseq, sizeof(ev_pseq), "PARALLEL_SEQ=%llu",
+	    (unsigned long long)seq);
 }
 
 /* The blank-separated words of cmd, in a buffer kept across tasks. */

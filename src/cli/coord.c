@@ -46,11 +46,11 @@ input_arm(struct run *r)
 {
 	struct epoll_event	 ev;
 
-	if (r->in_armed || !r->in.pollable || r->input_done)
+	if (r->in_armed || !r->in.rd.pollable || r->input_done)
 		return;
 	ev.events = EPOLLIN | EPOLLONESHOT;
 	ev.data.u32 = EV_INPUT;
-	if (epoll_ctl(r->epfd, EPOLL_CTL_MOD, r->in.fd, &ev) == 0)
+	if (epoll_ctl(r->epfd, EPOLL_CTL_MOD, r->in.rd.fd, &ev) == 0)
 		r->in_armed = 1;
 }
 

@@ -10,6 +10,7 @@
  * before it is counted: a resume never runs twice what the log has.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,27 +22,52 @@
 
 #include "cli.h"
 
+/* The exit status DIR/SEQ/exitval holds, or -1: none (not ended, or its
+ * results incomplete), -2: not a status. */
+static int
+exitval_of(const char *dir, unsigned long seq)
+{
+	char	*ev, buf[16];
+	ssize_t	 n;
+	int	 fd, v;
+
+	if (asprintf(&ev, "%s/%lu/exitval", dir, seq) == -1)
+		return -2;	/* run it rather than guess */
+	fd = open(ev, O_RDONLY | O_CLOEXEC);
+	free(ev);
+	if (fd == -1)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -2;
+	buf[n] = '\0';
+	return sscanf(buf, "%d", &v) == 1 && v >= 0 ? v : -2;
+}
+
 /* Resume: is seq recorded (as succeeded, for --resume-failed), and with
  * --results, is its exitval there (else its results are incomplete)?
- * Warns once when the joblog has another command under the same Seq. */
+ * Without a joblog, --results DIR alone says it, as GNU parallel reads
+ * it. Warns once when the joblog has another command under the same
+ * Seq. --retry-failed's tasks are the joblog's own: none is skipped. */
 int
 run_skip(void *arg, unsigned long seq, const char *cmd)
 {
 	struct run	*r = arg;
-	char		*ev;
-	int		 have;
+	int		 ev;
 
-	if (!joblog_done(&r->jl, seq, r->o->resume_failed))
+	if (r->o->retry_failed || !(r->o->resume || r->o->resume_failed))
+		return 0;
+	if (r->o->joblog != NULL && !joblog_done(&r->jl, seq,
+	    r->o->resume_failed))
 		return 0;
 	if (r->o->results != NULL) {
-		if (asprintf(&ev, "%s/%lu/exitval", r->o->results, seq) == -1)
-			return 0;	/* run it rather than guess */
-		have = access(ev, F_OK) == 0;
-		free(ev);
-		if (!have)
+		ev = exitval_of(r->o->results, seq);
+		if (ev < 0 || (r->o->joblog == NULL && r->o->resume_failed &&
+		    ev != 0))
 			return 0;
 	}
-	if (joblog_changed(&r->jl, seq, cmd)) {
+	if (r->o->joblog != NULL && joblog_changed(&r->jl, seq, cmd)) {
 		r->changed++;
 		if (!r->warned_change++)
 			cli_warn("task %lu is '%s' but the joblog has another "
@@ -77,6 +103,7 @@ task_new(struct run *r)
 	t->item.in = t->buf;
 	t->item.inlen = need;
 	t->seq = r->in.seq;
+	t->nth = r->in.nth;
 	t->cmd = r->in.cmd;
 	t->line = r->in.first;
 	t->attempt = 1;
@@ -336,6 +363,7 @@ source(struct run *r, struct task **tp)
 		if (rc == TASKS_LINE) {
 			if (run_skip(r, r->in.seq, r->in.line + r->in.cmd)) {
 				r->skipped++;
+				order_done(r, r->in.nth);	/* holds none */
 				continue;
 			}
 			if ((*tp = task_new(r)) != NULL)
@@ -414,6 +442,7 @@ requeue_fail(struct run *r)
 	while ((t = r->rq) != NULL) {
 		r->rq = t->next;
 		r->failed++;
+		order_done(r, t->nth);
 		task_free(r, t);
 	}
 	r->rq_tail = NULL;
@@ -550,6 +579,13 @@ count(struct run *r, const struct task *t, const struct attempt *oc,
 	}
 	if (!halt_due(r, &n))
 		return 0;
+	/* GNU parallel's exit status then: the failing task's own for
+	 * fail=1, 0 for success= (exit_code()). */
+	if (r->o->halt_on == HALT_ON_FAIL && !r->o->halt_pct &&
+	    r->o->halt_fail == 1)
+		r->halt_rc = oc->exitval > 0 ? oc->exitval & 0xff : oc->signal >
+		    0 ? 128 + oc->signal : 1;
+	r->halt_ok = r->o->halt_on == HALT_ON_SUCCESS;
 	note(r, "halting after %lu %s task%s (--halt %s): %s", n,
 	    what[r->o->halt_on], n == 1 ? "" : "s", r->o->halt_arg,
 	    now ? "stopping the running ones" : "letting the running ones "
@@ -592,6 +628,7 @@ finish(struct run *r, struct task *t)
 			r->failed++;	/* its last run failed */
 		else
 			r->notrun++;
+		order_done(r, t->nth);
 		return retire(r, t, 0);
 	}
 	cancel = record(r, t, &oc);

@@ -1,273 +1,34 @@
 /*
  * grid.c: COMMAND ::: a b ::: x y, GNU parallel's argument grids. The
- * sources (::: words, :::: files, :::+ and ::::+ linked to the one
- * before) are read whole and checked before anything runs; row N of
- * their product (the first source varying slowest, linked sources
- * stepping together) is the task numbered N, computed on demand, so that
- * the rest of the run takes grid rows as it takes a tasks file's lines
- * (tasks.c), and the first starts at once however many there are. What
- * a row would be is checked without making the product: a row's length
- * is the sum of what each group of sources (one and those linked to it)
- * adds, so the longest row is known from each group's rows alone; a tag
- * depends only on the groups used before its ']'. Never prints: errors
- * are left in err as one line.
+ * sources (gridsrc.c: ::: words, :::: files, -a files, standard input;
+ * :::+ and ::::+ linked to the one before) are read whole and checked
+ * before anything runs, or, a lone source that is a pipe, as the run
+ * goes; row N of their product (the first source varying slowest,
+ * linked sources stepping together) is computed on demand, so that the
+ * first task starts at once however many there are. A task is a row, or
+ * -N's n rows in a row, or, with -m or -X, as many rows of the one
+ * source as fit -s's length (those cuts are found as the rows come).
+ * The rest of the run takes grid tasks as it takes a tasks file's lines
+ * (tasks.c). What a row would be is checked without making the product:
+ * a row's length is the sum of what each group of sources (one and
+ * those linked to it) adds, so the longest row is known from each
+ * group's rows alone; a tag depends only on the groups used before its
+ * ']'. Never prints: errors are left in err as one line.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
 #define GRID_MAX_ROWS	(1UL << 40)
 #define GRID_TAG_ROWS	(1UL << 20)	/* tags checked before the run in
 					   up to this many rows */
-
-/* Which separator word s is: 0 none, 1 ":::", 2 "::::"; *link for the
- * '+' forms. */
-static int
-grid_sep(const char *s, int *link)
-{
-	*link = 0;
-	if (strcmp(s, ":::") == 0 || strcmp(s, "::::") == 0)
-		return (int)strlen(s) - 2;
-	if (strcmp(s, ":::+") == 0 || strcmp(s, "::::+") == 0) {
-		*link = 1;
-		return (int)strlen(s) - 3;
-	}
-	return 0;
-}
-
-int
-grid_word(const char *s)
-{
-	int	 link;
-
-	return grid_sep(s, &link) != 0;
-}
-
-/* Append one value to s's values; 0 or -ENOMEM. */
-static int
-add_val(struct grid_src *s, const char *v, size_t n)
-{
-	char	**a, *c;
-
-	if (s->nval % 64 == 0) {
-		if ((a = realloc(s->val, (s->nval + 64) * sizeof(*a))) == NULL)
-			return -ENOMEM;
-		s->val = a;
-	}
-	if ((c = strndup(v, n)) == NULL)
-		return -ENOMEM;
-	s->val[s->nval++] = c;
-	return 0;
-}
-
-/* One CSV field of line at *p into s: "a,b" is one field, "" a quote.
- * 0, -EINVAL (why says why) or -ENOMEM. */
-static int
-csv_field(struct grid_src *s, const char **p, const char **why)
-{
-	const char	*q = *p;
-	char		*f;
-	size_t		 n = 0;
-	int		 rc;
-
-	if (*q != '"') {
-		n = strcspn(q, ",");
-		*p = q + n;
-		return add_val(s, q, n);
-	}
-	if ((f = malloc(strlen(q) + 1)) == NULL)
-		return -ENOMEM;
-	for (q++; *q != '\0' && (*q != '"' || q[1] == '"'); q++)
-		f[n++] = *q == '"' ? *q++ : *q;
-	if (*q != '"' || (q[1] != ',' && q[1] != '\0')) {
-		free(f);
-		*why = *q != '"' ? "unterminated quoted field" :
-		    "text after a closing quote";
-		return -EINVAL;
-	}
-	*p = q + 1;
-	rc = add_val(s, f, n);
-	free(f);
-	return rc;
-}
-
-/* One value (a word or a file's line) into s, split at --colsep: all
- * values of a source have as many columns as its first. 0, -EINVAL (why)
- * or -ENOMEM. */
-static int
-take(struct grid_src *s, const char *v, const char *sep, const char **why)
-{
-	size_t	 before = s->nval, seplen = sep ? strlen(sep) : 0;
-	int	 rc = 0, ncol;
-	const char *e;
-
-	if (sep == NULL)
-		rc = add_val(s, v, strlen(v));
-	else if (strcmp(sep, ",") == 0) {
-		do
-			rc = csv_field(s, &v, why);
-		while (rc == 0 && *v++ == ',');
-	} else {
-		for (; rc == 0 && (e = strstr(v, sep)) != NULL; v = e + seplen)
-			rc = add_val(s, v, (size_t)(e - v));
-		if (rc == 0)
-			rc = add_val(s, v, strlen(v));
-	}
-	if (rc < 0)
-		return rc;
-	ncol = (int)(s->nval - before);
-	if (s->ncol == 0)
-		s->ncol = ncol;
-	else if (ncol != s->ncol) {
-		*why = "not as many columns as the first line";
-		return -EINVAL;
-	}
-	return 0;
-}
-
-/* The next line of f into b, NUL-terminated (its '\n' and a CR before
- * it cut, b->len not counting the NUL): its length, -1 at the end,
- * -EINVAL (*why: a NUL byte, or over LINE_MAX_BYTES, which no row could
- * hold), -ENOMEM or -EIO. getline() would take a line of any length,
- * /dev/zero's too, until memory ran out. */
-static ssize_t
-next_line(FILE *f, struct gp_buf *b, const char **why)
-{
-	int	 c;
-
-	b->off = b->len = 0;
-	while ((c = getc_unlocked(f)) != EOF && c != '\n') {
-		*why = c == '\0' ? "NUL byte in the line" : b->len >=
-		    LINE_MAX_BYTES ? "line longer than 1 MiB" : NULL;
-		if (*why != NULL)
-			return -EINVAL;
-		if (gp_buf_reserve(b, 2) < 0)
-			return -ENOMEM;
-		b->data[b->len++] = (uint8_t)c;
-	}
-	if (c == EOF && ferror(f))
-		return -EIO;
-	if (c == EOF && b->len == 0)
-		return -1;
-	if (b->len > 0 && b->data[b->len - 1] == '\r')
-		b->len--;
-	if (gp_buf_reserve(b, 1) < 0)
-		return -ENOMEM;
-	b->data[b->len] = '\0';
-	return (ssize_t)b->len;
-}
-
-/* A :::: file's lines into s ("-": standard input). 0 or -errno with err
- * saying why (file:line for a bad line). */
-static int
-read_file(struct grid_src *s, const char *path, const char *sep, char *err,
-    size_t errlen)
-{
-	struct gp_buf	 line = { 0 };
-	FILE		*f;
-	const char	*why = NULL;
-	ssize_t		 n;
-	unsigned long	 no = 0;
-	int		 rc = 0;
-
-	f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
-	if (f == NULL) {
-		rc = -errno;
-		snprintf(err, errlen, "cannot open '%s': %s", path,
-		    strerror(errno));
-		return rc;
-	}
-	if ((rc = files_note(FILE_IN, ":::: file", f == stdin ? NULL : path,
-	    fileno(f), err, errlen)) < 0) {
-		if (f != stdin)
-			fclose(f);
-		return rc;
-	}
-	flockfile(f);
-	while (rc == 0 && (no++, n = next_line(f, &line, &why)) >= 0)
-		rc = take(s, (const char *)line.data, sep, &why);
-	funlockfile(f);
-	if (rc == 0 && n < -1)
-		rc = (int)n;
-	if (rc == -EINVAL)
-		snprintf(err, errlen, "%s:%lu: %s", path, no, why);
-	else if (rc < 0)
-		snprintf(err, errlen, "cannot read '%s': %s", path,
-		    strerror(-rc));
-	gp_buf_release(&line);
-	if (f != stdin)
-		fclose(f);
-	return rc;
-}
-
-/* A new source at the end of g's (linked: to the one before). */
-static struct grid_src *
-src_new(struct grid *g, const char *what, int linked)
-{
-	struct grid_src	*a;
-
-	if ((a = realloc(g->src, (size_t)(g->nsrc + 1) * sizeof(*a))) == NULL)
-		return NULL;
-	g->src = a;
-	a += g->nsrc++;
-	memset(a, 0, sizeof(*a));
-	a->what = what;
-	a->linked = linked;
-	return a;
-}
-
-/* The sources at argv[i..argc): argv[i] is a separator. 0 or -errno with
- * err saying why. */
-static int
-read_sources(struct grid *g, char **argv, int argc, int i, const char *sep,
-    char *err, size_t errlen)
-{
-	struct grid_src	*s = NULL;
-	const char	*why = NULL;
-	int		 kind = 0, link = 0, plus, k, rc, open = -1;
-
-	for (; i < argc; i++) {
-		if ((k = grid_sep(argv[i], &plus)) != 0) {
-			if (open >= 0)
-				break;
-			open = i;
-			kind = k;
-			link = plus;
-			if (k == 1 && (s = src_new(g, argv[i], link &&
-			    g->nsrc > 0)) == NULL)
-				return -ENOMEM;
-			continue;
-		}
-		if (kind == 2) {
-			/* Each file is a source; only the first links. */
-			if ((s = src_new(g, argv[i], open >= 0 && link &&
-			    g->nsrc > 0)) == NULL)
-				return -ENOMEM;
-			if ((rc = read_file(s, argv[i], sep, err, errlen)) < 0)
-				return rc;
-			if (s->nval == 0) {
-				snprintf(err, errlen, "':::: %s': no arguments "
-				    "in the file", argv[i]);
-				return -EINVAL;
-			}
-		} else if ((rc = take(s, argv[i], sep, &why)) < 0) {
-			if (rc == -EINVAL)
-				snprintf(err, errlen, "'%s' argument '%s': %s",
-				    s->what, argv[i], why);
-			return rc;
-		}
-		open = -1;
-	}
-	if (open >= 0) {
-		snprintf(err, errlen, "'%s' with no %s after it", argv[open],
-		    kind == 1 ? "arguments" : "file");
-		return -EINVAL;
-	}
-	return 0;
-}
+#define GRID_DECL_MAX	(1 << 20)	/* -N n: {N} up to n x columns, and
+					   no line holds more arguments */
 
 /* --header :: the first row of each source names its columns. */
 static int
@@ -280,7 +41,7 @@ take_header(struct grid *g, char *err, size_t errlen)
 		return -ENOMEM;
 	for (i = 0; i < g->nsrc; col += s->ncol, i++) {
 		s = g->src + i;
-		if (s->nval == (size_t)s->ncol) {
+		if (s->nval == (size_t)s->ncol && !g->stream) {
 			snprintf(err, errlen, "source %d ('%s') has only its "
 			    "header line", i + 1, s->what);
 			return -EINVAL;
@@ -293,28 +54,30 @@ take_header(struct grid *g, char *err, size_t errlen)
 	return 0;
 }
 
-/* Columns, rows, the linked sources' lengths and the product. */
+/* The rows of each source, the linked sources' lengths and the
+ * product's rows. */
 static int
 shape(struct grid *g, char *err, size_t errlen)
 {
 	struct grid_src	*s, *lead = NULL;
 	int		 i;
 
-	g->nrow = 1;
+	g->nunit = 1;
 	for (i = 0; i < g->nsrc; i++) {
 		s = g->src + i;
-		s->nrow = s->nval / (size_t)s->ncol;
+		s->nrow = s->ncol > 0 ? s->nval / (size_t)s->ncol : 0;
 		if (!s->linked) {
 			lead = s;
-			if (g->nrow > GRID_MAX_ROWS / s->nrow) {
+			if (s->nrow > 0 && g->nunit > GRID_MAX_ROWS / s->nrow) {
 				snprintf(err, errlen, "more than %lu tasks in "
 				    "the grid", GRID_MAX_ROWS);
 				return -EINVAL;
 			}
-			g->nrow *= s->nrow;
+			g->nunit *= s->nrow;
 		} else if (s->nrow != lead->nrow) {
 			/* GNU parallel drops the longer one's extra values
-			 * without a word; a sweep must not lose points. */
+			 * without a word (:::+), or wraps the shorter
+			 * (--link); a sweep must not lose or repeat points. */
 			snprintf(err, errlen, "source %d ('%s') has %zu "
 			    "arguments but is linked to one with %zu",
 			    i + 1, s->what, s->nrow, lead->nrow);
@@ -322,6 +85,44 @@ shape(struct grid *g, char *err, size_t errlen)
 		}
 	}
 	return 0;
+}
+
+/* What grid_line() gives task seq: rows [*u0, *u1) of the product, 0-based. */
+static void
+task_rows(const struct grid *g, unsigned long seq, unsigned long *u0,
+    unsigned long *u1)
+{
+	long	 n = g->gc->per_task;
+
+	if (g->gc->pack != PACK_NONE) {
+		*u0 = seq > 1 ? g->cut[seq - 2] : 0;
+		*u1 = g->cut[seq - 1];
+		return;
+	}
+	if (n <= 1) {	/* -N0: one row, nothing of it inserted */
+		*u0 = seq - 1;
+		*u1 = seq;
+		return;
+	}
+	*u0 = (seq - 1) * (unsigned long)n;
+	*u1 = *u0 + (unsigned long)n < g->nunit ? *u0 + (unsigned long)n :
+	    g->nunit;
+}
+
+/* The tasks the rows make so far: every row, -N's groups (the last
+ * short one once the input has ended), or -m's and -X's cuts. */
+static void
+count_tasks(struct grid *g)
+{
+	long	 n = g->gc->per_task;
+
+	if (g->gc->pack != PACK_NONE)
+		g->nrow = g->ncut;
+	else if (n <= 1)
+		g->nrow = g->nunit;
+	else
+		g->nrow = g->nunit / (unsigned long)n + (g->ended &&
+		    g->nunit % (unsigned long)n != 0);
 }
 
 /* The values of the row that takes row idx[i] of each source i, g->ncol
@@ -368,16 +169,6 @@ seq_of(const struct grid *g, const size_t *idx)
 		if (!g->src[i].linked)
 			seq = seq * g->src[i].nrow + idx[i];
 	return seq + 1;
-}
-
-/* Task seq's values, g->ncol of them, into val (idx: scratch, one per
- * source). */
-static void
-row_values(const struct grid *g, unsigned long seq, size_t *idx,
-    const char **val)
-{
-	row_of(g, seq, idx);
-	values_of(g, idx, val);
 }
 
 /* The rows rows_check() makes: one row's place in each source (idx), its
@@ -542,7 +333,7 @@ rows_check(const struct grid *g, char *err, size_t errlen)
 	rs.err = err;
 	rs.errlen = errlen;
 	rs.a.name = (const char *const *)g->name;
-	rs.a.ncol = g->ncol;
+	rs.a.ncol = rs.a.nname = rs.a.decl = g->ncol;
 	if ((rs.idx = calloc((size_t)g->nsrc, sizeof(*rs.idx))) != NULL &&
 	    (rs.far = calloc((size_t)g->nsrc, sizeof(*rs.far))) != NULL &&
 	    (rs.used = calloc((size_t)(g->ncol + g->nsrc), 1)) != NULL &&
@@ -561,35 +352,244 @@ rows_check(const struct grid *g, char *err, size_t errlen)
 	return rc;
 }
 
-int
-grid_parse(struct grid *g, char **argv, int argc, const char *colsep,
-    int header, char *err, size_t errlen)
+/*
+ * -m, -X: the lengths a task's line is made of. base: the line with no
+ * row; a row adds what its own line has beyond it, and a row after the
+ * first the blanks that join it to the one before (blank: one per {},
+ * or per word -X repeats; none for arguments appended, whose blank its
+ * own line has), found from the lines of one and two rows of "x".
+ */
+static int
+pack_base(struct grid *g, struct repl_args *a, char *err, size_t errlen)
 {
+	const char	**x;
+	size_t		 len[3];
+	int		 i, rc = 0;
+
+	if ((x = calloc(2 * (size_t)g->ncol + 1, sizeof(*x))) == NULL)
+		return -ENOMEM;
+	for (i = 0; i < 2 * g->ncol; i++)
+		x[i] = "x";
+	a->val = x;
+	a->unit = g->ncol;
+	a->flags = g->gc->pack == PACK_X ? REPL_CTX : 0;
+	for (i = 0; i < 3 && rc == 0; i++) {
+		a->ncol = i * g->ncol;
+		if ((rc = repl_expand(g->tmpl, a, &g->scratch, err,
+		    errlen)) == 0)
+			len[i] = g->scratch.len - 1;
+	}
+	free(x);
+	if (rc < 0)
+		return rc;
+	g->base = len[0];
+	g->blank = len[2] + len[0] - 2 * len[1];
+	g->packlen = g->base;
+	return 0;
+}
+
+/* Once the columns are known (every source read, or a stream's first
+ * record): the names --header takes, COMMAND's words quoted for -q, and
+ * -m's and -X's line with no row. 1, or 0 while a stream has no record
+ * yet, or -errno with err. */
+static int
+grid_prepare(struct grid *g, char *err, size_t errlen)
+{
+	struct repl_args	 a;
+	int			 i, rc;
+
+	if (g->stream && g->src[0].ncol == 0)
+		return 0;
+	for (i = 0, g->ncol = 0; i < g->nsrc; i++)
+		g->ncol += g->src[i].ncol;
+	if (g->gc->header && (rc = take_header(g, err, errlen)) < 0)
+		return rc;
+	memset(&a, 0, sizeof(a));
+	a.name = (const char *const *)g->name;
+	a.nname = a.decl = g->ncol;
+	if (g->gc->quote) {
+		if ((rc = repl_quote_words(g->word, g->nword, &a, &g->scratch,
+		    err, errlen)) < 0)
+			return rc;
+		free(g->tmpl);
+		if ((g->tmpl = strdup((char *)g->scratch.data)) == NULL)
+			return -ENOMEM;
+	}
+	if (g->gc->pack != PACK_NONE && (rc = pack_base(g, &a, err,
+	    errlen)) < 0)
+		return rc;
+	g->ready = 1;
+	return 1;
+}
+
+/* A cut of -m or -X: a task ends before row u. */
+static int
+cut_at(struct grid *g, unsigned long u)
+{
+	unsigned long	*c;
+	size_t		 n;
+
+	if (g->ncut == g->capcut) {
+		n = g->capcut ? 2 * g->capcut : 64;
+		if ((c = realloc(g->cut, n * sizeof(*c))) == NULL)
+			return -ENOMEM;
+		g->cut = c;
+		g->capcut = n;
+	}
+	g->cut[g->ncut++] = u;
+	g->packlen = g->base;
+	return 0;
+}
+
+/* -m, -X: the rows not yet in a task into tasks, each as long as -s
+ * allows (pack_base() says what a row adds), at least one row each,
+ * however long. The last task is cut once the input has ended. */
+static int
+pack_more(struct grid *g, char *err, size_t errlen)
+{
+	struct repl_args	 a;
+	unsigned long		 last;
+	size_t			 d;
+	int			 rc;
+
+	memset(&a, 0, sizeof(a));
+	a.name = (const char *const *)g->name;
+	a.nname = a.ncol = a.decl = a.unit = g->ncol;
+	a.flags = g->gc->pack == PACK_X ? REPL_CTX : 0;
+	for (; g->packed < g->nunit; g->packed++) {
+		a.val = (const char *const *)g->src[0].val + g->packed *
+		    (unsigned long)g->ncol;
+		a.seq = g->ncut + 1;
+		if ((rc = repl_expand(g->tmpl, &a, &g->scratch, err,
+		    errlen)) < 0)
+			return rc;
+		d = g->scratch.len - 1 >= g->base ? g->scratch.len - 1 -
+		    g->base : 0;
+		last = g->ncut ? g->cut[g->ncut - 1] : 0;
+		if (g->packed > last && g->packlen + d + g->blank >
+		    g->gc->max_chars && cut_at(g, g->packed) < 0)
+			goto nomem;
+		g->packlen += d + (g->packed > (g->ncut ? g->cut[g->ncut - 1] :
+		    0) ? g->blank : 0);
+	}
+	last = g->ncut ? g->cut[g->ncut - 1] : 0;
+	if (g->ended && g->nunit > last && cut_at(g, g->nunit) < 0)
+		goto nomem;
+	return 0;
+nomem:
+	snprintf(err, errlen, "out of memory");
+	return -ENOMEM;
+}
+
+int
+grid_grown(struct grid *g, char *err, size_t errlen)
+{
+	struct grid_src	*s = &g->src[0];
+	int		 rc;
+
+	if (!g->ready && (rc = grid_prepare(g, err, errlen)) <= 0)
+		return rc;
+	if (g->stream)
+		g->nunit = s->nrow = s->ncol > 0 ? s->nval / (size_t)s->ncol :
+		    0;
+	rc = g->gc->pack != PACK_NONE ? pack_more(g, err, errlen) : 0;
+	count_tasks(g);
+	return rc;
+}
+
+/* Task seq's values, its rows' one after another, as repl_args in *a
+ * (*val: free it). 0, -E2BIG (more than a line can hold) or -ENOMEM. */
+static int
+task_args(const struct grid *g, unsigned long seq, struct repl_args *a,
+    const char ***val)
+{
+	unsigned long	 u0, u1, u;
+	size_t		*idx;
+	long		 n = g->gc->per_task;
+
+	task_rows(g, seq, &u0, &u1);
+	memset(a, 0, sizeof(*a));
+	/* Each argument takes a byte and a blank at least: no line could
+	 * hold more (-N 1000000000 asks no such memory). */
+	if (n != 0 && (u1 - u0) * (unsigned long)g->ncol > LINE_MAX_BYTES / 2)
+		return -E2BIG;
+	*val = calloc((size_t)(u1 - u0) * (size_t)g->ncol + 1, sizeof(**val));
+	idx = calloc((size_t)g->nsrc + 1, sizeof(*idx));
+	if (*val == NULL || idx == NULL) {
+		free(*val);
+		free(idx);
+		return -ENOMEM;
+	}
+	for (u = u0; u < u1; u++) {
+		row_of(g, u + 1, idx);
+		values_of(g, idx, *val + (u - u0) * (unsigned long)g->ncol);
+	}
+	free(idx);
+	a->val = *val;
+	a->name = (const char *const *)g->name;
+	a->nname = g->ncol;
+	a->ncol = n == 0 ? 0 : (int)(u1 - u0) * g->ncol;
+	a->decl = n > 1 ? (n > GRID_DECL_MAX / (g->ncol > 0 ? g->ncol : 1) ?
+	    GRID_DECL_MAX : (int)n * g->ncol) : n == 0 ? 0 : g->ncol;
+	a->unit = g->ncol;
+	a->flags = g->gc->pack == PACK_X ? REPL_CTX : 0;
+	a->seq = seq;
+	return 0;
+}
+
+int
+grid_parse(struct grid *g, char **argv, int argc, const struct grid_conf *gc,
+    char *err, size_t errlen)
+{
+	struct gp_buf	 b = { 0 };
 	size_t		 n = 0;
 	int		 i, rc;
 
 	memset(g, 0, sizeof(*g));
-	for (i = 0; i < argc && !grid_word(argv[i]); i++)
+	g->gc = gc;
+	g->sfd = -1;
+	for (i = 0; i < argc && !grid_word(gc, argv[i]); i++)
 		n += strlen(argv[i]) + 1;
-	if (i == 0 || i == argc) {
+	if (i == 0 || (i == argc && !gc->stdin_args && gc->nargfile == 0)) {
 		snprintf(err, errlen, "no %s", i < argc ? "command before "
 		    "':::'" : "::: or :::: after the command");
 		return -EINVAL;
 	}
+	g->word = argv;
+	g->nword = i;
 	if ((g->tmpl = malloc(n)) == NULL)
 		goto nomem;
 	/* The words are shell text, joined as parallel joins them. */
 	g->tmpl[0] = '\0';
-	for (n = 0; !grid_word(argv[n]); n++)
+	for (n = 0; (int)n < i; n++)
 		strcat(strcat(g->tmpl, n ? " " : ""), argv[n]);
-	if ((rc = read_sources(g, argv, argc, i, colsep, err, errlen)) < 0)
+	/* Refused before any source is read (a pipe's first line). */
+	if ((rc = repl_perl(g->tmpl, err, errlen)) < 0)
 		goto fail;
-	for (i = 0; i < g->nsrc; i++)
-		g->ncol += g->src[i].ncol;
-	if ((header && (rc = take_header(g, err, errlen)) < 0) ||
+	if ((rc = grid_sources(g, argv, argc, i, err, errlen)) < 0)
+		goto fail;
+	if (gc->pack != PACK_NONE && g->nsrc > 1) {
+		snprintf(err, errlen, "-m and -X fill tasks with the arguments "
+		    "of one source, and this grid has %d (say -N to take "
+		    "rows of the product in groups)", g->nsrc);
+		rc = -EINVAL;
+		goto fail;
+	}
+	if (g->stream)
+		return 0;	/* checked as it comes (tasks.c) */
+	g->ended = 1;
+	if ((rc = grid_prepare(g, err, errlen)) < 0 ||
 	    (rc = shape(g, err, errlen)) < 0 ||
-	    (rc = rows_check(g, err, errlen)) < 0)
+	    (rc = grid_grown(g, err, errlen)) < 0)
 		goto fail;
+	/* Every row's length and tag before the run, without the product;
+	 * tasks of several rows are checked as they are made, but the
+	 * first now, with what any task's replacement strings name. */
+	if (g->nrow > 0 && ((gc->per_task == 1 && gc->pack == PACK_NONE &&
+	    (rc = rows_check(g, err, errlen)) < 0) ||
+	    (rc = grid_line(g, 1, &b, err, errlen)) < 0))
+		goto fail;
+	gp_buf_release(&b);
 	return 0;
 
 nomem:
@@ -597,6 +597,7 @@ nomem:
 fail:
 	if (rc == -ENOMEM)
 		snprintf(err, errlen, "out of memory");
+	gp_buf_release(&b);
 	grid_release(g);
 	return rc;
 }
@@ -604,24 +605,47 @@ fail:
 size_t
 grid_args(const struct grid *g, unsigned long seq, char *buf, size_t len)
 {
-	const char	**val;
-	size_t		 n = 0, *idx;
-	int		 i, k;
+	struct repl_args	 a;
+	const char		**val;
+	size_t			 n = 0;
+	int			 i, k;
 
 	if (len == 0)
 		return 0;
 	buf[0] = '\0';
-	if ((val = calloc((size_t)g->ncol, sizeof(*val))) == NULL ||
-	    (idx = calloc((size_t)g->nsrc, sizeof(*idx))) == NULL) {
-		free(val);
+	if (task_args(g, seq, &a, &val) < 0)
 		return 0;
-	}
-	row_values(g, seq, idx, val);
-	free(idx);
-	for (i = 0; i < g->ncol && n + 1 < len; i++) {
+	for (i = 0; i < a.ncol && n + 1 < len; i++) {
 		k = snprintf(buf + n, len - n, "%s%s", i ? " " : "", val[i]);
 		n = k < 0 ? n : n + (size_t)k < len ? n + (size_t)k : len - 1;
 	}
+	free(val);
+	return n;
+}
+
+size_t
+grid_tag(const struct grid *g, unsigned long seq, const char *fmt, int slot,
+    char *buf, size_t len)
+{
+	struct repl_args	 a;
+	struct gp_buf		 b = { 0 };
+	const char		**val;
+	char			 err[8];
+	size_t			 n = 0;
+
+	if (len == 0)
+		return 0;
+	buf[0] = '\0';
+	if (task_args(g, seq, &a, &val) < 0)
+		return 0;
+	a.flags = REPL_RAW;
+	a.slot = slot;
+	if (repl_expand(fmt, &a, &b, err, sizeof(err)) == 0) {
+		n = b.len - 1 < len ? b.len - 1 : len - 1;
+		memcpy(buf, b.data, n);
+		buf[n] = '\0';
+	}
+	gp_buf_release(&b);
 	free(val);
 	return n;
 }
@@ -632,21 +656,13 @@ grid_line(const struct grid *g, unsigned long seq, struct gp_buf *out,
 {
 	struct repl_args	 a;
 	const char		**val;
-	size_t			*idx = NULL;
 	int			 rc;
 
-	if ((val = calloc((size_t)g->ncol, sizeof(*val))) == NULL ||
-	    (idx = calloc((size_t)g->nsrc, sizeof(*idx))) == NULL) {
-		free(val);
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
+	if ((rc = task_args(g, seq, &a, &val)) < 0) {
+		snprintf(err, errlen, rc == -E2BIG ? "task longer than 1 MiB "
+		    "(more arguments than a line holds)" : "out of memory");
+		return rc == -E2BIG ? -EINVAL : rc;
 	}
-	row_values(g, seq, idx, val);
-	free(idx);
-	a.val = val;
-	a.name = (const char *const *)g->name;
-	a.ncol = g->ncol;
-	a.seq = seq;
 	rc = repl_expand(g->tmpl, &a, out, err, errlen);
 	free(val);
 	return rc;
@@ -665,8 +681,13 @@ grid_release(struct grid *g)
 	}
 	for (i = 0; g->name != NULL && i < g->ncol; i++)
 		free(g->name[i]);
+	if (g->sfd > STDIN_FILENO)
+		close(g->sfd);
 	free(g->name);
 	free(g->src);
 	free(g->tmpl);
+	free(g->cut);
+	gp_buf_release(&g->scratch);
 	memset(g, 0, sizeof(*g));
+	g->sfd = -1;
 }

@@ -21,8 +21,17 @@
  * and earlier gpupool-runs wrote every one: their lines read the same
  * unless a command held such a pair.
  *
- * What --resume keeps of an old joblog is one entry per Seq it records,
- * sorted: memory follows the rows present, not the largest Seq.
+ * A joblog GNU parallel wrote (its header has the nine columns only)
+ * is read as parallel writes it: the Command is the rest of the line, TABs
+ * and backslashes as they are; a run that appends to it writes its lines
+ * the same way, nine columns, so that the file stays parallel's.
+ *
+ * A joblog to resume from that cannot be read is an error, never
+ * "nothing ran yet": a first line that is no joblog header, a line in it
+ * that is neither a record nor a record a crash cut short (a Seq and
+ * fewer fields than a record has, or NUL bytes), a file that is not a
+ * regular file. What --resume keeps of it is one entry per Seq it
+ * records, sorted: memory follows the rows present, not the largest Seq.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +51,9 @@
 
 static const char header[] = "Seq\tHost\tStarttime\tJobRuntime\tSend\t"
     "Receive\tExitval\tSignal\tCommand\tGPU\tGPUMem\tGPUUtil\n";
+/* GNU parallel's: the first nine of ours. */
+#define PARALLEL_HEADER_LEN	(sizeof(header) - \
+				    sizeof("\tGPU\tGPUMem\tGPUUtil\n"))
 
 void
 joblog_init(struct joblog *j)
@@ -61,6 +73,8 @@ joblog_release(struct joblog *j)
 		(void)unlink(j->path);
 	if (j->fd > STDERR_FILENO)
 		close(j->fd);
+	while (j->ent != NULL && j->nent > 0)
+		free(j->ent[--j->nent].cmd);
 	free(j->ent);
 	free(j->line);
 	joblog_init(j);
@@ -171,14 +185,14 @@ compact(struct joblog *j)
 	qsort(j->ent, j->nent, sizeof(*j->ent), ent_cmp);
 	for (i = 0; i < j->nent; i++) {
 		if (n > 0 && j->ent[n - 1].seq == j->ent[i].seq)
-			n--;
+			free(j->ent[--n].cmd);
 		j->ent[n++] = j->ent[i];
 	}
 	j->nent = n;
 }
 
 static int
-mark(struct joblog *j, unsigned long seq, int ok, uint32_t h)
+mark(struct joblog *j, unsigned long seq, int ok, uint32_t h, char *cmd)
 {
 	struct jl_ent	*e;
 	size_t		 n;
@@ -188,8 +202,10 @@ mark(struct joblog *j, unsigned long seq, int ok, uint32_t h)
 		compact(j);
 		if (j->nent >= j->cap / 2) {
 			n = j->cap ? j->cap * 2 : 1024;
-			if ((e = realloc(j->ent, n * sizeof(*e))) == NULL)
+			if ((e = realloc(j->ent, n * sizeof(*e))) == NULL) {
+				free(cmd);
 				return -ENOMEM;
+			}
 			j->ent = e;
 			j->cap = n;
 		}
@@ -199,47 +215,121 @@ mark(struct joblog *j, unsigned long seq, int ok, uint32_t h)
 	e->line = j->nline++;
 	e->hash = h;
 	e->ok = ok != 0;
+	e->cmd = cmd;
 	return 0;
 }
 
-/* One line (no '\n', NUL-terminated in place). */
+/* Whether l[0..n) is a joblog header, and whose: 9 (GNU parallel's
+ * columns), 10 or 12 (gpupool-run's, older and now), or 0. */
+static int
+header_kind(const char *l, size_t n)
+{
+	size_t	 h = PARALLEL_HEADER_LEN;	/* without its '\n' */
+
+	if (n < h || memcmp(l, header, h) != 0)
+		return 0;
+	if (n == h)
+		return 9;
+	if (n == h + 4 && memcmp(l + h, "\tGPU", 4) == 0)
+		return 10;
+	return n == sizeof(header) - 2 && memcmp(l, header, n) == 0 ? 12 : 0;
+}
+
+/*
+ * One line (no '\n', NUL-terminated in place), line no of the file. 0
+ * (a record, or a line to pass over: one a crash cut short, with a Seq
+ * and too few fields, or NUL bytes), 1 (not a joblog line: the caller
+ * says so) or -ENOMEM.
+ */
 static int
 parse(struct joblog *j, char *l, size_t n)
 {
-	char		*tab[9], *p;
+	char		*tab[9], *p, *cmd = NULL;
 	long		 seq, ev, sig;
-	int		 k = 0;
+	int		 k = 0, need = j->fmt == 9 ? 8 : 9;
 	uint32_t	 h = 0;
 
 	/* A NUL is no joblog text: blocks of them are what a crash can
 	 * leave at the end of a file. (It would also hide the last TAB
 	 * from strrchr() below.) */
-	if (memchr(l, '\0', n) != NULL)
+	if (memchr(l, '\0', n) != NULL || n == 0)
 		return 0;
-	for (p = l; k < 9 && (p = memchr(p, '\t', (size_t)(l + n - p))) != NULL;
-	    p++)
+	for (p = l; k < need && (p = memchr(p, '\t', (size_t)(l + n - p))) !=
+	    NULL; p++)
 		tab[k++] = p;
-	if (k < 9)
-		return 0;	/* fewer than ten fields: torn or foreign */
+	if (k < need) {
+		/* Cut short by a crash: its Seq, a number, came first. */
+		p = k > 0 ? tab[0] : l + n;
+		return strspn(l, "0123456789") == (size_t)(p - l) ? 0 : 1;
+	}
 	if (num(l, tab[0], &seq) < 0 || seq <= 0 ||
-	    (unsigned long)seq > SEQ_LIMIT ||
 	    num(tab[5] + 1, tab[6], &ev) < 0 ||
 	    num(tab[6] + 1, tab[7], &sig) < 0)
+		return 1;
+	if ((unsigned long)seq > SEQ_LIMIT)
 		return 0;
-	*tab[8] = '\0';		/* the Command ends there */
-	h = hash(tab[7] + 1, 0);	/* as written: escaped */
-	return mark(j, (unsigned long)seq, ev == 0 && sig == 0, h);
+	if (j->fmt == 9) {
+		/* parallel's: the rest of the line, as the command was. */
+		h = hash(tab[7] + 1, 1);
+		if (j->keep_cmd && (cmd = strdup(tab[7] + 1)) == NULL)
+			return -ENOMEM;
+	} else {
+		*tab[8] = '\0';		/* the Command ends there */
+		h = hash(tab[7] + 1, 0);	/* as written: escaped */
+		if (j->keep_cmd) {
+			if ((cmd = strdup(tab[7] + 1)) == NULL)
+				return -ENOMEM;
+			joblog_unesc(cmd);
+		}
+	}
+	return mark(j, (unsigned long)seq, ev == 0 && sig == 0, h, cmd);
+}
+
+/* Line no (l[0..n), NUL-terminated) of a joblog: the header first. 0, or
+ * -EINVAL or -ENOMEM with err saying why. */
+static int
+load_line(struct joblog *j, const char *path, unsigned long no, char *l,
+    size_t n, int last, char *err, size_t errlen)
+{
+	int	 rc;
+
+	if (no == 1) {
+		if ((j->fmt = header_kind(l, n)) != 0)
+			return 0;
+		/* The header torn by a crash, and nothing after it. */
+		if (last && n < sizeof(header) - 2 && memcmp(l, header, n) == 0)
+			return 0;
+		snprintf(err, errlen, "joblog '%s': line 1 is not a joblog "
+		    "header (GNU parallel's or gpupool-run's): not resuming "
+		    "from it", path);
+		return -EINVAL;
+	}
+	/* Another run's header, where it began on a file written before
+	 * (an older gpupool-run's ten columns, then ours). */
+	if ((rc = header_kind(l, n)) != 0) {
+		j->fmt = rc;
+		return 0;
+	}
+	if ((rc = parse(j, l, n)) == 1) {
+		snprintf(err, errlen, "joblog '%s': line %lu is not a joblog "
+		    "record: not resuming from it", path, no);
+		return -EINVAL;
+	}
+	if (rc == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	return rc;
 }
 
 int
 joblog_load(struct joblog *j, const char *path, char *err, size_t errlen)
 {
-	char		*buf, *nl, *b;
-	size_t		 len = 0, cap = 65536, off;
-	struct stat	 st;
-	ssize_t		 r;
-	int		 fd, rc = 0, skipping = 0;
+	struct rdr	 rd;
+	const char	*p;
+	size_t		 n;
+	unsigned long	 no = 0;
+	int		 fd, rc;
 
+	err[0] = '\0';
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1) {
 		if (errno == ENOENT)
 			return 0;	/* nothing has run yet */
@@ -250,64 +340,33 @@ joblog_load(struct joblog *j, const char *path, char *err, size_t errlen)
 	}
 	/* Only a regular file holds a past run: a device such as /dev/full
 	 * would be read for ever. */
-	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return 0;
-	}
-	if ((buf = malloc(cap + 1)) == NULL) {
-		close(fd);
-		snprintf(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	for (;;) {
-		do
-			r = read(fd, buf + len, cap - len);
-		while (r == -1 && errno == EINTR);
-		if (r == -1) {
-			rc = -errno;
-			snprintf(err, errlen, "cannot read joblog '%s': %s",
-			    path, strerror(errno));
-			break;
-		}
-		len += (size_t)r;
-		for (off = 0; (nl = memchr(buf + off, '\n', len - off)) != NULL;
-		    off = (size_t)(nl - buf) + 1) {
-			*nl = '\0';
-			if (!skipping && (rc = parse(j, buf + off,
-			    (size_t)(nl - buf) - off)) < 0)
-				break;
-			skipping = 0;
-		}
-		if (rc < 0)
-			break;
-		memmove(buf, buf + off, len - off);
-		len -= off;
-		if (r == 0) {
-			/* A last line without '\n': a crash cut it. */
-			buf[len] = '\0';
-			if (len > 0 && !skipping)
-				rc = parse(j, buf, len);
-			break;
-		}
-		if (len == cap) {
-			if (cap >= LOG_LINE_MAX) {
-				len = 0;	/* not ours: skip the line */
-				skipping = 1;
-			} else if ((b = realloc(buf, cap * 2 + 1)) == NULL) {
-				rc = -ENOMEM;
-				break;
-			} else {
-				buf = b;
-				cap *= 2;
-			}
+	if ((rc = rdr_open(&rd, fd)) == 0 && !rd.regular)
+		rc = -EINVAL;
+	while (rc == 0) {
+		rc = rdr_next(&rd, "\n", 1, LOG_LINE_MAX, &p, &n);
+		if (rc == 0 && (rc = rdr_fill(&rd)) == 1)
+			rc = 0;
+		else if (rc == 1) {
+			/* In place: the reader's buffer is ours until the
+			 * next call. */
+			((char *)p)[n] = '\0';
+			rc = load_line(j, path, ++no, (char *)p, n, rd.eof &&
+			    rd.off == rd.len, err, errlen);
+		} else if (rc == -E2BIG) {
+			snprintf(err, errlen, "joblog '%s': line %lu is not a "
+			    "joblog record (over %u bytes): not resuming from "
+			    "it", path, no + 1, LOG_LINE_MAX);
+			rc = -EINVAL;
 		}
 	}
-	if (rc == -ENOMEM)
-		snprintf(err, errlen, "out of memory");
+	if (rc < -1 && err[0] == '\0')
+		snprintf(err, errlen, rc == -EINVAL ? "joblog '%s' is not a "
+		    "regular file: not resuming from it" : rc == -ENOMEM ?
+		    "out of memory (joblog '%s')" : "cannot read joblog '%s'",
+		    path);
+	rdr_close(&rd);
 	compact(j);
-	free(buf);
-	close(fd);
-	return rc;
+	return rc < -1 ? rc : 0;
 }
 
 /*
@@ -440,7 +499,8 @@ joblog_open(struct joblog *j, const char *path, int keep, char *err,
     size_t errlen)
 {
 	struct stat	 st;
-	char		 c;
+	char		 c, head[sizeof(header)], *nl;
+	ssize_t		 n;
 	/* O_RDWR: the last byte tells whether a crash tore a line. */
 	int		 rc, fl = O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC |
 			    O_NOFOLLOW | O_NOCTTY;
@@ -467,6 +527,17 @@ joblog_open(struct joblog *j, const char *path, int keep, char *err,
 		goto fail;
 	}
 	rc = 0;
+	/* A joblog GNU parallel began goes on in its nine columns. A header
+	 * a crash cut short, and nothing after it, is written again whole:
+	 * a line after it would leave it a first line that is no header. */
+	if (S_ISREG(st.st_mode) && st.st_size > 0 && (n = pread(j->fd, head,
+	    sizeof(head), 0)) > 0) {
+		if ((nl = memchr(head, '\n', (size_t)n)) != NULL)
+			j->fmt = header_kind(head, (size_t)(nl - head));
+		else if (n == st.st_size && memcmp(head, header, (size_t)n) ==
+		    0 && ftruncate(j->fd, 0) == 0)
+			st.st_size = 0;
+	}
 	if (S_ISREG(st.st_mode) && st.st_size == 0)
 		rc = gp_write_full(j->fd, header, sizeof(header) - 1);
 	else if (S_ISREG(st.st_mode) && pread(j->fd, &c, 1, st.st_size - 1) ==
@@ -530,6 +601,21 @@ put_esc(char *p, const char *s)
 	return p;
 }
 
+/* s at p as GNU parallel writes a Command, the rest of its line: as it
+ * is, but a newline (which would end the line) written \n. Returns the
+ * end. */
+static char *
+put_raw(char *p, const char *s)
+{
+	for (; *s; s++)
+		if (*s == '\n') {
+			memcpy(p, "\\n", 2);
+			p += 2;
+		} else
+			*p++ = *s;
+	return p;
+}
+
 /* A TAB and v at p, '-' when v < 0; returns the end. */
 static char *
 put_num(char *p, int64_t v)
@@ -564,11 +650,15 @@ joblog_append(struct joblog *j, const struct jl_rec *r)
 	    r->seq, r->host, r->start, r->runtime, r->exitval, r->signal);
 	if (n < 0 || (size_t)n >= j->lcap - tail)
 		return -EOVERFLOW;
-	p = put_esc(j->line + n, r->cmd);
-	*p++ = '\t';
-	p = put_esc(p, r->gpu);
-	p = put_num(p, r->gpu_mem);
-	p = put_num(p, r->gpu_util);
+	if (j->fmt == 9)
+		p = put_raw(j->line + n, r->cmd);
+	else {
+		p = put_esc(j->line + n, r->cmd);
+		*p++ = '\t';
+		p = put_esc(p, r->gpu);
+		p = put_num(p, r->gpu_mem);
+		p = put_num(p, r->gpu_util);
+	}
 	*p++ = '\n';
 	/* One write per line: with O_APPEND it lands whole or torn, never
 	 * mixed with another line. */

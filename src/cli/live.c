@@ -32,8 +32,9 @@ live_setup(struct run *r, struct run_conf *conf)
 	int		 sv[2], sb;
 
 	conf->live_fd = -1;
+	/* -k prints each task whole in its turn: grouped. */
 	if (r->o->out_mode == OUT_GROUP || r->o->results != NULL ||
-	    ranks_rank(r->rk) > 0)
+	    r->o->keep_order || ranks_rank(r->rk) > 0)
 		return 0;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
 		cli_err("cannot create the live output channel: %s",
@@ -95,14 +96,30 @@ task_tag(const struct run *r, unsigned long seq, int rank, int worker,
     char *buf, size_t len)
 {
 	const struct peer	*p = &r->peer[rank];
+	struct repl_args	 a;
+	struct gp_buf		 b = { 0 };
+	char			 err[8];
 	int			 n, g = -1;
 
 	if (worker >= 0 && worker < p->nw)
 		g = p->w_gpu[worker];
-	/* A grid's task: its arguments, as GNU parallel tags it. */
-	if (r->in.grid != NULL)
+	/* --tagstring: its replacement strings, unquoted; a tasks file's
+	 * task has no arguments, only {#} and {%}. */
+	if (r->o->tagstring != NULL && r->in.grid != NULL)
+		return grid_tag(r->in.grid, seq, r->o->tagstring, worker + 1, buf,
+		    len);
+	if (r->o->tagstring != NULL) {
+		memset(&a, 0, sizeof(a));
+		a.seq = seq;
+		a.flags = REPL_RAW;
+		a.slot = worker + 1;
+		n = repl_expand(r->o->tagstring, &a, &b, err, sizeof(err)) == 0 ?
+		    snprintf(buf, len, "%s", (char *)b.data) : 0;
+		gp_buf_release(&b);
+	} else if (r->in.grid != NULL)
+		/* A grid's task: its arguments, as GNU parallel tags it. */
 		return grid_args(r->in.grid, seq, buf, len);
-	if (r->npeer > 1)
+	else if (r->npeer > 1)
 		n = snprintf(buf, len, "task %lu rank %d GPU %d", seq, rank, g);
 	else
 		n = snprintf(buf, len, "task %lu GPU %d", seq, g);
@@ -128,7 +145,7 @@ live_flush(struct run *r, int worker)
 {
 	struct live_task	*lt = &r->live.w[worker];
 	struct gp_buf		*b;
-	char			 tag[96];
+	char			 tag[TAG_MAX];
 	int			 s;
 
 	for (s = 0; s < 2; s++) {
@@ -170,7 +187,7 @@ live_bytes(struct run *r, int worker, unsigned long seq, int stream,
 	struct live_task	*lt;
 	struct gp_buf		*b;
 	const char		*nl, *d, *e;
-	char			 tag[96];
+	char			 tag[TAG_MAX];
 	int			 fd = stream == 2 ? STDERR_FILENO : STDOUT_FILENO;
 	size_t			 k, m;
 
@@ -277,15 +294,37 @@ live_release(struct run *r)
 /* A finished task's output. Its worker sent each record before its
  * reply, so the channel, read to the end now, holds all it sent: the
  * reply's bytes come after them. */
+/* -v (stdout) and --verbose (stderr): the command the task ran, {%}
+ * filled in, before its output. */
+static void
+verbose_line(struct run *r, const struct task *t, const struct attempt *oc,
+    const char *tag)
+{
+	const char	*cmd = (const char *)t->buf + sizeof(struct task_hdr) +
+			    t->cmd;
+	char		*s = r->in.grid != NULL ? repl_slot(cmd, oc->worker + 1) :
+			    NULL;
+
+	out_task(r, r->o->verbose == 2 ? STDERR_FILENO : STDOUT_FILENO, tag,
+	    s != NULL ? s : cmd, strlen(s != NULL ? s : cmd), 0);
+	free(s);
+}
+
 void
 print_output(struct run *r, const struct task *t, const struct attempt *oc)
 {
 	const char	*tg;
-	char		 tag[96];
+	char		 tag[TAG_MAX];
 	int		 raw = r->o->out_mode == OUT_UNGROUP;
 
-	if (r->o->results != NULL)
+	if (r->o->results != NULL) {
+		order_done(r, t->nth);
 		return;
+	}
+	(void)order_hold(r, t->nth);
+	tg = tag_of(r, t->seq, t->rank, oc->worker, tag, sizeof(tag));
+	if (r->o->verbose)
+		verbose_line(r, t, oc, tg);
 	if (t->rank == 0 && r->live.rfd >= 0) {
 		live_recv(r, 0);
 		live_bytes(r, oc->worker, t->seq, 1, oc->out, oc->outlen);
@@ -295,10 +334,10 @@ print_output(struct run *r, const struct task *t, const struct attempt *oc)
 			live_flush(r, oc->worker);
 		live_arm(r);
 	} else {
-		tg = tag_of(r, t->seq, t->rank, oc->worker, tag, sizeof(tag));
 		out_task(r, STDOUT_FILENO, tg, oc->out, oc->outlen, raw);
 		out_task(r, STDERR_FILENO, tg, oc->err, oc->errlen, raw);
 	}
+	order_done(r, t->nth);
 	if (oc->outcut || oc->errcut)
 		cli_warn("task %lu: %llu bytes of its stdout and %llu of its "
 		    "stderr were dropped (over %u MiB each; --results DIR "

@@ -173,7 +173,7 @@ dry_run(struct run *r)
 	for (;;) {
 		rc = tasks_next(&r->in);
 		if (rc == TASKS_AGAIN) {
-			pfd.fd = r->in.fd;
+			pfd.fd = r->in.rd.fd;
 			pfd.events = POLLIN;
 			(void)poll(&pfd, 1, -1);
 			continue;
@@ -214,6 +214,8 @@ grid_total(struct run *r, const struct grid *g, char *err, size_t errlen)
 	size_t			 i;
 	int			 off, rc = 0;
 
+	if (g->stream)
+		return -1;	/* a pipe: counted as it comes */
 	for (i = 0; i < r->jl.nent && rc == 0; i++) {
 		if ((seq = r->jl.ent[i].seq) > g->nrow)
 			break;
@@ -225,6 +227,19 @@ grid_total(struct run *r, const struct grid *g, char *err, size_t errlen)
 	}
 	gp_buf_release(&b);
 	return rc < 0 ? rc : (long)(g->nrow - done);
+}
+
+/* --retry-failed's tasks: those whose last attempt the joblog records as
+ * failed. */
+static long
+failed_total(const struct joblog *j)
+{
+	size_t	 i;
+	long	 n = 0;
+
+	for (i = 0; i < j->nent; i++)
+		n += !j->ent[i].ok;
+	return n;
 }
 
 /*
@@ -268,8 +283,8 @@ inputs_open(struct run *r, const struct opts *o, struct grid *g)
 	if (streams_note() < 0)
 		return -1;
 	if (o->grid_argv != NULL) {
-		if (grid_parse(g, o->grid_argv, o->grid_argc, o->colsep,
-		    o->header, err, sizeof(err)) < 0) {
+		if (grid_parse(g, o->grid_argv, o->grid_argc, &o->gc, err,
+		    sizeof(err)) < 0) {
 			cli_err("%s", err);
 			return -1;
 		}
@@ -277,7 +292,9 @@ inputs_open(struct run *r, const struct opts *o, struct grid *g)
 			cli_err("out of memory");
 			return -1;
 		}
-	} else if (tasks_open(&r->in, o->file, err, sizeof(err)) < 0) {
+	} else if (o->retry_failed)
+		(void)tasks_open_list(&r->in, &r->jl);
+	else if (tasks_open(&r->in, o->file, err, sizeof(err)) < 0) {
 		cli_err("%s", err);
 		return -1;
 	}
@@ -301,13 +318,14 @@ inputs_open(struct run *r, const struct opts *o, struct grid *g)
 	 * while another writes it. After this run's own joblog lock, which
 	 * the check above keeps off the tasks file. Only a file opened here:
 	 * standard input's description may be the shell's too. */
-	if (r->in.regular && strcmp(o->file, "-") != 0 && file_lock(r->in.fd,
+	if (r->in.rd.regular && strcmp(o->file, "-") != 0 && file_lock(r->in.rd.fd,
 	    F_RDLCK, o->wait_lock, "tasks file", o->file, err,
 	    sizeof(err)) < 0) {
 		cli_err("%s", err);
 		return -1;
 	}
-	if ((o->resume || o->resume_failed) &&
+	r->jl.keep_cmd = o->retry_failed;
+	if ((o->resume || o->resume_failed || o->retry_failed) && jl != NULL &&
 	    joblog_load(&r->jl, jl, err, sizeof(err)) < 0) {
 		cli_err("%s", err);
 		return -1;
@@ -316,8 +334,8 @@ inputs_open(struct run *r, const struct opts *o, struct grid *g)
 	 * the bar its total); a pipe is checked as it streams; a grid was
 	 * checked by grid_parse(), and is counted without its product. */
 	n = r->in.grid != NULL ? grid_total(r, r->in.grid, err, sizeof(err)) :
-	    r->in.regular ? tasks_scan(o->file, run_skip, r, err,
-	    sizeof(err)) : -1;
+	    o->retry_failed ? failed_total(&r->jl) : r->in.rd.regular ?
+	    tasks_scan(o->file, run_skip, r, err, sizeof(err)) : -1;
 	if (n < -1) {
 		cli_err("%s", err);
 		return -1;
@@ -334,38 +352,96 @@ inputs_open(struct run *r, const struct opts *o, struct grid *g)
 	return 0;
 }
 
-int
-main(int argc, char **argv)
+/* The first n GPUs of the pool, as --gpus names them: bus ids, else (a
+ * fake GPU, or none seen) the index or the id given. A malloc()ed list,
+ * or NULL: out of memory. */
+static char *
+first_gpus(struct gp_pool *pool, int n)
 {
-	struct opts	 o;
+	struct gp_worker_info	 wi;
+	struct gp_buf		 b = { 0 };
+	char			 id[32];
+	const char		*s;
+	int			 w, g, rc = 0;
+
+	for (g = 0; g < n && rc == 0; g++) {
+		for (w = 0; w < gp_pool_size(pool); w++)
+			if (gp_pool_info(pool, w, &wi) == 0 && wi.gpu == g)
+				break;
+		snprintf(id, sizeof(id), "%d", g);
+		s = wi.busid[0] ? wi.busid : strncmp(wi.visible, "fake", 4) ==
+		    0 ? id : wi.visible;
+		if ((g > 0 && (rc = gp_buf_add(&b, ",", 1)) < 0) ||
+		    (rc = gp_buf_add(&b, s, strlen(s))) < 0)
+			break;
+	}
+	if (rc == 0 && (rc = gp_buf_add(&b, "", 1)) == 0)
+		return (char *)b.data;
+	gp_buf_release(&b);
+	return NULL;
+}
+
+/* -j N: N slots in all, spread evenly over the G GPUs the run would
+ * use, as Python's processes=N: N a multiple of G gives --per-gpu N / G;
+ * N under G one slot on each of the first N GPUs (*gpus: the --gpus list
+ * made for it, the caller frees it); anything else, or N other than
+ * G x --per-gpu when that is given, is an error. 0, or -1 after saying
+ * why. */
+static int
+run_jobs(struct opts *o, char **gpus)
+{
+	struct gp_pool	*pool;
+	int		 n = o->jobs, g, per = o->per_gpu;
+
+	*gpus = NULL;
+	if (n == 0)
+		return 0;
+	o->per_gpu = 1;
+	if (run_pool_create(o, GP_POOL_PLAN_ONLY, &pool) < 0)
+		return -1;
+	g = gp_pool_gpus(pool);
+	o->per_gpu = per;
+	if (o->per_gpu_set ? n == g * per : n % g == 0)
+		o->per_gpu = n / g;
+	else if (n < g && !o->per_gpu_set) {
+		/* One slot on each of the first n, as Python's processes=. */
+		if ((*gpus = first_gpus(pool, n)) == NULL) {
+			cli_err("out of memory");
+			gp_pool_destroy(pool);
+			return -1;
+		}
+		o->gpus = *gpus;	/* --gpus free keeps "free:" */
+	} else {
+		if (o->per_gpu_set)
+			cli_err("-j %d with --per-gpu %d: the run has %d GPU%s, "
+			    "so %d slots (leave one of them out)", n, per, g,
+			    g == 1 ? "" : "s", g * per);
+		else
+			cli_err("-j %d: the run has %d GPU%s, and each gets the "
+			    "same number of slots: ask for a multiple of %d, or "
+			    "at most %d (one slot on each of the first ones), "
+			    "or choose the GPUs with --gpus", n, g, g == 1 ? "" :
+			    "s", g, g);
+		gp_pool_destroy(pool);
+		return -1;
+	}
+	gp_pool_destroy(pool);
+	return 0;
+}
+
+/* The run itself, once the options are known; --dry-run too. */
+static int
+run_main(const struct opts *o)
+{
 	struct run	 r;
 	struct grid	 g = { 0 };
 	char		 err[512];
 	sigset_t	 set;
 	int		 rc;
 
-	fds_sanitize();
-	/* An ignored SIGCHLD survives exec: the kernel would reap our
-	 * workers and every crash would lose its status. */
-	(void)signal(SIGCHLD, SIG_DFL);
-	err[0] = '\0';
-	ranks_handover(argv, err, sizeof(err));
-	if (err[0] != '\0') {
-		cli_err("%s", err);
-		return EXIT_FATAL;
-	}
-	if ((rc = opts_parse(argc, argv, &o)) != 0)
-		return rc > 0 ? 0 : EXIT_FATAL;
-	/* Each process shows its own node's GPUs, MPI or not: srun --label
-	 * gpupool-run --show-gpus lists a whole allocation. */
-	if (o.from_joblog != NULL)
-		return streams_note() < 0 ? EXIT_FATAL :
-		    timeline_from_joblog(&o);
-	if (o.show_gpus)
-		return show_gpus(&o);
 	if (subreaper_start() < 0)
 		return EXIT_FATAL;
-	run_init(&r, &o);
+	run_init(&r, o);
 	/* Under a launcher, ranks_init() forks the process that runs MPI
 	 * (mpi_proc.c): here, with the signals the run reads from its
 	 * signalfd blocked, which it keeps, and before the pool, so that it
@@ -383,11 +459,11 @@ main(int argc, char **argv)
 		(void)sigprocmask(SIG_UNBLOCK, &set, NULL);
 	if (ranks_rank(r.rk) > 0)
 		/* Tasks come from rank 0, which alone reads FILE. */
-		rc = o.dry_run ? 0 : run_tasks(&r);
-	else if (inputs_open(&r, &o, &g) < 0)
+		rc = o->dry_run ? 0 : run_tasks(&r);
+	else if (inputs_open(&r, o, &g) < 0)
 		rc = EXIT_FATAL;
 	else
-		rc = o.dry_run ? dry_run(&r) : run_tasks(&r);
+		rc = o->dry_run ? dry_run(&r) : run_tasks(&r);
 	rc = timeline_end(r.tl, rc);
 	r.tl = NULL;
 	rc = run_ranks_end(&r, rc);
@@ -398,5 +474,37 @@ main(int argc, char **argv)
 	 * left (but those we had at the start) is an orphan of a killed
 	 * worker's task. None: one waitid(). */
 	reap_leftovers();
+	return rc;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct opts	 o;
+	char		 err[512], *jgpus = NULL;
+	int		 rc;
+
+	fds_sanitize();
+	/* An ignored SIGCHLD survives exec: the kernel would reap our
+	 * workers and every crash would lose its status. */
+	(void)signal(SIGCHLD, SIG_DFL);
+	err[0] = '\0';
+	ranks_handover(argv, err, sizeof(err));
+	if (err[0] != '\0') {
+		cli_err("%s", err);
+		return EXIT_FATAL;
+	}
+	if ((rc = opts_parse(argc, argv, &o)) != 0)
+		rc = rc > 0 ? 0 : EXIT_FATAL;
+	/* Each process shows its own node's GPUs, MPI or not: srun --label
+	 * gpupool-run --show-gpus lists a whole allocation. */
+	else if (o.from_joblog != NULL)
+		rc = streams_note() < 0 ? EXIT_FATAL : timeline_from_joblog(&o);
+	else if (run_jobs(&o, &jgpus) < 0)
+		rc = EXIT_FATAL;
+	else
+		rc = o.show_gpus ? show_gpus(&o) : run_main(&o);
+	free(jgpus);
+	opts_release(&o);
 	return rc;
 }

@@ -17,23 +17,7 @@
 
 #include "cli.h"
 
-/* Option values. */
-static int
-parse_int(const char *s, long lo, long hi, long *out)
-{
-	char	*end;
-	long	 v;
-
-	if (!isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || *end != '\0' || v < lo || v > hi)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
+/* Option values (counts: popt_count()). */
 /*
  * "90", "90s", "1.5h", "15m", "500ms", "2d" to milliseconds: digits with
  * at most one '.', then a unit, and nothing else (strtod() alone would
@@ -138,7 +122,7 @@ parse_halt(const char *s, struct opts *o)
 		return -EINVAL;
 	memcpy(num, p, n);
 	num[n] = '\0';
-	if (parse_int(num, 1, o->halt_pct ? 100 : INT_MAX, &v) < 0)
+	if (popt_count(num, 1, o->halt_pct ? 100 : INT_MAX, &v) < 0)
 		return -EINVAL;
 	o->halt = when;
 	o->halt_on = (enum halt_on)i;
@@ -155,7 +139,7 @@ enum {
 	OPT_COLSEP, OPT_HEADER,
 	OPT_DELAY,
 	OPT_TIMELINE, OPT_FROMJL,
-	OPT_LINEBUF, OPT_UNGROUP, OPT_TAG,
+	OPT_LINEBUF, OPT_UNGROUP, OPT_TAG, OPT_QUIET, OPT_NOOP,
 };
 
 static const struct option longopts[] = {
@@ -189,7 +173,37 @@ static const struct option longopts[] = {
 	{ "line-buffer",	no_argument,	   NULL, OPT_LINEBUF },
 	{ "ungroup",		no_argument,	   NULL, OPT_UNGROUP },
 	{ "tag",		no_argument,	   NULL, OPT_TAG },
-	{ "quiet",		no_argument,	   NULL, 'q' },
+	{ "quiet",		no_argument,	   NULL, OPT_QUIET },
+	/* GNU parallel's spellings of the same (popts.c for the rest). */
+	{ "linebuffer",		no_argument,	   NULL, OPT_LINEBUF },
+	{ "lb",			no_argument,	   NULL, OPT_LINEBUF },
+	{ "dryrun",		no_argument,	   NULL, OPT_DRYRUN },
+	{ "halt-on-error",	required_argument, NULL, OPT_HALT },
+	{ "eta",		no_argument,	   NULL, OPT_BAR },
+	{ "progress",		no_argument,	   NULL, OPT_BAR },
+	{ "will-cite",		no_argument,	   NULL, OPT_NOOP },
+	{ "group",		no_argument,	   NULL, OPT_NOOP },
+	{ "jobs",		required_argument, NULL, 'j' },
+	{ "max-procs",		required_argument, NULL, 'P' },
+	{ "keep-order",		no_argument,	   NULL, 'k' },
+	{ "max-replace-args",	required_argument, NULL, 'N' },
+	{ "max-args",		required_argument, NULL, 'n' },
+	{ "xargs",		no_argument,	   NULL, 'm' },
+	{ "null",		no_argument,	   NULL, '0' },
+	{ "delimiter",		required_argument, NULL, 'd' },
+	{ "no-run-if-empty",	no_argument,	   NULL, 'r' },
+	{ "arg-file",		required_argument, NULL, 'a' },
+	{ "eof",		required_argument, NULL, 'E' },
+	{ "max-chars",		required_argument, NULL, 's' },
+	{ "arg-sep",		required_argument, NULL, POPT_ARGSEP },
+	{ "arg-file-sep",	required_argument, NULL, POPT_FILESEP },
+	{ "link",		no_argument,	   NULL, POPT_LINK },
+	{ "xapply",		no_argument,	   NULL, POPT_LINK },
+	{ "quote",		no_argument,	   NULL, 'q' },
+	{ "verbose",		no_argument,	   NULL, POPT_VERBOSE },
+	{ "tagstring",		required_argument, NULL, POPT_TAGSTRING },
+	{ "shell",		required_argument, NULL, POPT_SHELL },
+	{ "retry-failed",	no_argument,	   NULL, POPT_RETRYF },
 	{ "version",		no_argument,	   NULL, 'V' },
 	{ "help",		no_argument,	   NULL, 'h' },
 	{ NULL, 0, NULL, 0 }
@@ -204,7 +218,7 @@ opt_count(int c, struct opts *o)
 
 	switch (c) {
 	case OPT_FAKE:
-		if (parse_int(optarg, 0, 1024, &n) < 0) {
+		if (popt_count(optarg, 0, 1024, &n) < 0) {
 			cli_err("--fake-gpus: '%s' is not a GPU count "
 			    "(0 to 1024)", optarg);
 			return -1;
@@ -217,15 +231,16 @@ opt_count(int c, struct opts *o)
 			(void)unsetenv("GPUPOOL_FAKE_GPUS");
 		break;
 	case OPT_PERGPU:
-		if (parse_int(optarg, 1, 1024, &n) < 0) {
+		if (popt_count(optarg, 1, 1024, &n) < 0) {
 			cli_err("--per-gpu: '%s' is not a count of "
 			    "tasks per GPU (1 to 1024)", optarg);
 			return -1;
 		}
 		o->per_gpu = (int)n;
+		o->per_gpu_set = 1;
 		break;
 	case OPT_RETRIES:
-		if (parse_int(optarg, 0, 1000000, &n) < 0) {
+		if (popt_count(optarg, 0, 1000000, &n) < 0) {
 			cli_err("--retries: '%s' is not a number of "
 			    "retries", optarg);
 			return -1;
@@ -295,7 +310,7 @@ opt_gpu(int c, struct opts *o)
 
 	switch (c) {
 	case OPT_BUSYPCT:
-		if (parse_int(optarg, 1, 100, &n) < 0) {
+		if (popt_count(optarg, 1, 100, &n) < 0) {
 			cli_err("--busy-pct: '%s' is not a percentage (1 to "
 			    "100)", optarg);
 			return -1;
@@ -382,14 +397,14 @@ opt_grid(int c, struct opts *o)
 			    ":)", optarg);
 			return -1;
 		}
-		o->header = 1;
+		o->gc.header = 1;
 		return 0;
 	}
 	if (*optarg == '\0') {
 		cli_err("--colsep: empty separator");
 		return -1;
 	}
-	o->colsep = strcmp(optarg, "\\t") == 0 ? "\t" : optarg;
+	o->gc.colsep = strcmp(optarg, "\\t") == 0 ? "\t" : optarg;
 	return 0;
 }
 
@@ -415,11 +430,28 @@ opt_output(int c, struct opts *o)
 	return 0;
 }
 
+/* The options that only say yes. */
+static void
+opt_flag(int c, struct opts *o)
+{
+	int	*f = c == OPT_WAITFREE ? &o->wait_free : c == OPT_RESUME ?
+		    &o->resume : c == OPT_RESUMEF ? &o->resume_failed :
+		    c == OPT_WAITLOCK ? &o->wait_lock : c == OPT_BAR ? &o->bar :
+		    c == OPT_DRYRUN ? &o->dry_run : c == OPT_SHOW ?
+		    &o->show_gpus : &o->quiet;
+
+	*f = 1;
+}
+
 /* One option c, as getopt_long() returned it (opt: as written). Returns
  * 0 to go on, 1 to exit 0 (help, version), -1 after an error. */
 static int
 opt_set(int c, const char *opt, struct opts *o)
 {
+	/* GNU parallel's, as parallel means them; -t is its --verbose. */
+	if (c >= POPT_BASE || (c > 0 && c < 128 && strchr("jPNnsEad0kmXrqvt",
+	    c) != NULL))
+		return popt_set(c == 't' ? POPT_VERBOSE : c, optarg, o);
 	switch (c) {
 	case OPT_FAKE:
 	case OPT_PERGPU:
@@ -446,34 +478,21 @@ opt_set(int c, const char *opt, struct opts *o)
 	case OPT_COLSEP:
 	case OPT_HEADER:
 		return opt_grid(c, o);
-	case OPT_WAITFREE:
-		o->wait_free = 1;
+	case OPT_WAITFREE: case OPT_RESUME: case OPT_RESUMEF:
+	case OPT_WAITLOCK: case OPT_BAR: case OPT_DRYRUN: case OPT_SHOW:
+	case OPT_QUIET:
+		opt_flag(c, o);
 		break;
-	case OPT_RESUME:
-		o->resume = 1;
+	case OPT_NOOP:		/* parallel's notice, grouping: ours anyway */
 		break;
-	case OPT_RESUMEF:
-		o->resume_failed = 1;
-		break;
-	case OPT_WAITLOCK:
-		o->wait_lock = 1;
-		break;
-	case OPT_BAR:
-		o->bar = 1;
-		break;
-	case OPT_DRYRUN:
-		o->dry_run = 1;
-		break;
-	case OPT_SHOW:
-		o->show_gpus = 1;
-		break;
-	case 'q':
-		o->quiet = 1;
-		break;
+	case 'u':
+		c = OPT_UNGROUP;
+		/* FALLTHROUGH */
 	case OPT_LINEBUF:
 	case OPT_UNGROUP:
 	case OPT_TAG:
 		return opt_output(c, o);
+
 	case 'V':
 		printf("%s %s (libgpupool %s, %s)\n", CLI_NAME,
 		    GP_VERSION, GP_VERSION, ranks_build());
@@ -486,10 +505,11 @@ opt_set(int c, const char *opt, struct opts *o)
 		    opt, CLI_NAME);
 		return -1;
 	default:
-		if (optopt != 0)
+		if (optopt != 0 && !popt_refused((char[]){ '-', (char)optopt,
+		    '\0' }))
 			cli_err("unknown option '-%c' (see %s --help)",
 			    optopt, CLI_NAME);
-		else
+		else if (optopt == 0 && !popt_refused(opt))
 			cli_err("unknown option '%s' (see %s --help)",
 			    opt, CLI_NAME);
 		return -1;
@@ -501,9 +521,19 @@ opt_set(int c, const char *opt, struct opts *o)
 static int
 opts_check(int argc, char **argv, struct opts *o)
 {
-	if ((o->resume || o->resume_failed) && o->joblog == NULL) {
-		cli_err("%s needs --joblog FILE", o->resume_failed ?
-		    "--resume-failed" : "--resume");
+	const char	*r = o->resume_failed ? "--resume-failed" : "--resume";
+
+	/* parallel resumes from --results DIR alone too: its exitval
+	 * files say what ended, and how. */
+	if ((o->resume || o->resume_failed) && o->joblog == NULL &&
+	    o->results == NULL) {
+		cli_err("%s needs --joblog FILE or --results DIR", r);
+		return -1;
+	}
+	if (o->retry_failed && (o->joblog == NULL || o->resume ||
+	    o->resume_failed)) {
+		cli_err("--retry-failed needs --joblog FILE%s", o->joblog ?
+		    " (and no --resume: it reruns only what failed)" : "");
 		return -1;
 	}
 	if ((o->wait_free || o->busy_pct) && !o->gpus_free) {
@@ -512,7 +542,7 @@ opts_check(int argc, char **argv, struct opts *o)
 		return -1;
 	}
 	if (o->from_joblog != NULL) {
-		if (o->timeline == NULL || optind < argc) {
+		if (o->timeline == NULL || optind < argc || o->file != NULL) {
 			cli_err("--from-joblog needs --timeline FILE.svg and "
 			    "no tasks file");
 			return -1;
@@ -520,54 +550,76 @@ opts_check(int argc, char **argv, struct opts *o)
 		return 0;
 	}
 	if (o->show_gpus) {
-		if (optind < argc) {
+		if (optind < argc || o->file != NULL) {
 			cli_err("--show-gpus takes no tasks file");
 			return -1;
 		}
 		return 0;
 	}
-	if (o->grid_argv != NULL) {
-		o->grid_argv = argv + optind;
-		o->grid_argc = argc - optind;
-		return 0;
-	}
-	if (o->colsep != NULL || o->header) {
-		cli_err("%s needs COMMAND ::: or :::: arguments", o->header ?
-		    "--header" : "--colsep");
+	if (o->tag && o->out_mode == OUT_UNGROUP) {
+		cli_err("--tagstring needs lines: not with --ungroup (say "
+		    "--line-buffer)");
 		return -1;
 	}
-	if (optind == argc) {
-		cli_err("no tasks file given (use - for standard input; "
-		    "see %s --help)", CLI_NAME);
+	if (o->keep_order && o->out_mode == OUT_UNGROUP) {
+		cli_err("-k keeps each task's output whole, in order: not with "
+		    "--ungroup (-u)");
 		return -1;
 	}
-	if (optind + 1 < argc) {
-		cli_err("more than one tasks file given ('%s', '%s')",
-		    argv[optind], argv[optind + 1]);
-		return -1;
+	return popt_operands(argc, argv, optind, o);
+}
+
+/* --halt's older forms, as GNU parallel still takes them: 0, 1, 2, -1,
+ * -2 and 1-99%. NULL: s is none. */
+static const char *
+halt_legacy(const char *s, char *buf, size_t len)
+{
+	static const char *const num[] = { "never", "soon,fail=1",
+	    "now,fail=1" };
+	size_t	 n = strlen(s);
+
+	if (strcmp(s, "0") == 0 || strcmp(s, "1") == 0 || strcmp(s, "2") == 0)
+		return num[*s - '0'];
+	if (strcmp(s, "-1") == 0 || strcmp(s, "-2") == 0)
+		return s[1] == '1' ? "soon,success=1" : "now,success=1";
+	if (n >= 2 && n <= 3 && s[n - 1] == '%' && strspn(s, "0123456789") ==
+	    n - 1) {
+		snprintf(buf, len, "soon,fail=%s", s);
+		return buf;
 	}
-	o->file = argv[optind];
-	return 0;
+	return NULL;
 }
 
 int
 opts_parse(int argc, char **argv, struct opts *o)
 {
-	int		 c, rc, i;
+	static char	 halt[32];
+	const char	*h;
+	int		 c, rc;
 
 	memset(o, 0, sizeof(*o));
 	o->per_gpu = 1;
 	o->grace_ms = DEFAULT_GRACE_MS;
 	o->rank_timeout_ms = DEFAULT_RANK_TIMEOUT_MS;
+	popt_init(o);
 	opterr = 0;
-	/* A grid: options end at COMMAND, whose words may look like
-	 * options (echo -n ::: a), as in GNU parallel. */
-	for (i = 1; i < argc && o->grid_argv == NULL; i++)
-		if (grid_word(argv[i]))
-			o->grid_argv = argv;
-	while ((c = getopt_long(argc, argv, o->grid_argv != NULL ? "+:hqV" :
-	    ":hqV", longopts, NULL)) != -1)
-		if ((rc = opt_set(c, argv[optind - 1], o)) != 0)
-			return rc;
+	/* Options end at the first word that is not one: COMMAND's words
+	 * may look like options (echo -n ::: a), as in GNU parallel, and a
+	 * tasks file takes none after it. */
+	for (;;) {
+		while ((c = getopt_long(argc, argv,
+		    "+:hVj:P:kN:n:ms:0d:ra:E:qXvut", longopts, NULL)) != -1) {
+			if (c == OPT_HALT && (h = halt_legacy(optarg, halt,
+			    sizeof(halt))) != NULL)
+				optarg = (char *)h;
+			if ((rc = opt_set(c, argv[optind - 1], o)) != 0)
+				return rc;
+		}
+		/* A tasks file may have options after it, as it always
+		 * could: FILE --resume. */
+		if (!popt_file(argv + optind, argc - optind, o))
+			break;
+		o->file = argv[optind++];
+	}
 	return opts_check(argc, argv, o);
 }

@@ -133,7 +133,8 @@ emit(struct run *r, int fd, const void *p, size_t n)
 int
 out_backlog(const struct run *r)
 {
-	return out_left(&r->oq) > OUT_BACKLOG || out_left(&r->eq) > OUT_BACKLOG;
+	return out_left(&r->oq) > OUT_BACKLOG || out_left(&r->eq) >
+	    OUT_BACKLOG || r->held > ORDER_HELD;
 }
 
 /* Whether stdout failed since the last call: the pool then stops the
@@ -409,6 +410,25 @@ note(const struct run *r, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* A task's bytes for fd: kept for -k (order.c) when r->divert says so,
+ * else printed. */
+static void
+sink(struct run *r, int fd, const void *p, size_t n)
+{
+	struct gp_buf	*d = r != NULL ? r->divert[fd == STDERR_FILENO] :
+			    NULL;
+
+	if (d == NULL) {
+		emit(r, fd, p, n);
+		return;
+	}
+	if (gp_buf_add(d, p, n) < 0) {
+		emit(r, fd, p, n);	/* out of memory: now, out of order */
+		return;
+	}
+	r->held += n;
+}
+
 /* A task's bytes for fd, as out_task() is told; tagged lines are put
  * together in tagged, a buffer kept for the next call, so that they go
  * to the queue in one piece. */
@@ -424,9 +444,9 @@ out_task(struct run *r, int fd, const char *tag, const char *p, size_t n,
 		return;
 	bar_clear(r);
 	if (raw || tag == NULL) {
-		emit(r, fd, p, n);
+		sink(r, fd, p, n);
 		if (!raw && p[n - 1] != '\n')
-			emit(r, fd, "\n", 1);
+			sink(r, fd, "\n", 1);
 		return;
 	}
 	tagged.off = tagged.len = 0;
@@ -441,7 +461,7 @@ out_task(struct run *r, int fd, const char *tag, const char *p, size_t n,
 			break;
 		}
 	}
-	emit(r, fd, tagged.data + tagged.off, tagged.len - tagged.off);
+	sink(r, fd, tagged.data + tagged.off, tagged.len - tagged.off);
 	/* One chatty task must not pin its size here. */
 	if (tagged.len > OUT_BACKLOG)
 		gp_buf_release(&tagged);
@@ -460,7 +480,7 @@ not_started(const struct run *r, char *buf, size_t len)
 	 * cut short while it ran). */
 	if (r->halting && r->total > (long)r->handed)
 		n += (unsigned long)r->total - r->handed;
-	else if (r->halting && r->total < 0 && !r->in.eof)
+	else if (r->halting && r->total < 0 && !r->in.rd.eof)
 		unread = "the rest of the input not read";
 	if (n == 0 && *unread == '\0')
 		return 0;

@@ -1,11 +1,13 @@
 /*
  * repl.c: GNU parallel's replacement strings in a grid's COMMAND ({}, {1},
- * {lr}, {#}, {.}, {/}, {//}, {/.} and the positional forms such as {2/.})
- * and the shell quoting of the arguments they bring in, so that a word
- * with blanks, quotes, '$' or ';' reaches the task as one inert argument.
- * Pure: no I/O, no globals. {%}, the slot, is known only in the worker,
- * which calls repl_slot() just before the spawn; the quoting here makes
- * sure that no argument can spell "{%}" in the line it gets.
+ * {-1}, {lr}, {#}, {.}, {/}, {//}, {/.} and the positional forms such as
+ * {2/.}) and the shell quoting of the arguments they bring in, so that a
+ * word with blanks, quotes, '$' or ';' reaches the task as one inert
+ * argument. Pure: no I/O, no globals. {%}, the slot, is known only in the
+ * worker, which calls repl_slot() just before the spawn; the quoting here
+ * makes sure that no argument can spell "{%}" in the line it gets. The
+ * same expansion, unquoted, makes --tagstring's text (REPL_RAW), and
+ * repeats a word that holds {} once per row for -X (REPL_CTX).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -82,28 +84,81 @@ modifier(const char *body, size_t n, size_t *mlen)
 static int
 named(const struct repl_args *a, const char *name, size_t n)
 {
-	int	 i;
+	int	 i, nn = a->nname > 0 ? a->nname : a->ncol;
 
-	for (i = 0; a->name != NULL && i < a->ncol; i++)
+	/* A name with a blank is none: parallel leaves {E-mail address}
+	 * as it is (the shell made two words of it). */
+	if (memchr(name, ' ', n) != NULL || memchr(name, '\t', n) != NULL)
+		return -1;
+	for (i = 0; a->name != NULL && i < nn; i++)
 		if (a->name[i] != NULL && strlen(a->name[i]) == n &&
 		    memcmp(a->name[i], name, n) == 0)
 			return i;
 	return -1;
 }
 
+int
+repl_perl(const char *s, char *err, size_t errlen)
+{
+	const char	*p = strstr(s, "{="), *e;
+
+	/* {= perl =} (and {=3 perl =}): GNU parallel runs Perl there. Its
+	 * pieces must not run as shell words. */
+	if (p == NULL || (e = strstr(p + 2, "=}")) == NULL)
+		return 0;
+	snprintf(err, errlen, "'%.*s%s': {= =} is a Perl expression of GNU "
+	    "parallel, which gpupool-run does not run (use a shell expression "
+	    "in the command)", e + 2 - p > 40 ? 37 : (int)(e + 2 - p), p,
+	    e + 2 - p > 40 ? "..." : "");
+	return -EINVAL;
+}
+
+/* The columns a positional {N} may name: decl, or the values present. */
+static int
+declared(const struct repl_args *a)
+{
+	return a->decl > a->ncol ? a->decl : a->ncol;
+}
+
+/* {N} or {-N} in body[0..k): 1 with t->col (0-based; from the end for
+ * {-N}: -1 is the last), 0 when it is not a number, -EINVAL when it
+ * names an argument no row has. */
+static int
+positional(const char *p, const char *body, size_t k,
+    const struct repl_args *a, struct rtok *t, char *err, size_t errlen)
+{
+	int	 neg = body[0] == '-', d = declared(a);
+	long	 col;
+	char	*e;
+
+	if (k < (size_t)neg + 1 || body[neg] < '0' || body[neg] > '9' ||
+	    strspn(body + neg, "0123456789") != k - (size_t)neg)
+		return 0;	/* {print}, {foo}: text, as in parallel */
+	col = strtol(body + neg, &e, 10);
+	if (col < 1 || col > d) {
+		snprintf(err, errlen, "'%.*s' in the command, but %s %d "
+		    "argument%s", (int)t->len, p, col < 1 ? "arguments count "
+		    "from 1; there are" : "a row has", d, d == 1 ? "" : "s");
+		return -EINVAL;
+	}
+	t->kind = R_COL;
+	t->col = neg ? (int)-col : (int)col - 1;
+	return 1;
+}
+
 /* The replacement string at p (a '{'), if one: fills *t and returns 1;
- * 0 when it is text; -EINVAL when it names an argument a row has not
- * (err says so). */
+ * 0 when it is text; -EINVAL when it names an argument a row has not,
+ * or is a Perl expression (err says so). */
 static int
 token(const char *p, const struct repl_args *a, struct rtok *t, char *err,
     size_t errlen)
 {
 	const char	*end = strchr(p, '}'), *body = p + 1;
 	size_t		 n, k, mlen;
-	long		 col;
-	char		*e;
 
 	memset(t, 0, sizeof(*t));
+	if (repl_perl(p, err, errlen) < 0)
+		return -EINVAL;
 	if (end == NULL)
 		return 0;
 	n = (size_t)(end - body);
@@ -126,22 +181,30 @@ token(const char *p, const struct repl_args *a, struct rtok *t, char *err,
 		t->kind = R_COL;
 		return 1;
 	}
-	if (body[0] < '0' || body[0] > '9' || strspn(body, "0123456789") != k)
-		return 0;	/* {print}, {foo}: text, as in parallel */
-	col = strtol(body, &e, 10);
-	if (col < 1 || col > a->ncol) {
-		snprintf(err, errlen, "'%.*s' in the command, but %s %d "
-		    "argument%s", (int)t->len, p, col < 1 ? "arguments count "
-		    "from 1; there are" : "a row has", a->ncol,
-		    a->ncol == 1 ? "" : "s");
-		return -EINVAL;
-	}
-	t->kind = R_COL;
-	t->col = (int)col - 1;
-	return 1;
+	return positional(p, body, k, a, t, err, errlen);
 }
 
-/* What mod keeps of path s: its part [*off, *off + *n). */
+/* POSIX dirname(3) of s, as GNU parallel's {//}: trailing slashes
+ * dropped, then the last name, then the slashes before it; "." for a
+ * word without '/', "/" for one that is only slashes there. Its part
+ * [0, *n) of s, or *n 0 for ".". */
+static void
+dir_of(const char *s, size_t len, size_t *n)
+{
+	size_t	 e = len;
+
+	while (e > 1 && s[e - 1] == '/')
+		e--;
+	while (e > 0 && s[e - 1] != '/')
+		e--;
+	while (e > 1 && s[e - 1] == '/')
+		e--;
+	*n = e;
+}
+
+/* What mod keeps of path s: its part [*off, *off + *n). {/} is what
+ * follows the last '/' (empty after a trailing one, as in parallel), {.}
+ * drops from the last '.' after the last '/'. */
 static void
 apply(enum rmod mod, const char *s, size_t *off, size_t *n)
 {
@@ -152,12 +215,11 @@ apply(enum rmod mod, const char *s, size_t *off, size_t *n)
 	*n = len;
 	if (mod == M_NONE)
 		return;
-	slash = strrchr(s, '/');
 	if (mod == M_DIR) {
-		/* {//} of a word without '/' is '.', as dirname(1). */
-		*n = slash == NULL ? 0 : slash == s ? 1 : (size_t)(slash - s);
+		dir_of(s, len, n);
 		return;
 	}
+	slash = strrchr(s, '/');
 	if (mod == M_BASE || mod == M_BASENOEXT)
 		*off = slash == NULL ? 0 : (size_t)(slash + 1 - s);
 	*n = len - *off;
@@ -169,67 +231,163 @@ apply(enum rmod mod, const char *s, size_t *off, size_t *n)
 	}
 }
 
-/* One column's value, modified and quoted, into b. */
+/* One value, modified and quoted (as it is with REPL_RAW), into b. */
 static int
-add_col(struct gp_buf *b, const char *v, enum rmod mod)
+add_val(struct gp_buf *b, const struct repl_args *a, const char *v,
+    enum rmod mod)
 {
 	size_t	 off, n;
 
 	apply(mod, v, &off, &n);
 	if (mod == M_DIR && n == 0)
 		return gp_buf_add(b, ".", 1);
+	if (a->flags & REPL_RAW)
+		return gp_buf_add(b, v + off, n);
 	return repl_quote(b, v + off, n);
+}
+
+/* Column col (from the end when negative): nothing when the row lacks
+ * it (the last task of -N, as parallel leaves it out). */
+static int
+add_col(struct gp_buf *b, const struct repl_args *a, int col, enum rmod mod)
+{
+	if (col < 0)
+		col += a->ncol;
+	if (col < 0 || col >= a->ncol)
+		return 0;
+	return add_val(b, a, a->val[col], mod);
+}
+
+/* Values [from, to), modified, blank-separated, into b. */
+static int
+add_vals(struct gp_buf *b, const struct repl_args *a, int from, int to,
+    enum rmod mod)
+{
+	int	 i, rc = 0;
+
+	for (i = from; i < to && rc == 0; i++) {
+		if (i > from)
+			rc = gp_buf_add(b, " ", 1);
+		if (rc == 0)
+			rc = add_val(b, a, a->val[i], mod);
+	}
+	return rc;
 }
 
 /* Every column, quoted and modified, blank-separated, into b. */
 static int
 add_all(struct gp_buf *b, const struct repl_args *a, enum rmod mod)
 {
-	int	 i, rc = 0;
+	return add_vals(b, a, 0, a->ncol, mod);
+}
 
-	for (i = 0; i < a->ncol && rc == 0; i++) {
-		if (i > 0)
-			rc = gp_buf_add(b, " ", 1);
-		if (rc == 0)
-			rc = add_col(b, a->val[i], mod);
+/* tmpl[p..end) expanded onto b; *any set when it holds a replacement
+ * string. */
+static int
+expand_span(const char *p, const char *end, const struct repl_args *a,
+    struct gp_buf *b, int *any, char *err, size_t errlen)
+{
+	struct rtok	 t;
+	const char	*q;
+	char		 num[24];
+	int		 rc = 0, k;
+
+	while (rc == 0 && (q = memchr(p, '{', (size_t)(end - p))) != NULL) {
+		if ((rc = gp_buf_add(b, p, (size_t)(q - p))) < 0)
+			return rc;
+		if ((k = token(q, a, &t, err, errlen)) < 0)
+			return k;
+		p = q + (k ? t.len : 1);
+		*any |= k;
+		if (k && (t.kind == R_SEQ || (t.kind == R_SLOT &&
+		    a->slot > 0))) {
+			snprintf(num, sizeof(num), "%lu", t.kind == R_SEQ ?
+			    a->seq : (unsigned long)a->slot);
+			rc = gp_buf_add(b, num, strlen(num));
+		} else if (k == 0 || t.kind == R_SLOT)	/* {%}: the worker's */
+			rc = gp_buf_add(b, q, k ? t.len : 1);
+		else if (t.kind == R_ALL)
+			rc = add_all(b, a, t.mod);
+		else
+			rc = add_col(b, a, t.col, t.mod);
+	}
+	return rc == 0 ? gp_buf_add(b, p, (size_t)(end - p)) : rc;
+}
+
+/* Whether word[0..end) holds {} (with any modifier): -X repeats it. 1,
+ * 0, or -EINVAL as token(). */
+static int
+has_all(const char *p, const char *end, const struct repl_args *a,
+    char *err, size_t errlen)
+{
+	struct rtok	 t;
+	const char	*q;
+	int		 k;
+
+	while ((q = memchr(p, '{', (size_t)(end - p))) != NULL) {
+		if ((k = token(q, a, &t, err, errlen)) < 0)
+			return k;
+		if (k && t.kind == R_ALL)
+			return 1;
+		p = q + (k ? t.len : 1);
+	}
+	return 0;
+}
+
+/* -X (REPL_CTX): each word of tmpl[p..end) that holds {} once per row
+ * of a->unit values, blank-separated, {} that row's; the other words
+ * once, as they are. */
+static int
+expand_ctx(const char *p, const char *end, const struct repl_args *a,
+    struct gp_buf *b, int *any, char *err, size_t errlen)
+{
+	struct repl_args	 one = *a;
+	const char		*w;
+	int			 rc = 0, u, unit = a->unit > 0 ? a->unit : 1;
+
+	while (rc == 0 && p < end) {
+		for (w = p; p < end && (*p == ' ' || *p == '\t'); p++)
+			;
+		if ((rc = gp_buf_add(b, w, (size_t)(p - w))) < 0)
+			break;
+		for (w = p; p < end && *p != ' ' && *p != '\t'; p++)
+			;
+		if ((rc = has_all(w, p, a, err, errlen)) <= 0) {
+			if (rc == 0)
+				rc = expand_span(w, p, a, b, any, err, errlen);
+			continue;
+		}
+		*any = 1;
+		for (u = 0, rc = 0; u * unit < a->ncol && rc == 0; u++) {
+			one.val = a->val + u * unit;
+			one.ncol = a->ncol - u * unit < unit ? a->ncol - u * unit :
+			    unit;
+			if (u > 0)
+				rc = gp_buf_add(b, " ", 1);
+			if (rc == 0)
+				rc = expand_span(w, p, &one, b, any, err,
+				    errlen);
+		}
 	}
 	return rc;
 }
 
 /* tmpl[0..n) expanded into b; with append, and no replacement string in
- * it, the values after it. */
+ * it, the values after it (not in raw text: a tag). */
 static int
 expand(const char *tmpl, size_t n, const struct repl_args *a, int append,
     struct gp_buf *b, char *err, size_t errlen)
 {
-	struct rtok	 t;
-	const char	*p = tmpl, *q, *end = tmpl + n;
-	char		 num[24];
-	int		 rc = 0, any = 0, k;
+	int	 rc, any = 0;
 
 	b->off = b->len = 0;
-	while (rc == 0 && (q = memchr(p, '{', (size_t)(end - p))) != NULL) {
-		if ((rc = gp_buf_add(b, p, (size_t)(q - p))) < 0)
-			break;
-		if ((k = token(q, a, &t, err, errlen)) < 0)
-			return k;
-		p = q + (k ? t.len : 1);
-		any |= k;
-		if (k == 0 || t.kind == R_SLOT)	/* {%}: the worker's */
-			rc = gp_buf_add(b, q, k ? t.len : 1);
-		else if (t.kind == R_SEQ) {
-			snprintf(num, sizeof(num), "%lu", a->seq);
-			rc = gp_buf_add(b, num, strlen(num));
-		} else if (t.kind == R_ALL)
-			rc = add_all(b, a, t.mod);
-		else
-			rc = add_col(b, a->val[t.col], t.mod);
-	}
-	if (rc == 0)
-		rc = gp_buf_add(b, p, (size_t)(end - p));
+	rc = (a->flags & REPL_CTX) ? expand_ctx(tmpl, tmpl + n, a, b, &any,
+	    err, errlen) : expand_span(tmpl, tmpl + n, a, b, &any, err, errlen);
+	if (rc == -EINVAL)
+		return rc;
 	/* No replacement string: the arguments go at the end. */
 	if (rc == 0 && append && !any && a->ncol > 0 &&
-	    (rc = gp_buf_add(b, " ", 1)) == 0)
+	    !(a->flags & REPL_RAW) && (rc = gp_buf_add(b, " ", 1)) == 0)
 		rc = add_all(b, a, M_NONE);
 	if (rc == 0)
 		rc = gp_buf_add(b, "", 1);
@@ -268,7 +426,8 @@ repl_head(const char *tmpl, const struct repl_args *a, unsigned char *col,
 		if (k == 0 || t.kind == R_SLOT)
 			continue;
 		for (i = 0; i < a->ncol; i++)
-			if (t.kind != R_COL || i == t.col)
+			if (t.kind != R_COL || i == (t.col < 0 ? a->ncol + t.col :
+			    t.col))
 				col[i] = 1;
 	}
 	if (q != NULL)
@@ -277,6 +436,48 @@ repl_head(const char *tmpl, const struct repl_args *a, unsigned char *col,
 	for (i = 0; !any && i < a->ncol; i++)
 		col[i] = 1;
 	return (ssize_t)strlen(tmpl);
+}
+
+int
+repl_quote_words(char *const *word, int n, const struct repl_args *a,
+    struct gp_buf *b, char *err, size_t errlen)
+{
+	struct rtok	 t;
+	const char	*p, *q, *lit;
+	int		 i, k, rc = 0;
+
+	b->off = b->len = 0;
+	for (i = 0; i < n && rc == 0; i++) {
+		if (i > 0 && (rc = gp_buf_add(b, " ", 1)) < 0)
+			break;
+		if (*word[i] == '\0') {
+			rc = gp_buf_add(b, "''", 2);
+			continue;
+		}
+		for (p = lit = word[i]; rc == 0; p = q + (k ? t.len : 1)) {
+			if ((q = strchr(p, '{')) == NULL)
+				q = p + strlen(p);
+			k = *q == '{' ? token(q, a, &t, err, errlen) : 0;
+			if (k < 0)
+				return k;
+			/* A replacement string stays as it is, between the
+			 * quoted text around it: the shell joins them. */
+			if (k == 0 && *q != '\0')
+				continue;
+			if (q > lit)
+				rc = repl_quote(b, lit, (size_t)(q - lit));
+			if (rc == 0 && k)
+				rc = gp_buf_add(b, q, t.len);
+			if (*q == '\0')
+				break;
+			lit = q + t.len;
+		}
+	}
+	if (rc == 0)
+		rc = gp_buf_add(b, "", 1);
+	if (rc < 0)
+		snprintf(err, errlen, "out of memory");
+	return rc;
 }
 
 char *

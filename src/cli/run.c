@@ -58,9 +58,9 @@ worker_init(struct gp_ctx *ctx, void *arg)
 		r->rlock = -1;
 	}
 	/* The tasks file's shared lock too (main.c): workers never read it. */
-	if (r != NULL && r->in.fd > STDERR_FILENO) {
-		close(r->in.fd);
-		r->in.fd = -1;
+	if (r != NULL && r->in.rd.fd > STDERR_FILENO) {
+		close(r->in.rd.fd);
+		r->in.rd.fd = -1;
 	}
 	if (r != NULL)
 		live_worker(r);
@@ -235,7 +235,8 @@ joblog_start(struct run *r)
 {
 	const char	*path = r->o->joblog;
 	char		 err[512];
-	int		 keep = r->o->resume || r->o->resume_failed;
+	int		 keep = r->o->resume || r->o->resume_failed ||
+			    r->o->retry_failed;
 
 	if (path == NULL)
 		return 0;
@@ -367,10 +368,10 @@ ctl_setup(struct run *r, const sigset_t *set)
 	ev.data.u32 = EV_RANKS;
 	if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, ranks_fd(r->rk), &ev) == -1)
 		return -errno;
-	if (r->in.pollable) {
+	if (r->in.rd.pollable) {
 		ev.events = EPOLLONESHOT;	/* armed when wanted */
 		ev.data.u32 = EV_INPUT;
-		if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->in.fd, &ev) == -1)
+		if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->in.rd.fd, &ev) == -1)
 			return -errno;
 	}
 	return 0;
@@ -402,6 +403,10 @@ ranks_wait(struct run *r, int want_bye)
 	}
 }
 
+/* GNU parallel's: 0 all succeeded, else the tasks that failed (101 for
+ * more than 100); under --halt, 0 when success= halted the run, the
+ * failing task's status when fail=1 did, and with a percentage the
+ * share that failed (rounded up, as parallel's). */
 static int
 exit_code(const struct run *r)
 {
@@ -409,6 +414,13 @@ exit_code(const struct run *r)
 		return 128 + r->sig;
 	if (r->fatal)
 		return EXIT_FATAL;
+	if (r->halt_ok)
+		return 0;
+	if (r->o->halt_pct && r->failed > 0 && r->total > 0)
+		return (int)((r->failed * 100 + (unsigned long)r->total - 1) /
+		    (unsigned long)r->total);
+	if (r->halt_rc > 0)
+		return r->halt_rc;
 	if (r->failed > 100)
 		return 101;
 	return (int)r->failed;
@@ -436,6 +448,8 @@ run_setup(struct run *r, struct run_conf *conf, struct gp_pool **pool)
 	conf->rank = ranks_rank(r->rk);
 	conf->mpi = r->rk != NULL;
 	conf->grid = o->grid_argv != NULL;
+	if (popt_shell(o, conf->shell, sizeof(conf->shell)) < 0)
+		return -1;
 	/* Workers are forked with the results directory open. */
 	if (o->results != NULL && (conf->results_fd =
 	    results_dir(r, o->results)) < 0)
@@ -492,7 +506,7 @@ run_feed(struct run *r, struct gp_pool *pool, const struct run_conf *conf)
 	feed.ctl = feed_ctl;
 	feed.ctl_fd = r->epfd;
 	/* A regular file or /dev/null never makes a read wait. */
-	feed.in_fd = r->in.pollable ? r->in.fd : -1;
+	feed.in_fd = r->in.rd.pollable ? r->in.rd.fd : -1;
 	feed.arg = r;
 	r->t0 = gp_now_ns();
 	r->out_on = 1;
@@ -517,6 +531,7 @@ run_end(struct run *r)
 {
 	const struct opts	*o = r->o;
 
+	order_flush(r);		/* -k: what ended, in order, gaps and all */
 	summary(r);
 	if (r->sig && r->stopped && o->joblog != NULL && !o->quiet)
 		cli_err("%lu stopped task%s recorded with signal %d: "
@@ -612,6 +627,7 @@ run_init(struct run *r, const struct opts *o)
 	r->eq.fd = STDERR_FILENO;
 	r->eq.ev = EV_ERR;
 	r->halt = halt_start;
+	r->ord.next = 1;
 	joblog_init(&r->jl);
 }
 

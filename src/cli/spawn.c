@@ -86,11 +86,11 @@ spawn(pid_t *pid, const char *path, char *const argv[], int ofd, int efd,
  * only 0, 1 and 2, as any other. -errno if it could not be started.
  */
 static int
-spawn_long(pid_t *pid, const char *cmd, int ofd, int efd)
+spawn_long(pid_t *pid, const char *shell, const char *cmd, int ofd, int efd)
 {
 	static const char	 head[] = "exec 3<&-; ";
-	char			*sh[] = { "/bin/sh", "-c", ". /proc/self/fd/3",
-				    NULL };
+	char			*sh[] = { (char *)shell, "-c",
+				    ". /proc/self/fd/3", NULL };
 	int			 fd, e;
 
 	if ((fd = memfd_create("gpupool-task", MFD_CLOEXEC)) == -1)
@@ -279,14 +279,16 @@ task_parse(const void *in, size_t inlen, struct task_hdr *h)
 }
 
 /* Open the task's outputs (--results files, else pipes) and start it:
- * without a shell if it needs none and can be, else with /bin/sh -c.
+ * without a shell if it needs none and can be, else with the run's shell
+ * (rc->shell: --shell, $PARALLEL_SHELL, the one gpupool-run was started
+ * from, or /bin/sh) and -c.
  * *t0 is when it started. -1 if it did not start: msg says why. */
 static int
 task_start(const struct run_conf *rc, uint64_t seq, const char *cmd,
     struct results_files *f, pid_t *pid, int64_t *t0, struct task_reply *rp,
     char *msg, size_t mlen)
 {
-	char		*sh[] = { "/bin/sh", "-c", NULL, NULL };
+	char		*sh[] = { (char *)rc->shell, "-c", NULL, NULL };
 	char		**av;
 	int		 ofd = -1, efd = -1, e;
 
@@ -318,11 +320,12 @@ task_start(const struct run_conf *rc, uint64_t seq, const char *cmd,
 		    -1) : -E2BIG;
 	}
 	if (e == -E2BIG)
-		e = spawn_long(pid, cmd, ofd, efd);
+		e = spawn_long(pid, rc->shell, cmd, ofd, efd);
 	close(ofd);
 	close(efd);
 	if (e < 0) {
-		snprintf(msg, mlen, "cannot run '/bin/sh': %s", strerror(-e));
+		snprintf(msg, mlen, "cannot run '%s': %s", rc->shell,
+		    strerror(-e));
 		rp->exitval = 127;
 		return -1;
 	}

@@ -1,67 +1,58 @@
 /*
- * tasks.c: the tasks file, read a piece at a time so that a file of any
- * length runs in bounded memory and a pipe (tail -f queue.txt | ...) runs
- * each task as soon as its line is complete. Owns only its buffers; never
- * prints (errors are left in t->err as "file:line: what"). Assumes input
- * from a pipe or tty is read only after poll() said it is ready, so that
- * it never blocks and never has to set O_NONBLOCK on a file description
- * it shares with the parent shell. A grid (grid.c) is the other source of
- * tasks behind the same calls: its rows, expanded one at a time.
+ * tasks.c: the tasks file, read a piece at a time (rdr.c) so that a file
+ * of any length runs in bounded memory and a pipe (tail -f queue.txt |
+ * ...) runs each task as soon as its line is complete. Owns only its
+ * buffers; never prints (errors are left in t->err as "file:line:
+ * what"). A grid (grid.c) is the other source of tasks behind the same
+ * calls: its tasks, expanded one at a time, and a lone source from a
+ * pipe read here as they come; and --retry-failed's, the failed tasks a
+ * joblog records, with their Seqs and commands.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
 
-#define READ_CHUNK	65536
-
 int
 tasks_open(struct tasks *t, const char *path, char *err, size_t errlen)
 {
-	struct stat	 st;
-	int		 rc;
+	int		 fd, rc;
 
 	memset(t, 0, sizeof(*t));
-	t->fd = -1;
+	t->rd.fd = -1;
 	if (strcmp(path, "-") == 0) {
 		t->name = "<stdin>";
-		t->fd = STDIN_FILENO;
+		fd = STDIN_FILENO;
 	} else {
 		t->name = path;
-		t->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-		if (t->fd == -1) {
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+		if (fd == -1) {
 			rc = -errno;
 			snprintf(err, errlen, "cannot open '%s': %s", path,
 			    strerror(-rc));
 			return rc;
 		}
 	}
-	rc = fstat(t->fd, &st) == -1 ? -errno : S_ISDIR(st.st_mode) ?
-	    -EISDIR : 0;
-	if (rc < 0) {
-		snprintf(err, errlen, "cannot read '%s': %s", t->name,
-		    strerror(-rc));
+	if ((rc = rdr_open(&t->rd, fd)) < 0) {
+		if (rc == -ENOMEM)
+			snprintf(err, errlen, "out of memory");
+		else
+			snprintf(err, errlen, "cannot read '%s': %s", t->name,
+			    strerror(-rc));
 		tasks_close(t);
 		return rc;
 	}
-	if ((rc = files_note(FILE_IN, "tasks file", t->fd == STDIN_FILENO ?
-	    NULL : path, t->fd, err, errlen)) < 0) {
+	if ((rc = files_note(FILE_IN, "tasks file", fd == STDIN_FILENO ?
+	    NULL : path, fd, err, errlen)) < 0) {
 		tasks_close(t);
 		return rc;
 	}
-	t->pollable = S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) ||
-	    S_ISSOCK(st.st_mode);
-	t->regular = S_ISREG(st.st_mode);
-	t->cap = READ_CHUNK;
 	t->lcap = 256;
-	if ((t->buf = malloc(t->cap)) == NULL ||
-	    (t->line = malloc(t->lcap)) == NULL) {
+	if ((t->line = malloc(t->lcap)) == NULL) {
 		tasks_close(t);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
@@ -70,27 +61,45 @@ tasks_open(struct tasks *t, const char *path, char *err, size_t errlen)
 }
 
 int
-tasks_open_grid(struct tasks *t, const struct grid *g)
+tasks_open_grid(struct tasks *t, struct grid *g)
 {
+	int	 rc;
+
 	memset(t, 0, sizeof(*t));
-	t->fd = -1;
+	t->rd.fd = -1;
 	t->name = "grid";
 	t->grid = g;
 	t->lcap = 256;
 	if ((t->line = malloc(t->lcap)) == NULL)
 		return -ENOMEM;
+	/* A lone source from a pipe: read as the run goes, its fd the
+	 * input the run polls. */
+	if (g->stream) {
+		if ((rc = rdr_open(&t->rd, g->sfd)) < 0)
+			return rc;
+		g->sfd = -1;	/* t's now */
+		t->name = t->rd.fd == STDIN_FILENO ? "<stdin>" :
+		    g->src[0].what;
+	}
+	return 0;
+}
+
+int
+tasks_open_list(struct tasks *t, const struct joblog *j)
+{
+	memset(t, 0, sizeof(*t));
+	t->rd.fd = -1;
+	t->name = j->path;
+	t->jl = j;
 	return 0;
 }
 
 void
 tasks_close(struct tasks *t)
 {
-	if (t->fd > STDIN_FILENO)
-		close(t->fd);
-	t->fd = -1;
-	free(t->buf);
+	rdr_close(&t->rd);
 	free(t->line);
-	t->buf = t->line = NULL;
+	t->line = NULL;
 }
 
 static int
@@ -98,55 +107,6 @@ fail(struct tasks *t, int rc, unsigned long line, const char *what)
 {
 	snprintf(t->err, sizeof(t->err), "%s:%lu: %s", t->name, line, what);
 	return rc;
-}
-
-/* More bytes into buf. Returns 1 (read some, or EOF now set),
- * TASKS_AGAIN, or -errno. */
-static int
-fill(struct tasks *t)
-{
-	struct pollfd	 pfd = { t->fd, POLLIN, 0 };
-	size_t		 cap;
-	ssize_t		 r;
-	char		*b;
-	int		 n;
-
-	if (t->off > 0) {
-		memmove(t->buf, t->buf + t->off, t->len - t->off);
-		t->len -= t->off;
-		t->off = 0;
-	}
-	if (t->cap - t->len < READ_CHUNK / 2) {
-		cap = t->cap * 2;
-		if ((b = realloc(t->buf, cap)) == NULL) {
-			snprintf(t->err, sizeof(t->err), "out of memory");
-			return -ENOMEM;
-		}
-		t->buf = b;
-		t->cap = cap;
-	}
-	if (t->pollable) {
-		do
-			n = poll(&pfd, 1, 0);
-		while (n == -1 && errno == EINTR);
-		if (n == 0)
-			return TASKS_AGAIN;
-	}
-	do
-		r = read(t->fd, t->buf + t->len, t->cap - t->len);
-	while (r == -1 && errno == EINTR);
-	if (r == -1) {
-		if (errno == EAGAIN)
-			return TASKS_AGAIN;
-		n = -errno;
-		snprintf(t->err, sizeof(t->err), "cannot read '%s': %s",
-		    t->name, strerror(errno));
-		return n;
-	}
-	if (r == 0)
-		t->eof = 1;
-	t->len += (size_t)r;
-	return 1;
 }
 
 static int
@@ -210,24 +170,36 @@ take(struct tasks *t, const char *p, size_t n)
 		return fail(t, -EINVAL, t->first, why);
 	t->cmd = (size_t)off;
 	t->seq++;
+	t->nth++;
 	return TASKS_LINE;
 }
 
-/* The grid's next row as the task. */
+/* The grid's next task: when its rows are there (a stream read as it
+ * comes: TASKS_AGAIN until they are). */
 static int
 grid_next(struct tasks *t)
 {
+	struct grid	*g = t->grid;
 	struct gp_buf	 b = { (uint8_t *)t->line, 0, 0, t->lcap };
 	struct task_need nd;
 	char		 why[200];
 	int		 rc;
 
-	if (t->seq >= t->grid->nrow) {
-		t->eof = 1;
-		return TASKS_EOF;
+	while (t->seq >= g->nrow) {
+		if (!g->stream || g->ended) {
+			t->rd.eof = 1;
+			return TASKS_EOF;
+		}
+		if ((rc = grid_feed(g, &t->rd, why, sizeof(why))) < 0 ||
+		    (rc > 0 && (rc = grid_grown(g, why, sizeof(why))) < 0)) {
+			snprintf(t->err, sizeof(t->err), "%s", why);
+			return rc;
+		}
+		if (rc == 0 && t->seq >= g->nrow && !g->ended)
+			return TASKS_AGAIN;
 	}
 	t->lineno = t->first = t->seq + 1;
-	rc = grid_line(t->grid, t->first, &b, why, sizeof(why));
+	rc = grid_line(g, t->first, &b, why, sizeof(why));
 	t->line = (char *)b.data;	/* grown, or as it was */
 	t->lcap = b.cap;
 	if (rc < 0)
@@ -239,39 +211,80 @@ grid_next(struct tasks *t)
 		return fail(t, -EINVAL, t->first, why);
 	t->cmd = (size_t)rc;
 	t->seq++;
+	t->nth++;
+	return TASKS_LINE;
+}
+
+/* --retry-failed: the next task the joblog records as failed, by its
+ * Seq and its command there. */
+static int
+list_next(struct tasks *t)
+{
+	const struct jl_ent	*e;
+	struct task_need	 nd;
+	char			 why[200];
+	size_t			 n;
+	int			 rc;
+
+	do
+		if (t->at >= t->jl->nent) {
+			t->rd.eof = 1;
+			return TASKS_EOF;
+		}
+	while ((e = &t->jl->ent[t->at++])->ok || e->cmd == NULL);
+	n = strlen(e->cmd);
+	if (n + 1 > t->lcap) {
+		free(t->line);
+		t->lcap = n + 1;
+		if ((t->line = malloc(t->lcap)) == NULL) {
+			t->lcap = 0;
+			snprintf(t->err, sizeof(t->err), "out of memory");
+			return -ENOMEM;
+		}
+	}
+	memcpy(t->line, e->cmd, n + 1);
+	t->llen = n;
+	t->seq = e->seq;
+	t->lineno = t->first = e->seq;
+	if ((rc = need_parse(t->line, &nd, why, sizeof(why))) < 0)
+		return fail(t, -EINVAL, t->first, why);
+	t->cmd = (size_t)rc;
+	t->nth++;
 	return TASKS_LINE;
 }
 
 int
 tasks_next(struct tasks *t)
 {
-	const char	*p, *nl;
+	const char	*p;
 	size_t		 n;
 	int		 rc;
 
 	if (t->grid != NULL)
 		return grid_next(t);
+	if (t->jl != NULL)
+		return list_next(t);
 	for (;;) {
-		p = t->buf + t->off;
-		n = t->len - t->off;
-		if ((nl = memchr(p, '\n', n)) == NULL && !t->eof) {
-			if (t->llen + n > LINE_MAX_BYTES + 1)
-				return fail(t, -EINVAL, t->joining ? t->first :
-				    t->lineno + 1, "task longer than 1 MiB");
-			if ((rc = fill(t)) != 1)
-				return rc;
-			continue;
+		rc = rdr_next(&t->rd, "\n", 1, LINE_MAX_BYTES + 1, &p, &n);
+		if (rc == -E2BIG)
+			return fail(t, -EINVAL, t->joining ? t->first :
+			    t->lineno + 1, "task longer than 1 MiB");
+		if (rc == 0) {
+			if ((rc = rdr_fill(&t->rd)) == 1)
+				continue;
+			if (rc < 0)
+				snprintf(t->err, sizeof(t->err), rc == -ENOMEM ?
+				    "out of memory" : "cannot read '%s': %s",
+				    t->name, strerror(-rc));
+			return rc == 0 ? TASKS_AGAIN : rc;
 		}
-		if (nl == NULL && n == 0) {
+		if (rc == -1) {
 			if (t->joining)
 				return fail(t, -EINVAL, t->lineno,
 				    "unterminated '\\' continuation at end of "
 				    "file");
 			return TASKS_EOF;
 		}
-		if (nl != NULL)
-			n = (size_t)(nl - p);
-		t->off += nl != NULL ? n + 1 : n;
 		t->lineno++;
 		if ((rc = take(t, p, n)) != 0)
 			return rc;
@@ -284,10 +297,27 @@ tasks_scan(const char *path, int (*skip)(void *, unsigned long, const char *),
 {
 	struct tasks	 t;
 	long		 count = 0;
-	int		 rc;
+	off_t		 off;
+	int		 rc, fd = -1;
 
 	if ((rc = tasks_open(&t, path, err, errlen)) < 0)
 		return rc;
+	/* Standard input's own descriptor shares its offset with the run's
+	 * reads (and the shell's): the scan reads a description of its own,
+	 * from where standard input is now. */
+	if (t.rd.fd == STDIN_FILENO && ((fd = open("/proc/self/fd/0", O_RDONLY |
+	    O_CLOEXEC)) == -1 || (off = lseek(STDIN_FILENO, 0, SEEK_CUR)) == -1 ||
+	    lseek(fd, off, SEEK_SET) == -1)) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot read standard input twice: %s",
+		    strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		tasks_close(&t);
+		return rc;
+	}
+	if (t.rd.fd == STDIN_FILENO)
+		t.rd.fd = fd;
 	while ((rc = tasks_next(&t)) == TASKS_LINE)
 		if (skip == NULL || !skip(arg, t.seq, t.line + t.cmd))
 			count++;

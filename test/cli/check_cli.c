@@ -2492,7 +2492,7 @@ long_opts(const char *text, int roff)
 START_TEST(help_and_man_page_agree)
 {
 	struct res	 res;
-	char		*man, *hs, *ms, *p, *q, opt[64];
+	char		*man, *hs, *ms, *ms_text, *p, *q, opt[64];
 	int		 st;
 	pid_t		 pid;
 
@@ -2517,6 +2517,7 @@ START_TEST(help_and_man_page_agree)
 	*q = '\0';
 	hs = long_opts(res.out, 0);
 	ms = long_opts(p, 1);
+	ms_text = p;
 	for (p = hs; (p = strstr(p, " --")) != NULL; p = q) {
 		q = strchr(p + 1, ' ');
 		snprintf(opt, sizeof(opt), "%.*s", (int)(q - p + 1), p);
@@ -2526,6 +2527,21 @@ START_TEST(help_and_man_page_agree)
 		q = strchr(p + 1, ' ');
 		snprintf(opt, sizeof(opt), "%.*s", (int)(q - p + 1), p);
 		ck_assert_msg(strstr(hs, opt) != NULL, "--help lacks%s", opt);
+	}
+	/* The short options too: each of --help's "  -j N, ..." is one of
+	 * the page's (\-j, not the start of a \-\-long one). */
+	for (p = strstr(res.out, "\n  -"); p != NULL; p = strstr(p + 1,
+	    "\n  -")) {
+		char	 c = p[4];
+
+		if (c == '-' || (p[5] != ' ' && p[5] != ',' && p[5] != ')'))
+			continue;
+		snprintf(opt, sizeof(opt), "\\-%c", c);
+		for (q = ms_text; (q = strstr(q, opt)) != NULL; q++)
+			if (q[-1] != '-' && !((q[3] >= 'a' && q[3] <= 'z') ||
+			    (q[3] >= 'A' && q[3] <= 'Z')))
+				break;
+		ck_assert_msg(q != NULL, "man page lacks -%c", c);
 	}
 	RUN(&res, "--version");
 	ck_assert_int_eq(res.code, 0);
@@ -2540,7 +2556,7 @@ START_TEST(help_and_man_page_agree)
 			int	 fd = open(e, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 
 			dup2(fd, 2);
-			execl("/usr/bin/groff", "groff", "-man", "-ww", "-z",
+			execl("/usr/bin/groff", "groff", "-t", "-man", "-ww", "-z",
 			    MANPAGE, (char *)NULL);
 			_exit(127);
 		}

@@ -116,7 +116,8 @@ END_TEST
 /* Ten tasks, one slot, in order; tasks 3 and 5 fail. fail=15% is of all
  * ten (GNU parallel's rule): 1.5 tasks, so the run halts at the second
  * failure, task 5, not at task 3 (1 of 3 run so far would be 33%).
- * Tasks 6 to 10 never run; the exit status is the number that failed. */
+ * Tasks 6 to 10 never run; the exit status is, as GNU parallel's for a
+ * percentage, the share that failed: 2 of 10, 20. */
 START_TEST(halt_fail_percent_is_of_all_tasks)
 {
 	static const char *const when[] = { "now,fail=15%", "soon,fail=15%" };
@@ -130,7 +131,7 @@ START_TEST(halt_fail_percent_is_of_all_tasks)
 	for (k = 0; k < 2; k++) {
 		RUN(&res, "--fake-gpus", "1", "--halt", when[k], "--joblog",
 		    jl, tasks);
-		ck_assert_msg(res.code == 2, "%s: exit %d: %s", when[k],
+		ck_assert_msg(res.code == 20, "%s: exit %d: %s", when[k],
 		    res.code, res.err);
 		/* One slot, in order: tasks 1 to 5, once each. */
 		ck_assert_int_eq(n = read_joblog(jl, j, 16, NULL), 5);
@@ -148,8 +149,9 @@ START_TEST(halt_fail_percent_is_of_all_tasks)
 END_TEST
 
 /* At the boundary: fail=20% of ten tasks is two exactly, so the run
- * halts at the second failure (task 5), not the third (task 7); and
- * success=50% of four is the second success. */
+ * halts at the second failure (task 5), not the third (task 7): exit 20
+ * (parallel's share that failed); and success=50% of four is the second
+ * success: exit 0, as parallel's when success= halts it. */
 START_TEST(halt_percent_reached_exactly)
 {
 	struct res	 res;
@@ -161,7 +163,7 @@ START_TEST(halt_percent_reached_exactly)
 	    "true\nfalse\ntrue\ntrue\ntrue\n", &tasks, &jl);
 	RUN(&res, "--fake-gpus", "1", "--halt", "now,fail=20%", "--joblog",
 	    jl, tasks);
-	ck_assert_msg(res.code == 2, "exit %d: %s", res.code, res.err);
+	ck_assert_msg(res.code == 20, "exit %d: %s", res.code, res.err);
 	ck_assert_int_eq(n = read_joblog(jl, j, 16, NULL), 5);
 	ck_assert_int_eq(j[n - 1].seq, 5);
 	ck_assert_msg(strstr(res.err, "halting after 2 failed tasks") != NULL,
@@ -169,7 +171,7 @@ START_TEST(halt_percent_reached_exactly)
 	puts_file(tasks, "false\ntrue\ntrue\ntrue\n");
 	RUN(&res, "--fake-gpus", "1", "--halt", "soon,success=50%",
 	    "--joblog", jl, tasks);
-	ck_assert_msg(res.code == 1, "exit %d: %s", res.code, res.err);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
 	ck_assert_int_eq(read_joblog(jl, j, 16, NULL), 3);
 	ck_assert_ptr_nonnull(strstr(res.err, "halting after 2 succeeded "
 	    "tasks"));
@@ -177,7 +179,8 @@ START_TEST(halt_percent_reached_exactly)
 }
 END_TEST
 
-/* success=N% and done=N: halting on what ended well, or at all. */
+/* success=N% and done=N: halting on what ended well (exit 0, as
+ * parallel's), or at all (the failed count). */
 START_TEST(halt_success_and_done)
 {
 	struct res	 res;
@@ -188,7 +191,7 @@ START_TEST(halt_success_and_done)
 	/* 30% of 6 is 1.8: the second success, task 3. */
 	RUN(&res, "--fake-gpus", "1", "--halt", "soon,success=30%",
 	    "--joblog", jl, tasks);
-	ck_assert_msg(res.code == 1, "exit %d: %s", res.code, res.err);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
 	ck_assert_int_eq(read_joblog(jl, j, 16, NULL), 3);
 	ck_assert_ptr_nonnull(strstr(res.err, "halting after 2 succeeded "
 	    "tasks"));

@@ -177,7 +177,9 @@ START_TEST(task_lines_over_128k_run)
 }
 END_TEST
 
-/* echo {1} ::: $'a\nb' 'a\nb': two commands that the joblog must keep
+/* echo {1} ::: $'a\nb' 'a\nb' (with -0, so that the newline does not
+ * cut the first into two arguments, as parallel's ::: would): two
+ * commands that the joblog must keep
  * apart, though the first's newline is written as two characters. A
  * resume after one of them is given the other runs it (and says the
  * command changed); the timeline shows each as it was. */
@@ -190,7 +192,7 @@ START_TEST(joblog_keeps_backslashes_apart)
 	tmp_make();
 	jl = pathf("jl");
 	svg = pathf("t.svg");
-	RUN(&res, "--fake-gpus", "1", "--quiet", "--joblog", jl, "echo",
+	RUN(&res, "--fake-gpus", "1", "--quiet", "--joblog", jl, "-0", "echo",
 	    "{1}", ":::", "a\nb", "a\\nb");
 	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
 	ck_assert_int_eq(read_joblog(jl, j, 4, NULL), 2);
@@ -198,11 +200,11 @@ START_TEST(joblog_keeps_backslashes_apart)
 	    j[0].cmd);
 	/* The same grid resumes without a word; the other value at Seq 1
 	 * is a changed command. */
-	RUN(&res, "--fake-gpus", "1", "--joblog", jl, "--resume", "echo",
+	RUN(&res, "--fake-gpus", "1", "--joblog", jl, "--resume", "-0", "echo",
 	    "{1}", ":::", "a\nb", "a\\nb");
 	ck_assert_msg(res.code == 0 && strstr(res.err, "another command") ==
 	    NULL, "exit %d: %s", res.code, res.err);
-	RUN(&res, "--fake-gpus", "1", "--joblog", jl, "--resume", "echo",
+	RUN(&res, "--fake-gpus", "1", "--joblog", jl, "--resume", "-0", "echo",
 	    "{1}", ":::", "a\\nb", "a\nb");
 	ck_assert_msg(strstr(res.err, "another command") != NULL, "resume did "
 	    "not see the change: %s", res.err);

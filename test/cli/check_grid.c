@@ -332,7 +332,8 @@ START_TEST(bad_grids_exit_255_with_one_line)
 		 * ever, as getline() read it) is refused as it is read. */
 		{ { "true", "::::", "@LONG" }, "long:1: line longer than "
 		  "1 MiB" },
-		{ { "true", "::::", "/dev/zero" }, "/dev/zero:1: NUL byte" },
+		{ { "true", "::::", "/dev/zero" }, "/dev/zero:1: line longer "
+		  "than 1 MiB" },
 		{ { "--colsep", ",", "@CSV" }, "--colsep needs COMMAND :::" },
 		{ { "--header", "x", "echo", ":::", "a" },
 		  "--header: 'x' is not supported" },

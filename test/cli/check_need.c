@@ -183,7 +183,7 @@ START_TEST(gpu_options)
 	struct opts	 o;
 	char		 err[512];
 
-	ck_assert_int_eq(parse(&o, (const char *[]){ "t", NULL }, err,
+	ck_assert_int_eq(parse(&o, (const char *[]){ "-", NULL }, err,
 	    sizeof(err)), 0);
 	ck_assert_int_eq(o.gpus_free, 0);
 	ck_assert_int_eq(o.busy_pct, 0);
@@ -191,7 +191,7 @@ START_TEST(gpu_options)
 	ck_assert_int_eq(o.gpus_per_task, 0);
 	ck_assert_int_eq(parse(&o, (const char *[]){ "--gpus", "free",
 	    "--wait-free", "--busy-pct", "25", "--mem", "1.5G",
-	    "--gpus-per-task", "2", "t", NULL }, err, sizeof(err)), 0);
+	    "--gpus-per-task", "2", "-", NULL }, err, sizeof(err)), 0);
 	ck_assert_int_eq(o.gpus_free, 1);
 	ck_assert_ptr_null(o.gpus);
 	ck_assert_int_eq(o.wait_free, 1);
@@ -199,16 +199,16 @@ START_TEST(gpu_options)
 	ck_assert_uint_eq(o.mem, 3 * GiB / 2);
 	ck_assert_int_eq(o.gpus_per_task, 2);
 	ck_assert_int_eq(parse(&o, (const char *[]){ "--gpus", "free:0,2",
-	    "t", NULL }, err, sizeof(err)), 0);
+	    "-", NULL }, err, sizeof(err)), 0);
 	ck_assert_int_eq(o.gpus_free, 1);
 	ck_assert_str_eq(o.gpus, "0,2");
 	/* The last --gpus wins, as a whole. */
 	ck_assert_int_eq(parse(&o, (const char *[]){ "--gpus", "free",
-	    "--gpus", "1", "t", NULL }, err, sizeof(err)), 0);
+	    "--gpus", "1", "-", NULL }, err, sizeof(err)), 0);
 	ck_assert_int_eq(o.gpus_free, 0);
 	ck_assert_str_eq(o.gpus, "1");
 	ck_assert_int_eq(parse(&o, (const char *[]){ "--gpus", "freedom",
-	    "t", NULL }, err, sizeof(err)), 0);
+	    "-", NULL }, err, sizeof(err)), 0);
 	ck_assert_int_eq(o.gpus_free, 0);
 	ck_assert_int_eq(parse(&o, (const char *[]){ "--gpus", "free",
 	    "--show-gpus", NULL }, err, sizeof(err)), 0);
@@ -221,23 +221,23 @@ START_TEST(gpu_option_errors)
 	static const struct {
 		const char	*args[6], *why;
 	} t[] = {
-		{ { "--gpus", "free:", "t" }, "--gpus: empty GPU list after "
+		{ { "--gpus", "free:", "-" }, "--gpus: empty GPU list after "
 		    "'free:'" },
-		{ { "--wait-free", "t" }, "--wait-free needs --gpus free" },
-		{ { "--gpus", "0", "--wait-free", "t" }, "--wait-free needs "
+		{ { "--wait-free", "-" }, "--wait-free needs --gpus free" },
+		{ { "--gpus", "0", "--wait-free", "-" }, "--wait-free needs "
 		    "--gpus free" },
-		{ { "--busy-pct", "20", "t" }, "--busy-pct needs --gpus free" },
-		{ { "--gpus", "free", "--busy-pct", "0", "t" }, "--busy-pct: "
+		{ { "--busy-pct", "20", "-" }, "--busy-pct needs --gpus free" },
+		{ { "--gpus", "free", "--busy-pct", "0", "-" }, "--busy-pct: "
 		    "'0' is not a percentage (1 to 100)" },
-		{ { "--gpus", "free", "--busy-pct", "101", "t" }, "'101' is "
+		{ { "--gpus", "free", "--busy-pct", "101", "-" }, "'101' is "
 		    "not a percentage" },
-		{ { "--mem", "20", "t" }, "--mem: bad size '20': needs a unit, "
+		{ { "--mem", "20", "-" }, "--mem: bad size '20': needs a unit, "
 		    "e.g. 20G" },
-		{ { "--mem", "lots", "t" }, "--mem: bad size 'lots': not a "
+		{ { "--mem", "lots", "-" }, "--mem: bad size 'lots': not a "
 		    "size" },
-		{ { "--gpus-per-task", "0", "t" }, "--gpus-per-task: '0' is "
+		{ { "--gpus-per-task", "0", "-" }, "--gpus-per-task: '0' is "
 		    "not a GPU count (1 to 1024)" },
-		{ { "--gpus-per-task", "2x", "t" }, "'2x' is not a GPU count" },
+		{ { "--gpus-per-task", "2x", "-" }, "'2x' is not a GPU count" },
 	};
 	struct opts	 o;
 	char		 err[512];
@@ -535,9 +535,8 @@ END_TEST
 
 /* Every command has a joblog text of its own, which reads back as it:
  * a newline and the two characters \n, a TAB and \t, one backslash
- * and two, a backslash at the end. Lines GNU parallel or an earlier
- * gpupool-run wrote, whose backslashes are raw, still match when no
- * backslash stands before a backslash, 't' or 'n'. */
+ * and two, a backslash at the end. GNU parallel's lines, whose
+ * Commands are raw, match as they are. */
 START_TEST(joblog_escaping_is_reversible)
 {
 	static const char *const cmds[] = {
@@ -591,14 +590,19 @@ START_TEST(joblog_escaping_is_reversible)
 	free(b);
 	unlink(path);
 
-	/* GNU parallel's raw backslashes. */
+	/* GNU parallel's nine columns: the Command is the rest of the
+	 * line, raw, a TAB and backslashes and all, and reads back as the
+	 * command it was. */
 	file_with(path, "Seq\tHost\tStarttime\tJobRuntime\tSend\tReceive\t"
 	    "Exitval\tSignal\tCommand\n"
-	    "1\t:\t1700000000.000\t0.1\t0\t0\t0\t0\tsed 's/\\./,/'\t-\n"
-	    "2\t:\t1700000000.000\t0.1\t0\t0\t0\t0\ttr \\\\ /\t-\n");
+	    "1\t:\t1700000000.000\t0.1\t0\t0\t0\t0\tsed 's/\\./,/'\n"
+	    "2\t:\t1700000000.000\t0.1\t0\t0\t0\t0\ttr \\\\ /\n"
+	    "3\t:\t1700000000.000\t0.1\t0\t0\t0\t0\techo 'a\tb'\n");
 	ck_assert_int_eq(joblog_load(&j, path, err, sizeof(err)), 0);
 	ck_assert_int_eq(joblog_changed(&j, 1, "sed 's/\\./,/'"), 0);
-	ck_assert_int_eq(joblog_changed(&j, 2, "tr \\\\ /"), 1);
+	ck_assert_int_eq(joblog_changed(&j, 2, "tr \\\\ /"), 0);
+	ck_assert_int_eq(joblog_changed(&j, 3, "echo 'a\tb'"), 0);
+	ck_assert_int_eq(joblog_changed(&j, 3, "echo 'a"), 1);
 	joblog_release(&j);
 	unlink(path);
 }

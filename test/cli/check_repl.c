@@ -60,12 +60,25 @@ START_TEST(quoting_is_one_inert_word)
 }
 END_TEST
 
+/* The grid options as gpupool-run's defaults have them, with --header :
+ * or not. */
+static const struct grid_conf *
+conf(int header)
+{
+	static struct opts	 o;
+
+	memset(&o, 0, sizeof(o));
+	popt_init(&o);
+	o.gc.header = header;
+	return &o.gc;
+}
+
 static const char *
 expand(const char *tmpl, int ncol, const char *const *val,
     const char *const *name)
 {
 	static struct gp_buf	 b;
-	struct repl_args	 a = { val, name, ncol, 7 };
+	struct repl_args	 a = { val, name, ncol, 7, 0, 0, 0, 0, 0 };
 	static char		 err[200];
 
 	if (repl_expand(tmpl, &a, &b, err, sizeof(err)) < 0)
@@ -131,7 +144,7 @@ START_TEST(rows_of_the_product)
 	char		 err[200];
 	size_t		 i;
 
-	ck_assert_int_eq(grid_parse(&g, (char **)argv, 17, NULL, 0, err,
+	ck_assert_int_eq(grid_parse(&g, (char **)argv, 17, conf(0), err,
 	    sizeof(err)), 0);
 	ck_assert_int_eq(g.nrow, 12);
 	ck_assert_int_eq(g.ncol, 4);
@@ -142,14 +155,14 @@ START_TEST(rows_of_the_product)
 	}
 	grid_release(&g);
 	/* --header : takes a and x as the names. */
-	ck_assert_int_eq(grid_parse(&g, (char **)named, 9, NULL, 1, err,
+	ck_assert_int_eq(grid_parse(&g, (char **)named, 9, conf(1), err,
 	    sizeof(err)), 0);
 	ck_assert_int_eq(g.nrow, 2);
 	ck_assert_int_eq(grid_line(&g, 2, &b, err, sizeof(err)), 0);
 	ck_assert_str_eq((char *)b.data, "echo b-z");
 	grid_release(&g);
 	gp_buf_release(&b);
-	ck_assert_int_eq(grid_parse(&g, (char **)argv, 12, NULL, 0, err,
+	ck_assert_int_eq(grid_parse(&g, (char **)argv, 12, conf(0), err,
 	    sizeof(err)), -EINVAL);
 	ck_assert_str_eq(err, "source 3 (':::+') has 1 arguments but is "
 	    "linked to one with 3");
@@ -172,10 +185,10 @@ START_TEST(rows_checked_without_the_product)
 	many[2] = ":::";
 	for (i = 0; i < 2000; i++)
 		ck_assert_int_ge(asprintf(&many[3 + i], "v%d", i), 0);
-	ck_assert_int_eq(grid_parse(&g, many, 2003, NULL, 0, err,
+	ck_assert_int_eq(grid_parse(&g, many, 2003, conf(0), err,
 	    sizeof(err)), -EINVAL);
 	ck_assert_msg(strncmp(err, "grid:1025: ", 11) == 0, "%s", err);
-	ck_assert_int_eq(grid_parse(&g, many, 1027, NULL, 0, err,
+	ck_assert_int_eq(grid_parse(&g, many, 1027, conf(0), err,
 	    sizeof(err)), 0);
 	grid_release(&g);
 
@@ -190,12 +203,12 @@ START_TEST(rows_checked_without_the_product)
 	av[8] = ":::";
 	av[9] = "p";
 	av[10] = "q";
-	ck_assert_int_eq(grid_parse(&g, av, 11, NULL, 0, err, sizeof(err)),
+	ck_assert_int_eq(grid_parse(&g, av, 11, conf(0), err, sizeof(err)),
 	    -EINVAL);
 	ck_assert_msg(strncmp(err, "grid:3: bad value '2X'", 22) == 0, "%s",
 	    err);
 	av[7] = "2G";
-	ck_assert_int_eq(grid_parse(&g, av, 11, NULL, 0, err, sizeof(err)),
+	ck_assert_int_eq(grid_parse(&g, av, 11, conf(0), err, sizeof(err)),
 	    0);
 	grid_release(&g);
 
@@ -211,14 +224,81 @@ START_TEST(rows_checked_without_the_product)
 	av[4] = ":::";
 	av[5] = "b";
 	av[6] = big;
-	ck_assert_int_eq(grid_parse(&g, av, 7, NULL, 0, err, sizeof(err)),
+	ck_assert_int_eq(grid_parse(&g, av, 7, conf(0), err, sizeof(err)),
 	    -EINVAL);
 	ck_assert_str_eq(err, "grid:4: task longer than 1 MiB");
-	ck_assert_int_eq(grid_parse(&g, av, 6, NULL, 0, err, sizeof(err)), 0);
+	ck_assert_int_eq(grid_parse(&g, av, 6, conf(0), err, sizeof(err)), 0);
 	grid_release(&g);
 	free(big);
 	for (i = 0; i < 2000; i++)
 		free(many[3 + i]);
+}
+END_TEST
+
+/* {//} is POSIX dirname, {/} what follows the last '/', {.} drops from
+ * the last '.' after the last '/', {/.} both: what GNU parallel 20221122
+ * gives for each (before: {//} of "a/b/" was "a/b", of "d/" "d"). An
+ * empty part is an empty argument, ''. */
+START_TEST(path_parts_as_parallel)
+{
+	static const struct {
+		const char	*v, *want;
+	} c[] = {
+		{ "a/b/", "a|''|a/b/|''" }, { "d/", ".|''|d/|''" },
+		{ "a", ".|a|a|a" }, { "../x", "..|x|../x|x" },
+		{ "a.b/c", "a.b|c|a.b/c|c" }, { ".bashrc", ".|.bashrc|''|''" },
+		{ "a/.b", "a|.b|a/|''" }, { "/x", "/|x|/x|x" },
+		{ "/", "/|''|/|''" }, { "x.", ".|x.|x|x" },
+		{ "a.tar.gz", ".|a.tar.gz|a.tar|a.tar" }, { "a//b", "a|b|a//b|b" },
+		{ "a/b//", "a|''|a/b//|''" }, { "//x", "/|x|//x|x" },
+		{ ".", ".|.|''|''" }, { "..", ".|..|.|." }, { "", ".|''|''|''" },
+		{ "x/..", "x|..|x/.|." }, { "/..", "/|..|/.|." },
+	};
+	size_t	 i;
+
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+		ck_assert_msg(strcmp(expand("{//}|{/}|{.}|{/.}", 1, &c[i].v,
+		    NULL), c[i].want) == 0, "'%s': '%s', not '%s'", c[i].v,
+		    expand("{//}|{/}|{.}|{/.}", 1, &c[i].v, NULL), c[i].want);
+}
+END_TEST
+
+/* What a task of several rows makes: -N's missing arguments expand to
+ * nothing, {-N} counts from the last, -X repeats the word that holds {}
+ * per row, --tagstring's text is unquoted with {%} filled, -q quotes
+ * each of COMMAND's words and keeps its replacement strings. */
+START_TEST(rows_of_a_task)
+{
+	static const char *const v[] = { "a b", "c" };
+	struct repl_args	 a = { v, NULL, 1, 3, 2, 0, 0, 0, 0 };
+	struct gp_buf		 b = { 0 };
+	char			 err[200], *w[] = { "printf", "<%s>", "x {} y",
+				    "{1}" };
+
+	ck_assert_int_eq(repl_expand("e {1}-{2}-{-1}", &a, &b, err,
+	    sizeof(err)), 0);
+	ck_assert_str_eq((char *)b.data, "e 'a b'--'a b'");
+	a.ncol = 2;
+	a.flags = REPL_CTX;
+	a.unit = 1;
+	ck_assert_int_eq(repl_expand("e p{}q {#}", &a, &b, err, sizeof(err)),
+	    0);
+	ck_assert_str_eq((char *)b.data, "e p'a b'q pcq 3");
+	a.flags = REPL_RAW;
+	a.slot = 4;
+	ck_assert_int_eq(repl_expand("{}/{%}/{1}", &a, &b, err, sizeof(err)),
+	    0);
+	ck_assert_str_eq((char *)b.data, "a b c/4/a b");
+	a.flags = 0;
+	ck_assert_int_eq(repl_expand("e {3}", &a, &b, err, sizeof(err)),
+	    -EINVAL);
+	ck_assert_int_eq(repl_quote_words(w, 4, &a, &b, err, sizeof(err)), 0);
+	ck_assert_str_eq((char *)b.data, "printf '<%s>' 'x '{}' y' {1}");
+	ck_assert_str_eq(sh_sees("'x ''a b'' y'"), "<x a b y>");
+	ck_assert_int_eq(repl_expand("e {= $_ =}", &a, &b, err, sizeof(err)),
+	    -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "Perl expression"));
+	gp_buf_release(&b);
 }
 END_TEST
 
@@ -231,6 +311,8 @@ repl_suite(void)
 	tcase_add_test(tc, quoting_is_one_inert_word);
 	tcase_add_test(tc, replacement_strings);
 	tcase_add_test(tc, slot_filled_in_the_worker);
+	tcase_add_test(tc, path_parts_as_parallel);
+	tcase_add_test(tc, rows_of_a_task);
 	tcase_add_test(tc, rows_of_the_product);
 	tcase_add_test(tc, rows_checked_without_the_product);
 	suite_add_tcase(s, tc);

@@ -8,7 +8,10 @@
  * a /proc/self/fd link will not do: the input goes to a file in a private
  * temporary directory made once per process (the only state kept; the
  * file is rewritten for every input and removed at exit). Checked:
- *   - loading never fails on content (only -ENOMEM may come back);
+ *   - what is no joblog (no header first, a line neither a record nor one
+ *     a crash cut short) is refused, naming the file, never read as
+ *     empty; the same bytes after a header are then loaded, so that the
+ *     records are what is fuzzed;
  *   - the entries are sorted by Seq, one per Seq, each with a Seq from 1,
  *     a nonzero hash and ok 0 or 1 (memory follows the rows, whatever
  *     the Seqs: regress/joblog/big-seq);
@@ -20,7 +23,10 @@
  *     is about (backslash, 't', 'n', TAB, newline) reads back as
  *     unchanged, and its Command field, unescaped, is the command; the
  *     record's line ends in its GPU, GPUMem and GPUUtil columns ('-'
- *     for unknown), twelve fields in all.
+ *     for unknown), twelve fields in all; or, appended to GNU parallel's
+ *     nine columns, is nine: the Command the rest of the line, raw but
+ *     for a newline written \n (which then reads back as another
+ *     command: parallel's format has no newline).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -36,6 +42,9 @@
 #include "cli.h"
 /* joblog.c grows its buffer to 2 MiB before it skips a line. */
 #define EXPAND_MAX	((2u << 20) + (1u << 18))
+/* gpupool-run's joblog header. */
+#define HEADER	"Seq\tHost\tStarttime\tJobRuntime\tSend\tReceive\tExitval\t" \
+	"Signal\tCommand\tGPU\tGPUMem\tGPUUtil\n"
 #include "fuzz_common.h"
 
 static char	dir[256];
@@ -79,10 +88,28 @@ check_tables(const struct joblog *j)
 	}
 }
 
+/* The last line's part after its eighth TAB (at most 512 bytes), as
+ * GNU parallel's joblog holds the command: with its newlines as \n. */
+static int
+raw_is(const char *tail, const char *cmd)
+{
+	const char	*f = tail;
+	int		 k;
+
+	for (k = 0; k < 8; k++) {
+		CHECK((f = strchr(f, '\t')) != NULL);
+		f++;
+	}
+	for (; *cmd; cmd++, f++)
+		if (*cmd == '\n' ? f[0] != '\\' || *++f != 'n' : *f != *cmd)
+			return 0;
+	return *f == '\n' || *f == '\0';
+}
+
 /* The file's last line is r's: twelve fields, ending in its GPU,
- * GPUMem and GPUUtil. */
+ * GPUMem and GPUUtil; or parallel's nine (nine). */
 static void
-check_last_line(const struct jl_rec *r)
+check_last_line(const struct jl_rec *r, int nine)
 {
 	char		 tail[512], want[96], m[24], u[24], *l;
 	off_t		 end;
@@ -98,6 +125,11 @@ check_last_line(const struct jl_rec *r)
 	/* The bytes before may be anything, NULs included. */
 	CHECK(n > 0 && tail[n - 1] == '\n');
 	CHECK((l = memrchr(tail, '\n', (size_t)n - 1)) != NULL);
+	if (nine) {
+		tail[n] = '\0';
+		CHECK(raw_is(l + 1, r->cmd));
+		return;
+	}
 	for (l++; l < tail + n - 1; l++)
 		tabs += *l == '\t';
 	CHECK(tabs == 11);
@@ -111,7 +143,7 @@ check_last_line(const struct jl_rec *r)
 /* The Command field of the file's last line (whose tail is at most 512
  * bytes), unescaped, is cmd. */
 static void
-check_command(const char *cmd)
+check_command(const char *cmd, int nine)
 {
 	char	 tail[512], *l, *f;
 	off_t	 end;
@@ -126,6 +158,8 @@ check_command(const char *cmd)
 	CHECK(n > 1);
 	tail[n - 1] = '\0';
 	CHECK((l = memrchr(tail, '\n', (size_t)n - 1)) != NULL);
+	if (nine)
+		return;		/* check_last_line() read it */
 	for (f = l + 1, k = 0; k < 8; k++) {
 		CHECK((f = strchr(f, '\t')) != NULL);
 		f++;
@@ -146,7 +180,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint8_t		*owned;
 	struct jl_ent	*old = NULL;
 	size_t		 n, nold, i, k, rows = 1;
-	int		 fd, rc, ok;
+	int		 fd, rc, ok, nine;
 
 	setup();
 	in = fuzz_expand(data, size, &n, &owned);
@@ -161,7 +195,29 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	joblog_init(&j);
 	err[0] = '\0';
 	rc = joblog_load(&j, path, err, sizeof(err));
-	CHECK(rc == 0 || rc == -ENOMEM);
+	/* What is no joblog is refused, naming it, never read as empty;
+	 * then the same bytes after a header, so that the records behind
+	 * it are what is fuzzed. */
+	if (rc == -EINVAL) {
+		CHECK(strstr(err, path) != NULL && strstr(err,
+		    "not resuming") != NULL);
+		CHECK(j.nent == 0 || n > 0);
+		joblog_release(&j);
+		CHECK((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC |
+		    O_CLOEXEC, 0600)) >= 0);
+		fuzz_write_all(fd, (const uint8_t *)HEADER, sizeof(HEADER) - 1);
+		in = fuzz_expand(data, size, &n, &owned);
+		fuzz_write_all(fd, in, n);
+		free(owned);
+		close(fd);
+		rows++;
+		joblog_init(&j);
+		rc = joblog_load(&j, path, err, sizeof(err));
+		CHECK(rc == 0 || rc == -EINVAL || rc == -ENOMEM);
+		if (rc == -EINVAL)
+			CHECK(strstr(err, "not resuming") != NULL);
+	} else
+		CHECK(rc == 0 || rc == -ENOMEM);
 	if (rc < 0) {
 		joblog_release(&j);
 		return 0;
@@ -199,16 +255,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	joblog_init(&j);
 	CHECK(joblog_open(&j, path, 1, err, sizeof(err)) == 0);
 	CHECK(joblog_append(&j, &r) == 0);
+	nine = j.fmt == 9;
 	joblog_release(&j);
-	check_last_line(&r);
-	check_command(cmd);
+	check_last_line(&r, nine);
+	check_command(cmd, nine);
 
 	joblog_init(&j);
 	CHECK(joblog_load(&j, path, err, sizeof(err)) == 0);
 	check_tables(&j);
 	CHECK(joblog_done(&j, r.seq, 0));
 	CHECK(joblog_done(&j, r.seq, 1) == ok);
-	CHECK(!joblog_changed(&j, r.seq, cmd));
+	CHECK(!joblog_changed(&j, r.seq, cmd) || (nine && strchr(cmd, '\n')));
 	for (i = 0; i < nold; i++) {
 		if (old[i].seq == r.seq)
 			continue;

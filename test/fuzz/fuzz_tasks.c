@@ -66,7 +66,7 @@ read_all(const char *path, int regular, int closefd, struct outcome *o)
 	CHECK(rc == 0);
 	if (closefd >= 0)
 		close(closefd);
-	CHECK(t.regular == regular && t.pollable == !regular);
+	CHECK(t.rd.regular == regular && t.rd.pollable == !regular);
 	for (;;) {
 		rc = tasks_next(&t);
 		if (rc == TASKS_AGAIN) {
@@ -104,7 +104,7 @@ read_all(const char *path, int regular, int closefd, struct outcome *o)
 	} else
 		CHECK(rc == TASKS_EOF);
 	tasks_close(&t);
-	CHECK(t.fd == -1 && t.buf == NULL && t.line == NULL);
+	CHECK(t.rd.fd == -1 && t.rd.buf == NULL && t.line == NULL);
 }
 
 int
