@@ -436,6 +436,7 @@ run_setup(struct run *r, struct run_conf *conf, struct gp_pool **pool)
 	conf->rank = ranks_rank(r->rk);
 	conf->mpi = r->rk != NULL;
 	conf->grid = o->grid_argv != NULL;
+	conf->threads = o->threads;
 	/* Workers are forked with the results directory open. */
 	if (o->results != NULL && (conf->results_fd =
 	    results_dir(r, o->results)) < 0)
