@@ -95,7 +95,7 @@ CHANGED = {
         "unseen: it never reads their results)",
     "ExecutorTest.test_max_tasks_per_child":
         "deliberate difference: max_tasks_per_child works with fork (the "
-        "only start method): the worker's pid changes after 3 calls "
+        "mixin's start method): the worker's pid changes after 3 calls "
         "(ProcessPoolExecutor refuses it with a fork context)",
     "ExecutorTest.test_max_tasks_early_shutdown":
         "run with fork (CPython skips it for fork)",
@@ -129,7 +129,7 @@ LEFT_OUT = {
     "ExecutorTest.test_idle_process_reuse_one": _SPAWN,
     "ExecutorTest.test_idle_process_reuse_multiple": _SPAWN,
     "ExecutorTest.test_max_tasks_per_child_defaults_to_spawn_context":
-        "reads the private _mp_context; gpupool always forks",
+        "reads the private _mp_context; gpupool has none (fork unless unsafe)",
     "FutureTests.*":
         "tests concurrent.futures.Future itself, which gpupool's futures "
         "are (a subclass whose result() may drive the pool): nothing of "
