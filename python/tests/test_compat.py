@@ -329,9 +329,11 @@ def test_an_argument_that_does_not_pickle_fails_its_future():
 
 def test_work_submitted_before_exit_still_runs(tmp_path):
     path, env = _script("""
-        import gpupool
+        import os, gpupool
         def show(x):
-            print("ran", x, flush=True)
+            # One write a line: under PYTHONUNBUFFERED print() writes
+            # its pieces one by one, and two workers' lines would mix.
+            os.write(1, b"ran %d\\n" % x)
         p = gpupool.Pool(fake_gpus=2)
         for i in range(3):
             p.submit(show, i)
