@@ -9,6 +9,7 @@ installs the package from this tree into a venv).
     python3 py_gpupool.py roundtrip IMPL N       N sequential one-item calls
     python3 py_gpupool.py warm IMPL TASKS SETUP WORK [GPUPOOL_RUN]
     python3 py_gpupool.py payload IMPL KIND SIZE N  echo N items of SIZE B
+    python3 py_gpupool.py start IMPL IMPORT      a pool's start-up, first item
 
 Always 4 workers (gpupool: 4 fake GPUs). For trivial and roundtrip the pool
 is created and warmed up before the clock starts (startup_s says what that
@@ -24,6 +25,15 @@ roundtrip IMPL: gpupool (Pool.submit(f, x).result()), gpupool-map1
     (Pool.map(f, [x])), ppe (submit(f, x).result()), apply
     (multiprocessing.Pool.apply(f, (x,))), loky (submit(...).result()),
     mpire (WorkerPool.apply(f, (x,))).
+    In both, gpupool-clean is gpupool with workers that start clean
+    (start_method="spawn"); gpupool's own rows fork (start_method="fork").
+start IMPL IMPORT: the caller imports IMPORT first (none; numpy, with a
+    matrix product, so OpenBLAS has started its threads; jax, with one
+    computation, so XLA runs), then the clock: startup_s is the pool's
+    creation (gpupool: every worker ready), first_s from before it to the
+    first result of submit(f, 1) (what a user waits for). IMPL:
+    gpupool-fork, gpupool-clean (start_method fork, spawn), loky
+    (get_reusable_executor(4), which execs its workers).
 payload IMPL KIND: gpupool (gpupool.Pool.map) or map
     (multiprocessing.Pool.map), default chunks both, echoing N distinct
     items of SIZE bytes each: KIND bytes, or numpy (uint8 arrays; pickle
@@ -116,7 +126,8 @@ def make(impl):
     """(pool, map(fn, items), one(fn, x), close())"""
     if impl.startswith("gpupool"):
         import gpupool
-        p = gpupool.Pool(fake_gpus=WORKERS)
+        p = gpupool.Pool(fake_gpus=WORKERS, start_method="spawn" if
+                         impl.startswith("gpupool-clean") else "fork")
         return (lambda f, xs: p.map(f, xs),
                 lambda f, x: p.submit(f, x).result(),
                 lambda f, x: p.map(f, [x])[0],
@@ -206,6 +217,35 @@ def payload(impl, kind, size, n):
         mb_per_s=n * size / secs / 1e6, startup_s=startup)
 
 
+def start(impl, imp):
+    if imp == "numpy":
+        import numpy
+        numpy.ones((256, 256)) @ numpy.ones((256, 256))
+    elif imp == "jax":
+        os.environ["JAX_PLATFORMS"] = "cpu"
+        import jax.numpy as jnp
+        float(jnp.ones(4).sum())
+    t0 = time.perf_counter()
+    if impl.startswith("gpupool"):
+        import gpupool
+        p = gpupool.Pool(fake_gpus=WORKERS, start_method="spawn" if
+                         impl == "gpupool-clean" else "fork")
+        close = p.close
+    elif impl == "loky":
+        import loky
+        p = loky.get_reusable_executor(max_workers=WORKERS)
+        close = p.shutdown
+    else:
+        raise SystemExit("unknown IMPL " + impl)
+    t1 = time.perf_counter()
+    r = p.submit(ident, 1).result()
+    t2 = time.perf_counter()
+    close()
+    if r != 1:
+        raise SystemExit("%s: wrong result" % impl)
+    out(impl=impl, imported=imp, startup_s=t1 - t0, first_s=t2 - t0)
+
+
 def sem_task(i, s, w, sem, free):
     with sem:
         gpu = free.pop()
@@ -272,6 +312,8 @@ def main(argv):
         trivial(argv[2], int(argv[3]))
     elif what == "roundtrip":
         roundtrip(argv[2], int(argv[3]))
+    elif what == "start":
+        start(argv[2], argv[3])
     elif what == "payload":
         payload(argv[2], argv[3], int(argv[4]), int(argv[5]))
     elif what == "warm":

@@ -57,6 +57,7 @@ FULL = dict(
     py_ns=(10**5, 10**6), py_triv_rounds=3, py_rt_n=2000, py_rt_rounds=5,
     py_warm=(100, "scipy.stats", 0.5, 0.1), py_warm_rounds=3,
     py_payloads=((MIB, 128), (16 * MIB, 16)), py_payload_rounds=3,
+    py_start_rounds=5,
 )
 QUICK = dict(
     cmd_n=200, true_rounds=2, sleep_rounds=1,
@@ -71,6 +72,7 @@ QUICK = dict(
     py_ns=(10**5,), py_triv_rounds=2, py_rt_n=500, py_rt_rounds=2,
     py_warm=(20, "scipy.stats", 0.2, 0.05), py_warm_rounds=2,
     py_payloads=((MIB, 32), (16 * MIB, 4)), py_payload_rounds=2,
+    py_start_rounds=2,
 )
 
 # Pareto(alpha 1.5) item durations for pool_map's skewed set (5 ms scale,
@@ -830,6 +832,7 @@ def memcpy_n(bp, size, seconds=0.3):
 
 PY_TRIVIAL = [
     ("gpupool", "gpupool.Pool.map (default chunks)"),
+    ("gpupool-clean", "gpupool.Pool.map, workers started clean"),
     ("map", "multiprocessing Pool.map (default chunks)"),
     ("ppe", "ProcessPoolExecutor.map (chunksize=1000)"),
     ("loky", "loky executor .map (chunksize=1000)"),
@@ -838,6 +841,7 @@ PY_TRIVIAL = [
 PY_ROUNDTRIP = [
     ("gpupool", "gpupool Pool.submit(f, x).result()"),
     ("gpupool-map1", "gpupool Pool.map(f, [x])"),
+    ("gpupool-clean", "gpupool Pool.submit(f, x).result(), started clean"),
     ("ppe", "ProcessPoolExecutor.submit(f, x).result()"),
     ("apply", "multiprocessing Pool.apply(f, (x,))"),
     ("loky", "loky executor .submit(f, x).result()"),
@@ -848,6 +852,15 @@ PY_WARM = [
     ("run", "gpupool-run, one python3 -c per task"),
     ("semaphore", "Process per task + Semaphore(4) + Manager().list()"),
 ]
+PY_START = [
+    ("gpupool-fork", "gpupool.Pool(), forked workers"),
+    ("gpupool-clean", "gpupool.Pool(), workers started clean"),
+    ("loky", "loky get_reusable_executor(4)"),
+]
+# What the caller imported before the pool: nothing, numpy (OpenBLAS's
+# threads started: fork stays safe), jax (XLA running: fork hangs, so
+# forked workers are not measured).
+PY_START_IMPORTS = ["none", "numpy", "jax"]
 PY_PAYLOAD = [
     ("gpupool", "gpupool.Pool.map (default chunks)"),
     ("map", "multiprocessing Pool.map (default chunks)"),
@@ -1001,6 +1014,35 @@ def python_payload(cfg, helper, sec, kinds):
                                                 runs["map"], "mb_per_s")})
 
 
+def python_start(cfg, helper, sec, imports):
+    """Pool start-up and first-item latency: forked and clean workers and
+    loky's, after each import, interleaved rounds."""
+    st = sec["start"] = {"labels": dict(PY_START), "rows": {}}
+    if "loky" in sec["missing"]:
+        st["labels"].pop("loky")
+    for imp in imports:
+        impls = [(k, lab) for k, lab in PY_START
+                 if k in st["labels"] and not (imp == "jax" and
+                                               k == "gpupool-fork")]
+        runs = {k: [] for k, _ in impls}
+        for rd in range(cfg["py_start_rounds"]):
+            log("python: start-up after import %s, round %d/%d" % (
+                imp, rd + 1, cfg["py_start_rounds"]))
+            for k, _ in rotate(impls, rd):
+                runs[k].append(one(helper + ["start", k, imp]))
+        row = st["rows"][imp] = {
+            k: {"startup_s": stats([x.get("startup_s") for x in v]),
+                "first_s": stats([x.get("first_s") for x in v])}
+            for k, v in runs.items()}
+        # Clean workers' first item, in times loky's and the fork's.
+        if "loky" in runs:
+            row["clean_vs_loky"] = pair_ratios(
+                runs["gpupool-clean"], runs["loky"], "first_s")
+        if "gpupool-fork" in runs:
+            row["clean_vs_fork"] = pair_ratios(
+                runs["gpupool-clean"], runs["gpupool-fork"], "first_s")
+
+
 def python_section(cfg, build, work, res, notes, explicit=None,
                    install=False):
     py, probe, how = python_env(build, explicit, notes)
@@ -1112,6 +1154,12 @@ def python_section(cfg, build, work, res, notes, explicit=None,
     python_payload(cfg, helper, sec, ["bytes"] + (
         ["numpy"] if py_have(py, probe, install, notes, "numpy",
                              "big numpy items") else []))
+
+    # 5. Start-up and first item, forked and clean, against loky.
+    imports = [i for i in PY_START_IMPORTS if i == "none" or py_have(
+        py, probe, install, notes, i, "the start-up rows after import %s"
+        % i)]
+    python_start(cfg, helper, sec, imports)
 
 
 def mpi_section(cfg, build, work, res, notes):
@@ -1273,6 +1321,32 @@ def targets(res, skipped):
                     med(py["roundtrip"]["map1_over_ppe"]))
                 if rt.get("gpupool-map1") and
                 py["roundtrip"].get("map1_over_ppe") else ""))
+        st = py and py.get("start", {}).get("rows", {})
+        for imp in ("none", "numpy", "jax"):
+            r = st and st.get(imp)
+            if st and not r:
+                continue
+            add("python: workers started clean: first result <= 1.2x "
+                "loky's (4 workers, after import %s)" % imp,
+                r and r.get("clean_vs_loky") and med(r["clean_vs_loky"]),
+                "<=", 1.2, "median of per-round ratios of the time from "
+                "before the pool to the first result", why_na=na,
+                context=r and r.get("loky") and "%.3f s against %.3f s%s" % (
+                    med(r["gpupool-clean"]["first_s"]),
+                    med(r["loky"]["first_s"]),
+                    "; forked: %.3f s" % med(r["gpupool-fork"]["first_s"])
+                    if r.get("gpupool-fork") else ""))
+        for key, label in (("trivial", "items/s, trivial items"),
+                           ("roundtrip", "round trips/s, one item in "
+                            "flight")):
+            x = py and (py[key]["by_n"][top] if key == "trivial" else
+                        py[key]["impls"])
+            c = x and x.get("gpupool-clean")
+            add("python: workers started clean within 10%% of forked "
+                "ones (%s)" % label,
+                c and c.get("gpupool_over") and med(c["gpupool_over"]),
+                "<=", 1.1, "median of per-round ratios forked / clean",
+                fmt="%.2fx", why_na=na)
         wm = py and py["warm"]
         w = wm and wm["impls"].get("pool")
         add("python: warm pool's overhead <= 1.5x one set-up (%s)" % (
@@ -1743,6 +1817,7 @@ def markdown(res):
                      res["config"]["py_warm_rounds"]))
         L.append("")
         L += py_payload_table(py.get("payload"), res["config"])
+        L += py_start_table(py.get("start"), res["config"])
     mp = res.get("mpi")
     if mp:
         L.append("### gpupool-run across %d MPI ranks x %d fake GPUs: "
@@ -1782,6 +1857,36 @@ def fmt_n(n):
     n = int(n)
     e = len(str(n)) - 1
     return "10^%d" % e if n == 10 ** e else str(n)
+
+
+def py_start_table(st, cfg):
+    """The start-up rows: seconds to a ready pool and to its first
+    result, after each import in the caller."""
+    if not st or not st["rows"]:
+        return []
+    L = ["#### Python: start-up, 4 workers (seconds)", "",
+         "| caller imported | pool | ready | first result | "
+         "clean / loky | clean / forked |", "| --- | --- | --- | --- | "
+         "--- | --- |"]
+    for imp, row in st["rows"].items():
+        for k, lab in st["labels"].items():
+            if k not in row:
+                continue
+            L.append("| %s | %s | %s | %s | %s | %s |" % (
+                imp, lab, fmt_s(row[k]["startup_s"], "%.3f"),
+                fmt_s(row[k]["first_s"], "%.3f"),
+                fmt_m(row.get("clean_vs_loky")) if k == "gpupool-clean"
+                else "", fmt_m(row.get("clean_vs_fork"))
+                if k == "gpupool-clean" else ""))
+    L += ["", "Each run is a fresh process: the import (numpy with a "
+          "matrix product, so OpenBLAS's threads run; jax with one "
+          "computation, so XLA runs: forked workers would hang, and are "
+          "not measured), then the clock, around the pool's creation "
+          "(ready: gpupool's returns when every worker is; loky starts "
+          "its workers at the first submit) and submit(f, 1).result(). "
+          "Ratios: medians of per-round ratios of the first result's "
+          "time. Rounds: %d." % cfg["py_start_rounds"], ""]
+    return L
 
 
 def py_payload_table(pl, cfg):

@@ -207,6 +207,56 @@ enum gp_pool_flags {
 					   OUT_BUFFERS: -EINVAL at create;
 					   gp_pool_map(): -EINVAL (its
 					   results outlive the call) */
+	GP_POOL_FIT_THREADS = (1 << 11),/* before init, each worker's
+					   OpenMP, OpenBLAS, MKL, BLIS,
+					   vecLib, numba and numexpr thread
+					   counts are its CPU count: each
+					   variable (OMP_NUM_THREADS, ...)
+					   set unless the environment has it
+					   (the user's setting wins), and
+					   libraries already loaded (a
+					   forked worker's) told so; see
+					   gp_worker_info.threads */
+};
+
+/*
+ * A clean start (gp_pool_opts.exec): each worker is forked, then execs
+ * a program, so it begins as a fresh process image: nothing of the
+ * caller's memory, threads, locks or CUDA state reaches it. In the child,
+ * before the exec, the library resets signals, asks for PR_SET_PDEATHSIG
+ * and binds CPUs and memory (all kept across exec); no fork_hook runs
+ * and nothing of the caller's code. Only the descriptors the worker needs
+ * survive the exec: 0, 1, 2, its pipes and shared memory, and keep_fds.
+ * The program must call gp_worker_enter() first thing in main(): the
+ * worker then checks that it speaks the pool's protocol and library
+ * version (else it exits 72 and gp_pool_create() fails with GP_EINIT
+ * saying so), maps its region, and runs as a forked worker does
+ * (initialiser, items, timeouts, recycling, replacements, pieces, death
+ * with the master).
+ *
+ * Functions cross by name, not address: fn, init and fini are found in
+ * the worker as the same offset in the same module (the executable, or
+ * a shared library, loaded by its path if the program has not), which
+ * must be the same build (its GNU build id, else the same file): a fn
+ * of the executable needs argv[0] to be this program (re-exec
+ * /proc/self/exe, say). Data crosses as bytes: arg per call, as always,
+ * and init_arglen bytes of init_arg, which init and fini get a copy of.
+ */
+struct gp_exec {
+	char *const	*argv;		/* the program and its arguments,
+					   NULL-terminated; argv[0] its
+					   path (no PATH search) */
+	size_t		 init_arglen;	/* bytes of opts.init_arg copied to
+					   each worker (0: init_arg must be
+					   NULL) */
+	const int	*keep_fds;	/* more descriptors each worker keeps
+					   across the exec, at the same
+					   numbers (the caller keeps them
+					   open while the pool lives: a
+					   replacement gets them too) */
+	int		 nkeep;
+	int		 pad;
+	uint64_t	 reserved[4];	/* must be 0 */
 };
 
 /*
@@ -223,7 +273,9 @@ enum gp_pool_flags {
  * its lock held). arg is fork_arg. The hook must not call the library on
  * the same pool. The probe child that enumerates GPUs (in gp_pool_create(),
  * when GPUs are not fake) is forked without the hook: it runs only the
- * library's and CUDA's C code, then _exit()s.
+ * library's and CUDA's C code, then _exit()s. Nor are workers that exec
+ * (gp_pool_opts.exec): their child runs no code of the caller's before
+ * it execs, and the program starts afresh.
  */
 enum gp_fork_phase {
 	GP_FORK_BEFORE = 0,
@@ -291,7 +343,11 @@ struct gp_pool_opts {
 					   fit it. 0: 64 MiB, or max_msg if
 					   smaller; at most max_msg and under
 					   4 GiB */
-	uint64_t	 reserved[3];	/* must be 0: room for later options */
+	const struct gp_exec *exec;	/* NULL: workers are forks of the
+					   caller; else each execs a
+					   program (read during
+					   gp_pool_create() only) */
+	uint64_t	 reserved[2];	/* must be 0: room for later options */
 };
 
 /* Where a worker runs (gp_pool_info(), gp_ctx_info()). */
@@ -315,7 +371,10 @@ struct gp_worker_info {
 	int		 membind_rc;	/* 0 or -errno (0 if not bound) */
 	int		 ngpus;		/* GPUs it owns (gpus_per_worker): gpu
 					   is the first, visible lists all */
-	char		 reserved[60];	/* 0: room for later fields */
+	int		 threads;	/* GP_POOL_FIT_THREADS, in the
+					   worker's own (gp_ctx_info()): the
+					   thread count set, its CPUs; else 0 */
+	char		 reserved[56];	/* 0: room for later fields */
 };
 
 /* What one item needs to start (gp_feed.need). */
@@ -575,6 +634,14 @@ GP_API const char *gp_ctx_item_visible(const struct gp_ctx *ctx);
  * localities), so that what it starts next inherits them; item 0 binds
  * it back to its own place. 0 or a negative errno. */
 GP_API int	gp_ctx_item_bind(struct gp_ctx *ctx, int item);
+
+/*
+ * In the program a pool execs for its workers (gp_exec.argv): call it
+ * first thing in main(), before anything else runs. In a process a pool
+ * started, it becomes that worker and never returns (it leaves by
+ * _exit()); in any other (GPUPOOL_WORKER not set) it returns at once.
+ */
+GP_API void	gp_worker_enter(void);
 
 /* Text for any code returned above or any item code < 0: a static
  * string (strerror()'s for plain errno values). */

@@ -13,7 +13,9 @@
  * mid-write leaves only bytes no record points at (offsets start again
  * at 0 each batch). Each worker unmaps the other slots' regions after
  * fork (gp_data_keep()): it can write to its own only. No descriptor: a
- * region has nothing to close or leak across exec.
+ * region has nothing to close or leak across exec. A pool whose workers
+ * exec (exec.c) makes each region a memfd instead, which the master
+ * keeps open for the pool's life and each worker maps after its exec.
  *
  * The mapping is MAP_NORESERVE, its pages are taken on first touch and
  * kept (at most its two halves of the window each), and they are bound
@@ -42,6 +44,38 @@ half_size(const struct gp_pool *p)
 	return (p->o.window + pg - 1) / pg * pg;
 }
 
+/*
+ * len bytes of memory shared with the workers: anonymous for forked ones,
+ * which inherit the mapping; for exec'd ones a memfd (*fd), which the
+ * worker maps again after its exec, since no mapping survives one. The
+ * NUMA policy hwloc sets on the master's mapping belongs to the memfd's
+ * pages (a shared policy), so the worker's mapping keeps it. A region's
+ * is MAP_NORESERVE (noreserve), as its pages are taken only on use.
+ * MAP_FAILED on failure, *fd -1.
+ */
+void *
+gp_data_shared(const struct gp_pool *p, size_t len, int noreserve, int *fd)
+{
+	int	 nr = noreserve ? MAP_NORESERVE : 0;
+
+	void	*m;
+
+	*fd = -1;
+	if (p->xp == NULL)
+		return mmap(NULL, len, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS | nr, -1, 0);
+	if ((*fd = memfd_create("gpupool", MFD_CLOEXEC)) < 0)
+		return MAP_FAILED;
+	if (ftruncate(*fd, (off_t)len) < 0 || (m = mmap(NULL, len,
+	    PROT_READ | PROT_WRITE, MAP_SHARED | nr, *fd, 0)) ==
+	    MAP_FAILED) {
+		close(*fd);
+		*fd = -1;
+		return MAP_FAILED;
+	}
+	return m;
+}
+
 void
 gp_data_map(struct gp_pool *p)
 {
@@ -52,8 +86,7 @@ gp_data_map(struct gp_pool *p)
 
 	for (i = 0; i < p->nw; i++) {
 		w = &p->w[i];
-		r = mmap(NULL, 2 * half, PROT_READ | PROT_WRITE,
-		    MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		r = gp_data_shared(p, 2 * half, 1, &w->regfd);
 		if (r == MAP_FAILED)
 			continue;	/* this slot uses the pipes */
 		/* Best effort, like the worker's own binding: a topology
@@ -95,7 +128,10 @@ gp_data_unmap(struct gp_pool *p)
 	for (i = 0; i < p->nw; i++) {
 		if (p->w[i].reg != NULL)
 			(void)munmap(p->w[i].reg, 2 * p->w[i].half);
+		if (p->w[i].regfd >= 0)
+			close(p->w[i].regfd);
 		p->w[i].reg = NULL;
+		p->w[i].regfd = -1;
 	}
 }
 

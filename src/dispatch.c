@@ -40,8 +40,12 @@ send_job(const struct gp_pool *p, struct gp_worker *w,
 	size_t		 at;
 	int		 rc;
 
+	/* A fork has fn where the master has it; an exec'd worker gets its
+	 * module and offset (gp_exec_fn()). */
 	if ((rc = gp_msg_begin(&w->wbuf, GP_MSG_JOB, &at)) < 0 ||
-	    (rc = gp_buf_add(&w->wbuf, &addr, sizeof(addr))) < 0 ||
+	    (rc = p->xp == NULL ? gp_buf_add(&w->wbuf, &addr, sizeof(addr)) :
+	    gp_buf_add(&w->wbuf, p->xp->fnref.data + p->xp->fnref.off,
+	    p->xp->fnref.len - p->xp->fnref.off)) < 0 ||
 	    (rc = gp_buf_add(&w->wbuf, job->arg, job->arglen)) < 0)
 		return rc;
 	gp_msg_finish(&w->wbuf, at, job->feed != NULL && p->o.timeout_ms == 0 ?

@@ -36,6 +36,9 @@
 /* Worker exit codes for failures of its own (beside user code's). */
 #define GP_EXIT_PROTO		70	/* the master sent a bad message */
 #define GP_EXIT_NOMEM		71	/* out of memory in the library */
+#define GP_EXIT_VERSION		72	/* an exec'd worker's program speaks
+					   another protocol or version */
+#define GP_EXIT_EXEC		73	/* the exec itself failed */
 
 /*
  * Shared with the worker through an anonymous MAP_SHARED page made before
@@ -47,7 +50,9 @@ struct gp_shm {
 	_Atomic int64_t		 started;	/* gp_now_ns() when cur began */
 	_Atomic int		 stop;		/* master: skip rest of the batch */
 	_Atomic int		 pgid;		/* item's process group, or 0 */
-	char			 pad[64 - 24];
+	_Atomic int		 cpubind_rc;	/* an exec'd worker's binding, */
+	_Atomic int		 membind_rc;	/* made before its exec */
+	char			 pad[64 - 32];
 };
 
 enum gp_wstate {
@@ -86,6 +91,34 @@ struct gp_res {
 					   NULL); freed by the caller if not */
 };
 
+/* A function as another image of the program finds it (ref.c). */
+#define GP_REF_IDMAX	64
+struct gp_ref {
+	uint64_t	 off;		/* from its module's base */
+	uint64_t	 dev, ino;	/* the module's file, without a build id */
+	uint32_t	 idlen;		/* GNU build id's bytes */
+	uint32_t	 set;		/* 0: no function */
+	uint8_t		 id[GP_REF_IDMAX];
+	char		 path[4096];	/* "" for the executable */
+};
+
+/* A pool whose workers exec (gp_pool_opts.exec): the master's copy of
+ * what each needs, and, in an exec'd worker, the topology it was given. */
+struct gp_xp {
+	char		**argv;		/* owned copies */
+	int		*keep;		/* gp_exec.keep_fds */
+	int		 nkeep;
+	int		 shmfd;		/* the shared slots' memfd */
+	uint8_t		*init_arg;	/* init_arglen bytes, owned */
+	size_t		 init_arglen;
+	struct gp_ref	 init, fini;
+	char		*xml;		/* the topology, as XML */
+	int		 xmllen;
+	int		 thissystem;	/* it is this machine's */
+	gp_fn		*fn;		/* the last call's fn, */
+	struct gp_buf	 fnref;		/* and its reference */
+};
+
 struct gp_worker {
 	int			 idx;
 	enum gp_wstate		 state;
@@ -117,6 +150,7 @@ struct gp_worker {
 	struct gp_worker_info	 info;
 	const int		*home;		/* its GPUs (indices into gpus) */
 	int			 nhome;
+	int			 regfd;		/* exec: its region's memfd, or -1 */
 	uint8_t			*reg;		/* its region (data.c): items in
 						   [0, half), results in
 						   [half, 2 x half); NULL: none */
@@ -175,6 +209,8 @@ struct gp_pollset {
 
 struct gp_pool {
 	pid_t			 master;	/* creator; workers check it */
+	struct gp_xp		*xp;		/* workers exec; NULL: forks */
+	int			 execd;		/* this is an exec'd worker's */
 	struct gp_pool_opts	 o;		/* with defaults filled in */
 	char			*xml;		/* owned copy of topology_xml */
 	hwloc_topology_t	 topo;
@@ -378,6 +414,11 @@ void	gp_watch_read(struct gp_pool *p);
  * pages faulted on first use, bound to the slot's NUMA nodes). A slot
  * whose mapping fails has none: its items and results use the pipes. */
 void	gp_data_map(struct gp_pool *p);
+/* len bytes shared with the workers (MAP_NORESERVE if noreserve):
+ * anonymous, or, for exec'd ones, a memfd in *fd (else -1). MAP_FAILED
+ * on failure. */
+void	*gp_data_shared(const struct gp_pool *p, size_t len, int noreserve,
+	    int *fd);
 void	gp_data_unmap(struct gp_pool *p);
 /* In worker w after fork: unmap every other slot's region. */
 void	gp_data_keep(struct gp_pool *p, const struct gp_worker *w);
@@ -447,6 +488,55 @@ void	gp_wio_read(int fd, void *p, size_t n);
  * valid until in is next reserved. A bad header: _exit(GP_EXIT_PROTO). */
 void	gp_wio_next(int fd, struct gp_buf *in, size_t max,
 	    struct gp_msg_hdr *h, const uint8_t **payload);
+
+/*
+ * exec.c: workers that exec (gp_pool_opts.exec). The master's side: the
+ * options checked and copied, the HELLO each worker gets first, and the
+ * child's last steps before its exec; the worker's: gp_worker_enter().
+ */
+/* In gp_pool_create(): copy o->exec into p->xp, with refs of init and
+ * fini and the topology as XML. 0, or -EINVAL / -ENOMEM with err set. */
+int	gp_exec_prepare(struct gp_pool *p, char *err, size_t errlen);
+void	gp_exec_release(struct gp_pool *p);
+/* A call's fn, as its JOB names it (p->xp->fnref): 0, -EINVAL when it is
+ * in no module (an exec'd worker could not find it), -ENOMEM. */
+int	gp_exec_fn(struct gp_pool *p, gp_fn *fn);
+/* In the master, before fork: the environment w's program gets (the
+ * caller's, with its GPU, GPUPOOL_WORKER naming fds tfd and rfd), a
+ * malloc'd array to give gp_exec_free_env() after the fork; NULL: no
+ * memory. */
+char	**gp_exec_env(struct gp_pool *p, struct gp_worker *w, int tfd, int rfd);
+void	gp_exec_free_env(char **envp);
+/* In the master, after fork: w's HELLO into w->wbuf. 0 or -ENOMEM. */
+int	gp_exec_hello(struct gp_pool *p, struct gp_worker *w);
+/* In the child: signals, death with the master, binding, only the fds
+ * it needs, then exec. Never returns. */
+void	gp_exec_child(struct gp_pool *p, struct gp_worker *w, int tfd, int rfd,
+	    char **envp) __attribute__((noreturn));
+
+/* ref.c: functions by module and offset. gp_ref_make(): -ENOENT when fn
+ * is in no loaded module (r->set 0 for fn NULL); gp_ref_resolve(): NULL
+ * when this process has no such module (loading it by path if need be)
+ * or the offset is outside it. put/get: the wire form (-EBADMSG). */
+int	gp_ref_make(const void *fn, struct gp_ref *out);
+void	*gp_ref_resolve(const struct gp_ref *r);
+int	gp_ref_same(const struct gp_ref *a, const struct gp_ref *b);
+int	gp_ref_put(struct gp_buf *b, const struct gp_ref *r);
+int	gp_ref_get(const uint8_t **pos, const uint8_t *end, struct gp_ref *r);
+
+/* wstart.c: start-up steps of forked and exec'd workers alike (in the
+ * worker, or in an exec'd one's child before its exec). */
+/* Signals to their defaults (SIGINT ignored), mask empty, and, unless
+ * GP_POOL_NO_PDEATHSIG, SIGKILL at the master's death (leaves if it is
+ * gone already). */
+void	gp_wstart_signals(const struct gp_pool *p);
+/* Bind to w's place unless GP_POOL_NO_BIND: 0 or -errno each. */
+void	gp_wstart_bind(struct gp_pool *p, struct gp_worker *w, int *cpu_rc,
+	    int *mem_rc);
+/* GP_POOL_FIT_THREADS: thread pools sized to the CPUs bound to (the
+ * variables the user did not set, and libraries already loaded);
+ * w->info.threads the count. */
+void	gp_wstart_threads(struct gp_pool *p, struct gp_worker *w);
 
 /* worker.c: the child after fork; never returns. */
 void	gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)

@@ -1,8 +1,9 @@
 /*
  * msg.h: the wire format between master and workers (msg.c).
  * Never installed. Pure encode/parse: no syscalls, no policy, so tests can
- * feed it arbitrary bytes. Host byte order: both ends are the same image
- * on one host (fork), as with OpenBSD's imsg.
+ * feed it arbitrary bytes. Host byte order: both ends are on one host,
+ * the same image (fork), as with OpenBSD's imsg, or an exec'd worker
+ * that checked the version first (GP_MSG_HELLO).
  */
 #ifndef GP_MSG_H
 #define GP_MSG_H
@@ -27,7 +28,15 @@ enum gp_msg_type {
 				   or result over the window */
 	GP_MSG_ACK,		/* both id = item; gp_msg_ack: the piece was
 				   taken, its room in the region is free */
+	GP_MSG_HELLO,		/* M→W  to an exec'd worker, first and once:
+				   what it needs of the pool (exec.c); read
+				   by exec.c alone, never by gp_msg_parse() */
 };
+
+/* The protocol's version, in an exec'd worker's GPUPOOL_WORKER and its
+ * HELLO: bumped whenever a message or a shared struct changes, since
+ * such a worker may be another build than its master. */
+#define GP_PROTO	1
 
 /* JOB flags: its items need not be timed (gp_pool_run() without a
  * timeout: one item a batch, no estimate used), so the worker reads no

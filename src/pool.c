@@ -130,6 +130,7 @@ pool_free(struct gp_pool *p)
 	}
 	if (p->shm != NULL)
 		munmap(p->shm, p->shmlen);
+	gp_exec_release(p);
 	if (p->w != NULL)
 		gp_data_unmap(p);
 	if (p->topo != NULL)
@@ -165,6 +166,16 @@ init_reason(struct gp_pool *p, char *err, size_t errlen)
 			    "CPUs %s failed: %s", i, w->info.visible,
 			    w->info.cpuset, strerror(-(w->ready.cpubind_rc ?
 			    w->ready.cpubind_rc : w->ready.membind_rc)));
+		else if (p->xp != NULL && (c = gp_wstatus_code(w->status)) ==
+		    GP_EXIT_VERSION)
+			gp_errf(err, errlen, 0, "worker %d (GPU %s): '%s' is not "
+			    "a worker of this gpupool (%s): it speaks another "
+			    "protocol or library version (exit %d)", i,
+			    w->info.visible, p->xp->argv[0], GP_VERSION, c);
+		else if (p->xp != NULL && c == GP_EXIT_EXEC)
+			gp_errf(err, errlen, 0, "worker %d (GPU %s): cannot "
+			    "exec '%s' (exit %d)", i, w->info.visible,
+			    p->xp->argv[0], c);
 		else if ((c = gp_wstatus_code(w->status)) < 0)
 			gp_errf(err, errlen, 0, "worker %d (GPU %s): ended "
 			    "while starting (exit status unknown: SIGCHLD is "
@@ -197,7 +208,7 @@ _Static_assert(sizeof(struct gp_worker_info) == 768, "gp_worker_info size");
 				 GP_POOL_PLAN_ONLY | GP_POOL_NO_PDEATHSIG | \
 				 GP_POOL_GPUS_FREE | GP_POOL_WAIT_FREE | \
 				 GP_POOL_MONITOR | GP_POOL_OUT_BUFFERS | \
-				 GP_POOL_OUT_VIEW)
+				 GP_POOL_OUT_VIEW | GP_POOL_FIT_THREADS)
 
 #define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
 
@@ -308,6 +319,8 @@ plan(struct gp_pool *p, char *err, size_t errlen)
 	    p->o.respawn_max : GP_DEFAULT_RESPAWN * p->nw;
 	if ((p->w = calloc((size_t)p->nw, sizeof(*p->w))) == NULL)
 		return -ENOMEM;
+	for (i = 0; i < p->nw; i++)
+		p->w[i].regfd = -1;
 	if ((rc = place(p)) < 0)
 		return rc;
 	return gp_watch_init(p);
@@ -321,8 +334,7 @@ start(struct gp_pool *p, char *err, size_t errlen)
 	int	 i, rc;
 
 	p->shmlen = (size_t)p->nw * sizeof(struct gp_shm);
-	p->shm = mmap(NULL, p->shmlen, PROT_READ | PROT_WRITE,
-	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	p->shm = gp_data_shared(p, p->shmlen, 0, p->xp ? &p->xp->shmfd : &i);
 	if (p->shm == MAP_FAILED) {
 		p->shm = NULL;
 		return gp_errf(err, errlen, -errno, "mmap: %s",
@@ -358,7 +370,8 @@ gp_pool_create(struct gp_pool **out, const struct gp_pool_opts *opts)
 	p->wt.mon.fd = p->wt.mon.pidfd = -1;
 	p->master = getpid();
 	if ((rc = opts_load(p, opts, err, errlen)) < 0 ||
-	    (rc = plan(p, err, errlen)) < 0)
+	    (rc = plan(p, err, errlen)) < 0 ||
+	    (rc = gp_exec_prepare(p, err, errlen)) < 0)
 		goto fail;
 	if (p->o.flags & GP_POOL_PLAN_ONLY) {
 		*out = p;
@@ -432,6 +445,11 @@ run_job(struct gp_pool *p, struct gp_job *job, gp_fn *fn, const void *arg,
 	    job, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return -EBUSY;
 	job->gen = ++p->gen;
+	/* An exec'd worker finds fn by its module, not its address. */
+	if (p->xp != NULL && (rc = gp_exec_fn(p, fn)) < 0) {
+		__atomic_store_n(&p->job, NULL, __ATOMIC_RELEASE);
+		return rc;
+	}
 	rc = gp_loop_run(p, job);
 	/* Not an end the loop reached with nothing in flight: the call
 	 * failed, and the pool must not keep pointers into its items. */

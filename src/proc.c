@@ -101,10 +101,44 @@ widen(const struct gp_pool *p, int tfd, int rfd)
  * fills a buffer instead of raising SIGPIPE in a host whose signals are
  * not ours, and the death is seen on the result pipe and the pidfd.
  */
+static void
+close4(int task[2], int res[2])
+{
+	close(task[0]);
+	close(task[1]);
+	close(res[0]);
+	close(res[1]);
+}
+
+/*
+ * A worker that execs (exec.c) has its HELLO queued first and its
+ * environment made here, before the fork: its child runs no code of the
+ * caller's (no fork_hook: the caller may be threaded, with locks held)
+ * and allocates nothing but hwloc's binding before the exec.
+ */
+static int
+exec_prepare(struct gp_pool *p, struct gp_worker *w, int task[2],
+    int res[2], char ***envp)
+{
+	*envp = NULL;
+	w->wbuf.off = w->wbuf.len = 0;
+	if (p->xp == NULL)
+		return 0;
+	if (gp_exec_hello(p, w) < 0 ||
+	    (*envp = gp_exec_env(p, w, task[0], res[1])) == NULL) {
+		w->wbuf.off = w->wbuf.len = 0;
+		close4(task, res);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 int
 gp_proc_spawn(struct gp_pool *p, struct gp_worker *w)
 {
 	int	 task[2], res[2], rc;
+	int	 hook = p->o.fork_hook != NULL && p->xp == NULL;
+	char	**envp;
 	pid_t	 pid;
 
 	if (pipe2(task, O_CLOEXEC) == -1)
@@ -115,26 +149,29 @@ gp_proc_spawn(struct gp_pool *p, struct gp_worker *w)
 		close(task[1]);
 		return rc;
 	}
+	if ((rc = exec_prepare(p, w, task, res, &envp)) < 0)
+		return rc;
 	atomic_store(&w->shm->cur, 0);
 	atomic_store(&w->shm->stop, 0);
 	atomic_store(&w->shm->pgid, 0);
 	/* Unflushed host output would be written twice otherwise. */
 	fflush(NULL);
-	if (p->o.fork_hook != NULL)
+	if (hook)
 		p->o.fork_hook(GP_FORK_BEFORE, p->o.fork_arg);
 	pid = fork();
 	rc = -errno;
-	if (pid != 0 && p->o.fork_hook != NULL)
+	if (pid != 0 && hook)
 		p->o.fork_hook(GP_FORK_PARENT, p->o.fork_arg);
+	if (pid == 0 && p->xp != NULL)
+		gp_exec_child(p, w, task[0], res[1], envp);
+	gp_exec_free_env(envp);
 	if (pid == -1) {
-		close(task[0]);
-		close(task[1]);
-		close(res[0]);
-		close(res[1]);
+		close4(task, res);
+		w->wbuf.off = w->wbuf.len = 0;
 		return rc;
 	}
 	if (pid == 0) {
-		if (p->o.fork_hook != NULL)
+		if (hook)
 			p->o.fork_hook(GP_FORK_CHILD, p->o.fork_arg);
 		close(task[1]);
 		close(res[0]);
@@ -163,7 +200,8 @@ gp_proc_spawn(struct gp_pool *p, struct gp_worker *w)
 	w->kill_at = 0;
 	w->proto_err = 0;
 	w->rbuf.off = w->rbuf.len = 0;
-	w->wbuf.off = w->wbuf.len = 0;
+	(void)gp_buf_send(w->wfd, &w->wbuf);	/* a HELLO; the loop sends
+						   the rest */
 	return 0;
 }
 

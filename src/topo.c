@@ -145,6 +145,35 @@ gp_topo_open(hwloc_topology_t *out, const char *xml,
 }
 
 int
+gp_topo_xml(hwloc_topology_t *out, const char *buf, int len, int thissystem)
+{
+	hwloc_topology_t t;
+	int		 rc;
+
+	*out = NULL;
+	errno = 0;
+	if (buf == NULL || len <= 0)
+		return -ENOENT;
+	if (topo_init(&t) == -1)
+		return syserr();
+	errno = 0;
+	/* The master's topology, already restricted to what it may use:
+	 * binding to it is real only when it was this machine's. */
+	if ((thissystem && hwloc_topology_set_flags(t,
+	    HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM) == -1) ||
+	    hwloc_topology_set_io_types_filter(t,
+	    HWLOC_TYPE_FILTER_KEEP_IMPORTANT) == -1 ||
+	    hwloc_topology_set_xmlbuffer(t, buf, len) == -1 ||
+	    hwloc_topology_load(t) == -1) {
+		rc = syserr();
+		hwloc_topology_destroy(t);
+		return rc;
+	}
+	*out = t;
+	return 0;
+}
+
+int
 gp_topo_load(hwloc_topology_t *out, const char *xml, int pci, char *err,
     size_t errlen)
 {

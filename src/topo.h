@@ -41,6 +41,12 @@ struct gp_place {
 int	gp_topo_load(hwloc_topology_t *out, const char *xml, int pci,
 	    char *err, size_t errlen);
 
+/* Load a topology from len bytes of XML at buf (the master's, exported
+ * for an exec'd worker), binding for real when thissystem. 0 or a
+ * negative errno. */
+int	gp_topo_xml(hwloc_topology_t *out, const char *buf, int len,
+	    int thissystem);
+
 /* Load the topology of this system (xml NULL) or of an XML file with
  * the given I/O and OS device filters, GPU components blacklisted.
  * Returns 0 or a negative errno; *out is NULL on failure (for

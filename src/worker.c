@@ -131,6 +131,10 @@ gp_ctx_item_bind(struct gp_ctx *ctx, int item)
 
 	if (p->o.flags & GP_POOL_NO_BIND)
 		return 0;
+	/* An exec'd worker reads the master's topology when it needs it. */
+	if (p->topo == NULL && (rc = gp_topo_xml(&p->topo, p->xp->xml,
+	    p->xp->xmllen, p->xp->thissystem)) < 0)
+		return rc;
 	if (!item || ctx->nibus == 0)
 		return gp_topo_bind(p->topo, &ctx->w->place, &cpu_rc, &mem_rc);
 	if ((rc = gp_topo_place(p->topo, ctx->ibus, 1, &pl)) < 0)
@@ -167,27 +171,6 @@ item_gpus(struct gp_pool *p, struct gp_ctx *ctx, const uint8_t *pl, int n)
 	if (gp_buf_add(&ctx->ivis, "", 1) < 0)
 		_exit(GP_EXIT_NOMEM);
 	ctx->nibus = n;
-}
-
-static void
-reset_signals(void)
-{
-	struct sigaction	 sa;
-	sigset_t		 none;
-	int			 sig;
-
-	/* A handler of the host must never run in a worker (musl's
-	 * posix_spawn rule); ^C is the master's to handle. */
-	memset(&sa, 0, sizeof(sa));
-	sigemptyset(&sa.sa_mask);
-	for (sig = 1; sig < NSIG; sig++) {
-		if (sig == SIGKILL || sig == SIGSTOP)
-			continue;
-		sa.sa_handler = (sig == SIGINT) ? SIG_IGN : SIG_DFL;
-		(void)sigaction(sig, &sa, NULL);
-	}
-	sigemptyset(&none);
-	(void)sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
 static void
@@ -454,8 +437,10 @@ run_batch(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx,
 			outq_close(ctx, &r);
 			continue;
 		}
-		if ((t.flags & GP_REC_PIECED) &&
-		    (r.rc = pieced_item(ctx, &t, &data, &len)) < 0) {
+		if (fn == NULL || ((t.flags & GP_REC_PIECED) &&
+		    (r.rc = pieced_item(ctx, &t, &data, &len)) < 0)) {
+			if (fn == NULL)
+				r.rc = -ENOENT;	/* not in this program */
 			r.kind = GP_REC_ERROR;
 			outq_close(ctx, &r);
 			continue;
@@ -489,6 +474,34 @@ run_batch(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx,
 	memset(&ctx->in, 0, sizeof(ctx->in));
 }
 
+/* A JOB's fn, *at where its arg starts: the master's address in a fork
+ * (the same image), or, in an exec'd worker, the function its reference
+ * names in this one (ref.c), looked up once per function; NULL when this
+ * program has none: the call's items fail, the worker stays. */
+static gp_fn *
+job_fn(struct gp_pool *p, const uint8_t *pl, const uint8_t *end, size_t *at)
+{
+	static struct gp_ref	 last;
+	static gp_fn		*lastfn;
+	struct gp_ref		 r;
+	const uint8_t		*pos = pl;
+	uint64_t		 addr;
+
+	if (!p->execd) {
+		memcpy(&addr, pl, sizeof(addr));
+		*at = sizeof(addr);
+		return (gp_fn *)(uintptr_t)addr;
+	}
+	if (gp_ref_get(&pos, end, &r) < 0)
+		_exit(GP_EXIT_PROTO);
+	*at = (size_t)(pos - pl);
+	if (!last.set || !gp_ref_same(&r, &last)) {
+		lastfn = (gp_fn *)gp_ref_resolve(&r);
+		last = r;
+	}
+	return lastfn;
+}
+
 static void
 serve(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx)
 {
@@ -497,30 +510,29 @@ serve(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx)
 	const uint8_t		*pl;
 	gp_fn			*fn = NULL;
 	uint8_t			*arg = NULL;
-	uint64_t		 addr;
-	size_t			 max = GP_MSG_MAX(p->o.window);
+	size_t			 max = GP_MSG_MAX(p->o.window), at;
+	int			 job = 0;
 
 	for (;;) {
 		gp_wio_next(ctx->fd, &in, max, &h, &pl);
 		switch (h.type) {
 		case GP_MSG_JOB:
-			memcpy(&addr, pl, sizeof(addr));
-			fn = (gp_fn *)(uintptr_t)addr;
+			fn = job_fn(p, pl, pl + h.len, &at);
+			job = 1;
 			ctx->untimed = (h.id & GP_JOB_UNTIMED) != 0;
 			free(arg);
 			arg = NULL;
-			if (h.len > sizeof(addr)) {
-				if ((arg = malloc(h.len - sizeof(addr))) == NULL)
+			if (h.len > at) {
+				if ((arg = malloc(h.len - at)) == NULL)
 					_exit(GP_EXIT_NOMEM);
-				memcpy(arg, pl + sizeof(addr),
-				    h.len - sizeof(addr));
+				memcpy(arg, pl + at, h.len - at);
 			}
 			break;
 		case GP_MSG_GPUS:
 			item_gpus(p, ctx, pl, (int)h.id);
 			break;
 		case GP_MSG_TASK:
-			if (fn == NULL)
+			if (!job)
 				_exit(GP_EXIT_PROTO);
 			run_batch(p, w, ctx, fn, arg, pl, pl + h.len);
 			ctx->nibus = 0;
@@ -541,18 +553,6 @@ serve(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx)
 	}
 }
 
-/* (b) Signals, and death with the master. */
-static void
-die_with_master(struct gp_pool *p)
-{
-	reset_signals();
-	if (!(p->o.flags & GP_POOL_NO_PDEATHSIG)) {
-		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != p->master)
-			_exit(0);	/* it died before prctl */
-	}
-}
-
 /* The handle fn and init get, on this worker's channel. */
 static void
 ctx_init(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx, int fd,
@@ -570,15 +570,19 @@ ctx_init(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx, int fd,
 	ctx->stop = gp_wio_watch(p, fd);
 }
 
-/* (c) CPU, then memory, before anything allocates much. */
+/* (c) CPU, then memory, before anything allocates much: here, or, for
+ * an exec'd worker, in its child before the exec (exec.c), which left
+ * the results in the shared slot. */
 static void
 bind_place(struct gp_pool *p, struct gp_worker *w, struct gp_msg_ready *rd)
 {
-	int	 cpu_rc = 0, mem_rc = 0;
+	int	 cpu_rc, mem_rc;
 
-	if (p->o.flags & GP_POOL_NO_BIND)
-		return;
-	(void)gp_topo_bind(p->topo, &w->place, &cpu_rc, &mem_rc);
+	if (p->execd) {
+		cpu_rc = atomic_load(&w->shm->cpubind_rc);
+		mem_rc = atomic_load(&w->shm->membind_rc);
+	} else
+		gp_wstart_bind(p, w, &cpu_rc, &mem_rc);
 	rd->cpubind_rc = cpu_rc;
 	rd->membind_rc = mem_rc;
 	w->info.cpubind_rc = cpu_rc;
@@ -635,10 +639,11 @@ gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
 	struct gp_msg_ready	 rd;
 	struct gp_ctx		 ctx;
 
-	die_with_master(p);
+	gp_wstart_signals(p);
 	ctx_init(p, w, &ctx, fd, wfd);
 	memset(&rd, 0, sizeof(rd));
 	bind_place(p, w, &rd);
+	gp_wstart_threads(p, w);
 	pick_gpu(p, w, &rd);
 	send_ready(p, &ctx, &rd);
 	serve(p, w, &ctx);

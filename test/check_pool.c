@@ -24,6 +24,7 @@
 
 #include "gpupool.h"
 #include "check_main.h"
+#include "proc_test.h"
 
 /*
  * Allocation failures on demand: this program is linked with
@@ -1277,40 +1278,6 @@ START_TEST(plan_on_dgx2_fixture)
 }
 END_TEST
 
-static int
-affinity(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
-{
-	cpu_set_t	 set;
-	char		 buf[256];
-	size_t		 o = 0;
-	int		 c;
-
-	if (sched_getaffinity(0, sizeof(set), &set) == -1)
-		return errno;
-	buf[0] = '\0';
-	for (c = 0; c < CPU_SETSIZE && o < sizeof(buf) - 8; c++)
-		if (CPU_ISSET(c, &set))
-			o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%s%d",
-			    o ? "," : "", c);
-	return gp_ctx_reply(ctx, buf, strlen(buf) + 1);
-}
-
-/* Expand a hwloc list ("0-2,5") to the comma form affinity() sends. */
-static void
-expand(const char *list, char *out, size_t len)
-{
-	hwloc_bitmap_t	 b = hwloc_bitmap_alloc();
-	unsigned	 c;
-	size_t		 o = 0;
-
-	hwloc_bitmap_list_sscanf(b, list);
-	out[0] = '\0';
-	hwloc_bitmap_foreach_begin(c, b)
-		o += (size_t)snprintf(out + o, len - o, "%s%u", o ? "," : "", c);
-	hwloc_bitmap_foreach_end();
-	hwloc_bitmap_free(b);
-}
-
 START_TEST(workers_are_really_bound)
 {
 	int			 ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -1820,12 +1787,12 @@ START_TEST(reserved_fields_leave_room_to_grow)
 
 	o.errbuf = err;
 	o.errlen = sizeof(err);
-	o.reserved[2] = 1;
+	o.reserved[1] = 1;
 	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
 	ck_assert_ptr_null(p);
 	ck_assert_msg(strstr(err, "reserved fields are not zero") != NULL,
 	    "errbuf: %s", err);
-	o.reserved[2] = 0;
+	o.reserved[1] = 0;
 	o.flags = 1u << 30;
 	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
 	ck_assert_msg(strstr(err, "unknown flags 0x40000000") != NULL,

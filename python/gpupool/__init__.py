@@ -15,14 +15,34 @@ futures. See docs/python.md.
 """
 
 import atexit
+import importlib
 import threading
 
 from . import _gpupool
-from ._async import AsyncResult
-from ._errors import (Canceled, EncodingError, Error, InitError, NotRun,
-                      PoolError, RemoteTraceback, Timeout, WorkerCrashed)
-from ._executor import Executor
-from ._pool import GpuState, Pool, WorkerInfo, current
+
+# The rest is imported on first use (PEP 562): a worker that starts clean
+# imports this package to run its items, and needs none of the caller's
+# side; it halves such a worker's start-up.
+_LAZY = {"AsyncResult": "_async", "Executor": "_executor",
+         "GpuState": "_pool", "Pool": "_pool", "WorkerInfo": "_pool",
+         "current": "_pool"}
+_LAZY.update(dict.fromkeys(("Canceled", "EncodingError", "Error",
+                            "InitError", "NotRun", "PoolError",
+                            "RemoteTraceback", "Timeout", "WorkerCrashed"),
+                           "_errors"))
+
+
+def __getattr__(name):
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError("module 'gpupool' has no attribute %r" % name)
+    value = getattr(importlib.import_module("." + mod, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
     "Pool", "Executor", "AsyncResult", "WorkerInfo", "GpuState", "current",
@@ -42,6 +62,7 @@ def _default_pool():
     global _default
     with _default_lock:
         if _default is None:
+            from ._pool import Pool
             _default = Pool()
             atexit.register(shutdown)
         return _default

@@ -21,9 +21,10 @@ from ._pool import Pool, _Star
 
 class Executor(futures.Executor):
     """max_workers: workers, spread over the GPUs as Pool's processes
-    (None: one per GPU, times per_gpu). mp_context: None or a fork
-    context. Any other keyword is Pool's (gpus=, fake_gpus=, per_gpu=,
-    timeout=, ...)."""
+    (None: one per GPU, times per_gpu). mp_context: a multiprocessing
+    context (its start method: fork, or spawn / forkserver for workers
+    that start clean) or None (Pool's choice). Any other keyword is
+    Pool's (gpus=, fake_gpus=, per_gpu=, start_method=, timeout=, ...)."""
 
     def __init__(self, max_workers=None, mp_context=None, initializer=None,
                  initargs=(), *, max_tasks_per_child=None, **pool_kw):

@@ -297,24 +297,27 @@ Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 	static char	*kwlist[] = { "worker", "gpus", "per_gpu", "fake_gpus",
 			    "timeout_ms", "grace_ms", "retries", "max_tasks",
 			    "init", "wait_free", "busy_pct", "gpu_mem",
-			    "gpus_per_worker", "view", "max_msg", "plan", NULL };
+			    "gpus_per_worker", "view", "max_msg", "plan", "spawn",
+			    NULL };
 	PyObject		*worker, *gpus = NULL, *fake = NULL, *tmo = NULL,
 				*grace = NULL, *maxt = NULL, *init = Py_None,
 				*busy = NULL, *mem = NULL, *per = NULL, *gstr,
-				*maxm = NULL;
+				*maxm = NULL, *spec = NULL;
 	int			 per_gpu = 1, retries = 0, wait_free = 0, rc,
 				 view = 0, plan = 0;
 	struct gp_pool_opts	 o = { 0 };
 	struct gp_pool		*p;
+	struct gpy_spawn	 sp;
 	char			 err[512];
 
 	if (self->pool != NULL || self->worker != NULL) {
 		PyErr_SetString(PyExc_RuntimeError, "Pool already set up");
 		return -1;
 	}
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OiOOOiOOpOOOpOp", kwlist,
-	    &worker, &gpus, &per_gpu, &fake, &tmo, &grace, &retries, &maxt,
-	    &init, &wait_free, &busy, &mem, &per, &view, &maxm, &plan))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OiOOOiOOpOOOpOpO",
+	    kwlist, &worker, &gpus, &per_gpu, &fake, &tmo, &grace, &retries,
+	    &maxt, &init, &wait_free, &busy, &mem, &per, &view, &maxm, &plan,
+	    &spec))
 		return -1;
 	if (!PyCallable_Check(worker) || (init != Py_None &&
 	    !PyCallable_Check(init))) {
@@ -354,14 +357,21 @@ Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 	o.init_arg = self;
 	o.fork_hook = gpy_fork_hook;
 	o.fork_arg = self;
-	o.flags |= GP_POOL_CANCEL_FD;
+	/* Each worker's BLAS and OpenMP threads as many as its CPUs. */
+	o.flags |= GP_POOL_CANCEL_FD | GP_POOL_FIT_THREADS;
 	o.cancel_fd = self->cancel[0];
 	o.errbuf = err;
 	o.errlen = sizeof(err);
 	self->owner = getpid();
+	if (gpy_spawn_opts(self, spec, &sp, &o) < 0) {
+		gpy_spawn_release(&sp);
+		close_fds(self);
+		goto fail;
+	}
 	Py_BEGIN_ALLOW_THREADS
 	rc = gp_pool_create(&p, &o);
 	Py_END_ALLOW_THREADS
+	gpy_spawn_release(&sp);
 	if (rc < 0) {
 		if (rc == GP_EINIT)
 			init_failed(self, err);
@@ -645,6 +655,9 @@ mod_strerror(PyObject *mod, PyObject *arg)
 static PyMethodDef mod_methods[] = {
 	{ "current", gpy_current, METH_NOARGS,
 	  "in a worker: a dict of where it runs; None in the caller" },
+	{ "worker_main", gpy_worker_main, METH_NOARGS,
+	  "in a process a pool exec'd (GPUPOOL_WORKER set): become that "
+	  "worker; never returns" },
 	{ "strerror", mod_strerror, METH_O, "text of a library error code" },
 	{ "frame", gpy_frame, METH_VARARGS, "frame(pickle, buffers) -> bytes: "
 	  "a pickle and its out-of-band buffers as one item" },

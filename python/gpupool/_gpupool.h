@@ -57,7 +57,29 @@ PyObject *gpy_frame(PyObject *mod, PyObject *args);
 PyObject *gpy_unframe(PyObject *mod, PyObject *args);
 
 /* _worker.c */
+/* Before the payload of a clean worker's init (gp_exec.init_arglen
+ * bytes in all): what its C side needs before Python runs there. */
+struct gpy_spawn_hdr {
+	uint64_t	 len;		/* the payload's bytes after this */
+	int32_t		 initerr;	/* write end of the pool's initerr */
+	int32_t		 view;
+};
+/* Pool(spawn=(argv, payload, keep)): o->exec and its strings and
+ * buffers, in s until gp_pool_create() returned; 0, or -1 with an
+ * exception. None leaves o alone. */
+struct gpy_spawn {
+	struct gp_exec	 x;
+	PyObject	*strs;		/* argv's encodings */
+	char		**argv;
+	int		 keep[64];
+	uint8_t		*arg;
+};
+int	 gpy_spawn_opts(PoolObject *self, PyObject *spec, struct gpy_spawn *s,
+	    struct gp_pool_opts *o);
+void	 gpy_spawn_release(struct gpy_spawn *s);
 void	 gpy_fork_hook(int phase, void *arg);
+int	 gpy_spawn_init(struct gp_ctx *ctx, void *arg);
+PyObject *gpy_worker_main(PyObject *mod, PyObject *noargs);
 int	 gpy_worker_init(struct gp_ctx *ctx, void *arg);
 void	 gpy_worker_fini(struct gp_ctx *ctx, void *arg);
 int	 gpy_worker_fn(struct gp_ctx *ctx, const void *in, size_t inlen,

@@ -35,32 +35,11 @@ from . import _errors
 from . import _gpupool
 from . import _jobs
 from . import _progress
+from . import _start
 from . import _task
 
 
 _MAX_CHUNK = 16384  # map's default chunks: len / (4 x workers), capped
-
-
-def _refuse_if_cuda_initialised():
-    """Forking a process that has initialised CUDA gives workers that
-    cannot use CUDA ("Cannot re-initialize CUDA in forked subprocess").
-    Checked before anything forks."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return
-    try:
-        initialised = bool(torch.cuda.is_initialized())
-    except Exception:
-        return
-    if initialised:
-        raise RuntimeError(
-            "gpupool.Pool() refused: CUDA is already initialised in this "
-            "process (torch.cuda.is_initialized() is True), and CUDA does "
-            "not survive fork(): the workers could not use their GPUs. "
-            "Create the Pool before any CUDA call in this process (import "
-            "torch is fine; torch.cuda.*, .cuda(), .to('cuda') are not), "
-            "and do GPU work in the workers: in fn, or in initializer= to "
-            "load a model once per worker.")
 
 
 def _gpus_arg(gpus):
@@ -199,24 +178,6 @@ def _max_tasks(maxtasksperchild, max_tasks_per_worker):
     return max_tasks_per_worker or 0
 
 
-def _check_context(context):
-    """multiprocessing's context= (ProcessPoolExecutor's mp_context=):
-    workers are always forked from the caller, so only None or a fork
-    context (or "fork") is accepted."""
-    if context is None:
-        return
-    method = context if isinstance(context, str) else \
-        context.get_start_method()
-    if method != "fork":
-        raise ValueError(
-            "gpupool workers are always forked from this process (context "
-            "%r asks for %r): they start in milliseconds and keep what was "
-            "imported. What spawn protects you from is checked instead: "
-            "create the pool before CUDA is initialised or threads are "
-            "started (see docs/python.md). Pass context=None."
-            % (context, method))
-
-
 def _unit_id(info):
     """The id gpus= takes for the GPU a planned worker sits on: its UUID,
     else its bus id, else (a fake GPU, "fakeK") K."""
@@ -295,7 +256,20 @@ class Pool:
     initializer(*initargs), run once per worker with os.environ already
     holding the worker's CUDA_VISIBLE_DEVICES: load a model there;
     maxtasksperchild (alias max_tasks_per_worker) replaces a worker after
-    N items; context: None or a fork context (workers are always forked).
+    N items; context: a multiprocessing context or its name, as
+    start_method.
+
+    start_method: "fork" (fast: a worker is a copy of this process, with
+    what it imported), "spawn" (each worker starts clean, a fresh
+    interpreter: this script's __main__ is run again there as __mp_main__,
+    so guard its work with if __name__ == "__main__"; "forkserver" is the
+    same here), or None: fork, unless forking this process would break
+    the workers (CUDA initialised by any framework, JAX started, threads
+    started here), when they start clean and one line on stderr says why.
+    A forced "fork" in that case is refused, saying why. Env
+    GPUPOOL_START_METHOD sets the default. start_method says which was
+    taken. Either way each worker's OpenMP/BLAS thread pools are sized to
+    its CPUs (current().threads), unless you set their variables.
 
     gpus: None (every GPU found), a string ("0,2", UUIDs, bus ids) or a
     list. fake_gpus: N fake GPUs (no CUDA needed); None falls back to
@@ -319,9 +293,8 @@ class Pool:
     CUDA_VISIBLE_DEVICES). The GPUs are watched by NVML in a monitor
     child, never in this process; gpus() and monitor say what it sees.
 
-    Create it from the main thread before starting other threads, and
-    before anything initialises CUDA in this process (refused if torch
-    did).
+    Forked workers are fastest: create the pool before starting threads
+    or using CUDA in this process, and it forks.
     """
 
     def __init__(self, processes=None, initializer=None, initargs=(),
@@ -329,12 +302,13 @@ class Pool:
                  per_gpu=None, timeout=None, retries=0,
                  max_tasks_per_worker=None, fake_gpus=None, grace=None,
                  wait_free=False, busy_pct=None, gpu_mem=None,
-                 gpus_per_worker=1, max_msg=None):
-        _refuse_if_cuda_initialised()
+                 gpus_per_worker=1, max_msg=None, start_method=None):
+        _start.not_in_a_clean_start()
         _check_processes(processes)
         if initializer is not None and not callable(initializer):
             raise TypeError("initializer must be a callable")
-        _check_context(context)
+        method, self.start_reason = _start.choose(start_method, context)
+        self.start_method = method
         max_tasks = _max_tasks(maxtasksperchild, max_tasks_per_worker)
         gpu_mem = _gpu_mem(gpu_mem)
         for name, secs in (("timeout", timeout), ("grace", grace)):
@@ -353,7 +327,7 @@ class Pool:
         self._max_tasks = max_tasks
         # The functions of __main__ the workers will have: taken before
         # they fork (a replacement forks later, and has them too).
-        self._forked = _task.Forked()
+        self._forked = _task.Forked() if method == "fork" else None
         r, w = os.pipe()  # close-on-exec, as every fd Python makes
         os.set_blocking(r, False)
         os.set_blocking(w, False)
@@ -361,9 +335,20 @@ class Pool:
         self._pidr, self._pidw = os.pipe()
         os.set_blocking(self._pidr, False)
         os.set_blocking(self._pidw, False)
+        self._keep = []  # fds clean workers keep: open until join()
         self._all_pids = set()  # every worker's pid, from the pid pipe
         init = _task.Initializer(initializer, initargs, report, self._pidw)
+        spawn = None
         try:
+            if method == "spawn":
+                # A replacement execs later with the same descriptor
+                # numbers: they stay open as long as the pool.
+                self._keep = [os.dup(w)]
+                init.report = [self._keep[0], None]
+                spawn = (_start.argv(),
+                         _start.payload(_task.dumps_fn(init)),
+                         (self._keep[0], self._pidw))
+                init = None
             self._c = _gpupool.Pool(
                 _task.worker_entry, gpus=gpus,
                 per_gpu=1 if per_gpu is None else per_gpu,
@@ -372,10 +357,10 @@ class Pool:
                 grace_ms=0 if grace is None else
                 max(1, math.ceil(grace * 1000)),
                 retries=retries, max_tasks=max_tasks, init=init,
-                gpu_mem=gpu_mem, view=True, max_msg=max_msg, **plan_kw)
+                gpu_mem=gpu_mem, view=True, max_msg=max_msg, spawn=spawn,
+                **plan_kw)
         except BaseException as e:
-            os.close(self._pidr)
-            os.close(self._pidw)
+            self._close_pipes()
             if (isinstance(e, OSError) and e.errno == errno.ENODEV and
                     str(e.strerror).startswith("no free GPU") and
                     not wait_free):
@@ -418,11 +403,15 @@ class Pool:
         if not totals or not all(totals) or need <= max(totals):
             return
         self._c.close()
-        os.close(self._pidr)
-        os.close(self._pidw)
+        self._close_pipes()
         raise ValueError("gpu_mem=%.1f GiB: more than any GPU of the pool "
                          "has (%.1f GiB)" % (need / (1 << 30),
                                              max(totals) / (1 << 30)))
+
+    def _close_pipes(self):
+        for fd in [self._pidr, self._pidw] + self._keep:
+            os.close(fd)
+        self._keep = []
 
     # -- driving the C pool ------------------------------------------------
 
@@ -865,8 +854,7 @@ class Pool:
             if self._state != "joined":
                 self._state = "joined"
                 self._c.close()
-                os.close(self._pidr)
-                os.close(self._pidw)
+                self._close_pipes()
                 _live.discard(self)
         finally:
             self._release_runner()

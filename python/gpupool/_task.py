@@ -5,7 +5,11 @@ fn_bytes is the function, pickled once per call (dumps_fn): a function
 the workers already have (importable, or of __main__ and there when the
 pool forked) by reference, so it runs as the worker's own, with the
 worker's globals; any other by value (cloudpickle), its globals rebound
-in the worker to the worker's module (_rebind). Without cloudpickle,
+in the worker to the worker's module (_rebind). Workers that start clean
+(gpupool._spawn) have none of the caller's memory: only importable
+functions go by reference, every function of __main__ by value (rebound
+to the worker's __main__, the script run again), as does the
+initializer (dumps_fn, load_init). Without cloudpickle,
 functions travel by reference only. star is 0 for fn(x) per element, 1 for fn(*args, **kwargs)
 with elements [(args, kwargs)]. The worker answers with
 pickle.dumps((values, errors)): values one per element (None where it
@@ -32,6 +36,7 @@ the item; unpickling copies them once out of it).
 
 import collections
 import copyreg
+import importlib
 import io
 import os
 import pickle
@@ -44,12 +49,12 @@ try:
 except ImportError:  # optional: gpupool works without it
     cloudpickle = None
 
-from . import _errors
 from . import _gpupool
 
 _PROTO = 5  # out-of-band buffers (Python 3.8 and later)
 OOB_MIN = 64 * 1024  # smaller buffers stay in band: a frame costs more
 _fn_cache = {}  # in a worker: fn_bytes -> function, so a map unpickles once
+clean = False  # in a worker that started clean (gpupool._spawn)
 
 
 class _LostFunction(Exception):
@@ -127,7 +132,15 @@ def _rebind(fn):
     functions of the same module sent along are rebound too."""
     if type(fn) is not types.FunctionType:
         return fn
-    g = getattr(sys.modules.get(fn.__module__), "__dict__", None)
+    mod = sys.modules.get(fn.__module__)
+    if mod is None and clean:
+        # A clean worker has imported none of the caller's modules: the
+        # function's own is imported, as a fork would have it.
+        try:
+            mod = importlib.import_module(fn.__module__)
+        except Exception:
+            mod = None
+    g = getattr(mod, "__dict__", None)
     if g is None or fn.__globals__ is g:
         return fn
     return _rebound(fn, g, {})
@@ -419,6 +432,7 @@ def _run_chunk(payload):
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # an argument's __reduce__ raised, exited
+        from . import _errors  # only on failure: a clean worker's start
         return None, _fail(_errors.unpickling_failed(e, "the item in the "
                                                         "worker"))
     n = len(elements)
@@ -495,6 +509,7 @@ def _fail_pickling(what, v, e):
     """(EncodingError, traceback text) for a result or an exception v
     that pickle refused with e (SystemExit from a __reduce__ included:
     the item fails, the worker stays)."""
+    from . import _errors
     return _fail(_errors.EncodingError(
         "the worker could not send back the item's %s %s: %r"
         % (what, _short_repr(v), e), _short_repr(e), _short_repr(v)))
@@ -531,6 +546,7 @@ def decode(out, n):
     except KeyboardInterrupt:
         raise
     except BaseException as e:
+        from . import _errors
         return [None] * n, dict.fromkeys(range(n), (
             _errors.unpickling_failed(e, "the result in the caller"), ""))
     if values is None:  # the item could not be decoded: every element
@@ -553,11 +569,22 @@ def lost_function_error(fn, exc):
     """The clear error for _LostFunction, raised in the caller."""
     return pickle.PicklingError(
         "the workers cannot find %r (%s): it was sent by name, and the "
-        "workers were forked before it was defined (a function of "
-        "__main__ defined after Pool(), in a script or a notebook). "
-        "Fix: pip install cloudpickle (gpupool then sends functions by "
-        "value), or define the function before creating the Pool."
+        "workers do not have it: they were forked before it was defined "
+        "(a function of __main__ defined after Pool(), in a script or a "
+        "notebook), or, started clean, they ran the script again without "
+        "what it defines under if __name__ == '__main__'. Fix: pip "
+        "install cloudpickle (gpupool then sends functions by value), or "
+        "define the function at the top level, before creating the Pool."
         % (getattr(fn, "__qualname__", fn), exc))
+
+
+def load_init(b):
+    """In a clean worker: the Initializer, its initializer made to see
+    this worker's module (what it sets there, fn sees)."""
+    init = pickle.loads(b)
+    init.initializer = _rebind(init.initializer)
+    init.forked = False
+    return init
 
 
 class Initializer:
@@ -582,13 +609,14 @@ class Initializer:
         self.initargs = tuple(initargs)
         self.report = report
         self.pid_fd = pid_fd
+        self.forked = True  # False in a worker that started clean
 
     def __call__(self):
         try:  # tell the caller this worker's pid (terminate() kills by it)
             os.write(self.pid_fd, os.getpid().to_bytes(4, "little"))
         except OSError:  # full (the caller drains it) or closed
             pass
-        fd, rfd = self.report
+        fd, rfd = self.report if self.report is not None else (None, None)
         if rfd is not None:
             try:
                 os.close(rfd)  # the read end is the caller's
@@ -599,7 +627,7 @@ class Initializer:
             # objects given to the initializer (a Queue, a Lock, a
             # Manager's proxies) then work here as in its own workers.
             mpu = sys.modules.get("multiprocessing.util")
-            if mpu is not None:
+            if mpu is not None and self.forked:
                 mpu._run_after_forkers()
             if self.initializer is not None:
                 self.initializer(*self.initargs)

@@ -1,7 +1,10 @@
 /*
  * _worker.c: the worker's side of gpupool._gpupool.
  *
- * A worker is a fork of the caller's interpreter. The fork hook runs
+ * A worker is a fork of the caller's interpreter, or, started clean, a
+ * fresh one that gpupool._spawn hands to the library (gpy_worker_main(),
+ * gpy_spawn_init(): see there); the rest is the same for both. The fork
+ * hook runs
  * CPython's fork protocol around every fork the library makes for a
  * worker (the first ones and every replacement forked during a map): in
  * the parent it takes the GIL (PyGILState_Ensure) and calls
@@ -32,6 +35,12 @@ static const struct gp_worker_info	*self_info;
 /* The fork hook's GIL state, from BEFORE to PARENT: the same thread makes
  * both calls, and two pools may fork at once from two threads. */
 static __thread PyGILState_STATE	 fork_gil;
+
+/* In a worker that started clean: what the caller's Pool object gives a
+ * forked one (its worker callable, view, the initerr pipe's write end).
+ * Not a Python object: only these fields are read. worker NULL
+ * elsewhere. */
+static PoolObject			 spawned;
 
 /* In a worker: its Python thread state, saved while the library runs. */
 static PyThreadState			*worker_ts;
@@ -229,6 +238,128 @@ out:
 	return rc;
 }
 
+/* The caller's side of a clean start: what spawn=(argv, payload, keep)
+ * asks for: workers that exec argv
+ * (gp_exec), their init gpy_spawn_init() with payload after its header.
+ * Strings and buffers live in s until gp_pool_create() returned. */
+void
+gpy_spawn_release(struct gpy_spawn *s)
+{
+	Py_XDECREF(s->strs);
+	PyMem_Free(s->argv);
+	PyMem_Free(s->arg);
+}
+
+int
+gpy_spawn_opts(PoolObject *self, PyObject *spec, struct gpy_spawn *s,
+    struct gp_pool_opts *o)
+{
+	PyObject		*argv, *keep, *b;
+	Py_buffer		 pl;
+	Py_ssize_t		 i, n;
+	struct gpy_spawn_hdr	 h = { 0 };
+
+	memset(s, 0, sizeof(*s));
+	if (spec == NULL || spec == Py_None)
+		return 0;
+	if (!PyArg_ParseTuple(spec, "O!y*O!", &PyList_Type, &argv, &pl,
+	    &PyTuple_Type, &keep))
+		return -1;
+	n = PyList_GET_SIZE(argv);
+	if (n < 1 || PyTuple_GET_SIZE(keep) > 63 ||
+	    (s->strs = PyList_New(n)) == NULL ||
+	    (s->argv = PyMem_Calloc((size_t)n + 1, sizeof(char *))) == NULL ||
+	    (s->arg = PyMem_Malloc(sizeof(h) + (size_t)pl.len)) == NULL) {
+		PyBuffer_Release(&pl);
+		if (!PyErr_Occurred())
+			PyErr_SetString(PyExc_ValueError, "spawn: bad argv");
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		if ((b = PyUnicode_EncodeFSDefault(PyList_GET_ITEM(argv, i))) ==
+		    NULL) {
+			PyBuffer_Release(&pl);
+			return -1;
+		}
+		PyList_SET_ITEM(s->strs, i, b);
+		s->argv[i] = PyBytes_AS_STRING(b);
+	}
+	for (i = 0; i < PyTuple_GET_SIZE(keep); i++)
+		s->keep[i] = (int)PyLong_AsLong(PyTuple_GET_ITEM(keep, i));
+	s->keep[i] = self->initerr[1];
+	h.len = (uint64_t)pl.len;
+	h.initerr = self->initerr[1];
+	h.view = self->view;
+	memcpy(s->arg, &h, sizeof(h));
+	memcpy(s->arg + sizeof(h), pl.buf, (size_t)pl.len);
+	PyBuffer_Release(&pl);
+	if (PyErr_Occurred())
+		return -1;
+	s->x.argv = s->argv;
+	s->x.keep_fds = s->keep;
+	s->x.nkeep = (int)i + 1;
+	s->x.init_arglen = sizeof(h) + h.len;
+	o->exec = &s->x;
+	o->init = gpy_spawn_init;
+	o->init_arg = s->arg;
+	o->fork_hook = NULL;
+	return 0;
+}
+
+/* The library's init in a worker that started clean (gp_pool_opts.exec):
+ * arg is a struct gpy_spawn_hdr and its payload, which
+ * gpupool._spawn.init() turns into the caller's __main__ and
+ * initializer. The callable every item runs is gpupool._task's. */
+int
+gpy_spawn_init(struct gp_ctx *ctx, void *arg)
+{
+	struct gpy_spawn_hdr	 h;
+	PyObject		*m, *r = NULL;
+	int			 rc = 1;
+
+	memcpy(&h, arg, sizeof(h));
+	spawned.initerr[1] = h.initerr;
+	spawned.view = h.view;
+	spawned.init = Py_None;
+	self_info = gp_ctx_info(ctx);
+	ENTER();
+	if (sync_environ() < 0 ||
+	    (m = PyImport_ImportModule("gpupool._task")) == NULL)
+		goto out;
+	spawned.worker = PyObject_GetAttrString(m, "worker_entry");
+	Py_DECREF(m);
+	if (spawned.worker == NULL ||
+	    (m = PyImport_ImportModule("gpupool._spawn")) == NULL)
+		goto out;
+	r = PyObject_CallMethod(m, "init", "y#", (const char *)arg + sizeof(h),
+	    (Py_ssize_t)h.len);
+	Py_DECREF(m);
+	if (r != NULL)
+		rc = 0;
+	Py_XDECREF(r);
+out:
+	if (rc != 0)
+		report_init_error(&spawned);
+	LEAVE();
+	return rc;
+}
+
+/* _gpupool.worker_main(): this process was exec'd by a pool (the
+ * library's GPUPOOL_WORKER is set): it becomes that worker, the GIL
+ * released as in a forked one, and never comes back. */
+PyObject *
+gpy_worker_main(PyObject *mod, PyObject *noargs)
+{
+	if (getenv("GPUPOOL_WORKER") == NULL) {
+		PyErr_SetString(PyExc_RuntimeError, "worker_main(): this "
+		    "process was not started by a gpupool pool");
+		return NULL;
+	}
+	worker_ts = PyEval_SaveThread();
+	gp_worker_enter();
+	_exit(72);	/* not reached: it returns only without the variable */
+}
+
 /* The worker is leaving cleanly (destroy, max_tasks): by _exit(), so
  * Python's buffered output is written now. */
 void
@@ -281,7 +412,9 @@ item_done(PoolObject *self, PyObject *b)
 int
 gpy_worker_fn(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 {
-	PoolObject	*self = *(PoolObject **)arg;
+	/* A fork has the caller's Pool at the address the arg bytes hold. */
+	PoolObject	*self = spawned.worker != NULL ? &spawned :
+			    *(PoolObject **)arg;
 	PyObject	*b, *r;
 	Py_buffer	 view;
 	int		 rc;
@@ -328,12 +461,13 @@ PyObject *
 gpy_info_dict(const struct gp_worker_info *wi)
 {
 	return Py_BuildValue("{s:i,s:i,s:i,s:i,s:O,s:s,s:s,s:s,s:s,s:K,"
-	    "s:i,s:s,s:s}",
+	    "s:i,s:s,s:s,s:i}",
 	    "worker", wi->worker, "gpu", wi->gpu, "slot", wi->slot,
 	    "pid", (int)wi->pid, "fake", wi->fake ? Py_True : Py_False,
 	    "visible", wi->visible, "uuid", wi->uuid, "busid", wi->busid,
 	    "name", wi->name, "mem_bytes", (unsigned long long)wi->mem_bytes,
-	    "numa", wi->numa, "nodeset", wi->nodeset, "cpuset", wi->cpuset);
+	    "numa", wi->numa, "nodeset", wi->nodeset, "cpuset", wi->cpuset,
+	    "threads", wi->threads);
 }
 
 /* _gpupool.current(): this worker's place, or None in the caller. */

@@ -6,6 +6,7 @@
 #     with pytest alone;
 #   full: installed with its dependencies (cloudpickle) into BUILD/pyvenv-full,
 #     with numpy, pandas, threadpoolctl and jax[cpu] beside it, then the
+#     core files once more with workers that start clean, then the
 #     example.
 #
 #	run.sh SRCROOT BUILDROOT
@@ -66,6 +67,16 @@ for pkg in numpy pandas threadpoolctl 'jax[cpu]'; do
 	    echo "run.sh: $pkg cannot be installed here: its cases skip"
 done
 run_pytest "$full" "cloudpickle, numpy, pandas, threadpoolctl, jax"
+
+# Third, the core files again with every pool's workers started clean
+# (GPUPOOL_START_METHOD=spawn: the default where start_method is not
+# given), in the full venv: what a forked worker does, a clean one must.
+echo "== pytest in $full (workers start clean)"
+(cd "$src" && GPUPOOL_START_METHOD=spawn "$full/bin/python" -m pytest -q \
+    -rs -p no:cacheprovider python/tests/test_core.py \
+    python/tests/test_api.py python/tests/test_compat.py \
+    python/tests/test_buffers.py python/tests/test_timeouts.py \
+    python/tests/test_gpus.py)
 
 # The example, as its docstring runs it: 100 jobs, each once.
 n=$(cd "$src" && GPUPOOL_FAKE_GPUS=4 "$full/bin/python" examples/python_sweep.py |

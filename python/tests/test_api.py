@@ -286,17 +286,30 @@ def test_initializer_that_raises_is_clear_at_pool():
     assert "bad init for this test" in str(ei.value)
 
 
-def test_pool_refused_when_cuda_initialised(monkeypatch):
+def test_fork_refused_when_torch_initialised_cuda(monkeypatch, capfd):
+    """torch says CUDA is initialised: a forced fork is refused before
+    anything forks; left to choose, the workers start clean, saying why
+    in one line."""
     state = {"init": True}
     torch = types.ModuleType("torch")
     torch.cuda = types.SimpleNamespace(is_initialized=lambda: state["init"])
     monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.delenv("GPUPOOL_START_METHOD", raising=False)
     before = children()
-    with pytest.raises(RuntimeError, match="CUDA is already initialised"):
-        gpupool.Pool(fake_gpus=1)
+    with pytest.raises(RuntimeError, match="torch.cuda.is_initialized"):
+        gpupool.Pool(fake_gpus=1, start_method="fork")
     assert children() == before  # refused before forking anything
+    capfd.readouterr()
+    with gpupool.Pool(fake_gpus=1) as p:
+        assert p.start_method == "spawn"
+        assert p.map(double, [1]) == [2]
+    err = capfd.readouterr().err.splitlines()
+    assert err == ["gpupool: workers start clean (spawn), not forked: CUDA "
+                   "is initialised in this process: "
+                   "torch.cuda.is_initialized() is True"]
     state["init"] = False
     with gpupool.Pool(fake_gpus=1) as p:
+        assert p.start_method == "fork"
         assert p.map(double, [1]) == [2]
 
 
@@ -365,9 +378,22 @@ def kids():
 """
 
 
-def _script(body, tmp_path, env_extra=None):
+def _guarded(body):
+    """The script's body under if __name__ == "__main__": as a script must
+    be for workers that start clean (each runs it again). A fork ignores
+    the guard."""
+    return 'if __name__ == "__main__":\n' + textwrap.indent(
+        textwrap.dedent(body), "    ")
+
+
+# The third pass of run.sh: every pool starts its workers clean.
+CLEAN = os.environ.get("GPUPOOL_START_METHOD") == "spawn"
+
+
+def _script(body, tmp_path, env_extra=None, guard=True):
     path = tmp_path / "script.py"
-    path.write_text(_SCRIPT_HEAD + textwrap.dedent(body))
+    path.write_text(_SCRIPT_HEAD + (_guarded(body) if guard else
+                                    textwrap.dedent(body)))
     env = dict(os.environ, PYTHONPATH=PKG_DIR)
     env.pop("GPUPOOL_FAKE_GPUS", None)
     env.update(env_extra or {})
@@ -445,6 +471,9 @@ def test_function_defined_in_main_after_pool(tmp_path):
     assert out.stdout.split("\n")[0] == "[0, 3, 6, 9, 12] 7"
 
 
+@pytest.mark.skipif(CLEAN, reason="by reference a forked worker has the "
+                    "caller's functions; a clean one has only what its "
+                    "script defines at the top level")
 def test_function_in_main_without_cloudpickle_names_the_fix(tmp_path):
     path, env = _script("""
         import pickle, sys

@@ -20,6 +20,7 @@ import threading
 import pytest
 
 import gpupool
+from test_api import CLEAN, _guarded
 
 PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(gpupool.__file__)))
 
@@ -75,9 +76,9 @@ def make_caller_only(exc):
     return CallerOnly(exc)
 
 
-def _script(body, tmp_path, env_extra=None):
+def _script(body, tmp_path, env_extra=None, guard=True):
     path = tmp_path / "script.py"
-    path.write_text(textwrap.dedent(body))
+    path.write_text(_guarded(body) if guard else textwrap.dedent(body))
     env = dict(os.environ, PYTHONPATH=PKG_DIR)
     env.pop("GPUPOOL_FAKE_GPUS", None)
     env.update(env_extra or {})
@@ -113,7 +114,8 @@ def test_processes_is_spread_evenly_over_the_gpus():
     ((1,), {"fake_gpus": 1, "maxtasksperchild": 2,
             "max_tasks_per_worker": 3}, ValueError),
     ((1,), {"fake_gpus": 1, "initializer": 1}, TypeError),
-    ((1,), {"fake_gpus": 1,
+    ((1,), {"fake_gpus": 1, "context": "vfork"}, ValueError),
+    ((1,), {"fake_gpus": 1, "start_method": "fork",
             "context": multiprocessing.get_context("spawn")}, ValueError),
 ])
 def test_bad_arguments_are_refused_before_any_fork(args, kw, exc):
@@ -135,9 +137,12 @@ def _touch(path):
     open(path, "a").close()
 
 
-def test_fork_context_is_accepted():
-    with gpupool.Pool(1, context=multiprocessing.get_context("fork"),
+@pytest.mark.parametrize("name, method", [
+    ("fork", "fork"), ("spawn", "spawn"), ("forkserver", "spawn")])
+def test_contexts_are_start_methods(name, method):
+    with gpupool.Pool(1, context=multiprocessing.get_context(name),
                       fake_gpus=1) as p:
+        assert p.start_method == method
         assert p.apply(double, (4,)) == 8
 
 
@@ -324,9 +329,11 @@ def test_an_argument_that_does_not_pickle_fails_its_future():
 
 def test_work_submitted_before_exit_still_runs(tmp_path):
     path, env = _script("""
-        import gpupool
+        import os, gpupool
         def show(x):
-            print("ran", x, flush=True)
+            # One write a line: under PYTHONUNBUFFERED print() writes
+            # its pieces one by one, and two workers' lines would mix.
+            os.write(1, b"ran %d\\n" % x)
         p = gpupool.Pool(fake_gpus=2)
         for i in range(3):
             p.submit(show, i)
@@ -397,6 +404,9 @@ def test_functions_see_the_workers_globals_with_cloudpickle(tmp_path):
     assert lines[3] == "[('new', 1)]"  # the caller's new code, by value
 
 
+@pytest.mark.skipif(CLEAN, reason="by reference a forked worker has the "
+                    "caller's functions; a clean one has only what its "
+                    "script defines at the top level")
 def test_functions_see_the_workers_globals_without_cloudpickle(tmp_path):
     path, env = _script(_GLOBALS_SCRIPT.format(
         nocp='sys.modules["cloudpickle"] = None'), tmp_path)
@@ -495,6 +505,7 @@ def _limit_blas():
 
 
 def blas_threads(_):
+    import numpy  # noqa: F401 (its BLAS: a clean worker has not loaded it)
     from threadpoolctl import threadpool_info
     return sorted({i["num_threads"] for i in threadpool_info()
                    if i["user_api"] == "blas"})

@@ -521,7 +521,7 @@ struct run_conf {
 	int32_t		 grid;		/* tasks of a grid: {%} is the slot */
 	int32_t		 live_fd;	/* live output's channel (live.c), or
 					   -1: output comes with the reply */
-	int32_t		 pad;
+	int32_t		 threads;	/* --threads: 0 its CPUs, -1 none, N */
 	char		 shell[SHELL_MAX];	/* what runs a task's line
 					   that needs a shell: popt_shell() */
 };
@@ -667,10 +667,15 @@ int	needs_shell(const char *cmd);
 char	**cmdline_split(const char *cmd);
 /* Once per worker: the environment its tasks get, the worker's less
  * GPUPOOL_* and (mpi_run) the MPI launcher's variables, plus GPUPOOL_GPU,
- * SLOT and RANK from wi and rank, and TASK and ATTEMPT as
- * cmdline_env_task() sets them. Kept for the worker's life; NULL: out of
- * memory. */
-char	**cmdline_env(const struct gp_worker_info *wi, int rank, int mpi_run);
+ * SLOT and RANK from wi and rank, TASK and ATTEMPT as cmdline_env_task()
+ * sets them, and, threads >= 0 (--threads), the thread counts. Kept for
+ * the worker's life; NULL: out of memory. */
+char	**cmdline_env(const struct gp_worker_info *wi, int rank, int mpi_run,
+	    int threads);
+/* With threads >= 0 (cmdline_env()), the thread pools' variables the
+ * worker's environment lacks (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, ...:
+ * the user's setting wins) are n for the next task. */
+void	cmdline_env_threads(int n);
 /* GPUPOOL_TASK and GPUPOOL_ATTEMPT, in cmdline_env()'s array, for the
  * next task. */
 void	cmdline_env_task(uint64_t seq, uint32_t attempt);
@@ -867,6 +872,7 @@ struct opts {
 	int		 resume;
 	int		 resume_failed;
 	int		 wait_lock;	/* wait for a locked joblog, DIR */
+	int		 threads;	/* --threads: 0 cpus, -1 no, or N */
 	int		 bar;
 	int		 dry_run;
 	int		 show_gpus;

@@ -25,6 +25,15 @@ static char	  ev_gpu[32], ev_slot[32], ev_rank[32], ev_task[48], ev_att[48],
 static char	 *ev_vis;	/* CUDA_VISIBLE_DEVICES=..., malloc'd */
 static size_t	  vis_slot;	/* its index in envp */
 
+/* The thread pools' variables (joblib's list): each task's own, unless
+ * the worker's environment (the user's) has it. */
+static const char *const thr_vars[] = { "OMP_NUM_THREADS",
+	"OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
+	"VECLIB_MAXIMUM_THREADS", "NUMBA_NUM_THREADS", "NUMEXPR_NUM_THREADS" };
+#define NTHR	(sizeof(thr_vars) / sizeof(thr_vars[0]))
+static char	  ev_thr[NTHR][40];
+static int	  thr_on[NTHR];
+
 /* Words that only mean what they say when the shell reads them. */
 static const char *const shell_words[] = {
 	"!", ".", ":", "{", "}", "alias", "bg", "break", "case", "cd",
@@ -87,7 +96,8 @@ env_has(const char *const *pfx, const char *var)
  * itself must start as a program of its own, not as a second copy of
  * this rank. */
 char **
-cmdline_env(const struct gp_worker_info *wi, int rank, int mpi_run)
+cmdline_env(const struct gp_worker_info *wi, int rank, int mpi_run,
+    int threads)
 {
 	static const char *const ours[] = { "GPUPOOL_GPU=", "GPUPOOL_SLOT=",
 	    "GPUPOOL_RANK=", "GPUPOOL_TASK=", "GPUPOOL_ATTEMPT=",
@@ -99,7 +109,7 @@ cmdline_env(const struct gp_worker_info *wi, int rank, int mpi_run)
 
 	for (n = 0; environ[n] != NULL; n++)
 		;
-	if ((envp = calloc(n + 9, sizeof(*envp))) == NULL ||
+	if ((envp = calloc(n + 9 + NTHR, sizeof(*envp))) == NULL ||
 	    cmdline_env_gpus(wi->visible) < 0)
 		return NULL;
 	for (i = 0; i < n; i++)
@@ -120,8 +130,23 @@ cmdline_env(const struct gp_worker_info *wi, int rank, int mpi_run)
 	envp[k++] = ev_att;
 	vis_slot = k;
 	envp[k++] = ev_vis;
+	for (i = 0; i < NTHR && threads >= 0; i++)
+		if ((thr_on[i] = getenv(thr_vars[i]) == NULL))
+			envp[k++] = ev_thr[i];
 	envp[k] = NULL;
+	cmdline_env_threads(threads > 0 ? threads : 1);
 	return envp;
+}
+
+void
+cmdline_env_threads(int n)
+{
+	size_t	 i;
+
+	for (i = 0; i < NTHR; i++)
+		if (thr_on[i])
+			snprintf(ev_thr[i], sizeof(ev_thr[i]), "%s=%d",
+			    thr_vars[i], n);
 }
 
 int

@@ -140,6 +140,7 @@ enum {
 	OPT_DELAY,
 	OPT_TIMELINE, OPT_FROMJL,
 	OPT_LINEBUF, OPT_UNGROUP, OPT_TAG, OPT_QUIET, OPT_NOOP,
+	OPT_THREADS,
 };
 
 static const struct option longopts[] = {
@@ -173,6 +174,7 @@ static const struct option longopts[] = {
 	{ "line-buffer",	no_argument,	   NULL, OPT_LINEBUF },
 	{ "ungroup",		no_argument,	   NULL, OPT_UNGROUP },
 	{ "tag",		no_argument,	   NULL, OPT_TAG },
+	{ "threads",		required_argument, NULL, OPT_THREADS },
 	{ "quiet",		no_argument,	   NULL, OPT_QUIET },
 	/* GNU parallel's spellings of the same (popts.c for the rest). */
 	{ "linebuffer",		no_argument,	   NULL, OPT_LINEBUF },
@@ -208,6 +210,29 @@ static const struct option longopts[] = {
 	{ "help",		no_argument,	   NULL, 'h' },
 	{ NULL, 0, NULL, 0 }
 };
+
+/* --threads cpus|no|N: each task's thread pools (OpenMP, BLAS, ...) as
+ * many as its CPUs (0, the default), left alone (-1), or N. */
+static int
+opt_threads(const char *arg, struct opts *o)
+{
+	char	*end;
+	long	 v;
+
+	if (strcmp(arg, "cpus") == 0 || strcmp(arg, "no") == 0) {
+		o->threads = arg[0] == 'c' ? 0 : -1;
+		return 0;
+	}
+	errno = 0;
+	v = strtol(arg, &end, 10);
+	if (errno || end == arg || *end != '\0' || v < 1 || v > 65536) {
+		cli_err("--threads: '%s' is not cpus, no or a count 1..65536",
+		    arg);
+		return -1;
+	}
+	o->threads = (int)v;
+	return 0;
+}
 
 /* The counts: --fake-gpus, --per-gpu, --retries. 0, or -1 after an
  * error. */
@@ -483,6 +508,8 @@ opt_set(int c, const char *opt, struct opts *o)
 	case OPT_QUIET:
 		opt_flag(c, o);
 		break;
+	case OPT_THREADS:
+		return opt_threads(optarg, o);
 	case OPT_NOOP:		/* parallel's notice, grouping: ours anyway */
 		break;
 	case 'u':

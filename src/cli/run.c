@@ -448,6 +448,7 @@ run_setup(struct run *r, struct run_conf *conf, struct gp_pool **pool)
 	conf->rank = ranks_rank(r->rk);
 	conf->mpi = r->rk != NULL;
 	conf->grid = o->grid_argv != NULL;
+	conf->threads = o->threads;
 	if (popt_shell(o, conf->shell, sizeof(conf->shell)) < 0)
 		return -1;
 	/* Workers are forked with the results directory open. */

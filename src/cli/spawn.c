@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -389,6 +390,18 @@ task_wait(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid,
  * starts bound to all their CPUs and memory (the worker binds itself
  * around the spawn), and a grid's {%} is the slot, from 1 as GNU
  * parallel's. */
+/* CPUs this worker is bound to, 1 at least. */
+static int
+cpus_bound(void)
+{
+	cpu_set_t	 cs;
+
+	CPU_ZERO(&cs);
+	if (sched_getaffinity(0, sizeof(cs), &cs) != 0 || CPU_COUNT(&cs) < 1)
+		return 1;
+	return CPU_COUNT(&cs);
+}
+
 static int
 start_placed(struct gp_ctx *ctx, const struct run_conf *rc, uint64_t seq,
     const char *cmd, struct results_files *f, pid_t *pid, int64_t *t0,
@@ -400,6 +413,10 @@ start_placed(struct gp_ctx *ctx, const struct run_conf *rc, uint64_t seq,
 	many = strcmp(gp_ctx_item_visible(ctx), gp_ctx_info(ctx)->visible);
 	if (many)
 		(void)gp_ctx_item_bind(ctx, 1);
+	/* --threads: its thread pools fit the CPUs it is bound to now. */
+	if (rc->threads >= 0)
+		cmdline_env_threads(rc->threads > 0 ? rc->threads :
+		    cpus_bound());
 	if (rc->grid && strstr(cmd, "{%}") != NULL &&
 	    (cmd = slotted = repl_slot(cmd, gp_ctx_info(ctx)->worker + 1)) ==
 	    NULL)
@@ -447,7 +464,7 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	out.seq = err.seq = h.seq;
 	if (envp == NULL) {	/* the worker's first task */
 		if ((envp = cmdline_env(gp_ctx_info(ctx), rc->rank,
-		    rc->mpi)) == NULL)
+		    rc->mpi, rc->threads)) == NULL)
 			return 1;
 		sigfd = subreaper_setup();
 	}

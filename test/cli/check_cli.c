@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1955,6 +1956,42 @@ START_TEST(tasks_see_one_copy_of_each_variable)
 }
 END_TEST
 
+/* --threads: by default each task's thread pools are as many as the
+ * CPUs it is bound to (2 slots on this machine's CPUs: each its share),
+ * a variable in the environment is kept, N sets them, no leaves them. */
+START_TEST(tasks_threads_fit_their_cpus)
+{
+	struct res	 res;
+	char		*tasks, want[64];
+	cpu_set_t	 cs;
+	int		 n;
+
+	ck_assert_int_eq(sched_getaffinity(0, sizeof(cs), &cs), 0);
+	n = CPU_COUNT(&cs) >= 2 ? CPU_COUNT(&cs) / 2 : 1;
+	tmp_make();
+	tasks = pathf("tasks");
+	puts_file(tasks, "echo omp=$OMP_NUM_THREADS blas=$OPENBLAS_NUM_THREADS"
+	    " mkl=$MKL_NUM_THREADS\n" "echo omp=$OMP_NUM_THREADS\n");
+	ck_assert_int_eq(unsetenv("OMP_NUM_THREADS"), 0);
+	ck_assert_int_eq(unsetenv("OPENBLAS_NUM_THREADS"), 0);
+	ck_assert_int_eq(setenv("MKL_NUM_THREADS", "7", 1), 0);
+	RUN(&res, "--fake-gpus", "2", "--quiet", tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	snprintf(want, sizeof(want), "omp=%d blas=%d mkl=7\n", n, n);
+	ck_assert_msg(lines_with(res.out, want) == 1, "%s", res.out);
+	RUN(&res, "--fake-gpus", "2", "--threads", "3", "--quiet", tasks);
+	ck_assert_int_eq(lines_with(res.out, "omp=3 blas=3 mkl=7\n"), 1);
+	RUN(&res, "--fake-gpus", "2", "--threads", "no", "--quiet", tasks);
+	ck_assert_int_eq(lines_with(res.out, "omp= blas= mkl=7\n"), 1);
+	ck_assert_int_eq(lines_with(res.out, "omp=\n"), 1);
+	RUN(&res, "--threads", "0", tasks);
+	ck_assert_int_eq(res.code, 255);
+	ck_assert_ptr_nonnull(strstr(res.err, "--threads: '0'"));
+	unsetenv("MKL_NUM_THREADS");
+	tmp_remove();
+}
+END_TEST
+
 START_TEST(tasks_see_only_stdio)
 {
 	struct res	 res;
@@ -2628,6 +2665,7 @@ cli_suite(void)
 	tcase_add_test(tc, halt_says_not_started);
 	tcase_add_test(tc, bar_in_a_terminal);
 	tcase_add_test(tc, help_and_man_page_agree);
+	tcase_add_test(tc, tasks_threads_fit_their_cpus);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -95,7 +95,7 @@ START_TEST(environment_of_a_task)
 	memset(&wi, 0, sizeof(wi));
 	wi.gpu = 2;
 	wi.worker = 5;
-	env = cmdline_env(&wi, 3, _i);
+	env = cmdline_env(&wi, 3, _i, -1);
 	ck_assert_ptr_nonnull(env);
 	cmdline_env_task(7, 2);
 	ck_assert_int_eq(count(env, "GPUPOOL_GPU=", &v), 1);

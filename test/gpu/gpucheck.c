@@ -10,6 +10,8 @@
  *	gpucheck hold PCT SECS	hold PCT % of every GPU's memory for SECS
  *	gpucheck context	create a CUDA context, use it, exit
  *	gpucheck context-pool N	N items that use their worker's context
+ *	gpucheck clean		a caller with a CUDA context: workers that
+ *				start clean (exec) compute on their GPUs
  *
  * Each mode prints one line to standard output saying what it saw (the
  * check's detail), diagnostics to standard error, and exits 0 (pass), 1
@@ -17,9 +19,11 @@
  *
  * The pool modes follow the library's rule: the master (main() and what
  * it calls) never calls CUDA; only the items and initialisers, which run
- * in the workers, do. nvidia-smi is run by the master through popen(): a
+ * in the workers, do. All but clean, whose point is a caller that broke
+ * it: its workers exec this program (main() calls gp_worker_enter()). nvidia-smi is run by the master through popen(): a
  * separate program, so no NVML is loaded here either.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
@@ -475,6 +479,112 @@ mode_context_pool(unsigned n)
 	return rc < 0 || ok != n;
 }
 
+/* This process's descriptors onto the driver's device files, the ones
+ * a clean start is chosen by in Python (python/gpupool/_start.py,
+ * _NVDEV: nvidiactl, nvidia-uvm, nvidia-uvm-tools, nvidiaN). */
+static int
+driver_fds(void)
+{
+	DIR		*d = opendir("/proc/self/fd");
+	struct dirent	*e;
+	char		 path[300], to[256];
+	const char	*n;
+	ssize_t		 r;
+	int		 k = 0;
+
+	while (d != NULL && (e = readdir(d)) != NULL) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		if ((r = readlink(path, to, sizeof(to) - 1)) <= 0)
+			continue;
+		to[r] = '\0';
+		if (strncmp(to, "/dev/nvidia", 11) != 0)
+			continue;
+		n = to + 11;
+		k += strcmp(n, "ctl") == 0 || strcmp(n, "-uvm") == 0 ||
+		    strcmp(n, "-uvm-tools") == 0 ||
+		    (*n != '\0' && strspn(n, "0123456789") == strlen(n));
+	}
+	if (d != NULL)
+		closedir(d);
+	return k;
+}
+
+/* The worker side of clean: the item is the device's work, and the reply
+ * the bus id it ran at (device_init() checked it is the worker's). */
+static int
+bus_item(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
+{
+	char	 bus[32] = "";
+	int	 dev = -1;
+
+#ifdef GC_KERNELS
+	if (gk_fill(FILL_N) != 0)
+		return 1;
+#else
+	if (touch_device() != cudaSuccess)
+		return 1;
+#endif
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetPCIBusId(bus, (int)sizeof(bus), dev) != cudaSuccess)
+		return 1;
+	return gp_ctx_reply(ctx, bus, strlen(bus) + 1) == 0 ? 0 : 1;
+}
+
+/*
+ * clean: the driver's files are not open before CUDA starts here and are
+ * after (what the Python package's choice of a clean start reads); then,
+ * with this process's own context alive, a pool whose workers exec this
+ * program, each making its context on its own GPU (device_init()), and
+ * items that compute there, each at its worker's bus id.
+ */
+static int
+mode_clean(void)
+{
+	static char		 self[4096];
+	char			*argv[] = { self, NULL };
+	struct gp_exec		 x = { .argv = argv };
+	struct gp_pool_opts	 o = { .flags = GP_POOL_CUDA_INIT,
+				       .init = device_init, .exec = &x };
+	struct gp_pool		*pool;
+	struct gp_item		 it[16];
+	struct gp_worker_info	 wi;
+	char			 err[256] = "";
+	ssize_t			 r;
+	int			 before = driver_fds(), after, rc, i, ok = 0;
+	cudaError_t		 e;
+
+	if ((e = cudaFree(0)) != cudaSuccess)
+		return cuda_fail("a context in the caller", e);
+	after = driver_fds();
+	if (before != 0 || after == 0) {
+		printf("driver files open: %d before CUDA, %d after (want 0, "
+		    "then some)\n", before, after);
+		return 1;
+	}
+	if ((r = readlink("/proc/self/exe", self, sizeof(self) - 1)) <= 0)
+		return 1;
+	self[r] = '\0';
+	o.errbuf = err;
+	o.errlen = sizeof(err);
+	if ((rc = gp_pool_create(&pool, &o)) < 0) {
+		printf("cannot create the pool: %s\n", err[0] ? err :
+		    gp_strerror(rc));
+		return 1;
+	}
+	for (i = 0; i < 16; i++)
+		gp_item_init(&it[i], NULL, 0);
+	rc = gp_pool_map(pool, bus_item, NULL, 0, it, 16);
+	for (i = 0; rc == 0 && i < 16; i++)
+		ok += it[i].status == GP_OK && gp_pool_info(pool, it[i].worker,
+		    &wi) == 0 && strcasecmp(it[i].out, wi.busid) == 0;
+	printf("caller: %d driver files open after cudaFree(0); %d workers "
+	    "started clean; %d of 16 items computed at their worker's bus "
+	    "id\n", after, gp_pool_size(pool), ok);
+	gp_items_release(it, 16);
+	gp_pool_destroy(pool);
+	return ok != 16;
+}
+
 static int
 number(const char *s, unsigned max, unsigned *out)
 {
@@ -498,6 +608,9 @@ main(int argc, char *argv[])
 	const char	*m = argc > 1 ? argv[1] : "";
 	unsigned	 a = 0, b = 0;
 
+	gp_worker_enter();	/* clean's workers are this program */
+	if (argc == 2 && strcmp(m, "clean") == 0)
+		return mode_clean();
 	if (argc == 2 && strcmp(m, "device") == 0)
 		return mode_device();
 	if (argc == 2 && strcmp(m, "illegal") == 0)
@@ -514,6 +627,6 @@ main(int argc, char *argv[])
 	    number(argv[2], 90, &a) == 0 && number(argv[3], 3600, &b) == 0)
 		return mode_hold(a, b);
 	fprintf(stderr, "usage: gpucheck device | illegal | memory MIB | "
-	    "hold PCT SECS | context | context-pool N\n");
+	    "hold PCT SECS | context | context-pool N | clean\n");
 	return 2;
 }

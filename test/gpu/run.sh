@@ -33,6 +33,8 @@
 #   memory-released  a SIGKILLed worker's GPU memory is released
 #   busy-gpu         --gpus free and --wait-free with a foreign CUDA process
 #   context-cost     a CUDA context per task against one per worker
+#   clean-workers    a caller with a CUDA context (the driver's files open)
+#                    gets workers that start clean and compute on their GPUs
 set -u
 mode=${1:-all}
 case $mode in
@@ -425,6 +427,7 @@ gc_check illegal-address 120 illegal
 gc_check memory-released 180 memory 1024
 check_busy_gpu
 check_context_cost
+gc_check clean-workers 120 clean
 
 echo "gpu check: $npass passed, $nfail failed, $nskip skipped; checks took $((SECONDS - T0)) s; output in $W"
 [ "$nfail" -eq 0 ]

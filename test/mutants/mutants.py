@@ -32,11 +32,11 @@ MUTANTS = [
     M("no-fflush-before-fork", 2, "src/proc.c", "\tfflush(NULL);\n",
       "\t(void)0;\n", "check_faults"),
     # 3. Worker start-up order.
-    M("worker-keeps-host-handlers", 3, "src/worker.c",
+    M("worker-keeps-host-handlers", 3, "src/wstart.c",
       "sa.sa_handler = (sig == SIGINT) ? SIG_IGN : SIG_DFL;",
       "sa.sa_handler = SIG_DFL; if (sig == SIGUSR1) continue;",
       "check_faults"),
-    M("worker-keeps-host-mask", 3, "src/worker.c",
+    M("worker-keeps-host-mask", 3, "src/wstart.c",
       "(void)sigprocmask(SIG_SETMASK, &none, NULL);", "(void)none;",
       "check_faults"),
     M("worker-not-bound", 3, "src/worker.c", "\tbind_place(p, w, &rd);\n",
@@ -71,7 +71,7 @@ MUTANTS = [
       "\t\t\tif (errno == EINTR)\n\t\t\t\tcontinue;".split("\n")[0] + "\n",
       "\t\t\tif (errno == EINTR && 0)\n", "check_faults"),
     # 8. No worker outlives its master.
-    M("no-pdeathsig", 8, "src/worker.c",
+    M("no-pdeathsig", 8, "src/wstart.c",
       "(void)prctl(PR_SET_PDEATHSIG, SIGKILL);", "(void)0;", "check_faults"),
     # 9. One status per item, in item order; max_msg before allocation.
     M("max-msg-not-enforced", 9, "src/msg.c", "if (hdr->len > max)",
@@ -222,6 +222,21 @@ MUTANTS = [
     # 46. Results where the caller chose.
     M("callers-buffer-overrun", 46, "src/job.c",
       "if (job->outbufs && len > it->outlen) {", "if (0) {", "check_data"),
+    # 51. A worker that starts clean keeps only its descriptors, bound
+    #     before its exec.
+    M("exec-keeps-host-fds", 51, "src/exec.c", "\tcloexec_all();\n",
+      "\t(void)cloexec_all;\n", "check_exec"),
+    M("exec-bound-after-nothing", 51, "src/exec.c",
+      "\tgp_wstart_bind(p, w, &cpu_rc, &mem_rc);\n",
+      "\tcpu_rc = mem_rc = 0;\n", "check_exec"),
+    # 52. Python: fork only where it is safe.
+    M("cuda-context-forks", 52, "python/gpupool/_start.py",
+      "    if cuda is not None:\n", "    if False:\n", "pytest",
+      timeout=1800),
+    # 53. Threads fitted to each worker's CPUs.
+    M("loaded-libraries-not-fitted", 53, "src/wstart.c",
+      "\tlimit_loaded(&f);\n", "\t(void)limit_loaded;\n",
+      "check_exec"),
     # 47. Python: big objects round-trip as the kinds they were.
     M("python-buffer-kinds-swapped", 47, "python/gpupool/_buf.c",
       "\tif (d & 1)\n", "\tif (!(d & 1))\n", "pytest", timeout=1800),

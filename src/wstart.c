@@ -1,0 +1,185 @@
+/*
+ * wstart.c: the steps of a worker's start-up that a forked worker
+ * (worker.c) and the child of an exec'd one (exec.c, before its exec)
+ * share: signals reset and death with the master, the CPU and memory
+ * binding, and thread counts fitted to the CPUs it got. Runs only in a
+ * worker process, never in the master; single-threaded when it runs.
+ * The calls before an exec are async-signal-safe but hwloc's binding,
+ * which allocates (glibc's and musl's malloc work in a forked child).
+ */
+#include <dlfcn.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* A handler of the host must never run in a worker (musl's posix_spawn
+ * rule); ^C is the master's to handle. */
+static void
+reset_signals(void)
+{
+	struct sigaction	 sa;
+	sigset_t		 none;
+	int			 sig;
+
+	memset(&sa, 0, sizeof(sa));
+	sigemptyset(&sa.sa_mask);
+	for (sig = 1; sig < NSIG; sig++) {
+		if (sig == SIGKILL || sig == SIGSTOP)
+			continue;
+		sa.sa_handler = (sig == SIGINT) ? SIG_IGN : SIG_DFL;
+		(void)sigaction(sig, &sa, NULL);
+	}
+	sigemptyset(&none);
+	(void)sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+void
+gp_wstart_signals(const struct gp_pool *p)
+{
+	reset_signals();
+	if (!(p->o.flags & GP_POOL_NO_PDEATHSIG)) {
+		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != p->master)
+			_exit(0);	/* it died before prctl */
+	}
+}
+
+void
+gp_wstart_bind(struct gp_pool *p, struct gp_worker *w, int *cpu_rc,
+    int *mem_rc)
+{
+	*cpu_rc = *mem_rc = 0;
+	if (!(p->o.flags & GP_POOL_NO_BIND))
+		(void)gp_topo_bind(p->topo, &w->place, cpu_rc, mem_rc);
+}
+
+/*
+ * The variables the thread pools of numeric libraries read when they
+ * start (joblib's list, MAX_NUM_THREADS_VARS), and for the ones already
+ * started in this process (a forked worker whose caller imported numpy)
+ * the call that changes their count, looked up in each loaded library
+ * whose file name starts so (threadpoolctl's way): a library loaded
+ * RTLD_LOCAL, as Python's extensions are, is not found by name alone.
+ */
+static const char *const vars[] = {
+	"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+	"BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMBA_NUM_THREADS",
+	"NUMEXPR_NUM_THREADS",
+};
+
+static const struct setter {
+	const char	*prefix;	/* of the library's file name */
+	const char	*var;		/* the user's setting that wins */
+	const char	*sym[3];
+	int		 wide;		/* it takes a 64-bit count (dim_t) */
+} setters[] = {
+	{ "libopenblas", "OPENBLAS_NUM_THREADS", { "openblas_set_num_threads",
+	    "openblas_set_num_threads64_", NULL }, 0 },
+	{ "libscipy_openblas", "OPENBLAS_NUM_THREADS",
+	    { "scipy_openblas_set_num_threads",
+	    "scipy_openblas_set_num_threads64_", NULL }, 0 },
+	{ "libgomp", "OMP_NUM_THREADS", { "omp_set_num_threads", NULL }, 0 },
+	{ "libomp", "OMP_NUM_THREADS", { "omp_set_num_threads", NULL }, 0 },
+	{ "libiomp", "OMP_NUM_THREADS", { "omp_set_num_threads", NULL }, 0 },
+	{ "libmkl_rt", "MKL_NUM_THREADS", { "MKL_Set_Num_Threads", NULL }, 0 },
+	{ "libblis", "BLIS_NUM_THREADS", { "bli_thread_set_num_threads",
+	    NULL }, 1 },
+};
+
+struct fit {
+	int		 n;
+	const char	*user[sizeof(setters) / sizeof(setters[0])];
+};
+
+/* The library at path, if it is one of setters' and its variable is not
+ * the user's: its count set to f->n. */
+static void
+limit_one(const struct fit *f, const char *path)
+{
+	const char	*base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	void		*h, *s;
+	size_t		 i, j;
+
+	for (i = 0; i < sizeof(setters) / sizeof(setters[0]); i++) {
+		if (strncmp(base, setters[i].prefix,
+		    strlen(setters[i].prefix)) != 0 || f->user[i] != NULL)
+			continue;
+		/* Already loaded: RTLD_NOLOAD gives its handle, loads
+		 * nothing. */
+		if ((h = dlopen(path, RTLD_NOW | RTLD_NOLOAD)) == NULL)
+			continue;
+		for (j = 0; setters[i].sym[j] != NULL; j++)
+			if ((s = dlsym(h, setters[i].sym[j])) != NULL) {
+				if (setters[i].wide)
+					((void (*)(int64_t))s)(f->n);
+				else
+					((void (*)(int))s)(f->n);
+				break;
+			}
+		dlclose(h);
+	}
+}
+
+/*
+ * Each library mapped here, found in /proc/self/maps rather than by
+ * dl_iterate_phdr(): a forked worker of a threaded caller must not wait
+ * for a loader lock another thread held at the fork, and the loader is
+ * asked (dlopen, whose lock glibc resets in a forked child) only for a
+ * library that is one of ours, which a caller without them never has.
+ */
+static void
+limit_loaded(const struct fit *f)
+{
+	FILE	*m = fopen("/proc/self/maps", "re");
+	char	 line[4096 + 128], last[4096] = "", *path;
+	size_t	 n;
+
+	while (m != NULL && fgets(line, sizeof(line), m) != NULL) {
+		if ((path = strchr(line, '/')) == NULL ||
+		    strstr(path, ".so") == NULL)
+			continue;
+		if ((n = strcspn(path, "\n")) >= sizeof(last))
+			continue;
+		path[n] = '\0';
+		if (strcmp(path, last) == 0)	/* its next segment */
+			continue;
+		memcpy(last, path, n + 1);
+		limit_one(f, path);
+	}
+	if (m != NULL)
+		fclose(m);
+}
+
+void
+gp_wstart_threads(struct gp_pool *p, struct gp_worker *w)
+{
+	struct fit	 f;
+	cpu_set_t	 cs;
+	char		 v[16];
+	size_t		 i;
+
+	if (!(p->o.flags & GP_POOL_FIT_THREADS))
+		return;
+	CPU_ZERO(&cs);
+	f.n = sched_getaffinity(0, sizeof(cs), &cs) == 0 ? CPU_COUNT(&cs) : 0;
+	if (f.n <= 0)
+		f.n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (f.n <= 0)
+		f.n = 1;
+	w->info.threads = f.n;
+	for (i = 0; i < sizeof(setters) / sizeof(setters[0]); i++)
+		f.user[i] = getenv(setters[i].var);
+	/* What the user set, in the caller's environment, wins. */
+	snprintf(v, sizeof(v), "%d", f.n);
+	for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		if (getenv(vars[i]) == NULL)
+			(void)setenv(vars[i], v, 0);
+	limit_loaded(&f);
+}
