@@ -431,17 +431,29 @@ _CTRL_C = """
         return 2 * x
     def ctrl_c_once_waiting(names):
         # SIGINT to this process once the main thread waits in one of
-        # the functions named (its stack says so): Ctrl-C while it waits.
+        # the functions named (its stack says so): Ctrl-C while it waits,
+        # on a Condition or in the C call it drives itself (_drive).
         main = threading.main_thread().ident
         while True:
             f, stack = sys._current_frames().get(main), set()
             while f is not None:
                 stack.add(f.f_code.co_name)
                 f = f.f_back
-            if "wait" in stack and stack & names:
+            if stack & {{"wait", "_drive"}} and stack & names:
                 os.kill(os.getpid(), signal.SIGINT)
                 return
             threading.Event().wait(0.01)
+    if {caller_drives}:
+        # The dispatcher thread starts only once some thread drives: the
+        # main thread's wait then runs the queue in its own C call.
+        dispatch = gpupool.Pool._dispatch
+        def late_dispatch(self):
+            for _ in range(3000):
+                if self._owner is not None:
+                    break
+                threading.Event().wait(0.01)
+            dispatch(self)
+        gpupool.Pool._dispatch = late_dispatch
     p = gpupool.Pool(fake_gpus=1, grace=0.1)
     queued = [p.submit(hang, i) for i in range(20)]
     threading.Thread(target=ctrl_c_once_waiting, args=({names},)).start()
@@ -459,15 +471,20 @@ _CTRL_C = """
 """
 
 
+@pytest.mark.parametrize("caller_drives", [False, True])
 @pytest.mark.parametrize("wait, names", [
     ("queued[0].result()", {"result"}),
     ("p.apply_async(hang, (0,)).get()", {"get"}),
     ("next(p.imap(hang, [0]))", {"results"}),
 ])
-def test_ctrl_c_while_waiting_stops_what_is_queued(tmp_path, wait, names):
+def test_ctrl_c_while_waiting_stops_what_is_queued(tmp_path, wait, names,
+                                                   caller_drives):
     """Before: the queued futures ran on after Ctrl-C (here, for ever:
-    the next map never ran)."""
-    path, env = _script(_CTRL_C.format(wait=wait, names=names), tmp_path)
+    the next map never ran). caller_drives: result() and get() drive the
+    queue in the caller's own C call (Pool._help), as they do whenever
+    the dispatcher thread has not taken it first (CI's first run)."""
+    path, env = _script(_CTRL_C.format(wait=wait, names=names,
+                                       caller_drives=caller_drives), tmp_path)
     lines = _run(path, env).splitlines()
     assert lines[:3] == ["KeyboardInterrupt", "map [2, 4]", "done 20 20"]
     # Those still queued are canceled (cancelled() is True); the few the
