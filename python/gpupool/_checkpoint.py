@@ -275,10 +275,9 @@ class _Rec:
                  "code", "digest", "pcrc")
 
 
-def _pack(kind, start, count, status, code, dg, payload):
-    h = _REC.pack(_MAGIC, kind, start, count, memoryview(payload).nbytes,
-                  status, code,
-                  dg, zlib.crc32(payload))
+def _pack(kind, start, count, status, code, dg, payload, nbytes):
+    h = _REC.pack(_MAGIC, kind, start, count, nbytes, status, code, dg,
+                  zlib.crc32(payload))
     return h + struct.pack("<I", zlib.crc32(h))
 
 
@@ -293,6 +292,7 @@ class _File:
         self.thread = None
         self.cv = threading.Condition()
         self.dirty = False
+        self.dir_synced = True  # the directory entry, once the file is new
         self.closing = False
         self.error = None
         self.fd, self.readonly = self._open(opts.wait, readonly)
@@ -383,20 +383,16 @@ class _File:
         meta = json.dumps({"fn": fn_id, "host": socket.gethostname(),
                            "pid": os.getpid(), "created": time.strftime(
                                "%Y-%m-%dT%H:%M:%S%z")}).encode()
-        rec = _pack(_META, 0, 0, 0, 0, bytes(16), meta)
+        rec = _pack(_META, 0, 0, 0, 0, bytes(16), meta, len(meta))
         try:
             os.ftruncate(self.fd, 0)
-            self._write([_LINE + rec, meta])
-            os.fdatasync(self.fd)
-            d = os.open(os.path.dirname(self.path) or ".", os.O_RDONLY)
-            try:
-                os.fsync(d)  # the file's name, durable too
-            except OSError:
-                pass
-            finally:
-                os.close(d)
+            self._write(_LINE + rec + meta)
         except OSError as e:
             raise self.fail("cannot write it", e) from e
+        # Synced with the first records (the file and its name: a call
+        # that ends is durable whole), not now: a sync costs milliseconds.
+        self.dirty = True
+        self.dir_synced = False
         self.size = len(_LINE) + len(rec) + len(meta)
         return self.size
 
@@ -513,17 +509,22 @@ class _File:
 
     # writing
 
-    def _write(self, bufs):
-        """All of bufs, appended. A write that fails part way leaves a
-        torn record: the next call's trim() cuts it off."""
-        views = [memoryview(b).cast("B") for b in bufs]
-        while views:
-            n = os.writev(self.fd, views)
+    def _write(self, head, payload=b"", nbytes=0):
+        """head and payload (nbytes long), appended. A write that fails
+        part way leaves a torn record: the next call's trim() cuts it
+        off."""
+        n = os.writev(self.fd, [head, payload])
+        if n == len(head) + nbytes:
+            return
+        views = [memoryview(head), memoryview(payload).cast("B")]
+        while True:  # a short write (a signal, a huge payload)
             while views and n >= len(views[0]):
                 n -= len(views[0])
                 views.pop(0)
-            if views:
-                views[0] = views[0][n:]
+            if not views:
+                return
+            views[0] = views[0][n:]
+            n = os.writev(self.fd, views)
 
     def record(self, start, n, dg, status, code, out, stop):
         """Append the outcome of the chunk of n items at start (nothing
@@ -534,16 +535,17 @@ class _File:
         if self.error is not None:
             raise self.error
         payload = out if status == _gpupool.OK else b""
-        head = _pack(_CHUNK, start, n, status, code, dg, payload)
+        nbytes = memoryview(payload).nbytes
+        head = _pack(_CHUNK, start, n, status, code, dg, payload, nbytes)
         try:
-            self._write([head, payload])
+            self._write(head, payload, nbytes)
         except OSError as e:
             raise CheckpointError(
                 "checkpoint %r: cannot record items %d-%d: %s (what was "
                 "recorded before is kept)" % (self.path, start,
                                                start + n - 1, e.strerror),
                 self.path) from e
-        self.end += len(head) + memoryview(payload).nbytes
+        self.end += len(head) + nbytes
         self.dirty = True
         if self.sync == 0:
             self._sync()
@@ -561,6 +563,17 @@ class _File:
             self.error = self.fail("fdatasync failed (recent records may "
                                    "be lost at a power cut)", e)
             raise self.error from e
+        if not self.dir_synced:
+            self.dir_synced = True
+            try:  # the file's name, durable too
+                d = os.open(os.path.dirname(self.path) or ".", os.O_RDONLY)
+                try:
+                    os.fsync(d)
+                finally:
+                    os.close(d)
+            except OSError:
+                pass  # (an unreadable directory; a file system that
+                # refuses a directory's fsync)
 
     def _syncer(self):
         """Every `sync` seconds while records are written: fdatasync, in
