@@ -6,7 +6,7 @@ The file (little-endian, format 1):
 
     b"gpupool checkpoint 1 little\\n"     the header line (version, the
                                          byte order of the frames inside)
-    record*                              appended, one write(2) each
+    record*                              appended, one writev(2) each
 
 A record is a 64-byte header and a payload: magic "GPR1", kind (1: the
 map's description, JSON, always the first; 2: a chunk), start, count
