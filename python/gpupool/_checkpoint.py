@@ -286,6 +286,9 @@ class _File:
 
     def __init__(self, opts, fn_id, readonly=False):
         self.path = opts.path
+        # Its directory, synced once the file is new: resolved now, as
+        # the caller may chdir() while the call runs.
+        self.dir = os.path.dirname(os.path.abspath(self.path))
         self.sync = opts.sync
         self.fd = -1
         self.buf, self.boff = b"", 0
@@ -566,7 +569,7 @@ class _File:
         if not self.dir_synced:
             self.dir_synced = True
             try:  # the file's name, durable too
-                d = os.open(os.path.dirname(self.path) or ".", os.O_RDONLY)
+                d = os.open(self.dir, os.O_RDONLY)
                 try:
                     os.fsync(d)
                 finally:
