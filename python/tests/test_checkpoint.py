@@ -909,3 +909,15 @@ def test_sync_policy_and_a_failing_sync(pool, tmp_path, side, monkeypatch):
         pool.map(triple, range(90), checkpoint=gpupool.Checkpoint(
             ck, sync=None))
     assert ei.value.path == str(ck)
+
+
+def test_clean_workers_resume_too(tmp_path, side):
+    """Workers that start clean (start_method="spawn") record and resume
+    as forked ones do: the checkpoint lives in the caller only."""
+    ck = str(tmp_path / "ck")
+    with gpupool.Pool(fake_gpus=2, start_method="spawn") as p:
+        assert p.map(triple, range(40), chunksize=4, checkpoint=ck) == \
+            [3 * i + 1 for i in range(40)]
+        r = p.map(triple, range(60), chunksize=4, checkpoint=ck)
+    assert r == [3 * i + 1 for i in range(60)]
+    assert ran(side) == dict.fromkeys(range(60), 1)
