@@ -10,6 +10,7 @@ installs the package from this tree into a venv).
     python3 py_gpupool.py warm IMPL TASKS SETUP WORK [GPUPOOL_RUN]
     python3 py_gpupool.py payload IMPL KIND SIZE N  echo N items of SIZE B
     python3 py_gpupool.py start IMPL IMPORT      a pool's start-up, first item
+    python3 py_gpupool.py checkpoint KIND IMPL N    a map with checkpoint=
 
 Always 4 workers (gpupool: 4 fake GPUs). For trivial and roundtrip the pool
 is created and warmed up before the clock starts (startup_s says what that
@@ -40,6 +41,19 @@ payload IMPL KIND: gpupool (gpupool.Pool.map) or map
     protocol 5 hands their memory out of band). Pool created and warmed
     up before the clock, items made before it; every result checked
     after it. mb_per_s: item bytes a second (10^6 B), each way.
+checkpoint KIND IMPL: the cost of map(..., checkpoint=PATH), PATH a new
+    file in a fresh directory of TMPDIR. KIND trivial: x * 2 on N ints,
+    default chunks; ms: time.sleep(0.001) on N items, default chunks; ms1:
+    the same, chunksize=1 (a record per item); IMPL plain (no checkpoint),
+    ckpt (a new checkpoint: every chunk recorded), resume (trivial only:
+    the checkpoint written by an untimed map first, then the timed map
+    reads every result from it and runs nothing), mp
+    (multiprocessing.Pool(4).map, no checkpoint). KIND read1, IMPL resume:
+    a checkpoint of N records of one item each, written untimed by the
+    checkpoint's own writer as a map with chunksize=1 would (each record
+    what a worker answers for one item), then the timed map reads them.
+    rss_growth_mib: the process's peak RSS growth over the timed call
+    (what the returned list and its reading took).
 warm IMPL: TASKS tasks on 4 slots, each needing a set-up SETUP (a module
     to import, e.g. scipy.stats: a real heavy import, standing for `import
     torch` + a CUDA context; or a number: seconds of sleep) and then WORK
@@ -61,6 +75,8 @@ import concurrent.futures as cf
 import json
 import multiprocessing as mp
 import os
+import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -246,6 +262,69 @@ def start(impl, imp):
     out(impl=impl, imported=imp, startup_s=t1 - t0, first_s=t2 - t0)
 
 
+def nap(x):
+    time.sleep(0.001)
+    return x
+
+
+def _one_item_records(path, n):
+    """What a map of twice with chunksize=1 leaves: n records, item i's
+    answer as its worker sends it."""
+    import threading
+    from gpupool import _checkpoint, _gpupool, _task
+    f = _checkpoint._File(_checkpoint.Checkpoint(path, sync=None),
+                          _checkpoint.fn_identity(twice))
+    stop = threading.Event()
+    for i in range(n):
+        f.record(i, 1, _checkpoint.digest([i]), _gpupool.OK, 0,
+                 _task._dumps(([twice(i)], None)), stop)
+    f.close()
+
+
+def checkpoint(kind, impl, n):
+    import gpupool
+    fn = twice if kind in ("trivial", "read1") else nap
+    cs = 1 if kind in ("ms1", "read1") else None
+    items = list(range(n))
+    d = tempfile.mkdtemp(prefix="gpupool-bench-ck-")
+    path = os.path.join(d, "ck")
+    if impl == "resume":
+        # Written by a child, so that what it took is not in our heap.
+        pid = os.fork()
+        if pid == 0:
+            try:
+                if kind == "read1":
+                    _one_item_records(path, n)
+                else:
+                    with gpupool.Pool(fake_gpus=WORKERS) as w:
+                        w.map(fn, items, cs, checkpoint=path)
+            finally:
+                os._exit(0)
+        if os.waitpid(pid, 0)[1] != 0 or not os.path.exists(path):
+            raise SystemExit("checkpoint %s: writing it failed" % kind)
+    t0 = time.perf_counter()
+    if impl == "mp":
+        p = mp.Pool(WORKERS)
+    else:
+        p = gpupool.Pool(fake_gpus=WORKERS)
+    p.map(twice, range(64))
+    startup = time.perf_counter() - t0
+    kw = {} if impl in ("plain", "mp") else {"checkpoint": path}
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    r = p.map(fn, items, cs, **kw)
+    secs = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0
+    size = os.path.getsize(path) if os.path.exists(path) else 0
+    p.close()
+    p.join()
+    shutil.rmtree(d)
+    if r != ([x * 2 for x in items] if fn is twice else items):
+        raise SystemExit("checkpoint %s %s: wrong results" % (kind, impl))
+    out(kind=kind, impl=impl, n=n, secs=secs, items_per_s=n / secs,
+        startup_s=startup, rss_growth_mib=rss / 1024, file_bytes=size)
+
+
 def sem_task(i, s, w, sem, free):
     with sem:
         gpu = free.pop()
@@ -316,6 +395,8 @@ def main(argv):
         start(argv[2], argv[3])
     elif what == "payload":
         payload(argv[2], argv[3], int(argv[4]), int(argv[5]))
+    elif what == "checkpoint":
+        checkpoint(argv[2], argv[3], int(argv[4]))
     elif what == "warm":
         try:
             spec = float(argv[4])

@@ -58,6 +58,8 @@ FULL = dict(
     py_warm=(100, "scipy.stats", 0.5, 0.1), py_warm_rounds=3,
     py_payloads=((MIB, 128), (16 * MIB, 16)), py_payload_rounds=3,
     py_start_rounds=5,
+    py_ck={"trivial": 10**6, "ms": 4000, "ms1": 4000, "read1": 10**6},
+    py_ck_rounds=3,
 )
 QUICK = dict(
     cmd_n=200, true_rounds=2, sleep_rounds=1,
@@ -73,6 +75,8 @@ QUICK = dict(
     py_warm=(20, "scipy.stats", 0.2, 0.05), py_warm_rounds=2,
     py_payloads=((MIB, 32), (16 * MIB, 4)), py_payload_rounds=2,
     py_start_rounds=2,
+    py_ck={"trivial": 10**5, "ms": 1000, "ms1": 1000, "read1": 10**5},
+    py_ck_rounds=2,
 )
 
 # Pareto(alpha 1.5) item durations for pool_map's skewed set (5 ms scale,
@@ -865,6 +869,21 @@ PY_PAYLOAD = [
     ("gpupool", "gpupool.Pool.map (default chunks)"),
     ("map", "multiprocessing Pool.map (default chunks)"),
 ]
+# Checkpoints (issue 26): each workload's contenders, interleaved.
+PY_CK = [
+    ("trivial", "x * 2 on an int, default chunks",
+     ["plain", "ckpt", "resume", "mp"]),
+    ("ms", "time.sleep(0.001), default chunks", ["plain", "ckpt"]),
+    ("ms1", "time.sleep(0.001), chunksize=1 (a record per item)",
+     ["plain", "ckpt"]),
+    ("read1", "a checkpoint of one-item records, read back", ["resume"]),
+]
+PY_CK_LABELS = {
+    "plain": "gpupool Pool.map, no checkpoint",
+    "ckpt": "gpupool Pool.map, checkpoint= a new file",
+    "resume": "gpupool Pool.map, every result read from its checkpoint",
+    "mp": "multiprocessing Pool.map, no checkpoint",
+}
 PY_STAMP_PATHS = ["pyproject.toml", "meson.build", "meson_options.txt",
                   "python", "src", "include"]
 
@@ -1043,6 +1062,39 @@ def python_start(cfg, helper, sec, imports):
                 runs["gpupool-clean"], runs["gpupool-fork"], "first_s")
 
 
+def python_checkpoint(cfg, helper, sec):
+    """map(..., checkpoint=PATH) against the same map without one, and
+    a checkpoint read back instead of run."""
+    ck = sec["checkpoint"] = {"labels": dict(PY_CK_LABELS), "kinds": {}}
+    for kind, title, impls in PY_CK:
+        n = cfg["py_ck"][kind]
+        runs = {k: [] for k in impls}
+        for rd in range(cfg["py_ck_rounds"]):
+            log("python: checkpoint, %s x %s, round %d/%d" % (
+                kind, fmt_n(n), rd + 1, cfg["py_ck_rounds"]))
+            for k in rotate(impls, rd):
+                runs[k].append(one(helper + ["checkpoint", kind, k, str(n)]))
+        row = ck["kinds"][kind] = {"title": title, "n": n, "impls": {
+            k: {f: stats([x.get(f) for x in v]) for f in (
+                "items_per_s", "secs", "rss_growth_mib", "file_bytes")}
+            for k, v in runs.items()}}
+        if "ckpt" in runs:
+            # Wall with a checkpoint over wall without: 1.10 is 10 %.
+            row["ckpt_cost"] = pair_ratios(runs["plain"], runs["ckpt"],
+                                           "items_per_s")
+        if "mp" in runs:
+            row["ckpt_over_mp"] = pair_ratios(runs["ckpt"], runs["mp"],
+                                              "items_per_s")
+    # Reading n one-item records against running n such 1 ms items at
+    # the rate measured with a checkpoint.
+    r1, m1 = ck["kinds"]["read1"], ck["kinds"]["ms1"]
+    rate = med(m1["impls"]["ckpt"]["items_per_s"])
+    secs = med(r1["impls"]["resume"]["secs"])
+    r1["compute_s"] = r1["n"] / rate if rate else None
+    r1["read_over_compute"] = secs / r1["compute_s"] \
+        if secs and r1["compute_s"] else None
+
+
 def python_section(cfg, build, work, res, notes, explicit=None,
                    install=False):
     py, probe, how = python_env(build, explicit, notes)
@@ -1160,6 +1212,9 @@ def python_section(cfg, build, work, res, notes, explicit=None,
         py, probe, install, notes, i, "the start-up rows after import %s"
         % i)]
     python_start(cfg, helper, sec, imports)
+
+    # 6. Checkpoints.
+    python_checkpoint(cfg, helper, sec)
 
 
 def mpi_section(cfg, build, work, res, notes):
@@ -1366,6 +1421,44 @@ def targets(res, skipped):
                     wm["cpus"], wm["slots"], -(-wm["slots"] // wm["cpus"]))
                 if wm.get("cpus") and wm["cpus"] < wm["slots"] and
                 wm.get("setup", "").startswith("import") else ""))
+    ck = py and py.get("checkpoint")
+    if ck or res.get("python_skipped"):
+        na = res.get("python_skipped")
+        k = ck and ck["kinds"]
+        for kind in ("ms", "ms1"):
+            row = k and k[kind]
+            add("python: checkpoint= costs <= 10%% on 1 ms items (%s)" % (
+                "default chunks" if kind == "ms" else "chunksize=1"),
+                row and med(row["ckpt_cost"]), "<=", 1.10,
+                "median of per-round wall ratios with / without", why_na=na,
+                fmt="%.3fx", context=row and "%s items/s with, %s without "
+                "(N=%s)" % (fmt_si(row["impls"]["ckpt"]["items_per_s"]),
+                            fmt_si(row["impls"]["plain"]["items_per_s"]),
+                            fmt_n(row["n"])))
+        row = k and k["trivial"]
+        add("python: trivial items with checkpoint= >= multiprocessing "
+            "Pool.map without (x*2, N=%s)" % fmt_n(row["n"] if row else
+                                                   10**6),
+            row and med(row["ckpt_over_mp"]), ">=", 1.0,
+            "median of per-round items/s ratios", why_na=na, context=row and
+            "%s items/s against %s; without a checkpoint %s (%.2fx the "
+            "cost with)" % (
+                fmt_si(row["impls"]["ckpt"]["items_per_s"]),
+                fmt_si(row["impls"]["mp"]["items_per_s"]),
+                fmt_si(row["impls"]["plain"]["items_per_s"]),
+                med(row["ckpt_cost"]) or 0))
+        row = k and k["read1"]
+        add("python: reading %s one-item records <= 0.1x computing them "
+            "(1 ms items, 4 workers)" % fmt_n(row["n"] if row else 10**6),
+            row and row["read_over_compute"], "<=", 0.1,
+            "median read time over N / (1 ms items/s with a checkpoint)",
+            why_na=na, fmt="%.3fx", context=row and row["compute_s"] and
+            "%.2f s to read, %.0f s to compute; peak RSS grew %.0f MiB "
+            "(a plain map of %s trivial items: %.0f MiB)" % (
+                med(row["impls"]["resume"]["secs"]), row["compute_s"],
+                med(row["impls"]["resume"]["rss_growth_mib"]) or 0,
+                fmt_n(k["trivial"]["n"]),
+                med(k["trivial"]["impls"]["plain"]["rss_growth_mib"]) or 0))
     mp = res.get("mpi")
     if mp:
         add("rank 0 dispatches >= 20,000 tasks/s over MPI (3 local ranks)",
@@ -1818,6 +1911,7 @@ def markdown(res):
         L.append("")
         L += py_payload_table(py.get("payload"), res["config"])
         L += py_start_table(py.get("start"), res["config"])
+        L += py_checkpoint_table(py.get("checkpoint"), res["config"])
     mp = res.get("mpi")
     if mp:
         L.append("### gpupool-run across %d MPI ranks x %d fake GPUs: "
@@ -1911,6 +2005,43 @@ def py_payload_table(pl, cfg):
           "into the item each way (docs/python.md). Rounds: %d%s." % (
               cfg["py_payload_rounds"], "" if "numpy" in pl["kinds"] else
               "; numpy not importable (--install-peers installs it)"), ""]
+    return L
+
+
+def py_checkpoint_table(ck, cfg):
+    """The Python section's checkpoint rows, as markdown lines."""
+    if not ck:
+        return []
+    L = ["#### Python: map(..., checkpoint=PATH), 4 workers", "",
+         "| workload | N | how | items/s | s | peak RSS growth MiB | "
+         "file MB | wall / without |",
+         "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for kind, x in ck["kinds"].items():
+        for k, v in x["impls"].items():
+            L.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                x["title"], fmt_n(x["n"]), ck["labels"][k],
+                fmt_si(v["items_per_s"]), fmt_s(v["secs"], "%.3f"),
+                fmt_m(v["rss_growth_mib"], "%.1f"),
+                fmt_m(v["file_bytes"], "%.1f", 1e-6)
+                if med(v["file_bytes"]) else "-",
+                fmt_m(x.get("ckpt_cost"), "%.3f") if k == "ckpt" else ""))
+    r1 = ck["kinds"].get("read1")
+    L += ["", "Each run is a fresh process: the pool created and warmed up, "
+          "then one map timed; every result checked. The checkpoint is a new"
+          " file in a fresh directory of TMPDIR (synced when the map "
+          "returns, and every second while it runs). *resume*: the "
+          "checkpoint written first by a child process (not timed, and "
+          "not in this process's heap), then the timed map reads every "
+          "result from it and runs nothing. *read1*: %s records of one "
+          "item each, written by the checkpoint's own writer as a map with "
+          "chunksize=1 writes them; computing them at the 1 ms rate "
+          "measured above with a checkpoint would take %s s. Peak RSS "
+          "growth: over the timed call (what the returned list and the "
+          "reading took). Wall / without: median of per-round ratios. "
+          "Rounds: %d." % (
+              fmt_n(r1["n"]) if r1 else "-", "%.0f" % r1["compute_s"]
+              if r1 and r1.get("compute_s") else "-",
+              cfg["py_ck_rounds"]), ""]
     return L
 
 
@@ -2089,6 +2220,15 @@ def panels(res):
                   "rows": [(lab_, med(wm["impls"][k]["overhead_s"]),
                             "gpupool-run" if k in ("pool", "run") else k)
                            for k, lab_ in wm["labels"].items()]})
+        ck = py.get("checkpoint")
+        if ck:
+            kinds = [k for k in ("trivial", "ms", "ms1") if k in ck["kinds"]]
+            P.append({"title": "Python: map with checkpoint= / without",
+                      "unit": "x wall (dashed: 1.10; lower is better)",
+                      "ref": 1.10,
+                      "rows": [(ck["kinds"][k]["title"],
+                                med(ck["kinds"][k].get("ckpt_cost")),
+                                "gpupool-run") for k in kinds]})
         pl = py.get("payload")
         if pl:
             P.append({"title": "Python: big items echoed, 4 workers",

@@ -30,6 +30,8 @@ _LAZY.update(dict.fromkeys(("Canceled", "EncodingError", "Error",
                             "InitError", "NotRun", "PoolError",
                             "RemoteTraceback", "Timeout", "WorkerCrashed"),
                            "_errors"))
+_LAZY.update(dict.fromkeys(("Checkpoint", "CheckpointError",
+                            "CheckpointWarning"), "_checkpoint"))
 
 
 def __getattr__(name):
@@ -48,7 +50,8 @@ __all__ = [
     "Pool", "Executor", "AsyncResult", "WorkerInfo", "GpuState", "current",
     "map", "imap", "imap_unordered", "submit", "shutdown", "Error",
     "WorkerCrashed", "Timeout", "Canceled", "NotRun", "PoolError",
-    "EncodingError", "InitError", "RemoteTraceback",
+    "EncodingError", "InitError", "RemoteTraceback", "Checkpoint",
+    "CheckpointError", "CheckpointWarning",
 ]
 
 _default = None

@@ -79,14 +79,23 @@ class MapJob:
             return None
         start = self.pos
         self.pos = min(start + self.chunksize, self.n)
-        chunk = self.items[start:self.pos]
-        if len(chunk) != self.pos - start:  # the caller's list, not a copy
+        return start, _task.dumps_chunk(self.fn_bytes, 0,
+                                        self.slice(start, self.pos))
+
+    def slice(self, start, end):
+        """items[start:end], checked: the caller's list, not a copy."""
+        chunk = self.items[start:end]
+        if len(chunk) != end - start:
             raise Abort(RuntimeError("gpupool: the list given to map() "
                                      "changed size during the map"))
-        return start, _task.dumps_chunk(self.fn_bytes, 0, chunk)
+        return chunk
 
     def finish(self, start, status, code, out):
-        n = min(self.chunksize, self.n - start)
+        self.store(start, min(self.chunksize, self.n - start), status, code,
+                   out)
+
+    def store(self, start, n, status, code, out):
+        """The n results of the C item at start into their places."""
         values, excs = values_of(self.fn, status, code, out, n)
         if excs:
             if not self.return_exceptions:
@@ -134,17 +143,7 @@ class StreamJob:
             if self.exhausted or room <= 0:
                 return None
             start = self.taken
-        chunk = []
-        try:
-            for _ in range(min(self.chunksize, room)):
-                chunk.append(next(self.it))
-        except StopIteration:
-            with self.cv:
-                self.exhausted = True
-        except BaseException as e:  # the caller's generator raised
-            with self.cv:
-                self.exhausted = True
-                self.input_error = e
+        chunk = self.take(min(self.chunksize, room))
         if not chunk:
             with self.cv:
                 self.cv.notify_all()
@@ -153,6 +152,22 @@ class StreamJob:
             self.taken += len(chunk)
             self.sizes[start] = len(chunk)
         return start, _task.dumps_chunk(self.fn_bytes, 0, chunk)
+
+    def take(self, k):
+        """Up to k elements from the input (fewer when it ends or raises:
+        then exhausted, and input_error for the caller)."""
+        chunk = []
+        try:
+            for _ in range(k):
+                chunk.append(next(self.it))
+        except StopIteration:
+            with self.cv:
+                self.exhausted = True
+        except BaseException as e:  # the caller's generator raised
+            with self.cv:
+                self.exhausted = True
+                self.input_error = e
+        return chunk
 
     def finish(self, start, status, code, out):
         with self.cv:

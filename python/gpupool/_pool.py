@@ -31,6 +31,7 @@ import weakref
 from concurrent.futures import Future
 
 from . import _async
+from . import _checkpoint
 from . import _errors
 from . import _gpupool
 from . import _jobs
@@ -613,7 +614,7 @@ class Pool:
             self._release_runner()
 
     def map(self, fn, iterable, chunksize=None, *, return_exceptions=False,
-            progress=False):
+            progress=False, checkpoint=None):
         """[fn(x) for x in iterable], computed by the workers, in order.
 
         chunksize items travel as one C item (default: automatic, as
@@ -623,18 +624,33 @@ class Pool:
         of the map is canceled. With return_exceptions=True the exception
         takes the item's place in the list instead, and the map goes on.
         A crash or timeout fails every item of its chunk.
+
+        checkpoint (a path or a gpupool.Checkpoint): each chunk's outcome
+        is recorded there as it ends, and a later call with the same
+        path takes what was recorded instead of running it (see
+        docs/python.md, Checkpoints).
         """
         self._check_open()
         # A list, tuple or range is read as it is (no copy; a range's
         # chunks travel as ranges); anything else is read into a list.
         items = (iterable if type(iterable) in (list, tuple, range)
                  else list(iterable))
+        if checkpoint is not None:
+            return _checkpoint.run_map(self, fn, items, chunksize,
+                                       return_exceptions, progress,
+                                       checkpoint)
         if not items:
             return []
         cs = chunksize or self._chunksize(len(items))
         bar = _progress.make(progress, len(items))
         job = _jobs.MapJob(fn, items, cs, return_exceptions, bar,
                            self._forked)
+        self._run_job(job, bar)
+        return job.results
+
+    def _run_job(self, job, bar):
+        """Drive a map's job to its end; its first failure (or the
+        pool's) raised here."""
         err = None
         try:
             self._drive(job)
@@ -645,21 +661,25 @@ class Pool:
                 bar.close()
         if err is not None:
             raise err  # outside the except: no "during handling" noise
-        return job.results
 
     def starmap(self, fn, iterable, chunksize=None, **kw):
         """map() with fn(*args) for each args in iterable."""
         return self.map(_Star(fn), iterable, chunksize, **kw)
 
     def _stream(self, fn, iterable, chunksize, ordered, return_exceptions,
-                progress, window):
+                progress, window, checkpoint):
         self._check_open()
         cs = chunksize or 1
         win = window or max(4 * self._size * cs, 2 * cs)
         bar = _progress.make(progress, None)
-        job = _jobs.StreamJob(fn, iterable, cs, win, ordered,
-                              return_exceptions, bar, self._forked,
-                              self._interrupt)
+        if checkpoint is None:
+            job = _jobs.StreamJob(fn, iterable, cs, win, ordered,
+                                  return_exceptions, bar, self._forked,
+                                  self._interrupt)
+        else:
+            job = _checkpoint.stream_job(self, fn, iterable, cs, win,
+                                         ordered, return_exceptions, bar,
+                                         checkpoint)
         t = threading.Thread(target=self._stream_driver, args=(job,),
                              name="gpupool-imap", daemon=True)
         with self._cv:
@@ -689,7 +709,7 @@ class Pool:
                 self._cv.notify_all()
 
     def imap(self, fn, iterable, chunksize=None, *, return_exceptions=False,
-             progress=False, window=None):
+             progress=False, window=None, checkpoint=None):
         """A generator of fn(x) in input order. iterable may be endless
         or a generator of unknown length: at most `window` items (default
         4 * size() * chunksize) are taken and not yet yielded, so memory
@@ -697,16 +717,18 @@ class Pool:
         The input is read in the helper thread that drives the C pool:
         while the input blocks (a slow dataset), no result is collected.
         Failures as map(): raised when reached (return_exceptions=True:
-        yielded). Leaving the loop early cancels the rest."""
+        yielded). Leaving the loop early cancels the rest. checkpoint: as
+        map()'s (a position's recorded results come as the input reaches
+        it; the file is synced and released when the stream ends)."""
         return self._stream(fn, iterable, chunksize, True,
-                            return_exceptions, progress, window)
+                            return_exceptions, progress, window, checkpoint)
 
     def imap_unordered(self, fn, iterable, chunksize=None, *,
                        return_exceptions=False, progress=False,
-                       window=None):
+                       window=None, checkpoint=None):
         """imap() in completion order."""
         return self._stream(fn, iterable, chunksize, False,
-                            return_exceptions, progress, window)
+                            return_exceptions, progress, window, checkpoint)
 
     def submit(self, fn, /, *args, **kwargs):
         """Run fn(*args, **kwargs) in a worker: a concurrent.futures.Future
