@@ -1740,6 +1740,7 @@ nested_pool_map(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 	if (pool_map(twice, &one, 1) != 0 || one.status != GP_OK)
 		return 97;
 	memcpy(&r, one.out, sizeof(r));
+	gp_items_release(&one, 1);
 	gp_default_pool_destroy();
 	return gp_ctx_reply(ctx, &r, sizeof(r));
 }
