@@ -240,6 +240,33 @@ MUTANTS = [
     # 47. Python: big objects round-trip as the kinds they were.
     M("python-buffer-kinds-swapped", 47, "python/gpupool/_buf.c",
       "\tif (d & 1)\n", "\tif (!(d & 1))\n", "pytest", timeout=1800),
+    # 48. No need waits for ever unsaid.
+    M("need-that-never-fits-waits", 48, "src/watch.c",
+      "if (m > p->ngpus || (k > 1 && m > k) || !ever_fits(p, mem, m)) {",
+      "if (m > p->ngpus || (k > 1 && m > k)) {", "check_gpus"),
+    # 49. NVML's figures range-checked.
+    M("utilisation-over-100-kept", 49, "src/gate.c",
+      "if (mg->util < 0 || mg->util > 100)", "if (mg->util < 0)",
+      "check_gate", "check_gpus"),
+    # 50. An item's GPU figures are its own.
+    M("snapshot-asked-before-counts", 50, "src/watch.c",
+      "p->wt.busy[w->idx] = p->wt.mon.pending ? 2 : 1;",
+      "p->wt.busy[w->idx] = 1;", "check_watch"),
+    # 54. What parallel's documentation types runs as parallel does.
+    M("noext-keeps-the-dot", 54, "src/cli/repl.c",
+      "*n = (size_t)(dot - (s + *off));",
+      "*n = (size_t)(dot - (s + *off)) + 1;", "parallel_diff", "check_repl"),
+    # 55. A joblog resumed or refused, never taken for empty.
+    M("parallels-joblog-lines-passed-over", 55, "src/cli/joblog.c",
+      "need = j->fmt == 9 ? 8 : 9;", "need = 9;", "check_parallel"),
+    # 56. -k prints in input order.
+    M("keep-order-prints-as-it-ends", 56, "src/cli/order.c",
+      "if (!r->o->keep_order || nth == r->ord.next)", "if (1)",
+      "check_parallel"),
+    # 57. Arguments from a pipe run as they come.
+    M("piped-arguments-read-whole", 57, "src/cli/gridsrc.c",
+      "if (rc == 0 && only && (S_ISFIFO(st.st_mode) ||",
+      "if (rc == 0 && 0 && (S_ISFIFO(st.st_mode) ||", "check_parallel"),
     # 58. A checkpointed map: at least once, each result exactly once.
     M("checkpoint-records-terminates-kills", 58,
       "python/gpupool/_checkpoint.py",
