@@ -28,10 +28,12 @@ NUM = r"[0-9][0-9.,]*[kM]?"
 CELLS = {
     "mpi_all": ("across 3 MPI ranks", "", "tasks/s in all", "all"),
     "mpi_over": ("across 3 MPI ranks", "", "tasks/s over MPI", "all"),
-    "py_map_rate": ("Python: trivial items", "gpupool.Pool.map", 3, "all"),
+    "py_map_rate": ("Python: trivial items",
+                    "gpupool.Pool.map (default chunks)", 3, "all"),
     "py_map_x": ("Python: trivial items", "multiprocessing Pool.map", 4,
                  "all"),
-    "py_submit_us": ("Python: one item in flight", "gpupool Pool.submit",
+    "py_submit_us": ("Python: one item in flight",
+                     "gpupool Pool.submit(f, x).result()",
                      "us a round trip", "first"),
     "py_submit_x": ("Python: one item in flight", "ProcessPoolExecutor",
                     "gpupool faster by", "all"),
@@ -132,7 +134,10 @@ def cell(tabs, key):
         if len(idx) != 1:
             raise KeyError("%s: %d columns match %r" % (key, len(idx), col))
         col = idx[0]
-    hits = [r for r in rows[1:] if r[0].startswith(row)]
+    # A row named whole is that row, though others start with its name
+    # (its "..., started clean" twin).
+    hits = ([r for r in rows[1:] if r[0] == row] or
+            [r for r in rows[1:] if r[0].startswith(row)])
     if not hits or (row and len(hits) != 1):
         raise KeyError("%s: %d rows start with %r in %r" %
                        (key, len(hits), row, heads[0]))
