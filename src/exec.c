@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -361,9 +362,16 @@ void
 gp_exec_child(struct gp_pool *p, struct gp_worker *w, int tfd, int rfd,
     char **envp)
 {
-	int	 cpu_rc, mem_rc, i;
+	sigset_t	 death;
+	int		 cpu_rc, mem_rc, i;
 
 	gp_wstart_signals(p);
+	/* Blocked across the exec (the handler is not kept): a master thread
+	 * that ends before gp_worker_main() catches it again must not end
+	 * this worker (wstart.c). */
+	sigemptyset(&death);
+	sigaddset(&death, GP_DEATH_SIG);
+	(void)sigprocmask(SIG_BLOCK, &death, NULL);
 	/* Bound before the exec, so the program's loader and first pages
 	 * are already in their place; the exec'd side reports the codes. */
 	gp_wstart_bind(p, w, &cpu_rc, &mem_rc);

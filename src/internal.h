@@ -527,9 +527,15 @@ int	gp_ref_get(const uint8_t **pos, const uint8_t *end, struct gp_ref *r);
 /* wstart.c: start-up steps of forked and exec'd workers alike (in the
  * worker, or in an exec'd one's child before its exec). */
 /* Signals to their defaults (SIGINT ignored), mask empty, and, unless
- * GP_POOL_NO_PDEATHSIG, SIGKILL at the master's death (leaves if it is
- * gone already). */
+ * GP_POOL_NO_PDEATHSIG, death with the master (gp_wstart_die_with()). */
 void	gp_wstart_signals(const struct gp_pool *p);
+/* PR_SET_PDEATHSIG, which fires when the *thread* that forked this
+ * process ends (prctl(2)), not only its process: its signal, caught,
+ * SIGKILLs this process only if master is gone; leaves at once if it is
+ * gone already. A handler is not kept across an exec: the exec'd worker
+ * holds the signal blocked until gp_worker_main() catches it again. */
+#define GP_DEATH_SIG	SIGRTMAX
+void	gp_wstart_die_with(pid_t master);
 /* Bind to w's place unless GP_POOL_NO_BIND: 0 or -errno each. */
 void	gp_wstart_bind(struct gp_pool *p, struct gp_worker *w, int *cpu_rc,
 	    int *mem_rc);

@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -79,12 +78,10 @@ child_setup(int ch, pid_t master)
 	sigset_t	 none;
 	int		 sig;
 
-	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != master)
-		_exit(0);	/* it died before prctl */
 	for (sig = 1; sig < NSIG; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP)
 			(void)signal(sig, sig == SIGINT ? SIG_IGN : SIG_DFL);
+	gp_wstart_die_with(master);
 	sigemptyset(&none);
 	(void)sigprocmask(SIG_SETMASK, &none, NULL);
 	if (ch != MON_CHANNEL && dup2(ch, MON_CHANNEL) == -1)

@@ -3,7 +3,8 @@
  * (worker.c) and the child of an exec'd one (exec.c, before its exec)
  * share: signals reset and death with the master, the CPU and memory
  * binding, and thread counts fitted to the CPUs it got. Runs only in a
- * worker process, never in the master; single-threaded when it runs.
+ * worker process (gp_wstart_die_with() in the GPU monitor's too), never
+ * in the master; single-threaded when it runs.
  * The calls before an exec are async-signal-safe but hwloc's binding,
  * which allocates (glibc's and musl's malloc work in a forked child).
  */
@@ -20,9 +21,10 @@
 #include "internal.h"
 
 /* A handler of the host must never run in a worker (musl's posix_spawn
- * rule); ^C is the master's to handle. */
+ * rule); ^C is the master's to handle. keep: a signal left as it is (the
+ * one gp_wstart_die_with() caught), or 0. */
 static void
-reset_signals(void)
+reset_signals(int keep)
 {
 	struct sigaction	 sa;
 	sigset_t		 none;
@@ -31,7 +33,7 @@ reset_signals(void)
 	memset(&sa, 0, sizeof(sa));
 	sigemptyset(&sa.sa_mask);
 	for (sig = 1; sig < NSIG; sig++) {
-		if (sig == SIGKILL || sig == SIGSTOP)
+		if (sig == SIGKILL || sig == SIGSTOP || sig == keep)
 			continue;
 		sa.sa_handler = (sig == SIGINT) ? SIG_IGN : SIG_DFL;
 		(void)sigaction(sig, &sa, NULL);
@@ -40,15 +42,44 @@ reset_signals(void)
 	(void)sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
+static pid_t	 death_master;
+
+/* GP_DEATH_SIG came: the thread that forked this process ended. It kills
+ * only when the master itself is gone (the parent is then another
+ * process: a subreaper, or init); a master thread that ended (a pool
+ * made or driven from a thread of its own) leaves it be. */
+static void
+on_parent_thread_end(int sig)
+{
+	(void)sig;
+	if (getppid() != death_master)
+		(void)kill(getpid(), SIGKILL);
+}
+
+void
+gp_wstart_die_with(pid_t master)
+{
+	struct sigaction	 sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_parent_thread_end;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	death_master = master;
+	(void)sigaction(GP_DEATH_SIG, &sa, NULL);
+	(void)prctl(PR_SET_PDEATHSIG, GP_DEATH_SIG);
+	if (getppid() != master)
+		_exit(0);	/* it died before prctl */
+}
+
 void
 gp_wstart_signals(const struct gp_pool *p)
 {
-	reset_signals();
-	if (!(p->o.flags & GP_POOL_NO_PDEATHSIG)) {
-		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != p->master)
-			_exit(0);	/* it died before prctl */
-	}
+	int	 die = !(p->o.flags & GP_POOL_NO_PDEATHSIG);
+
+	if (die)
+		gp_wstart_die_with(p->master);
+	reset_signals(die ? GP_DEATH_SIG : 0);
 }
 
 void

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -878,6 +879,71 @@ START_TEST(busy_workers_die_with_their_master)
 }
 END_TEST
 
+/* A thread that makes a pool and ends: the caller's web handler, a
+ * Python helper thread that respawns a worker. */
+struct maker {
+	struct gp_pool	*p;
+	pid_t		 tid;
+};
+
+static void *
+make_then_end(void *arg)
+{
+	struct maker		*mk = arg;
+	struct gp_pool_opts	 o = { .fake_gpus = 2 };
+
+	mk->tid = (pid_t)syscall(SYS_gettid);
+	if (gp_pool_create(&mk->p, &o) < 0)
+		mk->p = NULL;
+	return NULL;
+}
+
+/* PR_SET_PDEATHSIG fires when the thread that forked a worker ends, not
+ * only its process (prctl(2)): the workers of a pool made in a thread
+ * that ended are still the pool's, and run its items; they still die
+ * with the master (busy_workers_die_with_their_master). Before: both
+ * were SIGKILLed as the thread ended, and the next map ran on
+ * replacements, or failed an item with WorkerCrashed. */
+START_TEST(workers_outlive_the_thread_that_made_them)
+{
+	struct maker		 mk = { NULL, 0 };
+	struct gp_worker_info	 wi;
+	struct gp_item		 it[8];
+	pthread_t		 t;
+	pid_t			 pids[2], got;
+	char			 task[64];
+	int			 i;
+	int64_t			 t0;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, make_then_end, &mk), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_ptr_nonnull(mk.p);
+	/* Gone from /proc: its exit, and the signal, are over. */
+	snprintf(task, sizeof(task), "/proc/self/task/%d", (int)mk.tid);
+	t0 = now_ms();
+	while (access(task, F_OK) == 0 && now_ms() - t0 < 30000)
+		usleep(1000);
+	ck_assert_msg(access(task, F_OK) != 0, "%s never left", task);
+	for (i = 0; i < 2; i++) {
+		gp_pool_info(mk.p, i, &wi);
+		pids[i] = wi.pid;
+	}
+	memset(it, 0, sizeof(it));
+	ck_assert_int_eq(gp_pool_map(mk.p, reply_pid, NULL, 0, it, 8), 0);
+	for (i = 0; i < 8; i++) {
+		ck_assert_int_eq(it[i].status, GP_OK);
+		memcpy(&got, it[i].out, sizeof(got));
+		ck_assert_msg(pid_in(got, pids, 2), "item %d ran in %d, a "
+		    "replacement: the workers died with their thread", i,
+		    (int)got);
+	}
+	gp_items_release(it, 8);
+	for (i = 0; i < 2; i++)
+		ck_assert(!gone(pids[i]));
+	gp_pool_destroy(mk.p);
+}
+END_TEST
+
 START_TEST(idle_workers_leave_on_eof_without_pdeathsig)
 {
 	master_dies(GP_POOL_NO_PDEATHSIG, 0, 0);
@@ -1665,6 +1731,7 @@ main(int argc, char **argv)
 	    replacements_dying_in_start_up_retire_after_three_in_a_row);
 	tcase_add_test(tc, cancel_fd_cancels_pending_items);
 	tcase_add_test(tc, busy_workers_die_with_their_master);
+	tcase_add_test(tc, workers_outlive_the_thread_that_made_them);
 	tcase_add_test(tc, idle_workers_leave_on_eof_without_pdeathsig);
 	tcase_add_test(tc, busy_workers_stop_on_eof_without_pdeathsig);
 	tcase_add_test(tc, no_fd_leaks_in_master_or_workers);

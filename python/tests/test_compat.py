@@ -492,6 +492,33 @@ def test_ctrl_c_while_waiting_stops_what_is_queued(tmp_path, wait, names,
     assert int(lines[3].split()[1]) > 0
 
 
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_workers_outlive_the_thread_that_made_them(start_method):
+    """PR_SET_PDEATHSIG fires when the thread that forked a worker ends:
+    before, a pool made in a thread (or a worker replaced by imap's
+    helper thread) lost its workers when that thread ended, and an item
+    of the next call could fail with WorkerCrashed (SIGKILL)."""
+    made = {}
+
+    def make():
+        made["tid"] = threading.get_native_id()
+        made["pool"] = gpupool.Pool(fake_gpus=2, start_method=start_method)
+
+    t = threading.Thread(target=make)
+    t.start()
+    t.join()
+    task = "/proc/self/task/%d" % made["tid"]
+    for _ in range(30000):  # gone from /proc: its exit is over
+        if not os.path.exists(task):
+            break
+        threading.Event().wait(0.001)
+    assert not os.path.exists(task)
+    with made["pool"] as p:
+        pids = {w.pid for w in p.info()}
+        assert set(p.map(pid, range(8), chunksize=1)) <= pids
+        assert {w.pid for w in p.info()} == pids
+
+
 # -- real libraries as items and results --------------------------------------
 
 def frame_stats(df):

@@ -72,7 +72,10 @@ MUTANTS = [
       "\t\t\tif (errno == EINTR && 0)\n", "check_faults"),
     # 8. No worker outlives its master.
     M("no-pdeathsig", 8, "src/wstart.c",
-      "(void)prctl(PR_SET_PDEATHSIG, SIGKILL);", "(void)0;", "check_faults"),
+      "(void)prctl(PR_SET_PDEATHSIG, GP_DEATH_SIG);", "(void)0;",
+      "check_faults"),
+    M("workers-die-with-their-thread", 8, "src/wstart.c",
+      "if (getppid() != death_master)", "if (1)", "check_faults"),
     # 9. One status per item, in item order; max_msg before allocation.
     M("max-msg-not-enforced", 9, "src/msg.c", "if (hdr->len > max)",
       "if (hdr->len > max + 1)", "check_msg", "check_pool"),
@@ -158,7 +161,7 @@ MUTANTS = [
       "\tif (0) {\n", "check_watch", "check_mon"),
     # 32. The monitor dies with the master.
     M("monitor-no-pdeathsig", 32, "src/mon.c",
-      "(void)prctl(PR_SET_PDEATHSIG, SIGKILL);", "(void)0;", "check_mon"),
+      "\tgp_wstart_die_with(master);\n", "\t(void)master;\n", "check_mon"),
     # 33. An argument is one inert word.
     M("quote-not-escaped", 33, "src/cli/repl.c",
       "rc = gp_buf_add(b, \"'\\\\''\", 4);", "rc = gp_buf_add(b, \"'\", 1);",
