@@ -534,7 +534,7 @@ void	gp_wstart_signals(const struct gp_pool *p);
  * SIGKILLs this process only if master is gone; leaves at once if it is
  * gone already. A handler is not kept across an exec: the exec'd worker
  * holds the signal blocked until gp_worker_main() catches it again. */
-#define GP_DEATH_SIG	SIGRTMAX
+#define GP_DEATH_SIG	(SIGRTMIN + 4)	/* not SIGRTMAX: valgrind keeps it */
 void	gp_wstart_die_with(pid_t master);
 /* Bind to w's place unless GP_POOL_NO_BIND: 0 or -errno each. */
 void	gp_wstart_bind(struct gp_pool *p, struct gp_worker *w, int *cpu_rc,
