@@ -346,9 +346,13 @@ def test_work_submitted_before_exit_still_runs(tmp_path):
 
 
 def test_exit_with_an_unread_imap_over_a_hanging_item_ends(tmp_path):
-    """Before: the exit waited for an item of the imap to end, for ever."""
+    """Before: the exit waited for an item of the imap to end, for ever.
+    The submit queued behind it runs, or, if the imap's own C call had
+    taken it (it serves the submit queue too: 1 run in 5 on a loaded
+    machine), ends with gpupool.Canceled when that call is stopped, as
+    python.md says; it is never lost, nor waited for for ever."""
     path, env = _script("""
-        import threading, gpupool
+        import atexit, threading, gpupool
         def hang(x):
             if x == 1:
                 threading.Event().wait()
@@ -356,9 +360,15 @@ def test_exit_with_an_unread_imap_over_a_hanging_item_ends(tmp_path):
         p = gpupool.Pool(fake_gpus=2, grace=0.1)
         it = p.imap(hang, [0, 1], chunksize=1)
         print(next(it), flush=True)  # 1 never ends: nothing else will
-        p.submit(print, "submitted ran")
+        f = p.submit(print, "submitted ran")
+        def outcome():  # after the pool's own exit handler
+            e = f.exception(0)
+            print("submit", "ok" if e is None else type(e).__name__,
+                  flush=True)
+        atexit.register(outcome)
     """, tmp_path)
-    assert _run(path, env).splitlines() == ["0", "submitted ran"]
+    assert _run(path, env).splitlines() in (
+        ["0", "submitted ran", "submit ok"], ["0", "submit Canceled"])
 
 
 # -- functions and the worker's globals ---------------------------------------
