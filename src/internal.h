@@ -526,16 +526,19 @@ int	gp_ref_get(const uint8_t **pos, const uint8_t *end, struct gp_ref *r);
 
 /* wstart.c: start-up steps of forked and exec'd workers alike (in the
  * worker, or in an exec'd one's child before its exec). */
-/* Signals to their defaults (SIGINT ignored), mask empty, and, unless
- * GP_POOL_NO_PDEATHSIG, death with the master (gp_wstart_die_with()). */
-void	gp_wstart_signals(const struct gp_pool *p);
-/* PR_SET_PDEATHSIG, which fires when the *thread* that forked this
- * process ends (prctl(2)), not only its process: its signal, caught,
- * SIGKILLs this process only if master is gone; leaves at once if it is
- * gone already. A handler is not kept across an exec: the exec'd worker
- * holds the signal blocked until gp_worker_main() catches it again. */
+/* Signals to their defaults (SIGINT ignored), mask empty, and, with
+ * die, death with master: PR_SET_PDEATHSIG, which fires when the *thread*
+ * that forked this process ends (prctl(2)), not only its process, so its
+ * signal is caught and SIGKILLs this process only if master is gone
+ * (leaves at once if it is gone already). A handler is not kept across
+ * an exec: the exec'd worker holds the signal blocked until
+ * gp_worker_main() catches it again. The worker's and the GPU
+ * monitor's. */
 #define GP_DEATH_SIG	(SIGRTMIN + 4)	/* not SIGRTMAX: valgrind keeps it */
-void	gp_wstart_die_with(pid_t master);
+void	gp_wstart_reset_signals(pid_t master, int die);
+/* gp_wstart_reset_signals() for a worker of p (die unless
+ * GP_POOL_NO_PDEATHSIG). */
+void	gp_wstart_signals(const struct gp_pool *p);
 /* Bind to w's place unless GP_POOL_NO_BIND: 0 or -errno each. */
 void	gp_wstart_bind(struct gp_pool *p, struct gp_worker *w, int *cpu_rc,
 	    int *mem_rc);

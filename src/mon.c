@@ -75,15 +75,7 @@ close_from(int lo)
 static void
 child_setup(int ch, pid_t master)
 {
-	sigset_t	 none;
-	int		 sig;
-
-	for (sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			(void)signal(sig, sig == SIGINT ? SIG_IGN : SIG_DFL);
-	gp_wstart_die_with(master);
-	sigemptyset(&none);
-	(void)sigprocmask(SIG_SETMASK, &none, NULL);
+	gp_wstart_reset_signals(master, 1);
 	if (ch != MON_CHANNEL && dup2(ch, MON_CHANNEL) == -1)
 		_exit(1);	/* the master sees EOF: no monitor */
 	close_from(MON_CHANNEL + 1);

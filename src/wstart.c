@@ -3,7 +3,7 @@
  * (worker.c) and the child of an exec'd one (exec.c, before its exec)
  * share: signals reset and death with the master, the CPU and memory
  * binding, and thread counts fitted to the CPUs it got. Runs only in a
- * worker process (gp_wstart_die_with() in the GPU monitor's too), never
+ * worker process (gp_wstart_reset_signals() in the GPU monitor's too), never
  * in the master; single-threaded when it runs.
  * The calls before an exec are async-signal-safe but hwloc's binding,
  * which allocates (glibc's and musl's malloc work in a forked child).
@@ -22,7 +22,7 @@
 
 /* A handler of the host must never run in a worker (musl's posix_spawn
  * rule); ^C is the master's to handle. keep: a signal left as it is (the
- * one gp_wstart_die_with() caught), or 0. */
+ * one die_with() caught), or 0. */
 static void
 reset_signals(int keep)
 {
@@ -56,8 +56,10 @@ on_parent_thread_end(int sig)
 		(void)kill(getpid(), SIGKILL);
 }
 
-void
-gp_wstart_die_with(pid_t master)
+/* PR_SET_PDEATHSIG's signal, caught (internal.h, GP_DEATH_SIG); leaves
+ * at once if master is gone already. */
+static void
+die_with(pid_t master)
 {
 	struct sigaction	 sa;
 
@@ -73,13 +75,18 @@ gp_wstart_die_with(pid_t master)
 }
 
 void
+gp_wstart_reset_signals(pid_t master, int die)
+{
+	if (die)
+		die_with(master);
+	reset_signals(die ? GP_DEATH_SIG : 0);
+}
+
+void
 gp_wstart_signals(const struct gp_pool *p)
 {
-	int	 die = !(p->o.flags & GP_POOL_NO_PDEATHSIG);
-
-	if (die)
-		gp_wstart_die_with(p->master);
-	reset_signals(die ? GP_DEATH_SIG : 0);
+	gp_wstart_reset_signals(p->master,
+	    !(p->o.flags & GP_POOL_NO_PDEATHSIG));
 }
 
 void

@@ -161,7 +161,8 @@ MUTANTS = [
       "\tif (0) {\n", "check_watch", "check_mon"),
     # 32. The monitor dies with the master.
     M("monitor-no-pdeathsig", 32, "src/mon.c",
-      "\tgp_wstart_die_with(master);\n", "\t(void)master;\n", "check_mon"),
+      "gp_wstart_reset_signals(master, 1);",
+      "gp_wstart_reset_signals(master, 0);", "check_mon"),
     # 33. An argument is one inert word.
     M("quote-not-escaped", 33, "src/cli/repl.c",
       "rc = gp_buf_add(b, \"'\\\\''\", 4);", "rc = gp_buf_add(b, \"'\", 1);",
