@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 /* What task_run() replies for a command that exited 0 silently. */
 static int

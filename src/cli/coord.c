@@ -15,7 +15,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 #define QUEUE_WORK_S		0.02	/* work queued per slot on a rank */
 #define QUEUE_MAX		64	/* tasks queued per slot on a rank */

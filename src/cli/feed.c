@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 /* The exit status DIR/SEQ/exitval holds, or -1: none (not ended, or its
  * results incomplete), -2: not a status. */
@@ -183,7 +183,7 @@ task_more_mem(struct run *r, struct task *t, const struct attempt *oc)
 	uint8_t		*b;
 	int		 n;
 
-	need_for_item(r->o, &t->item, &nd);
+	need_for_item(r->o->mem, r->o->gpus_per_task, &t->item, &nd);
 	mem = 2 * nd.mem;
 	if (oc->gpu_mem + oc->gpu_mem / 4 > mem)
 		mem = oc->gpu_mem + oc->gpu_mem / 4;
@@ -214,7 +214,9 @@ task_more_mem(struct run *r, struct task *t, const struct attempt *oc)
 void
 feed_need(void *arg, const struct gp_item *it, struct gp_need *need)
 {
-	need_for_item(((struct run *)arg)->o, it, need);
+	const struct opts	*o = ((struct run *)arg)->o;
+
+	need_for_item(o->mem, o->gpus_per_task, it, need);
 }
 
 int
@@ -287,10 +289,14 @@ task_timeout(const struct run *r)
 void
 hand(struct run *r, struct task *t, int rank)
 {
+	struct task_hdr	 h;
+
 	t->timeout_ms = task_timeout(r);
-	rp_task_hdr(t->buf, t->item.inlen, t->seq, t->attempt);
-	memcpy(t->buf + offsetof(struct task_hdr, timeout_ms), &t->timeout_ms,
-	    sizeof(t->timeout_ms));
+	memset(&h, 0, sizeof(h));
+	h.seq = t->seq;
+	h.attempt = t->attempt;
+	h.timeout_ms = t->timeout_ms;
+	rp_task_encode(t->buf, t->item.inlen, &h);
 	gp_item_init(&t->item, t->item.in, t->item.inlen);
 	t->rank = rank;
 	t->lost = 0;
@@ -479,29 +485,21 @@ busy_add(struct peer *p, const struct attempt *oc)
  * its GPU and the runtimes that size the ranks' windows. Returns nonzero
  * to cancel the rest (the joblog cannot be written). */
 static int
-record(struct run *r, const struct task *t, const struct attempt *oc)
+record(struct run *r, const struct task *t, struct attempt *oc)
 {
 	struct peer	*p = &r->peer[t->rank];
-	struct jl_rec	 jr;
-	char		 gpus[1024];
 	int		 rc, cancel = 0;
 
-	jr.seq = t->seq;
-	jr.start = oc->start;
-	jr.runtime = oc->runtime;
-	jr.exitval = oc->exitval;
-	jr.signal = oc->signal;
-	jr.cmd = task_cmd(t);
-	jr.gpu = gpu_of(r, t->rank, oc->worker);
+	/* What the reply cannot tell: the task and where it ran. */
+	oc->seq = t->seq;
+	oc->cmd = task_cmd(t);
+	oc->gpu = gpu_of(r, t->rank, oc->worker);
 	if (oc->gpuslen > 0) {	/* several GPUs: the ones it held */
-		snprintf(gpus, sizeof(gpus), "%.*s", (int)oc->gpuslen,
-		    oc->gpus);
-		jr.gpu = gpus;
+		snprintf(oc->held, sizeof(oc->held), "%.*s",
+		    (int)oc->gpuslen, oc->gpus);
+		oc->gpu = oc->held;
 	}
-	jr.host = r->npeer > 1 ? p->host : ":";
-	jr.gpu_mem = oc->gpu_mem > 0 ? (int64_t)((oc->gpu_mem +
-	    (1u << 20) - 1) >> 20) : -1;
-	jr.gpu_util = oc->gpu_util;
+	oc->host = r->npeer > 1 ? p->host : ":";
 	if (oc->gpu_mem > r->gmem_peak) {
 		r->gmem_peak = oc->gpu_mem;
 		r->gmem_seq = t->seq;
@@ -511,7 +509,7 @@ record(struct run *r, const struct task *t, const struct attempt *oc)
 		r->gutil_n++;
 	}
 	r->oom += oc->oom;
-	if ((rc = joblog_append(&r->jl, &jr)) < 0 && !r->jl_broken) {
+	if ((rc = joblog_append(&r->jl, oc)) < 0 && !r->jl_broken) {
 		/* Without its record a resume would run it again: stop. */
 		cli_err("cannot write joblog '%s': %s", r->jl.path,
 		    strerror(-rc));
@@ -520,7 +518,7 @@ record(struct run *r, const struct task *t, const struct attempt *oc)
 		cancel = 1;
 	}
 	if (r->tl != NULL)
-		timeline_add(r->tl, &jr, oc->flags, t->rank, oc->worker,
+		timeline_add(r->tl, oc, t->rank, oc->worker,
 		    oc->worker >= 0 && oc->worker < p->nw ?
 		    p->w_gpu[oc->worker] : -1);
 	busy_add(p, oc);
@@ -658,7 +656,7 @@ feed_done(void *arg, struct gp_item *it)
 {
 	struct run	*r = arg;
 
-	reply_usage(r->pool, it);
+	outcome_usage(r->pool, it);
 	gpu_notes(r);
 	/* The gp_item is the first member of its task. */
 	return finish(r, (struct task *)it);

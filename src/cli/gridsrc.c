@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 /* Which separator word s is: 0 none, 1 ":::", 2 "::::" (or --arg-sep's
  * and --arg-file-sep's); *link for the '+' forms. */

@@ -21,7 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 #define LIVE_READS	64	/* records read per wake-up, at most */
 

@@ -18,7 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC	(1U << 2)
@@ -318,7 +318,7 @@ inputs_open(struct run *r, const struct opts *o, struct grid *g)
 	 * while another writes it. After this run's own joblog lock, which
 	 * the check above keeps off the tasks file. Only a file opened here:
 	 * standard input's description may be the shell's too. */
-	if (r->in.rd.regular && strcmp(o->file, "-") != 0 && file_lock(r->in.rd.fd,
+	if (r->in.rd.regular && strcmp(o->file, "-") != 0 && files_lock(r->in.rd.fd,
 	    F_RDLCK, o->wait_lock, "tasks file", o->file, err,
 	    sizeof(err)) < 0) {
 		cli_err("%s", err);

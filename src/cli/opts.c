@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "master.h"
 
 /* Option values (counts: popt_count()). */
 /*

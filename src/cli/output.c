@@ -20,7 +20,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 #define BAR_PERIOD_NS		250000000LL
 #define WAIT_NOTE_NS		5000000000LL	/* a wait worth a word */

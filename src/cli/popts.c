@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 #define MAX_CHARS_DEFAULT	131071	/* one argument of exec(), less
 					   its NUL: sh -c takes the line */

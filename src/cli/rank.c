@@ -13,7 +13,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 /* A task from rank 0; the gp_item comes first (done() casts back). */
 struct stask {
@@ -35,11 +35,13 @@ struct serve {
 static int
 hello(struct serve *s)
 {
-	uint8_t		*b;
-	size_t		 len;
-	int		 rc;
+	const struct peer	*me = &s->r->peer[0];
+	uint8_t			*b;
+	size_t			 len;
+	int			 rc;
 
-	if ((b = rp_hello_encode(&s->r->peer[0], &len)) == NULL)
+	if ((b = rp_hello_encode(me->nw, me->ngpu, me->w_gpu,
+	    me->host, me->gpu_id, &len)) == NULL)
 		return -ENOMEM;
 	rc = ranks_send(s->r->rk, 0, RM_HELLO, b, len);
 	free(b);
@@ -60,7 +62,8 @@ result(struct serve *s, const struct gp_item *it)
 		s->buf = b;
 		s->cap = need;
 	}
-	memcpy(&h, it->in, sizeof(h));
+	if (rp_task_decode(it->in, it->inlen, &h) < 0)
+		return -EPROTO;	/* ours: on_tasks() checked it */
 	memset(&rr, 0, sizeof(rr));
 	rr.seq = h.seq;
 	rr.attempt = h.attempt;
@@ -92,7 +95,9 @@ serve_next(void *arg, struct gp_item **item)
 static void
 serve_need(void *arg, const struct gp_item *it, struct gp_need *need)
 {
-	need_for_item(((struct serve *)arg)->r->o, it, need);
+	const struct opts	*o = ((struct serve *)arg)->r->o;
+
+	need_for_item(o->mem, o->gpus_per_task, it, need);
 }
 
 static int
@@ -100,7 +105,7 @@ serve_done(void *arg, struct gp_item *it)
 {
 	struct serve	*s = arg;
 
-	reply_usage(s->r->pool, it);
+	outcome_usage(s->r->pool, it);
 	if (result(s, it) < 0) {
 		cli_err("out of memory");
 		s->fatal = 1;

@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "worker.h"
 
 #define LEFTOVERS_MAX	64	/* killed per pass of reap_leftovers() */
 #define LEFTOVERS_WAIT_MS 5000	/* for those killed in one pass to die */

@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 #define POOL_GRACE_EXTRA_MS	2000	/* the worker kills first */
 #define BACKSTOP_EXTRA_MS	5000

@@ -11,7 +11,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 int
 run_block_signals(sigset_t *set)

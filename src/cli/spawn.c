@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "worker.h"
 
 #define ORPHANS_AFTER_NS 1000000000LL	/* reap_exited() from then on */
 #define ARG_ONE_MAX	(32 * 4096)	/* Linux's MAX_ARG_STRLEN: one
@@ -270,11 +270,7 @@ wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
 static const char *
 task_parse(const void *in, size_t inlen, struct task_hdr *h)
 {
-	if (inlen < sizeof(*h))
-		return NULL;
-	memcpy(h, in, sizeof(*h));
-	if (h->cmdlen == 0 || inlen != sizeof(*h) + h->cmdlen ||
-	    ((const char *)in)[inlen - 1] != '\0')
+	if (rp_task_decode(in, inlen, h) != (ssize_t)inlen)
 		return NULL;
 	return (const char *)in + sizeof(*h);
 }

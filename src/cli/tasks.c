@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 int
 tasks_open(struct tasks *t, const char *path, char *err, size_t errlen)

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
+#include "master.h"
 
 #define WIDTH		1000	/* px, the whole picture */
 #define PLOT_X		190	/* where the time axis starts */

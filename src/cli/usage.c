@@ -3,7 +3,7 @@
  * parsing (opts.c) stays short. check_cli's help_and_man_page_agree
  * keeps it and gpupool-run(1) in step.
  */
-#include "cli.h"
+#include "master.h"
 
 const char usage_text[] =
 "usage: gpupool-run [OPTIONS] FILE\n"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "worker.h"
 #include "check_main.h"
 
 START_TEST(shell_only_when_needed)
