@@ -99,7 +99,7 @@ START_TEST(hello_malformed)
 }
 END_TEST
 
-/* A task as hand() builds it: header, command, NUL. */
+/* A task as feed_hand() builds it: header, command, NUL. */
 static size_t
 task_make(uint8_t *b, uint64_t seq, uint32_t attempt, const char *cmd)
 {

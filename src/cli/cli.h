@@ -109,7 +109,7 @@ struct grid {
 	unsigned long	 nunit;		/* rows of the product (so far) */
 	unsigned long	 nrow;		/* tasks (so far, when streamed) */
 	int		 stream;	/* the lone source is read as the run
-					   goes: grid_feed() */
+					   goes: gridsrc_feed() */
 	int		 sfd;		/* ... its fd until tasks.c takes it */
 	int		 ended;		/* every source read to its end */
 	int		 ready;		/* columns known: names, -q, -m base */
@@ -126,8 +126,8 @@ struct grid {
 
 /* Which separator word s is: 0 none, 1 ":::" (or --arg-sep's), 2 "::::"
  * (--arg-file-sep's); *link for their '+' forms. */
-int	grid_sep(const struct grid_conf *gc, const char *s, int *link);
-int	grid_word(const struct grid_conf *gc, const char *s);
+int	gridsrc_sep(const struct grid_conf *gc, const char *s, int *link);
+int	gridsrc_word(const struct grid_conf *gc, const char *s);
 /* argv[0..argc): COMMAND's words, then the sources (besides gc's -a files
  * and standard input). Reads the sources (but a lone one that is a pipe,
  * read as the run goes) and checks what the tasks expand to, in time
@@ -144,12 +144,12 @@ int	grid_parse(struct grid *g, char **argv, int argc,
 	    const struct grid_conf *gc, char *err, size_t errlen);
 /* gridsrc.c for grid_parse(): the sources at argv[i..argc) (argv[i] a
  * separator, or i == argc) and gc's. 0 or -errno with err. */
-int	grid_sources(struct grid *g, char **argv, int argc, int i, char *err,
+int	gridsrc_sources(struct grid *g, char **argv, int argc, int i, char *err,
 	    size_t errlen);
 /* A streamed grid's source: the records rd has now into its values
  * (grid_grown() makes them rows and tasks). 1 (some came, or the input
  * ended), 0 (none: poll), or -errno with err (file:N). */
-int	grid_feed(struct grid *g, struct rdr *rd, char *err, size_t errlen);
+int	gridsrc_feed(struct grid *g, struct rdr *rd, char *err, size_t errlen);
 /* Rows came (or the input ended): the columns, tasks and cuts again. 0
  * or -errno with err. */
 int	grid_grown(struct grid *g, char *err, size_t errlen);
@@ -363,24 +363,24 @@ void	rp_reply_usage(void *b, size_t len, const struct gp_usage *u);
 
 /* spawn.c (worker.h): the gp_fn every worker runs, what the master
  * gives the pool; arg is a struct run_conf. */
-int	task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg);
+int	spawn_task(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg);
 
 /* reap.c (worker.h), in every process that is a subreaper: the
  * workers, and the master at the run's end. */
 /* Note the children this process has now (inherited across exec), which
  * reap_leftovers() must leave alone: call it before becoming a subreaper
  * and before forking. 0 or -ENOMEM. */
-int	keep_children(void);
+int	reap_keep_children(void);
 /* SIGKILL and reap, by pid, every child this process has, and theirs,
  * while a pass reaps some: call it only when each child of its own has
- * been reaped, so that every child left (but those keep_children()
+ * been reaped, so that every child left (but those reap_keep_children()
  * noted) is an orphan it adopted as their subreaper
  * (PR_SET_CHILD_SUBREAPER). */
 void	reap_leftovers(void);
 
 /* cmdline.c (worker.h), pure. */
 /* Whether cmd needs /bin/sh -c (shell syntax or a builtin first). */
-int	needs_shell(const char *cmd);
+int	cmdline_needs_shell(const char *cmd);
 
 /* live.c's records: a worker's output as it comes, on the channel to
  * the master (capture.c sends them, live.c prints them). */

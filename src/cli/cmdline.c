@@ -52,7 +52,7 @@ static const char *const shell_words[] = {
  * blank-separated words, so it is run without a shell.
  */
 int
-needs_shell(const char *cmd)
+cmdline_needs_shell(const char *cmd)
 {
 	const char	*p, *w;
 	size_t		 n;

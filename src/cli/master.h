@@ -61,7 +61,7 @@ int	files_same(const char *path, const struct stat *st);
 /* resdir.c: --results DIR, made before the workers are forked: mkdir -p
  * path, prove it writable and, on rank 0, lock it for the run
  * (--wait-lock waits). Returns its open fd, or -errno (and says why). */
-int	results_dir(struct run *r, const char *path);
+int	resdir_open(struct run *r, const char *path);
 
 /* tasks.c: the tasks file, read incrementally. */
 enum tasks_rc {
@@ -274,7 +274,7 @@ int	timeline_from_joblog(const struct opts *o);
  * bars wide enough (at most TL_BARS of them) one by one with a <title>,
  * the rest merged into a density strip per lane. 0, or -ENOMEM. */
 #define TL_BARS		2000
-int	tl_svg(FILE *f, struct timeline *tl);
+int	timeline_svg_draw(FILE *f, struct timeline *tl);
 
 /* output.c: what the run writes. Task output, messages and the bar go
  * through a queue per stream (struct outq) while the run owns stdout and
@@ -292,10 +292,10 @@ struct outq {
 };
 
 /* Messages, git style ("gpupool-run: ..."); they clear the bar first. */
-void	cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void	cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void	out_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void	out_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A notice about a task; --quiet drops it. */
-void	note(const struct run *r, const char *fmt, ...)
+void	out_note(const struct run *r, const char *fmt, ...)
 	    __attribute__((format(printf, 2, 3)));
 /* Messages clear r's bar and take its queues from now (out_attach())
  * until out_detach(r). */
@@ -314,19 +314,19 @@ int	out_halted(struct run *r);
  * but after a signal no longer than its grace period; then stop queuing
  * (r->out_on = 0). */
 void	out_drain(struct run *r);
-/* The progress bar: its terminal width (bar_size()); drawn at most every
- * BAR_PERIOD_NS unless force; drawn again after SIGWINCH (bar_winch(),
- * when run_signals() set r->winch). */
-void	bar_size(struct run *r);
-void	bar_draw(struct run *r, int force);
+/* The progress bar: its terminal width (out_bar_size()); drawn at most every
+ * BAR_PERIOD_NS unless force; drawn again after SIGWINCH (out_bar_winch(),
+ * when signals_read() set r->winch). */
+void	out_bar_size(struct run *r);
+void	out_bar_draw(struct run *r, int force);
 /* Said once each, so that no run waits in silence: the GPU monitor gone
  * mid-run (every GPU then counts as free), and, without --bar, a wait
  * for a GPU of WAIT_NOTE_NS while nothing of ours runs, with why (only
  * others can end it). Called on each task's end and each timer tick. */
-void	gpu_notes(struct run *r);
-void	bar_winch(struct run *r);
+void	out_gpu_notes(struct run *r);
+void	out_bar_winch(struct run *r);
 /* "1h02m", "3m05s", "7s". */
-void	fmt_secs(char *buf, size_t len, double s);
+void	out_fmt_secs(char *buf, size_t len, double s);
 /* Bytes of a task's stream fd (STDOUT_FILENO, STDERR_FILENO), the bar
  * cleared first: with raw, as they are; else as lines, each after tag
  * and a TAB when tag is not NULL, and a newline after a last line that
@@ -334,7 +334,7 @@ void	fmt_secs(char *buf, size_t len, double s);
 void	out_task(struct run *r, int fd, const char *tag, const char *p,
 	    size_t n, int raw);
 /* The last line: counts, wall time, busy share per GPU or rank. */
-void	summary(struct run *r);
+void	out_summary(struct run *r);
 
 /* live.c: a task's output as the master prints it: grouped when the
  * task ends, or (--line-buffer, --ungroup) as it comes, through a
@@ -376,12 +376,12 @@ void	live_worker(struct run *r);
 /* The text --tag puts before a task's lines: "task N GPU g" (with ranks,
  * "task N rank R GPU g"). The hook for tasks that have arguments to show
  * instead. Returns its length (cut to fit len). */
-size_t	task_tag(const struct run *r, unsigned long seq, int rank,
+size_t	live_tag(const struct run *r, unsigned long seq, int rank,
 	    int worker, char *buf, size_t len);
 /* A finished task's output (nothing with --results: the files have
  * it): what the channel still holds of it, then the rest, the last line
  * ended; or, grouped, as one block per stream. */
-void	print_output(struct run *r, const struct task *t,
+void	live_print(struct run *r, const struct task *t,
 	    const struct attempt *oc);
 
 /* order.c: -k, output in the order the tasks came in. */
@@ -474,7 +474,7 @@ struct run {
 					   memory */
 	int64_t		 wait_since;	/* nothing of ours runs, the next
 					   task waits for a GPU: since when;
-					   0: not so (gpu_notes()) */
+					   0: not so (out_gpu_notes()) */
 	int		 wait_said;	/* ... and it was said */
 	int		 mon_said;	/* the monitor's loss (or absence)
 					   was said, or needs no word */
@@ -489,13 +489,13 @@ struct run {
 	int		 out_same;	/* stderr is the same file: oq only */
 	int		 out_halt;	/* stdout failed: cancel the running
 					   tasks */
-	int		 winch;		/* SIGWINCH came: bar_winch() */
+	int		 winch;		/* SIGWINCH came: out_bar_winch() */
 	struct live	 live;		/* --line-buffer, --ungroup: live.c */
 	struct order	 ord;		/* -k: order.c */
 	struct gp_buf	*divert[2];	/* -k: out_task() keeps stdout's and
 					   stderr's bytes here, or NULL */
 	size_t		 held;		/* ... bytes kept there */
-	/* feed.c's halt_start(), for output.c: a failed stdout halts the
+	/* feed.c's feed_halt_start(), for output.c: a failed stdout halts the
 	 * run without output.c calling up into feed.c. */
 	void		(*halt)(struct run *, int);
 	/* --delay and --timeout N% (feed.c). */
@@ -523,11 +523,11 @@ int	run_ranks_end(struct run *r, int rc);
 /* signals.c: the signals the run owns, read from a signalfd. */
 /* Block SIGINT, SIGTERM, SIGHUP and SIGWINCH (read later from a
  * signalfd), in set. */
-int	run_block_signals(sigset_t *set);
+int	signals_block(sigset_t *set);
 /* Read the signalfd: r->sig is the first signal, r->nsig counts them.
  * Returns how many came now (SIGWINCH, which only redraws the bar, is
- * not counted: it sets r->winch, for bar_winch()). */
-int	run_signals(struct run *r);
+ * not counted: it sets r->winch, for out_bar_winch()). */
+int	signals_read(struct run *r);
 
 /* feed.c: the run's feed and its finish policy, on rank 0: tasks from
  * the retry queue, then the input; each ended attempt recorded in the
@@ -551,38 +551,38 @@ struct task {
 	size_t		 cmd;		/* the command's offset in the line,
 					   after its tag (tasks.c) */
 	uint64_t	 timeout_ms;	/* --timeout N%: its limit, set by
-					   hand(); 0: the run's */
+					   feed_hand(); 0: the run's */
 };
 
 /* --delay's timer, in r->epfd (EV_DELAY), when the option is given. 0 or
  * -errno. */
-int	pace_setup(struct run *r);
+int	feed_pace_setup(struct run *r);
 /* EV_DELAY: drain the timer (the feed is asked for a task again). */
-void	pace_wake(struct run *r);
+void	feed_pace_wake(struct run *r);
 /* Skip callback for tasks_scan(): recorded in the joblog for --resume. */
-int	run_skip(void *run, unsigned long seq, const char *cmd);
+int	feed_skip(void *run, unsigned long seq, const char *cmd);
 /* The next task to run anywhere: a retry first, then the input.
  * GP_FEED_ITEM (*tp), GP_FEED_AGAIN (pollable input, no whole line yet),
  * GP_FEED_WAIT (--delay: not yet; EV_DELAY comes when one may start) or
  * GP_FEED_END (no more input; retries may still come). */
-int	source(struct run *r, struct task **tp);
+int	feed_source(struct run *r, struct task **tp);
 /* Fill in the header and stamp a task as handed out to rank. */
-void	hand(struct run *r, struct task *t, int rank);
+void	feed_hand(struct run *r, struct task *t, int rank);
 /* One attempt ended, here or on another rank: record it, print its
  * output, retry it or count it; t goes back to the free list or the
  * retry queue. Returns nonzero to cancel the rest. */
-int	finish(struct run *r, struct task *t);
+int	feed_finish(struct run *r, struct task *t);
 /* Back to the free list (t's buffer kept unless large). */
-void	task_free(struct run *r, struct task *t);
+void	feed_task_free(struct run *r, struct task *t);
 /* Queued retries end as the failures they were. */
-void	requeue_fail(struct run *r);
+void	feed_requeue_fail(struct run *r);
 /* Start nothing new. Queued retries end as the failures they were; the
  * other ranks are told to stop (how: enum rctl, 0 for none). */
-void	halt_start(struct run *r, int how);
+void	feed_halt_start(struct run *r, int how);
 /* Tell every rank still with us what to do now (every rank, before the
  * run knows them: bad input, --dry-run); RC_END and RC_END_LOST set
  * r->ended. */
-void	ranks_ctl(struct run *r, int how);
+void	feed_ranks_ctl(struct run *r, int how);
 /* The gp_feed callbacks of rank 0's run (arg is the struct run). */
 int	feed_next(void *arg, struct gp_item **item);
 int	feed_done(void *arg, struct gp_item *it);
@@ -592,7 +592,7 @@ void	feed_need(void *arg, const struct gp_item *it, struct gp_need *need);
 enum attempt_kind { K_OK, K_FAILED, K_STOPPED, K_NOTRUN };
 
 /* One attempt, the one record of it from the worker's reply on: read
- * from the reply (outcome()), completed where it is recorded (feed.c's
+ * from the reply (outcome_read()), completed where it is recorded (feed.c's
  * record()), written as a joblog line (joblog_append()), drawn
  * (timeline_add()); or read back from a joblog line (joblog_parse()).
  * joblog.c's table of columns names the members its columns hold. */
@@ -618,7 +618,8 @@ struct attempt {
 	size_t		 outlen, errlen, msglen;
 	uint64_t	 outcut, errcut;
 	int		 oom;		/* K_FAILED, and its stderr shows a GPU
-					   out-of-memory error (gpu_oom()) */
+					   out-of-memory error
+					   (outcome_gpu_oom()) */
 	const char	*gpus;		/* the GPUs it held beyond its slot's */
 	size_t		 gpuslen;	/* (in t->item.out), or 0 */
 	uint64_t	 gpu_mem;	/* peak GPU memory, bytes (0: unknown) */
@@ -630,17 +631,17 @@ struct attempt {
 };
 
 /* Read t's outcome (the pointers in oc point into t->item.out). */
-void	outcome(const struct run *r, const struct task *t,
+void	outcome_read(const struct run *r, const struct task *t,
 	    struct attempt *oc);
 /* "exit status 3", "killed by signal 9 (Killed)", "timed out (...)",
  * with ", GPU out of memory" after it when oc->oom. */
-void	describe(const struct run *r, const struct attempt *oc, char *buf,
-	    size_t len);
+void	outcome_describe(const struct run *r, const struct attempt *oc,
+	    char *buf, size_t len);
 /* Whether a task's stderr, err[0..len) (not NUL-terminated), shows a GPU
  * out-of-memory error: PyTorch's, TensorFlow's, JAX's, the CUDA driver
  * and runtime's, cuBLAS's or cuDNN's (not a host MemoryError or
  * ENOMEM). */
-int	gpu_oom(const char *err, size_t len);
+int	outcome_gpu_oom(const char *err, size_t len);
 
 /* The GPU figures of the attempt whose reply is it->out, as
  * gp_pool_usage() gave them (pool: the one that ran it), written into
@@ -651,19 +652,19 @@ void	outcome_usage(struct gp_pool *pool, struct gp_item *it);
 /* coord.c: rank 0's side of the ranks protocol (rank.c's is the other). */
 /* Hand tasks to the ranks with room, the emptiest first (rank 0's own
  * workers take theirs through feed_next()). */
-void	dispatch(struct run *r);
+void	coord_dispatch(struct run *r);
 /* Messages from the other ranks; the ranks' timer (silent ranks, the
  * bar). GP_CTL_GO_ON, or GP_CTL_CANCEL when an attempt asked for it. */
-int	on_ranks(struct run *r);
-int	on_timer(struct run *r);
+int	coord_on_ranks(struct run *r);
+int	coord_on_timer(struct run *r);
 /* Whether every rank is up and the run not failed; says which are not. */
-int	all_hello(const struct run *r);
+int	coord_all_hello(const struct run *r);
 
 /* rank.c: a rank other than 0: tasks from rank 0, results back. Returns
  * the exit status. */
 int	rank_serve(struct run *r, struct gp_pool *pool,
 	    const struct run_conf *conf);
 /* Whether rank peer has been silent for --rank-timeout. */
-int	run_silent(const struct run *r, int peer);
+int	rank_silent(const struct run *r, int peer);
 
 #endif /* GP_MASTER_H */

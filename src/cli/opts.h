@@ -117,7 +117,7 @@ int	popt_operands(int argc, char **argv, int first, struct opts *o);
  * that can be run). */
 int	popt_shell(const struct opts *o, char *buf, size_t len);
 /* Free what opts_parse() allocated (-a's list, -d's delimiter). */
-void	opts_release(struct opts *o);
+void	popt_release(struct opts *o);
 
 /* usage.c: the --help text. */
 extern const char usage_text[];

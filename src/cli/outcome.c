@@ -59,7 +59,7 @@ from_reply(const struct gp_item *it, struct attempt *oc)
 		oc->kind = K_STOPPED;
 	else {
 		oc->kind = K_FAILED;
-		oc->oom = gpu_oom(oc->err, oc->errlen);
+		oc->oom = outcome_gpu_oom(oc->err, oc->errlen);
 	}
 	return 1;
 }
@@ -140,7 +140,7 @@ no_reply(const struct run *r, const struct task *t, struct attempt *oc)
 }
 
 void
-outcome(const struct run *r, const struct task *t, struct attempt *oc)
+outcome_read(const struct run *r, const struct task *t, struct attempt *oc)
 {
 	const struct gp_item	*it = &t->item;
 
@@ -156,7 +156,7 @@ outcome(const struct run *r, const struct task *t, struct attempt *oc)
 }
 
 /* A time limit as it was applied: to the ms under 10 s ("0.601s",
- * "1.5s", "2s"; a 0.6 s limit is not "1s"), else as fmt_secs() says it. */
+ * "1.5s", "2s"; a 0.6 s limit is not "1s"), else as out_fmt_secs() says it. */
 static void
 fmt_limit(char *buf, size_t len, uint64_t ms)
 {
@@ -164,7 +164,7 @@ fmt_limit(char *buf, size_t len, uint64_t ms)
 	size_t	 n;
 
 	if (ms >= 10000) {
-		fmt_secs(buf, len, (double)ms / 1000);
+		out_fmt_secs(buf, len, (double)ms / 1000);
 		return;
 	}
 	snprintf(frac, sizeof(frac), ".%03u", (unsigned)(ms % 1000));
@@ -174,7 +174,7 @@ fmt_limit(char *buf, size_t len, uint64_t ms)
 }
 
 void
-describe(const struct run *r, const struct attempt *oc, char *buf,
+outcome_describe(const struct run *r, const struct attempt *oc, char *buf,
     size_t len)
 {
 	char	 tmo[32];
@@ -304,7 +304,7 @@ names_gpu(const char *l, size_t n)
 }
 
 int
-gpu_oom(const char *err, size_t len)
+outcome_gpu_oom(const char *err, size_t len)
 {
 	size_t	 i;
 

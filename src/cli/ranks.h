@@ -68,7 +68,7 @@ void	ranks_handover(char **argv, char *err, size_t errlen);
  * set), in a child process that makes every MPI call (this one never has
  * MPI's threads); otherwise *rk is NULL and the run is one machine's.
  * stop: the signals that stop the run, blocked already (as
- * run_block_signals() leaves them); a wait on the MPI process ends when
+ * signals_block() leaves them); a wait on the MPI process ends when
  * one comes. Fails when the launcher started several processes that
  * cannot talk. */
 int	ranks_init(struct ranks **rk, const sigset_t *stop, char *err,

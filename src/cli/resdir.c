@@ -22,7 +22,7 @@
  * other ranks of its run, on this node or another (NFSv4, Lustre and
  * GPFS make the lock cluster-wide), would lock one another out. */
 int
-results_dir(struct run *r, const char *path)
+resdir_open(struct run *r, const char *path)
 {
 	struct stat	 st;
 	char		*p, *s;
@@ -45,20 +45,20 @@ results_dir(struct run *r, const char *path)
 	if (rc == 0 && mkdir(path, 0777) == -1 && errno != EEXIST)
 		rc = -errno;
 	if (rc < 0) {
-		cli_err("cannot create results directory '%s': %s", path,
+		out_err("cannot create results directory '%s': %s", path,
 		    strerror(-rc));
 		return rc;
 	}
 	if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
 		rc = -errno;
-		cli_err("cannot open results directory '%s': %s", path,
+		out_err("cannot open results directory '%s': %s", path,
 		    strerror(errno));
 		return rc;
 	}
 	/* Nothing the run reads or writes may be a task's result file. */
 	if ((rc = files_note(FILE_DIR, "--results", path, fd, err,
 	    sizeof(err))) < 0) {
-		cli_err("%s", err);
+		out_err("%s", err);
 		close(fd);
 		return rc;
 	}
@@ -67,7 +67,7 @@ results_dir(struct run *r, const char *path)
 	    ranks_rank(r->rk), (long)getpid());
 	if (mkdirat(fd, probe, 0700) == -1) {
 		rc = -errno;
-		cli_err("cannot write to results directory '%s': %s", path,
+		out_err("cannot write to results directory '%s': %s", path,
 		    strerror(errno));
 		close(fd);
 		return rc;
@@ -80,7 +80,7 @@ results_dir(struct run *r, const char *path)
 	    O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0666)) == -1 ||
 	    fstat(r->rlock, &st) == -1 || !S_ISREG(st.st_mode)) {
 		rc = r->rlock == -1 ? -errno : -EINVAL;
-		cli_err("cannot lock results directory '%s': %s/%s: %s", path,
+		out_err("cannot lock results directory '%s': %s/%s: %s", path,
 		    path, RESULTS_LOCK, rc == -EINVAL ? "not a regular file" :
 		    strerror(-rc));
 		close(fd);
@@ -88,7 +88,7 @@ results_dir(struct run *r, const char *path)
 	}
 	if ((rc = files_lock(r->rlock, F_WRLCK, r->o->wait_lock,
 	    "results directory", path, err, sizeof(err))) < 0) {
-		cli_err("%s", err);
+		out_err("%s", err);
 		close(fd);
 		return rc;
 	}

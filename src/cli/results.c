@@ -1,6 +1,6 @@
 /*
  * results.c: --results DIR, in the worker (the master makes, proves and
- * locks DIR before the workers are forked with it open: results_dir(),
+ * locks DIR before the workers are forked with it open: resdir_open(),
  * files.c). In the worker that ran an attempt, DIR/<seq>/ gets its stdout, stderr
  * and exitval: written under temporary names (stdout.live, stderr.live,
  * .exitval.tmp) and published by rename(),

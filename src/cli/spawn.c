@@ -1,5 +1,5 @@
 /*
- * spawn.c: the worker side of gpupool-run. task_run() is the gp_fn that
+ * spawn.c: the worker side of gpupool-run. spawn_task() is the gp_fn that
  * the pool's long-lived, pinned workers call once per task. It starts the
  * command in a process group of its own (so it inherits the worker's CPU,
  * memory and GPU binding but can be killed as a whole), waits on a pidfd,
@@ -302,7 +302,7 @@ task_start(const struct run_conf *rc, uint64_t seq, const char *cmd,
 	rp->start_ns = gp_clock_ns(CLOCK_REALTIME);
 	*t0 = gp_now_ns();
 	e = -ENOENT;
-	if (!needs_shell(cmd) && (av = cmdline_split(cmd)) != NULL &&
+	if (!cmdline_needs_shell(cmd) && (av = cmdline_split(cmd)) != NULL &&
 	    av[0] != NULL)
 		e = spawn(pid, av[0], av, ofd, efd, -1);
 	if (e < 0) {
@@ -426,7 +426,7 @@ start_placed(struct gp_ctx *ctx, const struct run_conf *rc, uint64_t seq,
 }
 
 int
-task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
+spawn_task(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 {
 	const struct run_conf	*rc = arg;
 	struct run_conf		 own;
@@ -462,7 +462,7 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 		if ((envp = cmdline_env(gp_ctx_info(ctx), rc->rank,
 		    rc->mpi, rc->threads)) == NULL)
 			return 1;
-		sigfd = subreaper_setup();
+		sigfd = reap_setup();
 	}
 	cmdline_env_task(h.seq, h.attempt);
 	if (cmdline_env_gpus(gp_ctx_item_visible(ctx)) < 0)

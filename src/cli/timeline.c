@@ -215,7 +215,7 @@ nomem:
 }
 
 /* The picture's stream writes through this, which keeps why the first
- * write failed: stdio keeps only that one did (tl_svg() then says
+ * write failed: stdio keeps only that one did (timeline_svg_draw() then says
  * -EIO), and a full disk must say "No space left on device". */
 struct sink {
 	int	 fd;
@@ -283,7 +283,7 @@ commit(struct timeline *tl, char *err, size_t errlen)
 		close(sk.fd);
 		goto fail;
 	}
-	rc = tl_svg(f, tl);
+	rc = timeline_svg_draw(f, tl);
 	if (fflush(f) != 0 && rc == 0)
 		rc = -EIO;
 	(void)fclose(f);
@@ -322,10 +322,10 @@ timeline_end(struct timeline *tl, int rc)
 		return rc;
 	}
 	if (tl->nomem)
-		cli_warn("out of memory: %d attempt%s left out of timeline "
+		out_warn("out of memory: %d attempt%s left out of timeline "
 		    "'%s'", tl->nomem, tl->nomem == 1 ? "" : "s", tl->path);
 	if (commit(tl, err, sizeof(err)) < 0) {
-		cli_err("%s", err);
+		out_err("%s", err);
 		if (rc == 0)
 			rc = EXIT_FATAL;
 	}
@@ -375,21 +375,21 @@ timeline_from_joblog(const struct opts *o)
 	int		 rc, ncol = 0;
 
 	if ((in = fopen(o->from_joblog, "re")) == NULL) {
-		cli_err("cannot open joblog '%s': %s", o->from_joblog,
+		out_err("cannot open joblog '%s': %s", o->from_joblog,
 		    strerror(errno));
 		return EXIT_FATAL;
 	}
 	/* As for --resume: a device such as /dev/zero would be read for
 	 * ever (one line, as long as memory lasts), a FIFO may never end. */
 	if (fstat(fileno(in), &st) == -1 || !S_ISREG(st.st_mode)) {
-		cli_err("joblog '%s' is not a regular file", o->from_joblog);
+		out_err("joblog '%s' is not a regular file", o->from_joblog);
 		fclose(in);
 		return EXIT_FATAL;
 	}
 	if (files_note(FILE_IN, "joblog", o->from_joblog, fileno(in), err,
 	    sizeof(err)) < 0 || timeline_open(&tl, o->timeline, err,
 	    sizeof(err)) < 0) {
-		cli_err("%s", err);
+		out_err("%s", err);
 		fclose(in);
 		return EXIT_FATAL;
 	}
@@ -407,7 +407,7 @@ timeline_from_joblog(const struct opts *o)
 		if ((rc = drawn(l, (size_t)n, ncol, &a, why, sizeof(why))) ==
 		    -2 &&
 		    ++absurd <= TL_WARN_MAX)
-			cli_warn("%s:%lu: %s is not a time a run has: left out",
+			out_warn("%s:%lu: %s is not a time a run has: left out",
 			    o->from_joblog, no, why);
 		if (rc < 0) {
 			bad += rc == -1;
@@ -422,7 +422,7 @@ timeline_from_joblog(const struct opts *o)
 	}
 	free(l);
 	if (ferror(in)) {
-		cli_err("cannot read joblog '%s': %s", o->from_joblog,
+		out_err("cannot read joblog '%s': %s", o->from_joblog,
 		    strerror(errno));
 		fclose(in);
 		timeline_free(tl);
@@ -430,11 +430,11 @@ timeline_from_joblog(const struct opts *o)
 	}
 	fclose(in);
 	if (absurd > TL_WARN_MAX)
-		cli_warn("%lu more line%s of joblog '%s' with such times: left "
+		out_warn("%lu more line%s of joblog '%s' with such times: left "
 		    "out", absurd - TL_WARN_MAX, absurd - TL_WARN_MAX == 1 ?
 		    "" : "s", o->from_joblog);
 	if (bad > 0)
-		cli_warn("%lu line%s of joblog '%s' %s not a record: left out",
+		out_warn("%lu line%s of joblog '%s' %s not a record: left out",
 		    bad, bad == 1 ? "" : "s", o->from_joblog,
 		    bad == 1 ? "is" : "are");
 	return timeline_end(tl, 0);

@@ -73,20 +73,20 @@ int	results_close(struct results_files *f, int code, char *msg,
 	    size_t mlen);
 
 /* reap.c: the processes a task leaves, reaped by pid as their
- * subreaper (keep_children() and reap_leftovers() are in cli.h: the
+ * subreaper (reap_keep_children() and reap_leftovers() are in cli.h: the
  * master, a subreaper too, calls them). */
 #define NOPIDFD_TICK_MS	20	/* no pidfd_open (< Linux 5.3): poll this */
 /* Once per worker: become the tasks' subreaper (PR_SET_CHILD_SUBREAPER)
  * with SIGCHLD blocked. Returns a signalfd readable when a child exits,
  * or -1 (then leftovers are reaped only by reap_leftovers()). */
-int	subreaper_setup(void);
+int	reap_setup(void);
 /* While a task runs: drain sigfd, then reap the children that have
  * exited, but not leader, whose status is the caller's. */
 void	reap_exited(int sigfd, pid_t leader);
 
 /* cmdline.c: a task's line as a command: shell or words, and the
  * environment it gets. Buffers are the file's own, kept across calls
- * (needs_shell(), pure, is in cli.h: the master checks --shell's
+ * (cmdline_needs_shell(), pure, is in cli.h: the master checks --shell's
  * lines with it). */
 /* The blank-separated words of cmd, NULL-terminated, valid until the
  * next call; NULL: out of memory. */

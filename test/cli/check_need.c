@@ -338,18 +338,18 @@ START_TEST(oom_is_seen_in_stderr)
 	size_t	 i, n;
 
 	for (i = 0; i < sizeof(oom) / sizeof(oom[0]); i++)
-		ck_assert_msg(gpu_oom(oom[i], strlen(oom[i])), "missed: %s",
-		    oom[i]);
+		ck_assert_msg(outcome_gpu_oom(oom[i], strlen(oom[i])),
+		    "missed: %s", oom[i]);
 	for (i = 0; i < sizeof(not_oom) / sizeof(not_oom[0]); i++)
-		ck_assert_msg(!gpu_oom(not_oom[i], strlen(not_oom[i])),
+		ck_assert_msg(!outcome_gpu_oom(not_oom[i], strlen(not_oom[i])),
 		    "false OOM: %s", not_oom[i]);
-	ck_assert_int_eq(gpu_oom(NULL, 0), 0);
+	ck_assert_int_eq(outcome_gpu_oom(NULL, 0), 0);
 	/* Found in a stream's middle, and only in the bytes given (the
 	 * stream is not NUL-terminated). */
 	n = (size_t)snprintf(buf, sizeof(buf), "%s%s%s", not_oom[1], oom[9],
 	    not_oom[3]);
-	ck_assert_int_eq(gpu_oom(buf, n), 1);
-	ck_assert_int_eq(gpu_oom(oom[0], 20), 0);
+	ck_assert_int_eq(outcome_gpu_oom(buf, n), 1);
+	ck_assert_int_eq(outcome_gpu_oom(oom[0], 20), 0);
 }
 END_TEST
 
@@ -379,20 +379,20 @@ START_TEST(oom_attempt_is_described)
 	char		 buf[160];
 
 	reply(&t, 1, oom[2]);
-	outcome(NULL, &t, &oc);
+	outcome_read(NULL, &t, &oc);
 	ck_assert_int_eq(oc.kind, K_FAILED);
 	ck_assert_int_eq(oc.oom, 1);
-	describe(NULL, &oc, buf, sizeof(buf));
+	outcome_describe(NULL, &oc, buf, sizeof(buf));
 	ck_assert_str_eq(buf, "exit status 1, GPU out of memory");
 	free(t.item.out);
 	reply(&t, 1, not_oom[1]);
-	outcome(NULL, &t, &oc);
+	outcome_read(NULL, &t, &oc);
 	ck_assert_int_eq(oc.oom, 0);
-	describe(NULL, &oc, buf, sizeof(buf));
+	outcome_describe(NULL, &oc, buf, sizeof(buf));
 	ck_assert_str_eq(buf, "exit status 1");
 	free(t.item.out);
 	reply(&t, 0, oom[2]);
-	outcome(NULL, &t, &oc);
+	outcome_read(NULL, &t, &oc);
 	ck_assert_int_eq(oc.kind, K_OK);
 	ck_assert_int_eq(oc.oom, 0);
 	free(t.item.out);

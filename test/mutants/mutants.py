@@ -92,7 +92,7 @@ MUTANTS = [
       "\t\treturn (size_t)p->nw;\n", "\t\treturn 1;\n", "skew"),
     # 12. A lost rank loses no task.
     M("silent-rank-never-lost", 12, "src/cli/coord.c",
-      "if (r->peer[i].lost || r->peer[i].bye || !run_silent(r, i))",
+      "if (r->peer[i].lost || r->peer[i].bye || !rank_silent(r, i))",
       "if (r->peer[i].lost || r->peer[i].bye || 1)", "rank-stopped"),
     # 14. Each rank uses the GPUs it was given (an inherited list).
     M("given-ids-not-remapped", 14, "src/gpu.c", "\tif (inh == NULL) {\n",
