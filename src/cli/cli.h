@@ -341,6 +341,9 @@ struct task_reply {
 	int32_t		 gpu_util;	/* mean % (-1: unknown), from the
 					   master's monitor: rp_reply_usage() */
 	int32_t		 gpu_samples;
+	int64_t		 peak_rss_kb;	/* the task's peak resident memory,
+					   KiB (wait4()'s ru_maxrss); 0:
+					   unknown (it never started) */
 };
 
 /* rproto.c: the task's header into the first bytes of b, a task of len

@@ -1,16 +1,18 @@
 /*
  * joblog.c: GNU parallel's joblog (Seq Host Starttime JobRuntime Send
- * Receive Exitval Signal Command, TAB separated) with three trailing
- * columns: the GPU, GPUMem (the task's peak GPU memory, MiB) and GPUUtil
- * (its mean GPU utilisation, %), '-' when unknown. Reads an old one for
+ * Receive Exitval Signal Command, TAB separated) with trailing columns
+ * of ours: the GPU, GPUMem (the task's peak GPU memory, MiB), GPUUtil
+ * (its mean GPU utilisation, %) and PeakRSS (its peak resident memory,
+ * KiB), '-' when unknown. Reads an old one for
  * --resume and appends one line per attempt, each made durable before
  * the next task's outcome is handled, so a crash loses at most the line
  * being written. Never prints.
  *
  * A line counts when it has at least ten fields and its Seq, Exitval and
- * Signal are integers: the twelve we write, the ten of joblogs written
- * before GPUMem and GPUUtil, or a line torn by a crash after its outcome
- * was complete (cut inside the GPU, GPUMem or GPUUtil column). A line
+ * Signal are integers: the thirteen we write, the twelve of joblogs
+ * written before PeakRSS and the ten of those before GPUMem and
+ * GPUUtil, or a line torn by a crash after its outcome was complete
+ * (cut inside the GPU column or one after it). A line
  * torn sooner lacks fields and is ignored: its task runs again. A TAB or
  * newline in a command or a GPU id is written as \t or \n, so the
  * columns hold and the Command is always the ninth field, and a
@@ -150,7 +152,7 @@ enum jl_type {
 	JT_MIB,		/* uint64_t bytes, written in MiB rounded up; 0
 			   (unknown) '-' */
 	JT_PCT,		/* int, '-' when negative (unknown) */
-	JT_COUNT,	/* int64_t, '-' when negative (unknown) */
+	JT_COUNT,	/* int64_t, '-' when not above 0 (unknown) */
 };
 
 enum jl_col_flags {
@@ -182,6 +184,7 @@ static const struct jl_col cols[] = {
 	{ "GPU", JT_TEXT, AT(gpu), JC_LAST },
 	{ "GPUMem", JT_MIB, AT(gpu_mem), 0 },
 	{ "GPUUtil", JT_PCT, AT(gpu_util), JC_LAST },
+	{ "PeakRSS", JT_COUNT, AT(rp.peak_rss_kb), JC_LAST },
 };
 #undef AT
 #define NCOL		((int)(sizeof(cols) / sizeof(cols[0])))
@@ -246,7 +249,8 @@ col_put(char *p, const struct jl_col *c, const struct attempt *a, int raw)
 	case JT_PCT:
 		return put_num(p, *(const int *)m);
 	case JT_COUNT:
-		return put_num(p, *(const int64_t *)m);
+		return put_num(p, *(const int64_t *)m > 0 ? *(const int64_t *)m :
+		    -1);
 	}
 	return p;
 }

@@ -115,8 +115,8 @@ long	tasks_scan(const char *path,
 	    int (*skip)(void *, unsigned long, const char *), void *arg,
 	    char *err, size_t errlen);
 
-/* joblog.c: GNU parallel's joblog, plus trailing GPU, GPUMem and
- * GPUUtil columns. */
+/* joblog.c: GNU parallel's joblog, plus trailing columns of ours (its
+ * table of columns says which). */
 struct jl_ent {
 	unsigned long	 seq;
 	unsigned long	 line;		/* its line's order in the file */

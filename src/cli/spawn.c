@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -342,8 +343,9 @@ static void
 task_wait(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid,
     int64_t t0, struct task_reply *rp)
 {
-	siginfo_t	 si;
-	int		 pidfd, sent = 0;
+	struct rusage	 ru;
+	pid_t		 got;
+	int		 pidfd, status = 0, sent = 0;
 
 	/* From here the master kills the group if it must kill us. */
 	gp_ctx_set_pgid(ctx, pid);
@@ -351,8 +353,10 @@ task_wait(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid,
 	rp->flags |= wait_task(ctx, rc, pid, pidfd, t0, &sent);
 	rp->run_ns = gp_now_ns() - t0;
 	kill(-pid, SIGKILL);	/* grandchildren; the zombie holds the id */
-	memset(&si, 0, sizeof(si));
-	while (waitid(P_PID, (id_t)pid, &si, WEXITED) == -1 && errno == EINTR)
+	/* wait4(): its rusage is the task's, the peak RSS of its process
+	 * and of those it waited for (a shell's commands). */
+	memset(&ru, 0, sizeof(ru));
+	while ((got = wait4(pid, &status, 0, &ru)) == -1 && errno == EINTR)
 		;
 	gp_ctx_set_pgid(ctx, 0);
 	if (pidfd >= 0)
@@ -368,11 +372,13 @@ task_wait(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid,
 		cap_drain(&err);
 	cap_close(&out);
 	cap_close(&err);
-	if (si.si_code == CLD_EXITED) {
-		rp->exitval = si.si_status;
+	rp->peak_rss_kb = got == pid ? ru.ru_maxrss : 0;
+	if (got == pid && WIFEXITED(status)) {
+		rp->exitval = WEXITSTATUS(status);
 	} else {
 		rp->exitval = -1;
-		rp->signal = si.si_status;
+		rp->signal = got == pid && WIFSIGNALED(status) ?
+		    WTERMSIG(status) : 0;
 	}
 	/* Stopped by us, it failed even if it then exited 0 by itself. */
 	if ((rp->flags & (R_TIMEDOUT | R_STOPPED)) && rp->signal == 0 &&

@@ -1,9 +1,10 @@
 /*
- * check_joblog.c: the joblog (src/cli/joblog.c), with no process run:
- * its columns written (GNU parallel's nine, then GPU, GPUMem and
- * GPUUtil) and read back by --resume, joblogs of older gpupool-runs and
+ * check_joblog.c: the joblog (src/cli/joblog.c), through its functions:
+ * its columns written (GNU parallel's nine, then GPU, GPUMem, GPUUtil
+ * and PeakRSS) and read back by --resume, joblogs of older gpupool-runs and
  * of GNU parallel and lines a crash tore included; every command's text
- * read back as it was.
+ * read back as it was. One test runs gpupool-run (GPUPOOL_RUN), for the
+ * PeakRSS a worker measures.
  */
 #include <check.h>
 #include <fcntl.h>
@@ -45,11 +46,13 @@ START_TEST(joblog_gpu_columns)
 	r.host = ":";
 	r.gpu_mem = 20480ull << 20;
 	r.gpu_util = 87;
+	r.rp.peak_rss_kb = 12345;
 	ck_assert_int_eq(joblog_append(&j, &r), 0);
 	r.seq = 2;
 	r.exitval = 1;
 	r.gpu_mem = 0;
 	r.gpu_util = -1;
+	r.rp.peak_rss_kb = 0;
 	ck_assert_int_eq(joblog_append(&j, &r), 0);
 	joblog_release(&j);
 
@@ -61,7 +64,7 @@ START_TEST(joblog_gpu_columns)
 	for (l = strtok_r(b, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
 		for (tabs = 0; *l; l++)
 			tabs += *l == '\t';
-		ck_assert_int_eq(tabs, 11);
+		ck_assert_int_eq(tabs, 12);
 		lines++;
 	}
 	ck_assert_int_eq(lines, 3);
@@ -70,10 +73,12 @@ START_TEST(joblog_gpu_columns)
 	b[n] = '\0';
 	close(fd);
 	ck_assert_ptr_nonnull(strstr(b, "Seq\tHost\tStarttime\tJobRuntime\t"
-	    "Send\tReceive\tExitval\tSignal\tCommand\tGPU\tGPUMem\tGPUUtil\n"));
+	    "Send\tReceive\tExitval\tSignal\tCommand\tGPU\tGPUMem\tGPUUtil"
+	    "\tPeakRSS\n"));
 	ck_assert_ptr_nonnull(strstr(b, "\t0\t0\tpython t.py\tGPU-1\t20480"
-	    "\t87\n"));
-	ck_assert_ptr_nonnull(strstr(b, "\t1\t0\tpython t.py\tGPU-1\t-\t-\n"));
+	    "\t87\t12345\n"));
+	ck_assert_ptr_nonnull(strstr(b, "\t1\t0\tpython t.py\tGPU-1\t-\t-"
+	    "\t-\n"));
 	free(b);
 
 	/* --resume reads it back. */
@@ -224,6 +229,76 @@ START_TEST(joblog_escaping_is_reversible)
 }
 END_TEST
 
+/* PeakRSS reads back, and a line of the twelve columns before it reads
+ * with PeakRSS unknown. */
+START_TEST(joblog_peak_rss_reads_back)
+{
+	char		 l13[] = "4\t:\t1700000000.000\t0.1\t0\t0\t0\t0\tcmd"
+			    "\tGPU-a\t512\t9\t2048";
+	char		 l12[] = "5\t:\t1700000000.000\t0.1\t0\t0\t0\t0\tcmd"
+			    "\tGPU-a\t512\t9";
+	const char	*h = "Seq\tHost\tStarttime\tJobRuntime\tSend\tReceive\t"
+			    "Exitval\tSignal\tCommand\tGPU\tGPUMem\tGPUUtil"
+			    "\tPeakRSS";
+	struct attempt	 a;
+
+	ck_assert_int_eq(joblog_header(h, strlen(h)), 13);
+	ck_assert_int_eq(joblog_header(h, strlen(h) - strlen("\tPeakRSS")),
+	    12);
+	ck_assert_int_eq(joblog_parse(l13, strlen(l13), 13, 1, &a), JL_REC);
+	ck_assert_int_eq(a.rp.peak_rss_kb, 2048);
+	ck_assert_uint_eq(a.gpu_mem, 512ull << 20);
+	ck_assert_int_eq(a.gpu_util, 9);
+	ck_assert_int_eq(joblog_parse(l12, strlen(l12), 12, 1, &a), JL_REC);
+	ck_assert_int_eq(a.rp.peak_rss_kb, 0);
+	ck_assert_str_eq(a.gpu, "GPU-a");
+}
+END_TEST
+
+/* A task's PeakRSS is its own, as the worker that reaped it measured
+ * it: dd's 64 MiB buffer shows, true's few pages do not. */
+START_TEST(joblog_peak_rss_is_the_tasks)
+{
+	char		 dir[] = "/tmp/check_joblog.XXXXXX", cmd[1024];
+	char		 tasks[64], jl[64], *b, *l, *save = NULL;
+	int64_t		 rss[3] = { 0 };
+	struct attempt	 a;
+	FILE		*f;
+	int		 k, ncol = 0;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(tasks, sizeof(tasks), "%s/tasks", dir);
+	snprintf(jl, sizeof(jl), "%s/jl", dir);
+	ck_assert_ptr_nonnull(f = fopen(tasks, "w"));
+	fputs("dd if=/dev/zero of=/dev/null bs=64M count=1 status=none\n"
+	    "true\n", f);
+	ck_assert_int_eq(fclose(f), 0);
+	snprintf(cmd, sizeof(cmd), "%s --fake-gpus 1 --joblog %s %s "
+	    ">/dev/null 2>&1", GPUPOOL_RUN, jl, tasks);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_ptr_nonnull(b = calloc(1, 65536));
+	ck_assert_ptr_nonnull(f = fopen(jl, "r"));
+	ck_assert_uint_gt(fread(b, 1, 65535, f), 0);
+	fclose(f);
+	for (l = strtok_r(b, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		if ((k = joblog_header(l, strlen(l))) != 0)
+			ncol = k;
+		else if (joblog_parse(l, strlen(l), ncol, 1, &a) == JL_REC &&
+		    a.seq < 3)
+			rss[a.seq] = a.rp.peak_rss_kb;
+	}
+	free(b);
+	ck_assert_int_eq(ncol, 13);
+	ck_assert_msg(rss[1] >= 60000, "dd: PeakRSS %lld KiB",
+	    (long long)rss[1]);
+	ck_assert_msg(rss[2] > 0 && rss[2] < 60000, "true: PeakRSS %lld KiB",
+	    (long long)rss[2]);
+	unlink(tasks);
+	unlink(jl);
+	rmdir(dir);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -233,6 +308,8 @@ main(void)
 	tcase_add_test(tc, joblog_gpu_columns);
 	tcase_add_test(tc, joblog_resume_old_new_and_torn);
 	tcase_add_test(tc, joblog_escaping_is_reversible);
+	tcase_add_test(tc, joblog_peak_rss_reads_back);
+	tcase_add_test(tc, joblog_peak_rss_is_the_tasks);
 	suite_add_tcase(s, tc);
 	return gp_check_run(s);
 }

@@ -44,7 +44,7 @@
 #define EXPAND_MAX	((2u << 20) + (1u << 18))
 /* gpupool-run's joblog header. */
 #define HEADER	"Seq\tHost\tStarttime\tJobRuntime\tSend\tReceive\tExitval\t" \
-	"Signal\tCommand\tGPU\tGPUMem\tGPUUtil\n"
+	"Signal\tCommand\tGPU\tGPUMem\tGPUUtil\tPeakRSS\n"
 #include "fuzz_common.h"
 
 static char	dir[256];
@@ -106,8 +106,8 @@ raw_is(const char *tail, const char *cmd)
 	return *f == '\n' || *f == '\0';
 }
 
-/* The file's last line is r's: twelve fields, ending in its GPU,
- * GPUMem and GPUUtil; or parallel's nine (nine). */
+/* The file's last line is r's: thirteen fields, ending in its GPU,
+ * GPUMem, GPUUtil and PeakRSS (unknown); or parallel's nine (nine). */
 static void
 check_last_line(const struct attempt *r, int nine)
 {
@@ -132,10 +132,10 @@ check_last_line(const struct attempt *r, int nine)
 	}
 	for (l++; l < tail + n - 1; l++)
 		tabs += *l == '\t';
-	CHECK(tabs == 11);
+	CHECK(tabs == 12);
 	snprintf(m, sizeof(m), "%llu", (unsigned long long)(r->gpu_mem >> 20));
 	snprintf(u, sizeof(u), "%d", r->gpu_util);
-	wl = (size_t)snprintf(want, sizeof(want), "\t%s\t%s\t%s\n", r->gpu,
+	wl = (size_t)snprintf(want, sizeof(want), "\t%s\t%s\t%s\t-\n", r->gpu,
 	    r->gpu_mem == 0 ? "-" : m, r->gpu_util < 0 ? "-" : u);
 	CHECK((size_t)n >= wl && memcmp(tail + n - wl, want, wl) == 0);
 }
