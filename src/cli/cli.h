@@ -30,7 +30,6 @@
 #define CLI_NAME	"gpupool-run"
 #define LINE_MAX_BYTES	(1u << 20)	/* longest task line (joined) */
 #define OUTPUT_MAX	(16u << 20)	/* captured bytes per stream */
-#define RESULTS_LOCK	".gpupool-run.lock"	/* in --results DIR */
 #define EXIT_FATAL	255		/* the exit status of a run that
 					   failed as a whole */
 

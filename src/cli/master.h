@@ -61,6 +61,7 @@ int	files_same(const char *path, const struct stat *st);
 /* resdir.c: --results DIR, made before the workers are forked: mkdir -p
  * path, prove it writable and, on rank 0, lock it for the run
  * (--wait-lock waits). Returns its open fd, or -errno (and says why). */
+#define RESULTS_LOCK	".gpupool-run.lock"	/* in --results DIR */
 int	resdir_open(struct run *r, const char *path);
 
 /* tasks.c: the tasks file, read incrementally. */
