@@ -26,9 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
-/* What task_run() replies for a command that exited 0 silently. */
+/* What spawn_task() replies for a command that exited 0 silently. */
 static int
 null_task(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 {
@@ -117,7 +117,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "usage: bench_ranks [TASKS [GPUS [ROUNDS]]]\n");
 		return 2;
 	}
-	if (run_block_signals(&set) < 0 || ranks_init(&rk, &set, err,
+	if (signals_block(&set) < 0 || ranks_init(&rk, &set, err,
 	    sizeof(err)) < 0) {
 		fprintf(stderr, "bench_ranks: %s\n", err);
 		return 1;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "master.h"
 #include "check_main.h"
 
 /* Rank 1 of a run: 3 slots on 2 GPUs. */
@@ -36,7 +36,8 @@ START_TEST(hello_roundtrip)
 	int32_t		 g;
 
 	peer_make(&p);
-	ck_assert_ptr_nonnull(b = rp_hello_encode(&p, &len));
+	ck_assert_ptr_nonnull(b = rp_hello_encode(p.nw, p.ngpu, p.w_gpu,
+	    p.host, p.gpu_id, &len));
 	ck_assert_uint_eq(len, sizeof(struct rhello) + 3 * 4 + 8 + 6 + 2);
 	ck_assert_int_eq(rp_hello_parse(b, len, &h), 0);
 	ck_assert_uint_eq(h.nw, 3);
@@ -60,7 +61,8 @@ START_TEST(hello_malformed)
 	int32_t		 g;
 
 	peer_make(&p);
-	ck_assert_ptr_nonnull(b = rp_hello_encode(&p, &len));
+	ck_assert_ptr_nonnull(b = rp_hello_encode(p.nw, p.ngpu, p.w_gpu,
+	    p.host, p.gpu_id, &len));
 	/* Every truncation: short header, slots, host, ids, last NUL. */
 	for (n = 0; n < len; n++)
 		ck_assert_int_eq(rp_hello_parse(b, n, &h), -EPROTO);
@@ -97,14 +99,15 @@ START_TEST(hello_malformed)
 }
 END_TEST
 
-/* A task as hand() builds it: header, command, NUL. */
+/* A task as feed_hand() builds it: header, command, NUL. */
 static size_t
 task_make(uint8_t *b, uint64_t seq, uint32_t attempt, const char *cmd)
 {
-	size_t	 len = sizeof(struct task_hdr) + strlen(cmd) + 1;
+	struct task_hdr	 h = { .seq = seq, .attempt = attempt };
+	size_t		 len = sizeof(h) + strlen(cmd) + 1;
 
-	memcpy(b + sizeof(struct task_hdr), cmd, strlen(cmd) + 1);
-	rp_task_hdr(b, len, seq, attempt);
+	memcpy(b + sizeof(h), cmd, strlen(cmd) + 1);
+	rp_task_encode(b, len, &h);
 	return len;
 }
 
@@ -146,11 +149,12 @@ START_TEST(tasks_malformed)
 	ck_assert_int_eq(rp_tasks_next(b, len, 0, &h), -EPROTO);
 	b[len - 1] = '\0';
 	/* An empty command (not even its NUL), a length past the end. */
-	rp_task_hdr(b, sizeof(h), 1, 1);
+	memset(&h, 0, sizeof(h));
+	rp_task_encode(b, sizeof(h), &h);
 	ck_assert_int_eq(rp_tasks_next(b, len, 0, &h), -EPROTO);
-	rp_task_hdr(b, len + 1, 1, 1);
+	rp_task_encode(b, len + 1, &h);
 	ck_assert_int_eq(rp_tasks_next(b, len, 0, &h), -EPROTO);
-	rp_task_hdr(b, sizeof(h) + UINT32_MAX, 1, 1);
+	rp_task_encode(b, sizeof(h) + UINT32_MAX, &h);
 	ck_assert_int_eq(rp_tasks_next(b, len, 0, &h), -EPROTO);
 	/* off past len is refused, not read. */
 	ck_assert_int_eq(rp_tasks_next(b, len, len + 1, &h), -EPROTO);

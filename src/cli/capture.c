@@ -19,7 +19,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "worker.h"
 
 #define CAP_CHUNK	65536
 #define KEEP_BUF	(1u << 20)	/* buffers above this are freed */
@@ -157,6 +157,7 @@ cap_reply(struct gp_ctx *ctx, struct task_reply *rp, const char *msg,
     struct cap *out, struct cap *err)
 {
 	const char	*gpus = gp_ctx_item_visible(ctx);
+	uint8_t		 hdr[sizeof(*rp)];
 	size_t		 need;
 	char		*p;
 
@@ -179,14 +180,15 @@ cap_reply(struct gp_ctx *ctx, struct task_reply *rp, const char *msg,
 			rp->errcut += rp->errlen;
 			rp->outlen = rp->errlen = rp->msglen = 0;
 			rp->gpuslen = 0;
-			(void)gp_ctx_reply(ctx, rp, sizeof(*rp));
+			rp_reply_encode(hdr, rp);
+			(void)gp_ctx_reply(ctx, hdr, sizeof(hdr));
 			return;
 		}
 		reply = p;
 		reply_cap = need;
 	}
 	p = reply;
-	memcpy(p, rp, sizeof(*rp));
+	rp_reply_encode((uint8_t *)p, rp);
 	p += sizeof(*rp);
 	if (out->len > 0)	/* data is NULL when nothing was captured */
 		memcpy(p, out->data, out->len);
@@ -214,20 +216,4 @@ cap_reply(struct gp_ctx *ctx, struct task_reply *rp, const char *msg,
 		err->data = NULL;
 		err->cap = 0;
 	}
-}
-
-void
-reply_usage(struct gp_pool *pool, struct gp_item *it)
-{
-	struct task_reply	 rp;
-	struct gp_usage		 u;
-
-	if (it->out == NULL || it->outlen < sizeof(rp) ||
-	    gp_pool_usage(pool, it->worker, &u) < 0)
-		return;
-	memcpy(&rp, it->out, sizeof(rp));
-	rp.gpu_mem = u.mem_peak;
-	rp.gpu_util = u.util;
-	rp.gpu_samples = u.samples;
-	memcpy(it->out, &rp, sizeof(rp));
 }

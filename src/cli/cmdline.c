@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "worker.h"
 
 extern char **environ;
 
@@ -52,7 +52,7 @@ static const char *const shell_words[] = {
  * blank-separated words, so it is run without a shell.
  */
 int
-needs_shell(const char *cmd)
+cmdline_needs_shell(const char *cmd)
 {
 	const char	*p, *w;
 	size_t		 n;

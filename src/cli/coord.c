@@ -2,11 +2,11 @@
  * coord.c: rank 0's side of the ranks protocol (rank.c is the other
  * ranks' side; the messages are in docs/cluster.md, their payloads in
  * rproto.c). It hands tasks to the ranks with room in their window
- * (dispatch()), reads their hellos and results (on_ranks()), writes off
- * a rank that falls silent (on_timer()) or breaks the protocol (lose()),
- * and takes back what a rank held when it leaves (reclaim()). Every
- * attempt that ends on a rank ends through feed.c's finish(), as on
- * this one.
+ * (coord_dispatch()), reads their hellos and results
+ * (coord_on_ranks()), writes off a rank that falls silent
+ * (coord_on_timer()) or breaks the protocol (lose()), and takes back
+ * what a rank held when it leaves (reclaim()). Every attempt that ends
+ * on a rank ends through feed.c's feed_finish(), as on this one.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,7 +15,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 #define QUEUE_WORK_S		0.02	/* work queued per slot on a rank */
 #define QUEUE_MAX		64	/* tasks queued per slot on a rank */
@@ -57,7 +57,7 @@ input_arm(struct run *r)
 /* Hand tasks to the ranks with room, the emptiest first. Rank 0's own
  * workers take theirs through feed_next(). */
 void
-dispatch(struct run *r)
+coord_dispatch(struct run *r)
 {
 	struct peer	*p, *best;
 	struct task	*t;
@@ -84,20 +84,20 @@ dispatch(struct run *r)
 		}
 		if (best == NULL)
 			return;
-		if ((rc = source(r, &t)) != GP_FEED_ITEM) {
+		if ((rc = feed_source(r, &t)) != GP_FEED_ITEM) {
 			if (rc == GP_FEED_AGAIN)
 				input_arm(r);
 			return;
 		}
-		hand(r, t, bi);
+		feed_hand(r, t, bi);
 		t->next = best->out;
 		best->out = t;
 		best->nout++;
 		r->remote++;
 		if (ranks_send(r->rk, bi, RM_TASKS, t->buf, t->item.inlen) < 0) {
-			cli_err("out of memory");
+			out_err("out of memory");
 			r->fatal = 1;
-			halt_start(r, RC_CANCEL);
+			feed_halt_start(r, RC_CANCEL);
 		}
 	}
 }
@@ -115,7 +115,7 @@ reclaim(struct run *r, int i, int lost)
 		p->out = t->next;
 		p->nout--;
 		t->lost = lost;
-		cancel |= finish(r, t);
+		cancel |= feed_finish(r, t);
 	}
 	return cancel;
 }
@@ -130,7 +130,7 @@ lose(struct run *r, int i, const char *why)
 	p->lost = 1;
 	r->nlost++;
 	ranks_forget(r->rk, i);
-	cli_err("rank %d (%s) is lost: %s; %zu of its tasks %s", i,
+	out_err("rank %d (%s) is lost: %s; %zu of its tasks %s", i,
 	    p->host != NULL ? p->host : "?", why, p->nout, r->o->retries > 0 &&
 	    !r->halting ? "run again elsewhere if --retries allows" :
 	    "are counted failed");
@@ -193,7 +193,7 @@ on_results(struct run *r, const struct rmsg *m, int *cancel)
 				memcpy(t->item.out, out, rr.outlen);
 				t->item.outlen = rr.outlen;
 			}
-			*cancel |= finish(r, t);
+			*cancel |= feed_finish(r, t);
 		}
 		off += (size_t)n;
 	}
@@ -202,7 +202,7 @@ on_results(struct run *r, const struct rmsg *m, int *cancel)
 
 /* Messages from the other ranks. */
 int
-on_ranks(struct run *r)
+coord_on_ranks(struct run *r)
 {
 	struct rmsg	*m;
 	struct peer	*p;
@@ -232,7 +232,7 @@ on_ranks(struct run *r)
 			break;
 		case RM_BYE:
 			if (!p->hello)
-				cli_err("rank %d could not start (its own "
+				out_err("rank %d could not start (its own "
 				    "message says why)", m->peer);
 			p->bye = 1;
 			ranks_forget(r->rk, m->peer);
@@ -255,7 +255,7 @@ on_ranks(struct run *r)
 	}
 	if (err[0] != '\0') {
 		/* MPI is gone: the run goes on with this rank's slots. */
-		cli_err("%s", err);
+		out_err("%s", err);
 		r->fatal = 1;
 		(void)epoll_ctl(r->epfd, EPOLL_CTL_DEL, ranks_fd(r->rk), NULL);
 		for (i = 1; i < r->npeer; i++)
@@ -265,7 +265,7 @@ on_ranks(struct run *r)
 }
 
 int
-on_timer(struct run *r)
+coord_on_timer(struct run *r)
 {
 	uint64_t	 n;
 	char		 why[96];
@@ -273,21 +273,21 @@ on_timer(struct run *r)
 
 	(void)!read(r->tfd, &n, sizeof(n));
 	for (i = 1; i < r->npeer; i++) {
-		if (r->peer[i].lost || r->peer[i].bye || !run_silent(r, i))
+		if (r->peer[i].lost || r->peer[i].bye || !rank_silent(r, i))
 			continue;
 		snprintf(why, sizeof(why), "no word from it for %.1f s "
 		    "(--rank-timeout)", (double)r->o->rank_timeout_ms / 1000);
 		cancel |= lose(r, i, why);
 	}
-	gpu_notes(r);
-	bar_draw(r, 0);
+	out_gpu_notes(r);
+	out_bar_draw(r, 0);
 	return cancel ? GP_CTL_CANCEL : GP_CTL_GO_ON;
 }
 
 /* Whether every rank is up; says which are not (a rank that could not
- * start said why, in on_ranks(); a lost one, in lose()). */
+ * start said why, in coord_on_ranks(); a lost one, in lose()). */
 int
-all_hello(const struct run *r)
+coord_all_hello(const struct run *r)
 {
 	int	 i, all = !r->fatal;
 

@@ -1,11 +1,11 @@
 /*
  * feed.c: the feed of rank 0's run and its finish policy. Tasks come
- * from the retry queue first, then the tasks file (source()), skipping
+ * from the retry queue first, then the tasks file (feed_source()), skipping
  * what the joblog has for --resume; each is handed out here or to a rank
- * (hand()). Each attempt that ends, here or on a rank (coord.c), is
+ * (feed_hand()). Each attempt that ends, here or on a rank (coord.c), is
  * recorded in the joblog, retried while --retries allows, printed and
- * counted, and may halt the run (finish()). Halting starts nothing new
- * and tells the other ranks (halt_start(), ranks_ctl()). The joblog
+ * counted, and may halt the run (feed_finish()). Halting starts nothing new
+ * and tells the other ranks (feed_halt_start(), feed_ranks_ctl()). The joblog
  * record of an attempt is written before its output is printed and
  * before it is counted: a resume never runs twice what the log has.
  */
@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 /* The exit status DIR/SEQ/exitval holds, or -1: none (not ended, or its
  * results incomplete), -2: not a status. */
@@ -51,7 +51,7 @@ exitval_of(const char *dir, unsigned long seq)
  * it. Warns once when the joblog has another command under the same
  * Seq. --retry-failed's tasks are the joblog's own: none is skipped. */
 int
-run_skip(void *arg, unsigned long seq, const char *cmd)
+feed_skip(void *arg, unsigned long seq, const char *cmd)
 {
 	struct run	*r = arg;
 	int		 ev;
@@ -70,7 +70,7 @@ run_skip(void *arg, unsigned long seq, const char *cmd)
 	if (r->o->joblog != NULL && joblog_changed(&r->jl, seq, cmd)) {
 		r->changed++;
 		if (!r->warned_change++)
-			cli_warn("task %lu is '%s' but the joblog has another "
+			out_warn("task %lu is '%s' but the joblog has another "
 			    "command for it: was %s edited? (resume matches "
 			    "tasks by number)", seq, cmd, r->in.grid != NULL ?
 			    "the grid" : r->o->file);
@@ -117,7 +117,7 @@ task_new(struct run *r)
 }
 
 void
-task_free(struct run *r, struct task *t)
+feed_task_free(struct run *r, struct task *t)
 {
 	/* Keep few large buffers: a 1 MiB task line must not pin 1 MiB in
 	 * every pooled task. */
@@ -183,7 +183,7 @@ task_more_mem(struct run *r, struct task *t, const struct attempt *oc)
 	uint8_t		*b;
 	int		 n;
 
-	need_for_item(r->o, &t->item, &nd);
+	need_for_item(r->o->mem, r->o->gpus_per_task, &t->item, &nd);
 	mem = 2 * nd.mem;
 	if (oc->gpu_mem + oc->gpu_mem / 4 > mem)
 		mem = oc->gpu_mem + oc->gpu_mem / 4;
@@ -199,7 +199,7 @@ task_more_mem(struct run *r, struct task *t, const struct attempt *oc)
 		free(b);
 		return n;
 	}
-	note(r, "task %lu ran out of GPU memory; its next attempt declares "
+	out_note(r, "task %lu ran out of GPU memory; its next attempt declares "
 	    "%.1f GiB", t->seq, (double)mem / (1u << 30));
 	free(t->buf);
 	t->buf = b;
@@ -214,11 +214,13 @@ task_more_mem(struct run *r, struct task *t, const struct attempt *oc)
 void
 feed_need(void *arg, const struct gp_item *it, struct gp_need *need)
 {
-	need_for_item(((struct run *)arg)->o, it, need);
+	const struct opts	*o = ((struct run *)arg)->o;
+
+	need_for_item(o->mem, o->gpus_per_task, it, need);
 }
 
 int
-pace_setup(struct run *r)
+feed_pace_setup(struct run *r)
 {
 	struct epoll_event	 ev;
 
@@ -235,7 +237,7 @@ pace_setup(struct run *r)
 }
 
 void
-pace_wake(struct run *r)
+feed_pace_wake(struct run *r)
 {
 	uint64_t	 n;
 
@@ -285,12 +287,16 @@ task_timeout(const struct run *r)
 
 /* Fill in the header and stamp a task as handed out to rank. */
 void
-hand(struct run *r, struct task *t, int rank)
+feed_hand(struct run *r, struct task *t, int rank)
 {
+	struct task_hdr	 h;
+
 	t->timeout_ms = task_timeout(r);
-	rp_task_hdr(t->buf, t->item.inlen, t->seq, t->attempt);
-	memcpy(t->buf + offsetof(struct task_hdr, timeout_ms), &t->timeout_ms,
-	    sizeof(t->timeout_ms));
+	memset(&h, 0, sizeof(h));
+	h.seq = t->seq;
+	h.attempt = t->attempt;
+	h.timeout_ms = t->timeout_ms;
+	rp_task_encode(t->buf, t->item.inlen, &h);
 	gp_item_init(&t->item, t->item.in, t->item.inlen);
 	t->rank = rank;
 	t->lost = 0;
@@ -298,7 +304,7 @@ hand(struct run *r, struct task *t, int rank)
 	t->mono_ns = gp_now_ns();
 	r->last_hand = t->mono_ns;
 	r->inflight++;
-	bar_draw(r, 0);
+	out_bar_draw(r, 0);
 }
 
 /* Read no more input: EOF, an error, or halting. */
@@ -313,19 +319,19 @@ input_stop(struct run *r)
 /* Start nothing new. Queued retries end as the failures they were; the
  * other ranks are told to stop (how, the caller says). */
 void
-halt_start(struct run *r, int how)
+feed_halt_start(struct run *r, int how)
 {
 	r->halting = 1;
 	input_stop(r);
-	requeue_fail(r);
+	feed_requeue_fail(r);
 	if (how)
-		ranks_ctl(r, how);
+		feed_ranks_ctl(r, how);
 }
 
 /* Tell every rank still with us what to do now (every rank, before the
  * run knows them: bad input, --dry-run). */
 void
-ranks_ctl(struct run *r, int how)
+feed_ranks_ctl(struct run *r, int how)
 {
 	uint8_t	 v[RP_CTL_LEN];
 	int	 i;
@@ -343,7 +349,7 @@ ranks_ctl(struct run *r, int how)
  * GP_FEED_WAIT (--delay: not yet) or GP_FEED_END (no more input; retries
  * may still come). */
 int
-source(struct run *r, struct task **tp)
+feed_source(struct run *r, struct task **tp)
 {
 	struct task	*t;
 	int		 rc;
@@ -361,20 +367,20 @@ source(struct run *r, struct task **tp)
 		if (rc == TASKS_AGAIN)
 			return GP_FEED_AGAIN;
 		if (rc == TASKS_LINE) {
-			if (run_skip(r, r->in.seq, r->in.line + r->in.cmd)) {
+			if (feed_skip(r, r->in.seq, r->in.line + r->in.cmd)) {
 				r->skipped++;
 				order_done(r, r->in.nth);	/* holds none */
 				continue;
 			}
 			if ((*tp = task_new(r)) != NULL)
 				return GP_FEED_ITEM;
-			cli_err("out of memory");
+			out_err("out of memory");
 		} else if (rc < 0)
-			cli_err("%s", r->in.err);
+			out_err("%s", r->in.err);
 		if (rc != TASKS_EOF) {
 			/* Run no more; let the running ones finish. */
 			r->fatal = 1;
-			halt_start(r, RC_CANCEL);
+			feed_halt_start(r, RC_CANCEL);
 		}
 		input_stop(r);
 	}
@@ -391,8 +397,8 @@ feed_next(void *arg, struct gp_item **item)
 	/* Until stdout takes more (EV_OUT wakes the pool's poll). */
 	if (out_backlog(r))
 		return GP_FEED_WAIT;
-	if ((rc = source(r, &t)) == GP_FEED_ITEM) {
-		hand(r, t, 0);
+	if ((rc = feed_source(r, &t)) == GP_FEED_ITEM) {
+		feed_hand(r, t, 0);
 		*item = &t->item;
 		return GP_FEED_ITEM;
 	}
@@ -435,7 +441,7 @@ requeue(struct run *r, struct task *t, int front)
 }
 
 void
-requeue_fail(struct run *r)
+feed_requeue_fail(struct run *r)
 {
 	struct task	*t;
 
@@ -443,7 +449,7 @@ requeue_fail(struct run *r)
 		r->rq = t->next;
 		r->failed++;
 		order_done(r, t->nth);
-		task_free(r, t);
+		feed_task_free(r, t);
 	}
 	r->rq_tail = NULL;
 }
@@ -479,29 +485,21 @@ busy_add(struct peer *p, const struct attempt *oc)
  * its GPU and the runtimes that size the ranks' windows. Returns nonzero
  * to cancel the rest (the joblog cannot be written). */
 static int
-record(struct run *r, const struct task *t, const struct attempt *oc)
+record(struct run *r, const struct task *t, struct attempt *oc)
 {
 	struct peer	*p = &r->peer[t->rank];
-	struct jl_rec	 jr;
-	char		 gpus[1024];
 	int		 rc, cancel = 0;
 
-	jr.seq = t->seq;
-	jr.start = oc->start;
-	jr.runtime = oc->runtime;
-	jr.exitval = oc->exitval;
-	jr.signal = oc->signal;
-	jr.cmd = task_cmd(t);
-	jr.gpu = gpu_of(r, t->rank, oc->worker);
+	/* What the reply cannot tell: the task and where it ran. */
+	oc->seq = t->seq;
+	oc->cmd = task_cmd(t);
+	oc->gpu = gpu_of(r, t->rank, oc->worker);
 	if (oc->gpuslen > 0) {	/* several GPUs: the ones it held */
-		snprintf(gpus, sizeof(gpus), "%.*s", (int)oc->gpuslen,
-		    oc->gpus);
-		jr.gpu = gpus;
+		snprintf(oc->held, sizeof(oc->held), "%.*s",
+		    (int)oc->gpuslen, oc->gpus);
+		oc->gpu = oc->held;
 	}
-	jr.host = r->npeer > 1 ? p->host : ":";
-	jr.gpu_mem = oc->gpu_mem > 0 ? (int64_t)((oc->gpu_mem +
-	    (1u << 20) - 1) >> 20) : -1;
-	jr.gpu_util = oc->gpu_util;
+	oc->host = r->npeer > 1 ? p->host : ":";
 	if (oc->gpu_mem > r->gmem_peak) {
 		r->gmem_peak = oc->gpu_mem;
 		r->gmem_seq = t->seq;
@@ -511,16 +509,16 @@ record(struct run *r, const struct task *t, const struct attempt *oc)
 		r->gutil_n++;
 	}
 	r->oom += oc->oom;
-	if ((rc = joblog_append(&r->jl, &jr)) < 0 && !r->jl_broken) {
+	if ((rc = joblog_append(&r->jl, oc)) < 0 && !r->jl_broken) {
 		/* Without its record a resume would run it again: stop. */
-		cli_err("cannot write joblog '%s': %s", r->jl.path,
+		out_err("cannot write joblog '%s': %s", r->jl.path,
 		    strerror(-rc));
 		r->fatal = r->jl_broken = 1;
-		halt_start(r, RC_CANCEL);
+		feed_halt_start(r, RC_CANCEL);
 		cancel = 1;
 	}
 	if (r->tl != NULL)
-		timeline_add(r->tl, &jr, oc->flags, t->rank, oc->worker,
+		timeline_add(r->tl, oc, t->rank, oc->worker,
 		    oc->worker >= 0 && oc->worker < p->nw ?
 		    p->w_gpu[oc->worker] : -1);
 	busy_add(p, oc);
@@ -573,7 +571,7 @@ count(struct run *r, const struct task *t, const struct attempt *oc,
 		return 0;
 	default:
 		r->failed++;
-		note(r, "task %lu (%s:%lu) failed: %s", t->seq, r->in.name,
+		out_note(r, "task %lu (%s:%lu) failed: %s", t->seq, r->in.name,
 		    t->line, why);
 		break;
 	}
@@ -586,11 +584,11 @@ count(struct run *r, const struct task *t, const struct attempt *oc,
 		r->halt_rc = oc->exitval > 0 ? oc->exitval & 0xff : oc->signal >
 		    0 ? 128 + oc->signal : 1;
 	r->halt_ok = r->o->halt_on == HALT_ON_SUCCESS;
-	note(r, "halting after %lu %s task%s (--halt %s): %s", n,
+	out_note(r, "halting after %lu %s task%s (--halt %s): %s", n,
 	    what[r->o->halt_on], n == 1 ? "" : "s", r->o->halt_arg,
 	    now ? "stopping the running ones" : "letting the running ones "
 	    "finish");
-	halt_start(r, now ? RC_CANCEL : 0);
+	feed_halt_start(r, now ? RC_CANCEL : 0);
 	return now;	/* the pool stops the rest */
 }
 
@@ -599,13 +597,13 @@ static int
 retire(struct run *r, struct task *t, int cancel)
 {
 	gp_items_release(&t->item, 1);
-	task_free(r, t);
-	bar_draw(r, 0);
+	feed_task_free(r, t);
+	out_bar_draw(r, 0);
 	return cancel | out_halted(r);
 }
 
 int
-finish(struct run *r, struct task *t)
+feed_finish(struct run *r, struct task *t)
 {
 	struct gp_item	*it = &t->item;
 	struct attempt	 oc;
@@ -615,7 +613,7 @@ finish(struct run *r, struct task *t)
 	r->inflight--;
 	if (t->rank > 0)
 		r->remote--;
-	outcome(r, t, &oc);
+	outcome_read(r, t, &oc);
 	if (oc.kind == K_NOTRUN) {
 		if (t->rank > 0 && !r->halting) {
 			/* A rank gave it back unstarted: it runs elsewhere,
@@ -632,23 +630,23 @@ finish(struct run *r, struct task *t)
 		return retire(r, t, 0);
 	}
 	cancel = record(r, t, &oc);
-	describe(r, &oc, why, sizeof(why));
+	outcome_describe(r, &oc, why, sizeof(why));
 	if (oc.kind == K_FAILED && (int)t->attempt <= r->o->retries &&
 	    !r->halting) {
-		note(r, "task %lu failed (%s); retrying, attempt %u of %d",
+		out_note(r, "task %lu failed (%s); retrying, attempt %u of %d",
 		    t->seq, why, t->attempt + 1, r->o->retries + 1);
 		if (oc.oom && task_more_mem(r, t, &oc) < 0)
-			cli_warn("task %lu: out of memory for a larger tag; "
+			out_warn("task %lu: out of memory for a larger tag; "
 			    "it retries as it was", t->seq);
 		t->attempt++;
 		gp_items_release(it, 1);
 		requeue(r, t, 0);
-		bar_draw(r, 0);
+		out_bar_draw(r, 0);
 		return cancel;
 	}
-	print_output(r, t, &oc);
+	live_print(r, t, &oc);
 	if (oc.msglen > 0 && oc.kind == K_OK)
-		cli_warn("task %lu: %.*s", t->seq, (int)oc.msglen, oc.msg);
+		out_warn("task %lu: %.*s", t->seq, (int)oc.msglen, oc.msg);
 	cancel |= count(r, t, &oc, why);
 	return retire(r, t, cancel);
 }
@@ -658,8 +656,8 @@ feed_done(void *arg, struct gp_item *it)
 {
 	struct run	*r = arg;
 
-	reply_usage(r->pool, it);
-	gpu_notes(r);
+	outcome_usage(r->pool, it);
+	out_gpu_notes(r);
 	/* The gp_item is the first member of its task. */
-	return finish(r, (struct task *)it);
+	return feed_finish(r, (struct task *)it);
 }

@@ -8,18 +8,24 @@
  * not matter, and an input the run grows later is covered by opening it
  * here. Files are compared by what they are (device and inode, after
  * symbolic links), not by name: a hard link, a symbolic link, /dev/stdin
- * or standard input itself is the same file. Never prints.
+ * or standard input itself is the same file. And the locks a run
+ * holds on its files (files_lock(), files_open_locked()). Never prints.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#define LOCK_RETRY_MS	100	/* --wait-lock: try again after */
+
+#include "master.h"
 
 struct file_note {
 	enum file_role	 role;
@@ -187,4 +193,137 @@ files_release(void)
 	free(files);
 	files = NULL;
 	nfiles = capfiles = 0;
+}
+
+/*
+ * A lock on fd for as long as the descriptor lives, exclusive (F_WRLCK,
+ * fd open for writing) or shared (F_RDLCK: an input a run reads while
+ * it goes, which no other run may write): an OFD lock, so closing
+ * another descriptor of the file does not drop it and the kernel drops
+ * it however we end. An OFD
+ * lock has no pid to report, so ours says who holds it by its extent:
+ * bytes 0 to our pid. --wait-lock tries again every LOCK_RETRY_MS rather
+ * than wait in F_OFD_SETLKW: under MPI the run's signals are blocked from
+ * the start (main.c), and a blocked SIGTERM would never end that wait.
+ * Between tries it takes them, where they are blocked, with
+ * sigtimedwait(); where they are not, they end the process as usual.
+ */
+int
+files_lock(int fd, int type, int wait, const char *what, const char *path,
+    char *err, size_t errlen)
+{
+	static const int	 stop[] = { SIGINT, SIGTERM, SIGHUP };
+	struct timespec		 ts = { 0, LOCK_RETRY_MS * 1000000L };
+	struct flock		 fl;
+	sigset_t		 set, blocked;
+	size_t			 i;
+	long			 holder = 0;
+	int			 s;
+
+	sigemptyset(&set);
+	if (wait && sigprocmask(SIG_BLOCK, NULL, &blocked) == 0)
+		for (i = 0; i < sizeof(stop) / sizeof(stop[0]); i++)
+			if (sigismember(&blocked, stop[i]))
+				sigaddset(&set, stop[i]);
+	for (;;) {
+		memset(&fl, 0, sizeof(fl));
+		fl.l_type = (short)type;
+		fl.l_whence = SEEK_SET;
+		fl.l_start = 0;
+		fl.l_len = (off_t)getpid() + 1;
+		if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EACCES)
+			break;
+		if (wait) {
+			if ((s = sigtimedwait(&set, NULL, &ts)) > 0) {
+				snprintf(err, errlen, "got SIG%s while waiting "
+				    "for %s '%s' (--wait-lock): nothing was run",
+				    sigabbrev_np(s), what, path);
+				return -EINTR;
+			}
+			continue;
+		}
+		if (fcntl(fd, F_OFD_GETLK, &fl) == -1)
+			break;
+		if (fl.l_type == F_UNLCK)
+			continue;	/* released meanwhile */
+		/* Another program's POSIX lock does carry a pid. */
+		if (fl.l_pid > 0)
+			holder = fl.l_pid;
+		else if (fl.l_start == 0 && fl.l_len > 1)
+			holder = (long)fl.l_len - 1;
+		snprintf(err, errlen, "%s '%s' is in use by process %ld "
+		    "(another gpupool-run?); --wait-lock waits for it", what,
+		    path, holder);
+		return -EAGAIN;
+	}
+	s = -errno;
+	snprintf(err, errlen, "cannot lock %s '%s': %s", what, path,
+	    strerror(errno));
+	return s;
+}
+
+int
+files_open_locked(const char *path, int wait, const char *what, int *created,
+    char *err, size_t errlen)
+{
+	struct stat	 st;
+	/* O_NONBLOCK: a FIFO must not block open(); it is refused below. */
+	int		 fd, rc, fl = O_RDWR | O_APPEND | O_CLOEXEC |
+			    O_NOFOLLOW | O_NOCTTY | O_NONBLOCK;
+
+	for (;;) {
+		*created = 1;
+		if ((fd = open(path, fl | O_CREAT | O_EXCL, 0666)) == -1 &&
+		    errno == EEXIST) {
+			*created = 0;
+			if ((fd = open(path, fl)) == -1 && errno == ENOENT)
+				continue;	/* removed meanwhile */
+		}
+		if (fd == -1) {
+			rc = -errno;
+			snprintf(err, errlen, "cannot open %s '%s': %s",
+			    what, path, strerror(errno));
+			return rc;
+		}
+		if (fstat(fd, &st) == -1) {
+			rc = -errno;
+			snprintf(err, errlen, "cannot open %s '%s': %s",
+			    what, path, strerror(errno));
+			close(fd);
+			return rc;
+		}
+		/* A FIFO or a device holds no past run and can block a
+		 * write for ever (a reader that stops reading). */
+		if (!S_ISREG(st.st_mode)) {
+			snprintf(err, errlen, "%s '%s' is not a regular file",
+			    what, path);
+			close(fd);
+			return -EINVAL;
+		}
+		if ((rc = files_lock(fd, F_WRLCK, wait, what, path, err,
+		    errlen)) < 0) {
+			close(fd);
+			return rc;
+		}
+		/* The run we waited for may have removed or replaced it:
+		 * lock what the path names now. */
+		if (files_same(path, &st))
+			break;
+		close(fd);
+	}
+	return fd;
+}
+
+/* Whether path names the file st describes (path may not exist). */
+int
+files_same(const char *path, const struct stat *st)
+{
+	struct stat	 ps;
+
+	return stat(path, &ps) == 0 && ps.st_dev == st->st_dev &&
+	    ps.st_ino == st->st_ino;
 }

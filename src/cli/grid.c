@@ -548,7 +548,7 @@ grid_parse(struct grid *g, char **argv, int argc, const struct grid_conf *gc,
 	memset(g, 0, sizeof(*g));
 	g->gc = gc;
 	g->sfd = -1;
-	for (i = 0; i < argc && !grid_word(gc, argv[i]); i++)
+	for (i = 0; i < argc && !gridsrc_word(gc, argv[i]); i++)
 		n += strlen(argv[i]) + 1;
 	if (i == 0 || (i == argc && !gc->stdin_args && gc->nargfile == 0)) {
 		snprintf(err, errlen, "no %s", i < argc ? "command before "
@@ -566,7 +566,7 @@ grid_parse(struct grid *g, char **argv, int argc, const struct grid_conf *gc,
 	/* Refused before any source is read (a pipe's first line). */
 	if ((rc = repl_perl(g->tmpl, err, errlen)) < 0)
 		goto fail;
-	if ((rc = grid_sources(g, argv, argc, i, err, errlen)) < 0)
+	if ((rc = gridsrc_sources(g, argv, argc, i, err, errlen)) < 0)
 		goto fail;
 	if (gc->pack != PACK_NONE && g->nsrc > 1) {
 		snprintf(err, errlen, "-m and -X fill tasks with the arguments "

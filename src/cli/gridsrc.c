@@ -8,9 +8,10 @@
  * newline is two arguments); a CR before a "\n" is dropped; -r skips
  * blank records, -E's string ends a source; --colsep splits a record
  * into columns. A source that is a pipe (or FIFO, socket, terminal) and
- * the grid's only one is read as the run goes (tasks.c calls grid_feed()), so that
- * `tail -f queue | gpupool-run cmd` runs each line as it comes; the
- * others are read whole before anything runs. Never prints.
+ * the grid's only one is read as the run goes (tasks.c calls
+ * gridsrc_feed()), so that `tail -f queue | gpupool-run cmd` runs each
+ * line as it comes; the others are read whole before anything runs.
+ * Never prints.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,12 +22,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 /* Which separator word s is: 0 none, 1 ":::", 2 "::::" (or --arg-sep's
  * and --arg-file-sep's); *link for the '+' forms. */
 int
-grid_sep(const struct grid_conf *gc, const char *s, int *link)
+gridsrc_sep(const struct grid_conf *gc, const char *s, int *link)
 {
 	const char	*sep[2] = { gc->arg_sep, gc->file_sep };
 	size_t		 n;
@@ -48,11 +49,11 @@ grid_sep(const struct grid_conf *gc, const char *s, int *link)
 }
 
 int
-grid_word(const struct grid_conf *gc, const char *s)
+gridsrc_word(const struct grid_conf *gc, const char *s)
 {
 	int	 link;
 
-	return grid_sep(gc, s, &link) != 0;
+	return gridsrc_sep(gc, s, &link) != 0;
 }
 
 /* Append one value to s's values; 0 or -ENOMEM. */
@@ -221,7 +222,7 @@ rec_fail(const struct grid *g, const char *path, unsigned long no, int rc,
 }
 
 int
-grid_feed(struct grid *g, struct rdr *rd, char *err, size_t errlen)
+gridsrc_feed(struct grid *g, struct rdr *rd, char *err, size_t errlen)
 {
 	struct grid_src	*s = &g->src[0];
 	const char	*p, *why = NULL;
@@ -317,7 +318,7 @@ src_new(struct grid *g, const char *what, int linked)
 /*
  * A file's source: path ("-": standard input), named what in messages
  * (":::: file", "-a file"). The grid's only source, when it is not a
- * regular file, stays open for grid_feed() (g->sfd); any other is read
+ * regular file, stays open for gridsrc_feed() (g->sfd); any other is read
  * whole. An empty one is an error, unless -r or -E (which may empty a
  * source on purpose) or standard input (`find | gpupool-run cmd` that
  * found nothing: as parallel, no task). 0 or -errno with err.
@@ -380,7 +381,7 @@ count_sources(const struct grid *g, char **argv, int argc, int i)
 		 plus;
 
 	for (; i < argc; i++)
-		if ((k = grid_sep(g->gc, argv[i], &plus)) != 0) {
+		if ((k = gridsrc_sep(g->gc, argv[i], &plus)) != 0) {
 			kind = k;
 			n += k == 1;
 		} else
@@ -399,7 +400,7 @@ src_argv(struct grid *g, char **argv, int argc, int i, int only, char *err,
 	int		 kind = 0, link = 0, plus, k, rc, open = -1;
 
 	for (; i < argc; i++) {
-		if ((k = grid_sep(g->gc, argv[i], &plus)) != 0) {
+		if ((k = gridsrc_sep(g->gc, argv[i], &plus)) != 0) {
 			if (open >= 0)
 				break;
 			open = i;
@@ -433,7 +434,7 @@ src_argv(struct grid *g, char **argv, int argc, int i, int only, char *err,
 }
 
 int
-grid_sources(struct grid *g, char **argv, int argc, int i, char *err,
+gridsrc_sources(struct grid *g, char **argv, int argc, int i, char *err,
     size_t errlen)
 {
 	const struct grid_conf	*gc = g->gc;

@@ -1,16 +1,18 @@
 /*
  * joblog.c: GNU parallel's joblog (Seq Host Starttime JobRuntime Send
- * Receive Exitval Signal Command, TAB separated) with three trailing
- * columns: the GPU, GPUMem (the task's peak GPU memory, MiB) and GPUUtil
- * (its mean GPU utilisation, %), '-' when unknown. Reads an old one for
+ * Receive Exitval Signal Command, TAB separated) with trailing columns
+ * of ours: the GPU, GPUMem (the task's peak GPU memory, MiB), GPUUtil
+ * (its mean GPU utilisation, %) and PeakRSS (its peak resident memory,
+ * KiB), '-' when unknown. Reads an old one for
  * --resume and appends one line per attempt, each made durable before
  * the next task's outcome is handled, so a crash loses at most the line
  * being written. Never prints.
  *
  * A line counts when it has at least ten fields and its Seq, Exitval and
- * Signal are integers: the twelve we write, the ten of joblogs written
- * before GPUMem and GPUUtil, or a line torn by a crash after its outcome
- * was complete (cut inside the GPU, GPUMem or GPUUtil column). A line
+ * Signal are integers: the thirteen we write, the twelve of joblogs
+ * written before PeakRSS and the ten of those before GPUMem and
+ * GPUUtil, or a line torn by a crash after its outcome was complete
+ * (cut inside the GPU column or one after it). A line
  * torn sooner lacks fields and is ignored: its task runs again. A TAB or
  * newline in a command or a GPU id is written as \t or \n, so the
  * columns hold and the Command is always the ninth field, and a
@@ -35,6 +37,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,17 +46,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 #define SEQ_LIMIT	100000000UL	/* larger Seqs are ignored */
 #define LOG_LINE_MAX	(LINE_MAX_BYTES + 4096)
-#define LOCK_RETRY_MS	100	/* --wait-lock: try again after */
-
-static const char header[] = "Seq\tHost\tStarttime\tJobRuntime\tSend\t"
-    "Receive\tExitval\tSignal\tCommand\tGPU\tGPUMem\tGPUUtil\n";
-/* GNU parallel's: the first nine of ours. */
-#define PARALLEL_HEADER_LEN	(sizeof(header) - \
-				    sizeof("\tGPU\tGPUMem\tGPUUtil\n"))
 
 void
 joblog_init(struct joblog *j)
@@ -80,16 +76,16 @@ joblog_release(struct joblog *j)
 	joblog_init(j);
 }
 
-/* What s[0] becomes in the joblog (s[1] is the next character); NULL:
- * written as it is. */
+/* What c becomes in the joblog when next follows it ('\0': nothing);
+ * NULL: written as it is. */
 static const char *
-esc(const char *s)
+esc(char c, char next)
 {
-	if (*s == '\t')
+	if (c == '\t')
 		return "\\t";
-	if (*s == '\n')
+	if (c == '\n')
 		return "\\n";
-	if (*s == '\\' && s[1] != '\0' && strchr("\\tn\t\n", s[1]) != NULL)
+	if (c == '\\' && next != '\0' && strchr("\\tn\t\n", next) != NULL)
 		return "\\\\";
 	return NULL;
 }
@@ -110,7 +106,7 @@ hash(const char *s, int escaped)
 	const char	*e;
 
 	for (; *s; s++)
-		if (!escaped || (e = esc(s)) == NULL)
+		if (!escaped || (e = esc(s[0], s[1])) == NULL)
 			h = fnv(h, (unsigned char)*s);
 		else
 			h = fnv(fnv(h, (unsigned char)e[0]), (unsigned char)e[1]);
@@ -138,20 +134,269 @@ joblog_unesc(char *s)
 	*d = '\0';
 }
 
-static int
-num(const char *s, const char *e, long *out)
+/*
+ * The columns, in order: GNU parallel's nine, then ours. Each is one
+ * row: its name in the header, the member of struct attempt it holds
+ * and what kind of value that is, which says how it is written and read
+ * back (col_put(), col_get()). A new column is a row here, at the end,
+ * and the code that makes its value.
+ */
+enum jl_type {
+	JT_SEQ,		/* unsigned long, > 0 */
+	JT_HOST,	/* const char *, as it is */
+	JT_SECS,	/* double, seconds: "%.3f" */
+	JT_ZERO,	/* GNU parallel's Send and Receive (--transfer): 0 */
+	JT_INT,		/* int */
+	JT_CMD,		/* const char *: escaped, or raw in parallel's */
+	JT_TEXT,	/* const char *: escaped */
+	JT_MIB,		/* uint64_t bytes, written in MiB rounded up; 0
+			   (unknown) '-' */
+	JT_PCT,		/* int, '-' when negative (unknown) */
+	JT_COUNT,	/* int64_t, '-' when not above 0 (unknown) */
+};
+
+enum jl_col_flags {
+	JC_NEED = (1 << 0),	/* a line whose value does not read is no
+				   record */
+	JC_LAST = (1 << 1),	/* a header may end with it: 9 columns (GNU
+				   parallel's), 10 (older gpupool-runs'), all */
+	JC_TIME = (1 << 2),	/* a time: --from-joblog needs it read */
+};
+
+struct jl_col {
+	const char	*name;
+	enum jl_type	 type;
+	size_t		 off;		/* in struct attempt */
+	int		 flags;		/* enum jl_col_flags */
+};
+
+#define AT(m)	offsetof(struct attempt, m)
+static const struct jl_col cols[] = {
+	{ "Seq", JT_SEQ, AT(seq), JC_NEED },
+	{ "Host", JT_HOST, AT(host), 0 },
+	{ "Starttime", JT_SECS, AT(start), JC_TIME },
+	{ "JobRuntime", JT_SECS, AT(runtime), JC_TIME },
+	{ "Send", JT_ZERO, 0, 0 },
+	{ "Receive", JT_ZERO, 0, 0 },
+	{ "Exitval", JT_INT, AT(exitval), JC_NEED },
+	{ "Signal", JT_INT, AT(signal), JC_NEED },
+	{ "Command", JT_CMD, AT(cmd), JC_LAST },
+	{ "GPU", JT_TEXT, AT(gpu), JC_LAST },
+	{ "GPUMem", JT_MIB, AT(gpu_mem), 0 },
+	{ "GPUUtil", JT_PCT, AT(gpu_util), JC_LAST },
+	{ "PeakRSS", JT_COUNT, AT(rp.peak_rss_kb), JC_LAST },
+};
+#undef AT
+#define NCOL		((int)(sizeof(cols) / sizeof(cols[0])))
+#define PARALLEL_NCOL	9	/* GNU parallel's: up to the Command */
+
+/* s at p with a TAB or newline, and a backslash that could be read as
+ * the start of an escape, escaped (raw: as GNU parallel writes a
+ * Command, the rest of its line: as it is, but a newline written \n).
+ * Returns the end. */
+static char *
+put_text(char *p, const char *s, int raw)
 {
+	const char	*e;
+
+	for (; *s; s++)
+		if ((e = raw ? (*s == '\n' ? "\\n" : NULL) :
+		    esc(s[0], s[1])) != NULL) {
+			memcpy(p, e, 2);
+			p += 2;
+		} else
+			*p++ = *s;
+	return p;
+}
+
+/* v at p, or '-' when it is negative (unknown); returns the end. */
+static char *
+put_num(char *p, int64_t v)
+{
+	if (v < 0) {
+		*p++ = '-';
+		return p;
+	}
+	return p + sprintf(p, "%lld", (long long)v);
+}
+
+/* Column c of a at p (raw: a line of GNU parallel's); returns the end. */
+static char *
+col_put(char *p, const struct jl_col *c, const struct attempt *a, int raw)
+{
+	const void	*m = (const char *)a + c->off;
+	uint64_t	 b;
+
+	switch (c->type) {
+	case JT_SEQ:
+		return p + sprintf(p, "%lu", *(const unsigned long *)m);
+	case JT_HOST:
+		return p + sprintf(p, "%s", *(const char *const *)m);
+	case JT_SECS:
+		return p + sprintf(p, "%.3f", *(const double *)m);
+	case JT_ZERO:
+		*p++ = '0';
+		return p;
+	case JT_INT:
+		return p + sprintf(p, "%d", *(const int *)m);
+	case JT_CMD:
+	case JT_TEXT:
+		return put_text(p, *(const char *const *)m, raw);
+	case JT_MIB:
+		b = *(const uint64_t *)m;
+		return put_num(p, b > 0 ? (int64_t)((b + (1u << 20) - 1) >>
+		    20) : -1);
+	case JT_PCT:
+		return put_num(p, *(const int *)m);
+	case JT_COUNT:
+		return put_num(p, *(const int64_t *)m > 0 ? *(const int64_t *)m :
+		    -1);
+	}
+	return p;
+}
+
+/* A decimal integer (a sign allowed), the whole of s. */
+static int
+get_long(const char *s, long *out)
+{
+	char	*end;
+
+	if (*s != '-' && (*s < '0' || *s > '9'))
+		return -1;
+	errno = 0;
+	*out = strtol(s, &end, 10);
+	return errno || *end != '\0' ? -1 : 0;
+}
+
+/* Field s of column c into a: 0, or -1 when it is not such a value. A
+ * count or a size that does not read (a value a crash cut short) is
+ * unknown. The texts point into s, turned back into what they were. */
+static int
+col_get(const struct jl_col *c, char *s, struct attempt *a, int raw)
+{
+	void	*m = (char *)a + c->off;
 	char	*end;
 	long	 v;
 
-	if (s == e || (*s != '-' && (*s < '0' || *s > '9')))
-		return -1;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end != e)
-		return -1;
-	*out = v;
+	switch (c->type) {
+	case JT_SEQ:
+		if (get_long(s, &v) < 0 || v <= 0)
+			return -1;
+		*(unsigned long *)m = (unsigned long)v;
+		return 0;
+	case JT_SECS:
+		errno = 0;
+		*(double *)m = strtod(s, &end);
+		return errno || end == s || *end != '\0' ? -1 : 0;
+	case JT_INT:
+		if (get_long(s, &v) < 0)
+			return -1;
+		*(int *)m = (int)v;
+		return 0;
+	case JT_CMD:	/* its hash as written, for joblog_changed() */
+		a->cmd_hash = hash(s, raw);
+		/* FALLTHROUGH */
+	case JT_TEXT:
+		if (!raw)
+			joblog_unesc(s);
+		/* FALLTHROUGH */
+	case JT_HOST:
+		*(char **)m = s;
+		return 0;
+	case JT_ZERO:
+		return 0;
+	default:
+		v = get_long(s, &v) == 0 && v >= 0 ? v : -1;
+		if (c->type == JT_MIB)
+			*(uint64_t *)m = v > 0 ? (uint64_t)v << 20 : 0;
+		else if (c->type == JT_PCT)
+			*(int *)m = (int)v;
+		else
+			*(int64_t *)m = v;
+		return 0;
+	}
+}
+
+/* The header a joblog begins with, its newline included, and its
+ * length. */
+static const char *
+header(size_t *len)
+{
+	static char	 h[256];
+	static size_t	 hl;
+	int		 i;
+
+	if (hl == 0)
+		for (i = 0; i < NCOL; i++)
+			hl += (size_t)snprintf(h + hl, sizeof(h) - hl, "%s%s",
+			    cols[i].name, i + 1 < NCOL ? "\t" : "\n");
+	*len = hl;
+	return h;
+}
+
+int
+joblog_header(const char *l, size_t n)
+{
+	size_t	 off = 0, k;
+	int	 i;
+
+	for (i = 0; i < NCOL; i++) {
+		k = strlen(cols[i].name);
+		if (n - off < k || memcmp(l + off, cols[i].name, k) != 0)
+			return 0;
+		off += k;
+		if (off == n)
+			return cols[i].flags & JC_LAST ? i + 1 : 0;
+		if (l[off++] != '\t')
+			return 0;
+	}
 	return 0;
+}
+
+/* Whether l[0..n) is the start of the whole header (one a crash cut
+ * short). */
+static int
+header_torn(const char *l, size_t n)
+{
+	size_t		 hl;
+	const char	*h = header(&hl);
+
+	return n < hl - 1 && memcmp(l, h, n) == 0;
+}
+
+int
+joblog_parse(char *l, size_t n, int ncol, int strict, struct attempt *a)
+{
+	char	*f[NCOL], *p, *t;
+	int	 k = 0, i, raw = ncol == PARALLEL_NCOL;
+	int	 max = raw ? PARALLEL_NCOL : NCOL;
+
+	memset(a, 0, sizeof(*a));
+	a->gpu = a->host = a->cmd = "";
+	a->gpu_util = -1;
+	/* A NUL is no joblog text: blocks of them are what a crash can
+	 * leave at the end of a file. */
+	if (n == 0 || memchr(l, '\0', n) != NULL)
+		return JL_TORN;
+	/* The fields, the last column's taking the rest of the line (GNU
+	 * parallel's Command holds TABs). */
+	for (p = l; k < max; p = t + 1) {
+		f[k++] = p;
+		if (k == max || (t = strchr(p, '\t')) == NULL)
+			break;
+		*t = '\0';
+	}
+	/* Cut short by a crash (a record has every column up to the
+	 * Command, and ours the GPU): its Seq, a number, came first. */
+	if (k < (raw ? PARALLEL_NCOL : PARALLEL_NCOL + 1))
+		return strspn(l, "0123456789") == strlen(l) ? JL_TORN :
+		    JL_BAD;
+	for (i = 0; i < k; i++)
+		if (col_get(&cols[i], f[i], a, raw) < 0 &&
+		    (cols[i].flags & JC_NEED || (strict &&
+		    cols[i].flags & JC_TIME)))
+			return JL_BAD;
+	return JL_REC;
 }
 
 /* By Seq, then by line: the last line for a Seq is its last outcome. */
@@ -219,105 +464,47 @@ mark(struct joblog *j, unsigned long seq, int ok, uint32_t h, char *cmd)
 	return 0;
 }
 
-/* Whether l[0..n) is a joblog header, and whose: 9 (GNU parallel's
- * columns), 10 or 12 (gpupool-run's, older and now), or 0. */
-static int
-header_kind(const char *l, size_t n)
-{
-	size_t	 h = PARALLEL_HEADER_LEN;	/* without its '\n' */
-
-	if (n < h || memcmp(l, header, h) != 0)
-		return 0;
-	if (n == h)
-		return 9;
-	if (n == h + 4 && memcmp(l + h, "\tGPU", 4) == 0)
-		return 10;
-	return n == sizeof(header) - 2 && memcmp(l, header, n) == 0 ? 12 : 0;
-}
-
-/*
- * One line (no '\n', NUL-terminated in place), line no of the file. 0
- * (a record, or a line to pass over: one a crash cut short, with a Seq
- * and too few fields, or NUL bytes), 1 (not a joblog line: the caller
- * says so) or -ENOMEM.
- */
-static int
-parse(struct joblog *j, char *l, size_t n)
-{
-	char		*tab[9], *p, *cmd = NULL;
-	long		 seq, ev, sig;
-	int		 k = 0, need = j->fmt == 9 ? 8 : 9;
-	uint32_t	 h = 0;
-
-	/* A NUL is no joblog text: blocks of them are what a crash can
-	 * leave at the end of a file. (It would also hide the last TAB
-	 * from strrchr() below.) */
-	if (memchr(l, '\0', n) != NULL || n == 0)
-		return 0;
-	for (p = l; k < need && (p = memchr(p, '\t', (size_t)(l + n - p))) !=
-	    NULL; p++)
-		tab[k++] = p;
-	if (k < need) {
-		/* Cut short by a crash: its Seq, a number, came first. */
-		p = k > 0 ? tab[0] : l + n;
-		return strspn(l, "0123456789") == (size_t)(p - l) ? 0 : 1;
-	}
-	if (num(l, tab[0], &seq) < 0 || seq <= 0 ||
-	    num(tab[5] + 1, tab[6], &ev) < 0 ||
-	    num(tab[6] + 1, tab[7], &sig) < 0)
-		return 1;
-	if ((unsigned long)seq > SEQ_LIMIT)
-		return 0;
-	if (j->fmt == 9) {
-		/* parallel's: the rest of the line, as the command was. */
-		h = hash(tab[7] + 1, 1);
-		if (j->keep_cmd && (cmd = strdup(tab[7] + 1)) == NULL)
-			return -ENOMEM;
-	} else {
-		*tab[8] = '\0';		/* the Command ends there */
-		h = hash(tab[7] + 1, 0);	/* as written: escaped */
-		if (j->keep_cmd) {
-			if ((cmd = strdup(tab[7] + 1)) == NULL)
-				return -ENOMEM;
-			joblog_unesc(cmd);
-		}
-	}
-	return mark(j, (unsigned long)seq, ev == 0 && sig == 0, h, cmd);
-}
-
 /* Line no (l[0..n), NUL-terminated) of a joblog: the header first. 0, or
  * -EINVAL or -ENOMEM with err saying why. */
 static int
 load_line(struct joblog *j, const char *path, unsigned long no, char *l,
     size_t n, int last, char *err, size_t errlen)
 {
-	int	 rc;
+	struct attempt	 a;
+	char		*cmd = NULL;
+	int		 rc;
 
+	/* The header; or, past line 1, another run's, where it began on a
+	 * file written before (an older gpupool-run's ten columns, then
+	 * ours). */
+	if ((rc = joblog_header(l, n)) != 0) {
+		j->fmt = rc;
+		return 0;
+	}
 	if (no == 1) {
-		if ((j->fmt = header_kind(l, n)) != 0)
-			return 0;
 		/* The header torn by a crash, and nothing after it. */
-		if (last && n < sizeof(header) - 2 && memcmp(l, header, n) == 0)
+		if (last && header_torn(l, n))
 			return 0;
 		snprintf(err, errlen, "joblog '%s': line 1 is not a joblog "
 		    "header (GNU parallel's or gpupool-run's): not resuming "
 		    "from it", path);
 		return -EINVAL;
 	}
-	/* Another run's header, where it began on a file written before
-	 * (an older gpupool-run's ten columns, then ours). */
-	if ((rc = header_kind(l, n)) != 0) {
-		j->fmt = rc;
-		return 0;
-	}
-	if ((rc = parse(j, l, n)) == 1) {
+	if ((rc = joblog_parse(l, n, j->fmt, 0, &a)) == JL_BAD) {
 		snprintf(err, errlen, "joblog '%s': line %lu is not a joblog "
 		    "record: not resuming from it", path, no);
 		return -EINVAL;
 	}
-	if (rc == -ENOMEM)
+	/* A line a crash cut short is passed over: its task runs again. */
+	if (rc == JL_TORN || a.seq > SEQ_LIMIT)
+		return 0;
+	if ((j->keep_cmd && (cmd = strdup(a.cmd)) == NULL) ||
+	    mark(j, a.seq, a.exitval == 0 && a.signal == 0, a.cmd_hash,
+	    cmd) < 0) {
 		snprintf(err, errlen, "out of memory");
-	return rc;
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 int
@@ -369,127 +556,16 @@ joblog_load(struct joblog *j, const char *path, char *err, size_t errlen)
 	return rc < -1 ? rc : 0;
 }
 
-/*
- * A lock on fd for as long as the descriptor lives, exclusive (F_WRLCK,
- * fd open for writing) or shared (F_RDLCK: an input a run reads while
- * it goes, which no other run may write): an OFD lock, so closing
- * another descriptor of the file does not drop it and the kernel drops
- * it however we end. An OFD
- * lock has no pid to report, so ours says who holds it by its extent:
- * bytes 0 to our pid. --wait-lock tries again every LOCK_RETRY_MS rather
- * than wait in F_OFD_SETLKW: under MPI the run's signals are blocked from
- * the start (main.c), and a blocked SIGTERM would never end that wait.
- * Between tries it takes them, where they are blocked, with
- * sigtimedwait(); where they are not, they end the process as usual.
- */
-int
-file_lock(int fd, int type, int wait, const char *what, const char *path,
-    char *err, size_t errlen)
-{
-	static const int	 stop[] = { SIGINT, SIGTERM, SIGHUP };
-	struct timespec		 ts = { 0, LOCK_RETRY_MS * 1000000L };
-	struct flock		 fl;
-	sigset_t		 set, blocked;
-	size_t			 i;
-	long			 holder = 0;
-	int			 s;
-
-	sigemptyset(&set);
-	if (wait && sigprocmask(SIG_BLOCK, NULL, &blocked) == 0)
-		for (i = 0; i < sizeof(stop) / sizeof(stop[0]); i++)
-			if (sigismember(&blocked, stop[i]))
-				sigaddset(&set, stop[i]);
-	for (;;) {
-		memset(&fl, 0, sizeof(fl));
-		fl.l_type = (short)type;
-		fl.l_whence = SEEK_SET;
-		fl.l_start = 0;
-		fl.l_len = (off_t)getpid() + 1;
-		if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
-			return 0;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EACCES)
-			break;
-		if (wait) {
-			if ((s = sigtimedwait(&set, NULL, &ts)) > 0) {
-				snprintf(err, errlen, "got SIG%s while waiting "
-				    "for %s '%s' (--wait-lock): nothing was run",
-				    sigabbrev_np(s), what, path);
-				return -EINTR;
-			}
-			continue;
-		}
-		if (fcntl(fd, F_OFD_GETLK, &fl) == -1)
-			break;
-		if (fl.l_type == F_UNLCK)
-			continue;	/* released meanwhile */
-		/* Another program's POSIX lock does carry a pid. */
-		if (fl.l_pid > 0)
-			holder = fl.l_pid;
-		else if (fl.l_start == 0 && fl.l_len > 1)
-			holder = (long)fl.l_len - 1;
-		snprintf(err, errlen, "%s '%s' is in use by process %ld "
-		    "(another gpupool-run?); --wait-lock waits for it", what,
-		    path, holder);
-		return -EAGAIN;
-	}
-	s = -errno;
-	snprintf(err, errlen, "cannot lock %s '%s': %s", what, path,
-	    strerror(errno));
-	return s;
-}
-
 int
 joblog_lock(struct joblog *j, const char *path, int wait, char *err,
     size_t errlen)
 {
-	struct stat	 st;
-	/* O_NONBLOCK: a FIFO must not block open(); it is refused below. */
-	int		 fd, rc, fl = O_RDWR | O_APPEND | O_CLOEXEC |
-			    O_NOFOLLOW | O_NOCTTY | O_NONBLOCK;
+	int	 fd;
 
 	j->path = path;
-	for (;;) {
-		j->created = 1;
-		if ((fd = open(path, fl | O_CREAT | O_EXCL, 0666)) == -1 &&
-		    errno == EEXIST) {
-			j->created = 0;
-			if ((fd = open(path, fl)) == -1 && errno == ENOENT)
-				continue;	/* removed meanwhile */
-		}
-		if (fd == -1) {
-			rc = -errno;
-			snprintf(err, errlen, "cannot open joblog '%s': %s",
-			    path, strerror(errno));
-			return rc;
-		}
-		if (fstat(fd, &st) == -1) {
-			rc = -errno;
-			snprintf(err, errlen, "cannot open joblog '%s': %s",
-			    path, strerror(errno));
-			close(fd);
-			return rc;
-		}
-		/* A FIFO or a device holds no past run and can block a
-		 * write for ever (a reader that stops reading). */
-		if (!S_ISREG(st.st_mode)) {
-			snprintf(err, errlen, "joblog '%s' is not a regular "
-			    "file", path);
-			close(fd);
-			return -EINVAL;
-		}
-		if ((rc = file_lock(fd, F_WRLCK, wait, "joblog", path, err,
-		    errlen)) < 0) {
-			close(fd);
-			return rc;
-		}
-		/* The run we waited for may have removed or replaced it:
-		 * lock what the path names now. */
-		if (same_file(path, &st))
-			break;
-		close(fd);
-	}
+	if ((fd = files_open_locked(path, wait, "joblog", &j->created, err,
+	    errlen)) < 0)
+		return fd;
 	j->fd = fd;
 	return 0;
 }
@@ -499,7 +575,9 @@ joblog_open(struct joblog *j, const char *path, int keep, char *err,
     size_t errlen)
 {
 	struct stat	 st;
-	char		 c, head[sizeof(header)], *nl;
+	size_t		 hl;
+	const char	*h = header(&hl);
+	char		 c, head[256], *nl;
 	ssize_t		 n;
 	/* O_RDWR: the last byte tells whether a crash tore a line. */
 	int		 rc, fl = O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC |
@@ -531,21 +609,21 @@ joblog_open(struct joblog *j, const char *path, int keep, char *err,
 	 * a crash cut short, and nothing after it, is written again whole:
 	 * a line after it would leave it a first line that is no header. */
 	if (S_ISREG(st.st_mode) && st.st_size > 0 && (n = pread(j->fd, head,
-	    sizeof(head), 0)) > 0) {
+	    hl + 1, 0)) > 0) {
 		if ((nl = memchr(head, '\n', (size_t)n)) != NULL)
-			j->fmt = header_kind(head, (size_t)(nl - head));
-		else if (n == st.st_size && memcmp(head, header, (size_t)n) ==
-		    0 && ftruncate(j->fd, 0) == 0)
+			j->fmt = joblog_header(head, (size_t)(nl - head));
+		else if (n == st.st_size && memcmp(head, h, (size_t)n) == 0 &&
+		    ftruncate(j->fd, 0) == 0)
 			st.st_size = 0;
 	}
 	if (S_ISREG(st.st_mode) && st.st_size == 0)
-		rc = gp_write_full(j->fd, header, sizeof(header) - 1);
+		rc = gp_write_full(j->fd, h, hl);
 	else if (S_ISREG(st.st_mode) && pread(j->fd, &c, 1, st.st_size - 1) ==
 	    1 && c != '\n')
 		rc = gp_write_full(j->fd, "\n", 1);	/* end a torn line */
 	else if (!S_ISREG(st.st_mode))	/* -, a FIFO, a device: and a
 					   write that fails, fails now */
-		rc = gp_write_full(j->fd, header, sizeof(header) - 1);
+		rc = gp_write_full(j->fd, h, hl);
 	if (rc == 0)
 		return 0;
 fail:
@@ -586,57 +664,17 @@ joblog_changed(const struct joblog *j, unsigned long seq, const char *cmd)
 	return e != NULL && e->hash != joblog_hash(cmd);
 }
 
-/* s at p, escaped; returns the end. */
-static char *
-put_esc(char *p, const char *s)
-{
-	const char	*e;
-
-	for (; *s; s++)
-		if ((e = esc(s)) != NULL) {
-			memcpy(p, e, 2);
-			p += 2;
-		} else
-			*p++ = *s;
-	return p;
-}
-
-/* s at p as GNU parallel writes a Command, the rest of its line: as it
- * is, but a newline (which would end the line) written \n. Returns the
- * end. */
-static char *
-put_raw(char *p, const char *s)
-{
-	for (; *s; s++)
-		if (*s == '\n') {
-			memcpy(p, "\\n", 2);
-			p += 2;
-		} else
-			*p++ = *s;
-	return p;
-}
-
-/* A TAB and v at p, '-' when v < 0; returns the end. */
-static char *
-put_num(char *p, int64_t v)
-{
-	*p++ = '\t';
-	if (v < 0) {
-		*p++ = '-';
-		return p;
-	}
-	return p + sprintf(p, "%lld", (long long)v);
-}
-
 int
-joblog_append(struct joblog *j, const struct jl_rec *r)
+joblog_append(struct joblog *j, const struct attempt *a)
 {
-	/* Escaping at most doubles the command and the GPU id; then two
-	 * TABs and numbers of up to 20 digits, and the newline. */
-	size_t	 tail = 2 * (strlen(r->cmd) + strlen(r->gpu)) + 2 + 2 * 21;
-	size_t	 need = tail + strlen(r->host) + 200;
+	/* GNU parallel's joblog goes on in its nine columns. */
+	int	 ncol = j->fmt == PARALLEL_NCOL ? PARALLEL_NCOL : NCOL, i;
+	/* Escaping at most doubles a text; a number takes at most 320
+	 * bytes (a double's %.3f); the TABs and the newline. */
+	size_t	 need = 2 * (strlen(a->cmd) + strlen(a->gpu)) +
+		    strlen(a->host) + (size_t)NCOL * 321 + 1;
 	char	*l, *p;
-	int	 n, rc;
+	int	 rc;
 
 	if (j->fd < 0)
 		return 0;
@@ -646,18 +684,10 @@ joblog_append(struct joblog *j, const struct jl_rec *r)
 		j->line = l;
 		j->lcap = need;
 	}
-	n = snprintf(j->line, j->lcap, "%lu\t%s\t%.3f\t%.3f\t0\t0\t%d\t%d\t",
-	    r->seq, r->host, r->start, r->runtime, r->exitval, r->signal);
-	if (n < 0 || (size_t)n >= j->lcap - tail)
-		return -EOVERFLOW;
-	if (j->fmt == 9)
-		p = put_raw(j->line + n, r->cmd);
-	else {
-		p = put_esc(j->line + n, r->cmd);
-		*p++ = '\t';
-		p = put_esc(p, r->gpu);
-		p = put_num(p, r->gpu_mem);
-		p = put_num(p, r->gpu_util);
+	for (p = j->line, i = 0; i < ncol; i++) {
+		if (i > 0)
+			*p++ = '\t';
+		p = col_put(p, &cols[i], a, ncol == PARALLEL_NCOL);
 	}
 	*p++ = '\n';
 	/* One write per line: with O_APPEND it lands whole or torn, never
@@ -667,14 +697,4 @@ joblog_append(struct joblog *j, const struct jl_rec *r)
 	if (fdatasync(j->fd) == -1 && errno != EINVAL && errno != EROFS)
 		return -errno;
 	return 0;
-}
-
-/* Whether path names the file st describes (path may not exist). */
-int
-same_file(const char *path, const struct stat *st)
-{
-	struct stat	 ps;
-
-	return stat(path, &ps) == 0 && ps.st_dev == st->st_dev &&
-	    ps.st_ino == st->st_ino;
 }

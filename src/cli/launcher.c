@@ -7,7 +7,7 @@
  */
 #include <stdlib.h>
 
-#include "cli.h"
+#include "ranks.h"
 
 int
 launcher_mpi(void)

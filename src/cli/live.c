@@ -21,7 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 #define LIVE_READS	64	/* records read per wake-up, at most */
 
@@ -37,7 +37,7 @@ live_setup(struct run *r, struct run_conf *conf)
 	    r->o->keep_order || ranks_rank(r->rk) > 0)
 		return 0;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
-		cli_err("cannot create the live output channel: %s",
+		out_err("cannot create the live output channel: %s",
 		    strerror(errno));
 		return -1;
 	}
@@ -92,7 +92,7 @@ live_arm(struct run *r)
 }
 
 size_t
-task_tag(const struct run *r, unsigned long seq, int rank, int worker,
+live_tag(const struct run *r, unsigned long seq, int rank, int worker,
     char *buf, size_t len)
 {
 	const struct peer	*p = &r->peer[rank];
@@ -135,7 +135,7 @@ tag_of(const struct run *r, unsigned long seq, int rank, int worker,
 {
 	if (!r->o->tag)
 		return NULL;
-	(void)task_tag(r, seq, rank, worker, buf, len);
+	(void)live_tag(r, seq, rank, worker, buf, len);
 	return buf;
 }
 
@@ -311,7 +311,7 @@ verbose_line(struct run *r, const struct task *t, const struct attempt *oc,
 }
 
 void
-print_output(struct run *r, const struct task *t, const struct attempt *oc)
+live_print(struct run *r, const struct task *t, const struct attempt *oc)
 {
 	const char	*tg;
 	char		 tag[TAG_MAX];
@@ -339,7 +339,7 @@ print_output(struct run *r, const struct task *t, const struct attempt *oc)
 	}
 	order_done(r, t->nth);
 	if (oc->outcut || oc->errcut)
-		cli_warn("task %lu: %llu bytes of its stdout and %llu of its "
+		out_warn("task %lu: %llu bytes of its stdout and %llu of its "
 		    "stderr were dropped (over %u MiB each; --results DIR "
 		    "keeps everything)", t->seq,
 		    (unsigned long long)oc->outcut,

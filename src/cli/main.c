@@ -18,7 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC	(1U << 2)
@@ -67,7 +67,7 @@ streams_note(void)
 	if (files_note(FILE_STREAM, "standard output", NULL, STDOUT_FILENO,
 	    err, sizeof(err)) < 0 || files_note(FILE_STREAM,
 	    "standard error", NULL, STDERR_FILENO, err, sizeof(err)) < 0) {
-		cli_err("%s", err);
+		out_err("%s", err);
 		return -1;
 	}
 	return 0;
@@ -180,7 +180,7 @@ dry_run(struct run *r)
 		}
 		if (rc != TASKS_LINE)
 			break;
-		if (run_skip(r, r->in.seq, r->in.line + r->in.cmd)) {
+		if (feed_skip(r, r->in.seq, r->in.line + r->in.cmd)) {
 			r->skipped++;
 			continue;
 		}
@@ -192,17 +192,17 @@ dry_run(struct run *r)
 	if (fflush(stdout) != 0)
 		rc = -EIO;
 	if (rc < 0) {
-		cli_err("%s", r->in.err[0] ? r->in.err : strerror(-rc));
+		out_err("%s", r->in.err[0] ? r->in.err : strerror(-rc));
 		return EXIT_FATAL;
 	}
 	if (!r->o->quiet)
-		cli_err("dry run: %lu tasks would run%s, none was started", n,
+		out_err("dry run: %lu tasks would run%s, none was started", n,
 		    r->skipped ? " (the joblog has the others)" : "");
 	return 0;
 }
 
 /* A grid's tasks: its rows, less those the joblog has done for
- * --resume; only those are expanded (for run_skip()'s look at their
+ * --resume; only those are expanded (for feed_skip()'s look at their
  * commands), so that the count takes no longer than the joblog is long,
  * however large the product. The count, or -errno with err. */
 static long
@@ -222,7 +222,7 @@ grid_total(struct run *r, const struct grid *g, char *err, size_t errlen)
 		if ((rc = grid_line(g, seq, &b, err, errlen)) < 0)
 			break;
 		off = need_parse((const char *)b.data, &nd, NULL, 0);
-		done += run_skip(r, seq, (const char *)b.data + (off > 0 ?
+		done += feed_skip(r, seq, (const char *)b.data + (off > 0 ?
 		    off : 0)) != 0;
 	}
 	gp_buf_release(&b);
@@ -259,8 +259,8 @@ failed_total(const struct joblog *j)
 static int
 subreaper_start(void)
 {
-	if (keep_children() < 0) {
-		cli_err("out of memory");
+	if (reap_keep_children() < 0) {
+		out_err("out of memory");
 		return -1;
 	}
 	(void)prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -285,24 +285,24 @@ inputs_open(struct run *r, const struct opts *o, struct grid *g)
 	if (o->grid_argv != NULL) {
 		if (grid_parse(g, o->grid_argv, o->grid_argc, &o->gc, err,
 		    sizeof(err)) < 0) {
-			cli_err("%s", err);
+			out_err("%s", err);
 			return -1;
 		}
 		if (tasks_open_grid(&r->in, g) < 0) {
-			cli_err("out of memory");
+			out_err("out of memory");
 			return -1;
 		}
 	} else if (o->retry_failed)
 		(void)tasks_open_list(&r->in, &r->jl);
 	else if (tasks_open(&r->in, o->file, err, sizeof(err)) < 0) {
-		cli_err("%s", err);
+		out_err("%s", err);
 		return -1;
 	}
 	/* Locked before it is read or truncated, for the whole run. */
 	if (jl != NULL && strcmp(jl, "-") != 0 && (joblog_lock(&r->jl, jl,
 	    o->wait_lock, err, sizeof(err)) < 0 || files_note(FILE_OUT,
 	    "joblog", jl, r->jl.fd, err, sizeof(err)) < 0)) {
-		cli_err("%s", err);
+		out_err("%s", err);
 		return -1;
 	}
 	/* A picture that cannot be written fails now, not at the end; after
@@ -310,7 +310,7 @@ inputs_open(struct run *r, const struct opts *o, struct grid *g)
 	 * file the picture must not replace. */
 	if (o->timeline != NULL && !o->dry_run && timeline_open(&r->tl,
 	    o->timeline, err, sizeof(err)) < 0) {
-		cli_err("%s", err);
+		out_err("%s", err);
 		return -1;
 	}
 	/* A tasks file is read while the run goes: no other run may make it
@@ -318,16 +318,16 @@ inputs_open(struct run *r, const struct opts *o, struct grid *g)
 	 * while another writes it. After this run's own joblog lock, which
 	 * the check above keeps off the tasks file. Only a file opened here:
 	 * standard input's description may be the shell's too. */
-	if (r->in.rd.regular && strcmp(o->file, "-") != 0 && file_lock(r->in.rd.fd,
+	if (r->in.rd.regular && strcmp(o->file, "-") != 0 && files_lock(r->in.rd.fd,
 	    F_RDLCK, o->wait_lock, "tasks file", o->file, err,
 	    sizeof(err)) < 0) {
-		cli_err("%s", err);
+		out_err("%s", err);
 		return -1;
 	}
 	r->jl.keep_cmd = o->retry_failed;
 	if ((o->resume || o->resume_failed || o->retry_failed) && jl != NULL &&
 	    joblog_load(&r->jl, jl, err, sizeof(err)) < 0) {
-		cli_err("%s", err);
+		out_err("%s", err);
 		return -1;
 	}
 	/* A file is checked whole before anything runs (which also gives
@@ -335,16 +335,16 @@ inputs_open(struct run *r, const struct opts *o, struct grid *g)
 	 * checked by grid_parse(), and is counted without its product. */
 	n = r->in.grid != NULL ? grid_total(r, r->in.grid, err, sizeof(err)) :
 	    o->retry_failed ? failed_total(&r->jl) : r->in.rd.regular ?
-	    tasks_scan(o->file, run_skip, r, err, sizeof(err)) : -1;
+	    tasks_scan(o->file, feed_skip, r, err, sizeof(err)) : -1;
 	if (n < -1) {
-		cli_err("%s", err);
+		out_err("%s", err);
 		return -1;
 	}
 	r->total = n;
 	r->changed = 0;		/* counted again as the run skips them */
 	/* GNU parallel counts every task before it starts one. */
 	if (o->halt_pct && r->total < 0) {
-		cli_err("--halt %s: a percentage is of all the tasks, and a "
+		out_err("--halt %s: a percentage is of all the tasks, and a "
 		    "pipe cannot be counted before the run (give a count, or "
 		    "a file)", o->halt_arg);
 		return -1;
@@ -406,18 +406,18 @@ run_jobs(struct opts *o, char **gpus)
 	else if (n < g && !o->per_gpu_set) {
 		/* One slot on each of the first n, as Python's processes=. */
 		if ((*gpus = first_gpus(pool, n)) == NULL) {
-			cli_err("out of memory");
+			out_err("out of memory");
 			gp_pool_destroy(pool);
 			return -1;
 		}
 		o->gpus = *gpus;	/* --gpus free keeps "free:" */
 	} else {
 		if (o->per_gpu_set)
-			cli_err("-j %d with --per-gpu %d: the run has %d GPU%s, "
+			out_err("-j %d with --per-gpu %d: the run has %d GPU%s, "
 			    "so %d slots (leave one of them out)", n, per, g,
 			    g == 1 ? "" : "s", g * per);
 		else
-			cli_err("-j %d: the run has %d GPU%s, and each gets the "
+			out_err("-j %d: the run has %d GPU%s, and each gets the "
 			    "same number of slots: ask for a multiple of %d, or "
 			    "at most %d (one slot on each of the first ones), "
 			    "or choose the GPUs with --gpus", n, g, g == 1 ? "" :
@@ -449,10 +449,10 @@ run_main(const struct opts *o)
 	 * them, never has MPI's threads. Without ranks, --show-gpus and
 	 * --dry-run keep the default ^C. */
 	err[0] = '\0';
-	if (run_block_signals(&set) < 0 ||
+	if (signals_block(&set) < 0 ||
 	    ranks_init(&r.rk, &set, err, sizeof(err)) < 0 ||
 	    ranks_start(r.rk, err, sizeof(err)) < 0) {
-		cli_err("%s", err[0] ? err : strerror(errno));
+		out_err("%s", err[0] ? err : strerror(errno));
 		return run_ranks_end(&r, EXIT_FATAL);
 	}
 	if (r.rk == NULL)
@@ -491,7 +491,7 @@ main(int argc, char **argv)
 	err[0] = '\0';
 	ranks_handover(argv, err, sizeof(err));
 	if (err[0] != '\0') {
-		cli_err("%s", err);
+		out_err("%s", err);
 		return EXIT_FATAL;
 	}
 	if ((rc = opts_parse(argc, argv, &o)) != 0)
@@ -505,6 +505,6 @@ main(int argc, char **argv)
 	else
 		rc = o.show_gpus ? show_gpus(&o) : run_main(&o);
 	free(jgpus);
-	opts_release(&o);
+	popt_release(&o);
 	return rc;
 }

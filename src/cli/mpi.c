@@ -40,7 +40,7 @@
 
 #include <mpi.h>
 
-#include "cli.h"
+#include "ranks.h"
 #include "../io.h"
 
 /* The rank's side, in the process that runs the pool. */

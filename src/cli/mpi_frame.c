@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "ranks.h"
 
 size_t
 frame_shm_len(int size)

@@ -32,7 +32,7 @@
 
 #include <mpi.h>
 
-#include "cli.h"
+#include "ranks.h"
 #include "../io.h"
 
 #define RANKS_BEAT_NS		1000000000LL

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "ranks.h"
 
 extern char **environ;
 

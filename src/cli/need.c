@@ -194,7 +194,7 @@ need_parse(const char *line, struct task_need *nd, char *err,
 }
 
 void
-need_for_item(const struct opts *o, const struct gp_item *it,
+need_for_item(uint64_t mem, int gpus, const struct gp_item *it,
     struct gp_need *need)
 {
 	struct task_need	 nd;
@@ -203,8 +203,8 @@ need_for_item(const struct opts *o, const struct gp_item *it,
 	    need_parse((const char *)it->in + sizeof(struct task_hdr), &nd,
 	    NULL, 0) < 0)
 		memset(&nd, 0, sizeof(nd));	/* tasks.c checked it */
-	need->mem = nd.mem ? nd.mem : o->mem;
-	need->gpus = nd.gpus ? nd.gpus : o->gpus_per_task;
+	need->mem = nd.mem ? nd.mem : mem;
+	need->gpus = nd.gpus ? nd.gpus : gpus;
 }
 
 int

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "master.h"
 
 /* Option values (counts: popt_count()). */
 /*
@@ -226,7 +226,7 @@ opt_threads(const char *arg, struct opts *o)
 	errno = 0;
 	v = strtol(arg, &end, 10);
 	if (errno || end == arg || *end != '\0' || v < 1 || v > 65536) {
-		cli_err("--threads: '%s' is not cpus, no or a count 1..65536",
+		out_err("--threads: '%s' is not cpus, no or a count 1..65536",
 		    arg);
 		return -1;
 	}
@@ -244,7 +244,7 @@ opt_count(int c, struct opts *o)
 	switch (c) {
 	case OPT_FAKE:
 		if (popt_count(optarg, 0, 1024, &n) < 0) {
-			cli_err("--fake-gpus: '%s' is not a GPU count "
+			out_err("--fake-gpus: '%s' is not a GPU count "
 			    "(0 to 1024)", optarg);
 			return -1;
 		}
@@ -257,7 +257,7 @@ opt_count(int c, struct opts *o)
 		break;
 	case OPT_PERGPU:
 		if (popt_count(optarg, 1, 1024, &n) < 0) {
-			cli_err("--per-gpu: '%s' is not a count of "
+			out_err("--per-gpu: '%s' is not a count of "
 			    "tasks per GPU (1 to 1024)", optarg);
 			return -1;
 		}
@@ -266,7 +266,7 @@ opt_count(int c, struct opts *o)
 		break;
 	case OPT_RETRIES:
 		if (popt_count(optarg, 0, 1000000, &n) < 0) {
-			cli_err("--retries: '%s' is not a number of "
+			out_err("--retries: '%s' is not a number of "
 			    "retries", optarg);
 			return -1;
 		}
@@ -290,7 +290,7 @@ opt_time(int c, struct opts *o)
 		if (strchr(optarg, '%') != NULL ? parse_pct(optarg,
 		    &o->timeout_pct) < 0 : parse_duration(optarg,
 		    &o->timeout_ms) < 0) {
-			cli_err("--timeout: bad duration '%s' (say 90, 90s, "
+			out_err("--timeout: bad duration '%s' (say 90, 90s, "
 			    "15m, 2h, 1.5h or 200%%)", optarg);
 			return -1;
 		}
@@ -299,7 +299,7 @@ opt_time(int c, struct opts *o)
 	case OPT_DELAY:
 		if (parse_duration(optarg, c == OPT_GRACE ? &o->grace_ms :
 		    &o->delay_ms) < 0) {
-			cli_err("%s: bad duration '%s' (say 90, 90s, "
+			out_err("%s: bad duration '%s' (say 90, 90s, "
 			    "15m, 2h or 1.5h)", c == OPT_GRACE ? "--grace" :
 			    "--delay", optarg);
 			return -1;
@@ -308,14 +308,14 @@ opt_time(int c, struct opts *o)
 	case OPT_RANKTMO:
 		if (parse_duration(optarg, &o->rank_timeout_ms) < 0 ||
 		    o->rank_timeout_ms == 0) {
-			cli_err("--rank-timeout: bad duration '%s' (say "
+			out_err("--rank-timeout: bad duration '%s' (say "
 			    "30s or 2m)", optarg);
 			return -1;
 		}
 		break;
 	case OPT_HALT:
 		if (parse_halt(optarg, o) < 0) {
-			cli_err("--halt: bad policy '%s' (say never, "
+			out_err("--halt: bad policy '%s' (say never, "
 			    "now,fail=N, soon,fail=N or now,fail=N%%; or "
 			    "success=, done=)", optarg);
 			return -1;
@@ -336,7 +336,7 @@ opt_gpu(int c, struct opts *o)
 	switch (c) {
 	case OPT_BUSYPCT:
 		if (popt_count(optarg, 1, 100, &n) < 0) {
-			cli_err("--busy-pct: '%s' is not a percentage (1 to "
+			out_err("--busy-pct: '%s' is not a percentage (1 to "
 			    "100)", optarg);
 			return -1;
 		}
@@ -344,14 +344,14 @@ opt_gpu(int c, struct opts *o)
 		break;
 	case OPT_MEM:
 		if (need_size(optarg, strlen(optarg), &o->mem, &why) < 0) {
-			cli_err("--mem: bad size '%s': %s", optarg, why);
+			out_err("--mem: bad size '%s': %s", optarg, why);
 			return -1;
 		}
 		break;
 	case OPT_GPT:
 		if (need_gpus(optarg, strlen(optarg), &o->gpus_per_task,
 		    &why) < 0) {
-			cli_err("--gpus-per-task: '%s' is %s", optarg, why);
+			out_err("--gpus-per-task: '%s' is %s", optarg, why);
 			return -1;
 		}
 		break;
@@ -372,14 +372,14 @@ opt_name(int c, struct opts *o)
 		o->gpus = o->gpus_free ? (optarg[4] ? optarg + 5 : NULL) :
 		    optarg;
 		if (o->gpus != NULL && *o->gpus == '\0') {
-			cli_err("--gpus: empty GPU list%s", o->gpus_free ?
+			out_err("--gpus: empty GPU list%s", o->gpus_free ?
 			    " after 'free:'" : "");
 			return -1;
 		}
 		break;
 	case OPT_JOBLOG:
 		if (*optarg == '\0' || strcmp(optarg, "+") == 0) {
-			cli_err("--joblog: empty file name");
+			out_err("--joblog: empty file name");
 			return -1;
 		}
 		/* +FILE: GNU parallel's "append". */
@@ -389,7 +389,7 @@ opt_name(int c, struct opts *o)
 	case OPT_RESULTS:
 		o->results = optarg;
 		if (*optarg == '\0') {
-			cli_err("--results: empty directory name");
+			out_err("--results: empty directory name");
 			return -1;
 		}
 		break;
@@ -402,7 +402,7 @@ opt_name(int c, struct opts *o)
 	case OPT_TIMELINE:
 	case OPT_FROMJL:
 		if (*optarg == '\0') {
-			cli_err("--%s: empty file name", c == OPT_TIMELINE ?
+			out_err("--%s: empty file name", c == OPT_TIMELINE ?
 			    "timeline" : "from-joblog");
 			return -1;
 		}
@@ -418,7 +418,7 @@ opt_grid(int c, struct opts *o)
 {
 	if (c == OPT_HEADER) {
 		if (strcmp(optarg, ":") != 0) {
-			cli_err("--header: '%s' is not supported (say --header "
+			out_err("--header: '%s' is not supported (say --header "
 			    ":)", optarg);
 			return -1;
 		}
@@ -426,7 +426,7 @@ opt_grid(int c, struct opts *o)
 		return 0;
 	}
 	if (*optarg == '\0') {
-		cli_err("--colsep: empty separator");
+		out_err("--colsep: empty separator");
 		return -1;
 	}
 	o->gc.colsep = strcmp(optarg, "\\t") == 0 ? "\t" : optarg;
@@ -443,12 +443,12 @@ opt_output(int c, struct opts *o)
 		o->tag = 1;
 	else if (o->out_mode != OUT_GROUP && o->out_mode != (c == OPT_LINEBUF ?
 	    OUT_LINE : OUT_UNGROUP)) {
-		cli_err("--line-buffer and --ungroup exclude each other");
+		out_err("--line-buffer and --ungroup exclude each other");
 		return -1;
 	} else
 		o->out_mode = c == OPT_LINEBUF ? OUT_LINE : OUT_UNGROUP;
 	if (o->tag && o->out_mode == OUT_UNGROUP) {
-		cli_err("--tag needs lines: not with --ungroup (say "
+		out_err("--tag needs lines: not with --ungroup (say "
 		    "--line-buffer)");
 		return -1;
 	}
@@ -528,16 +528,16 @@ opt_set(int c, const char *opt, struct opts *o)
 		fputs(usage_text, stdout);
 		return 1;
 	case ':':
-		cli_err("option '%s' needs a value (see %s --help)",
+		out_err("option '%s' needs a value (see %s --help)",
 		    opt, CLI_NAME);
 		return -1;
 	default:
 		if (optopt != 0 && !popt_refused((char[]){ '-', (char)optopt,
 		    '\0' }))
-			cli_err("unknown option '-%c' (see %s --help)",
+			out_err("unknown option '-%c' (see %s --help)",
 			    optopt, CLI_NAME);
 		else if (optopt == 0 && !popt_refused(opt))
-			cli_err("unknown option '%s' (see %s --help)",
+			out_err("unknown option '%s' (see %s --help)",
 			    opt, CLI_NAME);
 		return -1;
 	}
@@ -554,23 +554,23 @@ opts_check(int argc, char **argv, struct opts *o)
 	 * files say what ended, and how. */
 	if ((o->resume || o->resume_failed) && o->joblog == NULL &&
 	    o->results == NULL) {
-		cli_err("%s needs --joblog FILE or --results DIR", r);
+		out_err("%s needs --joblog FILE or --results DIR", r);
 		return -1;
 	}
 	if (o->retry_failed && (o->joblog == NULL || o->resume ||
 	    o->resume_failed)) {
-		cli_err("--retry-failed needs --joblog FILE%s", o->joblog ?
+		out_err("--retry-failed needs --joblog FILE%s", o->joblog ?
 		    " (and no --resume: it reruns only what failed)" : "");
 		return -1;
 	}
 	if ((o->wait_free || o->busy_pct) && !o->gpus_free) {
-		cli_err("%s needs --gpus free", o->wait_free ? "--wait-free" :
+		out_err("%s needs --gpus free", o->wait_free ? "--wait-free" :
 		    "--busy-pct");
 		return -1;
 	}
 	if (o->from_joblog != NULL) {
 		if (o->timeline == NULL || optind < argc || o->file != NULL) {
-			cli_err("--from-joblog needs --timeline FILE.svg and "
+			out_err("--from-joblog needs --timeline FILE.svg and "
 			    "no tasks file");
 			return -1;
 		}
@@ -578,18 +578,18 @@ opts_check(int argc, char **argv, struct opts *o)
 	}
 	if (o->show_gpus) {
 		if (optind < argc || o->file != NULL) {
-			cli_err("--show-gpus takes no tasks file");
+			out_err("--show-gpus takes no tasks file");
 			return -1;
 		}
 		return 0;
 	}
 	if (o->tag && o->out_mode == OUT_UNGROUP) {
-		cli_err("--tagstring needs lines: not with --ungroup (say "
+		out_err("--tagstring needs lines: not with --ungroup (say "
 		    "--line-buffer)");
 		return -1;
 	}
 	if (o->keep_order && o->out_mode == OUT_UNGROUP) {
-		cli_err("-k keeps each task's output whole, in order: not with "
+		out_err("-k keeps each task's output whole, in order: not with "
 		    "--ungroup (-u)");
 		return -1;
 	}

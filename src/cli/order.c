@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 /* The slot of task nth in the window, grown to hold it; NULL: out of
  * memory. */

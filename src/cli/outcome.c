@@ -14,7 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cli.h"
+#include "master.h"
 
 /* The worker's reply, when it sent a whole one: 1 (oc filled in from
  * it), else 0 (oc untouched). */
@@ -24,12 +24,9 @@ from_reply(const struct gp_item *it, struct attempt *oc)
 	struct task_reply	 rp;
 	const char		*p;
 
-	if (it->out == NULL || it->outlen < sizeof(rp))
+	if (rp_reply_decode(it->out, it->outlen, &rp) < 0)
 		return 0;
-	memcpy(&rp, it->out, sizeof(rp));
-	if (sizeof(rp) + rp.outlen + rp.errlen + rp.msglen + rp.gpuslen !=
-	    it->outlen)
-		return 0;
+	oc->rp = rp;
 	if ((rp.flags & R_STOPPED) && (rp.flags & R_NOSTART)) {
 		oc->kind = K_NOTRUN;
 		return 1;
@@ -62,7 +59,7 @@ from_reply(const struct gp_item *it, struct attempt *oc)
 		oc->kind = K_STOPPED;
 	else {
 		oc->kind = K_FAILED;
-		oc->oom = gpu_oom(oc->err, oc->errlen);
+		oc->oom = outcome_gpu_oom(oc->err, oc->errlen);
 	}
 	return 1;
 }
@@ -80,7 +77,7 @@ too_big(const struct run *r, const struct task *t, struct attempt *oc)
 	size_t			 n;
 	int			 g;
 
-	need_for_item(r->o, it, &nd);
+	need_for_item(r->o->mem, r->o->gpus_per_task, it, &nd);
 	n = (size_t)snprintf(oc->why, sizeof(oc->why), "it needs more than "
 	    "the GPUs here have: %d at once, %.1f GiB on each",
 	    nd.gpus > 1 ? nd.gpus : 1, (double)nd.mem / (1u << 30));
@@ -143,7 +140,7 @@ no_reply(const struct run *r, const struct task *t, struct attempt *oc)
 }
 
 void
-outcome(const struct run *r, const struct task *t, struct attempt *oc)
+outcome_read(const struct run *r, const struct task *t, struct attempt *oc)
 {
 	const struct gp_item	*it = &t->item;
 
@@ -159,7 +156,7 @@ outcome(const struct run *r, const struct task *t, struct attempt *oc)
 }
 
 /* A time limit as it was applied: to the ms under 10 s ("0.601s",
- * "1.5s", "2s"; a 0.6 s limit is not "1s"), else as fmt_secs() says it. */
+ * "1.5s", "2s"; a 0.6 s limit is not "1s"), else as out_fmt_secs() says it. */
 static void
 fmt_limit(char *buf, size_t len, uint64_t ms)
 {
@@ -167,7 +164,7 @@ fmt_limit(char *buf, size_t len, uint64_t ms)
 	size_t	 n;
 
 	if (ms >= 10000) {
-		fmt_secs(buf, len, (double)ms / 1000);
+		out_fmt_secs(buf, len, (double)ms / 1000);
 		return;
 	}
 	snprintf(frac, sizeof(frac), ".%03u", (unsigned)(ms % 1000));
@@ -177,7 +174,7 @@ fmt_limit(char *buf, size_t len, uint64_t ms)
 }
 
 void
-describe(const struct run *r, const struct attempt *oc, char *buf,
+outcome_describe(const struct run *r, const struct attempt *oc, char *buf,
     size_t len)
 {
 	char	 tmo[32];
@@ -307,7 +304,7 @@ names_gpu(const char *l, size_t n)
 }
 
 int
-gpu_oom(const char *err, size_t len)
+outcome_gpu_oom(const char *err, size_t len)
 {
 	size_t	 i;
 
@@ -320,4 +317,13 @@ gpu_oom(const char *err, size_t len)
 		if (on_a_line(err, len, oom_tf[i], names_no_host))
 			return 1;
 	return on_a_line(err, len, "out of memory", names_gpu);
+}
+
+void
+outcome_usage(struct gp_pool *pool, struct gp_item *it)
+{
+	struct gp_usage		 u;
+
+	if (it->out != NULL && gp_pool_usage(pool, it->worker, &u) == 0)
+		rp_reply_usage(it->out, it->outlen, &u);
 }

@@ -2,10 +2,10 @@
  * output.c: what a run writes: task output, messages and the progress
  * bar, through a queue per stream that standard output and standard
  * error drain as far as they take bytes without blocking (out_flush()),
- * and the summary at the end. Messages go through cli_err(), which
+ * and the summary at the end. Messages go through out_err(), which
  * clears the bar first. It decides nothing about the run: a failed
  * standard output sets r->fatal and r->out_halt and asks the run to halt
- * through the r->halt hook (feed.c's halt_start()), so that this file,
+ * through the r->halt hook (feed.c's feed_halt_start()), so that this file,
  * which every other one uses, calls none of them back.
  */
 #include <errno.h>
@@ -20,7 +20,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 #define BAR_PERIOD_NS		250000000LL
 #define WAIT_NOTE_NS		5000000000LL	/* a wait worth a word */
@@ -55,7 +55,7 @@ out_fail(struct run *r, struct outq *q, int err)
 	r->fatal = 1;
 	r->out_halt = 1;
 	/* With 2>&1 this fails as well, at once. */
-	cli_err("cannot write standard output: %s; stopping", strerror(-err));
+	out_err("cannot write standard output: %s; stopping", strerror(-err));
 	r->halt(r, RC_CANCEL);
 }
 
@@ -175,7 +175,7 @@ out_drain(struct run *r)
 			if (n > 0) {
 				out_fail(r, &r->oq, -ECANCELED);
 				if (!r->out_same)
-					cli_err("got SIG%s: %zu bytes of "
+					out_err("got SIG%s: %zu bytes of "
 					    "output were not written (standard "
 					    "output takes none)",
 					    sigabbrev_np(r->sig), n);
@@ -190,8 +190,8 @@ out_drain(struct run *r)
 		if (poll(pfd, 3, gp_poll_ms(dl, now)) == -1 && errno != EINTR)
 			break;
 		if (pfd[2].revents) {
-			(void)run_signals(r);
-			bar_winch(r);
+			(void)signals_read(r);
+			out_bar_winch(r);
 		}
 	}
 	r->out_on = 0;
@@ -223,7 +223,7 @@ bar_clear(struct run *r)
 
 /* The terminal's width, now and after each SIGWINCH. */
 void
-bar_size(struct run *r)
+out_bar_size(struct run *r)
 {
 	struct winsize	 ws;
 
@@ -232,7 +232,7 @@ bar_size(struct run *r)
 }
 
 void
-fmt_secs(char *buf, size_t len, double s)
+out_fmt_secs(char *buf, size_t len, double s)
 {
 	long	 t = (long)(s + 0.5);
 
@@ -259,7 +259,7 @@ running(const struct run *r)
 }
 
 void
-bar_draw(struct run *r, int force)
+out_bar_draw(struct run *r, int force)
 {
 	char		 line[400], tot[32], eta[48] = "", el_s[32];
 	char		 wait[160] = "";
@@ -279,14 +279,14 @@ bar_draw(struct run *r, int force)
 	r->bar_last = now;
 	el = (double)(now - r->t0) / 1e9;
 	rate = el > 0 ? (double)done / el : 0;
-	fmt_secs(el_s, sizeof(el_s), el);
+	out_fmt_secs(el_s, sizeof(el_s), el);
 	if (r->total >= 0)
 		snprintf(tot, sizeof(tot), "%ld", r->total);
 	else
 		snprintf(tot, sizeof(tot), "?");
 	if (r->total >= 0 && rate > 0 && (unsigned long)r->total >= done) {
 		memcpy(eta, ", ETA ", 7);
-		fmt_secs(eta + 6, sizeof(eta) - 6,
+		out_fmt_secs(eta + 6, sizeof(eta) - 6,
 		    (double)((unsigned long)r->total - done) / rate);
 	}
 	/* The task that waits for a GPU was handed to the pool, which holds
@@ -316,7 +316,7 @@ bar_draw(struct run *r, int force)
 }
 
 void
-gpu_notes(struct run *r)
+out_gpu_notes(struct run *r)
 {
 	const char	*gone;
 	char		 why[160];
@@ -326,7 +326,7 @@ gpu_notes(struct run *r)
 		return;
 	if (!r->mon_said && (gone = gp_pool_monitor(r->pool)) != NULL) {
 		r->mon_said = 1;
-		cli_warn("%s: GPU use is unknown from now on, every GPU "
+		out_warn("%s: GPU use is unknown from now on, every GPU "
 		    "counts as free", gone);
 	}
 	if (!gp_pool_waiting(r->pool, why, sizeof(why)) || running(r) > 1) {
@@ -340,21 +340,21 @@ gpu_notes(struct run *r)
 	if (r->bar || r->wait_said || now - r->wait_since < WAIT_NOTE_NS)
 		return;
 	r->wait_said = 1;
-	note(r, "nothing runs, and the next task has waited %.0f s for a "
+	out_note(r, "nothing runs, and the next task has waited %.0f s for a "
 	    "GPU: %s", (double)(now - r->wait_since) / 1e9, why);
 }
 
-/* After SIGWINCH (run_signals() set r->winch): the terminal's new width,
+/* After SIGWINCH (signals_read() set r->winch): the terminal's new width,
  * and the bar drawn again in it. */
 void
-bar_winch(struct run *r)
+out_bar_winch(struct run *r)
 {
 	if (!r->winch)
 		return;
 	r->winch = 0;
-	bar_size(r);
+	out_bar_size(r);
 	if (r->bar_shown)
-		bar_draw(r, 1);
+		out_bar_draw(r, 1);
 }
 
 static void
@@ -378,7 +378,7 @@ say(const char *pfx, const char *fmt, va_list ap)
 }
 
 void
-cli_err(const char *fmt, ...)
+out_err(const char *fmt, ...)
 {
 	va_list	 ap;
 
@@ -388,7 +388,7 @@ cli_err(const char *fmt, ...)
 }
 
 void
-cli_warn(const char *fmt, ...)
+out_warn(const char *fmt, ...)
 {
 	va_list	 ap;
 
@@ -399,7 +399,7 @@ cli_warn(const char *fmt, ...)
 
 /* A notice about a task; --quiet drops it. */
 void
-note(const struct run *r, const char *fmt, ...)
+out_note(const struct run *r, const char *fmt, ...)
 {
 	va_list	 ap;
 
@@ -497,7 +497,7 @@ not_started(const struct run *r, char *buf, size_t len)
 }
 
 void
-summary(struct run *r)
+out_summary(struct run *r)
 {
 	char		 buf[1024], wall[32];
 	struct peer	*p;
@@ -510,7 +510,7 @@ summary(struct run *r)
 	bar_clear(r);
 	if (r->o->quiet)
 		return;
-	fmt_secs(wall, sizeof(wall), el);
+	out_fmt_secs(wall, sizeof(wall), el);
 	if (el < 60)
 		snprintf(wall, sizeof(wall), "%.1fs", el);
 	n = (size_t)snprintf(buf, sizeof(buf), "%lu ok, %lu failed", r->ok,
@@ -539,7 +539,7 @@ summary(struct run *r)
 		    100.0 * (double)busy / 1e9 / el / p->nw : 0.0, p->ran,
 		    p->ran == 1 ? "" : "s", p->lost ? ", lost" : "");
 	}
-	cli_err("%s", buf);
+	out_err("%s", buf);
 	if (r->gmem_peak > 0 || r->gutil_n > 0 || r->oom > 0) {
 		n = (size_t)snprintf(buf, sizeof(buf), "GPU:");
 		if (r->gmem_peak > 0)
@@ -553,10 +553,10 @@ summary(struct run *r)
 		if (r->oom > 0)
 			(void)snprintf(buf + n, sizeof(buf) - n, "%s %lu out "
 			    "of GPU memory", n > 4 ? "," : "", r->oom);
-		cli_err("%s", buf);
+		out_err("%s", buf);
 	}
 	if (r->changed > 1)
-		cli_warn("%lu skipped tasks had another command in the joblog",
+		out_warn("%lu skipped tasks had another command in the joblog",
 		    r->changed);
 }
 

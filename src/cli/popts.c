@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 #define MAX_CHARS_DEFAULT	131071	/* one argument of exec(), less
 					   its NUL: sh -c takes the line */
@@ -78,7 +78,7 @@ opt_delim(const char *arg, struct opts *o)
 	int	 c;
 
 	if (*arg == '\0' || (d = malloc(strlen(arg) + 1)) == NULL) {
-		cli_err("-d: empty delimiter");
+		out_err("-d: empty delimiter");
 		return -1;
 	}
 	while (*arg != '\0') {
@@ -88,7 +88,7 @@ opt_delim(const char *arg, struct opts *o)
 		}
 		arg++;
 		if ((c = unescape(&arg)) < 0) {
-			cli_err("-d: unknown escape '\\%c' (say \\n, \\t, \\0, "
+			out_err("-d: unknown escape '\\%c' (say \\n, \\t, \\0, "
 			    "\\xHH or \\NNN)", *arg);
 			free(d);
 			return -1;
@@ -109,12 +109,12 @@ opt_argfile(const char *arg, struct opts *o)
 	const char	**a;
 
 	if (*arg == '\0') {
-		cli_err("-a: empty file name");
+		out_err("-a: empty file name");
 		return -1;
 	}
 	if ((a = realloc(o->gc.argfile, (size_t)(o->gc.nargfile + 1) *
 	    sizeof(*a))) == NULL) {
-		cli_err("out of memory");
+		out_err("out of memory");
 		return -1;
 	}
 	o->gc.argfile = a;
@@ -132,7 +132,7 @@ opt_counts(int c, const char *arg, struct opts *o)
 		/* +N, -N, N% and 0 count CPU cores in parallel: a GPU slot
 		 * is no core. */
 		if (popt_count(arg, 1, 1024 * 1024, &n) < 0) {
-			cli_err("-j: '%s' is not a number of slots (1 or more: "
+			out_err("-j: '%s' is not a number of slots (1 or more: "
 			    "spread over the GPUs, see gpupool-run(1); GNU "
 			    "parallel's 0, +N, -N and N%% count CPU cores)",
 			    arg);
@@ -141,14 +141,14 @@ opt_counts(int c, const char *arg, struct opts *o)
 		o->jobs = (int)n;
 	} else if (c == 'N' || c == 'n') {
 		if (popt_count(arg, 0, 1L << 30, &n) < 0) {
-			cli_err("-%c: '%s' is not a number of arguments per "
+			out_err("-%c: '%s' is not a number of arguments per "
 			    "task (0 to 2^30)", c, arg);
 			return -1;
 		}
 		o->gc.per_task = n;
 	} else {
 		if (popt_count(arg, 1, LINE_MAX_BYTES, &n) < 0) {
-			cli_err("-s: '%s' is not a line length (1 to %u)",
+			out_err("-s: '%s' is not a line length (1 to %u)",
 			    arg, LINE_MAX_BYTES);
 			return -1;
 		}
@@ -173,7 +173,7 @@ opt_string(int c, const char *arg, struct opts *o)
 		return 0;
 	}
 	if (*arg == '\0' || (c == POPT_SHELL && *arg != '/')) {
-		cli_err("%s: %s", what[c - POPT_BASE], *arg == '\0' ? "empty" :
+		out_err("%s: %s", what[c - POPT_BASE], *arg == '\0' ? "empty" :
 		    "give the shell's absolute path (say /bin/bash)");
 		return -1;
 	}
@@ -248,7 +248,7 @@ popt_init(struct opts *o)
 }
 
 void
-opts_release(struct opts *o)
+popt_release(struct opts *o)
 {
 	if (o->gc.delim != newline && o->gc.delim != nul)
 		free((char *)o->gc.delim);
@@ -294,13 +294,13 @@ popt_shell(const struct opts *o, char *buf, size_t len)
 		return 0;
 	}
 	if (strlen(s) >= len) {
-		cli_err("%s: '%.40s...' is longer than %zu bytes", what, s,
+		out_err("%s: '%.40s...' is longer than %zu bytes", what, s,
 		    len - 1);
 		return -1;
 	}
 	/* A name without '/' is looked up in $PATH when a task starts. */
 	if (strchr(s, '/') != NULL && access(s, X_OK) != 0) {
-		cli_err("%s: cannot run '%s': %s", what, s, strerror(errno));
+		out_err("%s: cannot run '%s': %s", what, s, strerror(errno));
 		return -1;
 	}
 	snprintf(buf, len, "%s", s);
@@ -358,7 +358,7 @@ popt_refused(const char *opt)
 	snprintf(key, sizeof(key), " %.*s ", (int)n, opt);
 	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
 		if (strstr(refused[i].names, key) != NULL) {
-			cli_err("GNU parallel's '%.*s' %s", (int)n, opt,
+			out_err("GNU parallel's '%.*s' %s", (int)n, opt,
 			    refused[i].why);
 			return 1;
 		}
@@ -376,7 +376,7 @@ runnable(const char *w)
 	char		*f, fn[256];
 	int		 ok = 0;
 
-	if (strpbrk(w, " \t") != NULL || needs_shell(w))
+	if (strpbrk(w, " \t") != NULL || cmdline_needs_shell(w))
 		return 1;
 	if (strchr(w, '/') != NULL)
 		return access(w, X_OK) == 0;
@@ -440,7 +440,7 @@ static int
 command_alone(int n, char **w, struct opts *o)
 {
 	if (n == 1 && !runnable(w[0])) {
-		cli_err("cannot open '%s': %s, and it is no command either (a "
+		out_err("cannot open '%s': %s, and it is no command either (a "
 		    "COMMAND without ::: takes its arguments from standard "
 		    "input, one a line)", w[0], strerror(ENOENT));
 		return -1;
@@ -458,7 +458,7 @@ popt_file(char **w, int n, const struct opts *o)
 	    !tasks_file(w[0]))
 		return 0;
 	for (i = 1; i < n; i++)
-		if (grid_word(&o->gc, w[i]))
+		if (gridsrc_word(&o->gc, w[i]))
 			return 0;
 	return 1;
 }
@@ -472,7 +472,7 @@ popt_operands(int argc, char **argv, int first, struct opts *o)
 
 	if (o->retry_failed) {
 		if (n > 0 || o->gc.nargfile > 0) {
-			cli_err("--retry-failed runs the failed tasks the joblog "
+			out_err("--retry-failed runs the failed tasks the joblog "
 			    "records, with their commands there: give no tasks "
 			    "file or COMMAND ('%s')", n > 0 ? w[0] :
 			    o->gc.argfile[0]);
@@ -481,12 +481,12 @@ popt_operands(int argc, char **argv, int first, struct opts *o)
 		return 0;
 	}
 	if (o->file != NULL && n > 0) {
-		cli_err("more than one tasks file given ('%s', '%s')", o->file,
+		out_err("more than one tasks file given ('%s', '%s')", o->file,
 		    w[0]);
 		return -1;
 	}
 	for (i = 0; i < n && !sep; i++)
-		sep = grid_word(&o->gc, w[i]);
+		sep = gridsrc_word(&o->gc, w[i]);
 	/* -a FILE alone: its lines are the commands, a tasks file. */
 	if (!sep && n == 0 && o->gc.nargfile == 1 && grid_only(o) == NULL) {
 		o->file = o->gc.argfile[0];
@@ -501,12 +501,12 @@ popt_operands(int argc, char **argv, int first, struct opts *o)
 		return 0;
 	}
 	if ((need = grid_only(o)) != NULL) {
-		cli_err("%s needs COMMAND ::: ARGS (or :::: FILE, -a FILE, "
+		out_err("%s needs COMMAND ::: ARGS (or :::: FILE, -a FILE, "
 		    "arguments on standard input), not a tasks file", need);
 		return -1;
 	}
 	if (o->file == NULL && (isatty(STDIN_FILENO) || !stdin_data())) {
-		cli_err("no tasks file given (use - for standard input; "
+		out_err("no tasks file given (use - for standard input; "
 		    "see %s --help)", CLI_NAME);
 		return -1;
 	}

@@ -13,7 +13,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 /* A task from rank 0; the gp_item comes first (done() casts back). */
 struct stask {
@@ -35,11 +35,13 @@ struct serve {
 static int
 hello(struct serve *s)
 {
-	uint8_t		*b;
-	size_t		 len;
-	int		 rc;
+	const struct peer	*me = &s->r->peer[0];
+	uint8_t			*b;
+	size_t			 len;
+	int			 rc;
 
-	if ((b = rp_hello_encode(&s->r->peer[0], &len)) == NULL)
+	if ((b = rp_hello_encode(me->nw, me->ngpu, me->w_gpu,
+	    me->host, me->gpu_id, &len)) == NULL)
 		return -ENOMEM;
 	rc = ranks_send(s->r->rk, 0, RM_HELLO, b, len);
 	free(b);
@@ -60,7 +62,8 @@ result(struct serve *s, const struct gp_item *it)
 		s->buf = b;
 		s->cap = need;
 	}
-	memcpy(&h, it->in, sizeof(h));
+	if (rp_task_decode(it->in, it->inlen, &h) < 0)
+		return -EPROTO;	/* ours: on_tasks() checked it */
 	memset(&rr, 0, sizeof(rr));
 	rr.seq = h.seq;
 	rr.attempt = h.attempt;
@@ -92,7 +95,9 @@ serve_next(void *arg, struct gp_item **item)
 static void
 serve_need(void *arg, const struct gp_item *it, struct gp_need *need)
 {
-	need_for_item(((struct serve *)arg)->r->o, it, need);
+	const struct opts	*o = ((struct serve *)arg)->r->o;
+
+	need_for_item(o->mem, o->gpus_per_task, it, need);
 }
 
 static int
@@ -100,9 +105,9 @@ serve_done(void *arg, struct gp_item *it)
 {
 	struct serve	*s = arg;
 
-	reply_usage(s->r->pool, it);
+	outcome_usage(s->r->pool, it);
 	if (result(s, it) < 0) {
-		cli_err("out of memory");
+		out_err("out of memory");
 		s->fatal = 1;
 	}
 	gp_items_release(it, 1);
@@ -160,7 +165,7 @@ on_msgs(struct serve *s)
 		} else if (m->type != RM_BEAT)
 			rc = -EPROTO;
 		if (rc < 0) {
-			cli_err("a bad message from rank 0 (type %d, %zu "
+			out_err("a bad message from rank 0 (type %d, %zu "
 			    "bytes): %s", m->type, m->len, strerror(-rc));
 			s->fatal = 1;
 			act = GP_CTL_KILL;
@@ -171,7 +176,7 @@ on_msgs(struct serve *s)
 	if (err[0] != '\0') {
 		/* MPI is gone, and its socket stays readable: once is
 		 * enough. */
-		cli_err("%s", err);
+		out_err("%s", err);
 		s->fatal = 1;
 		act = GP_CTL_KILL;
 		(void)epoll_ctl(s->r->epfd, EPOLL_CTL_DEL, ranks_fd(s->r->rk),
@@ -193,13 +198,13 @@ serve_ctl(void *arg)
 	for (i = 0; i < k; i++) {
 		a = GP_CTL_GO_ON;
 		if (ev[i].data.u32 == EV_SIG) {
-			if (run_signals(r) > 0)
+			if (signals_read(r) > 0)
 				a = r->nsig > 1 ? GP_CTL_KILL : GP_CTL_CANCEL;
-			bar_winch(r);
+			out_bar_winch(r);
 		} else if (ev[i].data.u32 == EV_TIMER) {
 			(void)!read(r->tfd, &n, sizeof(n));
-			if (!s->fatal && run_silent(r, 0)) {
-				cli_err("no word from rank 0 for %.1f s "
+			if (!s->fatal && rank_silent(r, 0)) {
+				out_err("no word from rank 0 for %.1f s "
 				    "(--rank-timeout): stopping",
 				    (double)r->o->rank_timeout_ms / 1000);
 				s->fatal = 1;
@@ -246,7 +251,7 @@ rank_serve(struct run *r, struct gp_pool *pool, const struct run_conf *conf)
 		return EXIT_FATAL;
 	}
 	if (hello(&s) < 0) {
-		cli_err("out of memory");
+		out_err("out of memory");
 		return EXIT_FATAL;
 	}
 	memset(&feed, 0, sizeof(feed));
@@ -259,7 +264,7 @@ rank_serve(struct run *r, struct gp_pool *pool, const struct run_conf *conf)
 	feed.arg = &s;
 	rc = gp_pool_run(pool, r->fn, conf, sizeof(*conf), &feed);
 	if (rc < 0) {
-		cli_err("%s", gp_strerror(rc));
+		out_err("%s", gp_strerror(rc));
 		s.fatal = 1;
 	}
 	bye(&s);
@@ -274,7 +279,7 @@ rank_serve(struct run *r, struct gp_pool *pool, const struct run_conf *conf)
 /* Here, for both sides of the protocol: coord.c asks it of each rank,
  * this file of rank 0; rank.c calls nothing of rank 0's side. */
 int
-run_silent(const struct run *r, int peer)
+rank_silent(const struct run *r, int peer)
 {
 	return ranks_silent(r->rk, peer) >= (int64_t)r->o->rank_timeout_ms *
 	    1000000;

@@ -6,7 +6,7 @@
  * reap_exited() reaps those that exit while a long task runs. The master
  * is a subreaper too, for what a SIGKILLed worker leaves (main.c). The
  * children a process had when it started (inherited across exec) are
- * never touched: keep_children() notes them first. Never prints.
+ * never touched: reap_keep_children() notes them first. Never prints.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -23,12 +23,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "worker.h"
 
 #define LEFTOVERS_MAX	64	/* killed per pass of reap_leftovers() */
 #define LEFTOVERS_WAIT_MS 5000	/* for those killed in one pass to die */
 
-/* The children this process had when it started (keep_children()). */
+/* The children this process had when it started (reap_keep_children()). */
 static pid_t	 *kept;
 static int	  nkept;
 
@@ -83,7 +83,7 @@ children(pid_t *pids, int max)
  * Workers inherit the list, harmlessly. Returns 0 or -ENOMEM.
  */
 int
-keep_children(void)
+reap_keep_children(void)
 {
 	siginfo_t	 si;
 	pid_t		*p;
@@ -176,7 +176,7 @@ reap_killed(const pid_t *pids, int n)
  * the slot is not held for either. The master is a subreaper too, for
  * what a worker SIGKILLed before it could do this leaves (main.c), and
  * calls this once its pool and MPI process are reaped; the children it
- * had when it started are not leftovers (keep_children()). The
+ * had when it started are not leftovers (reap_keep_children()). The
  * waitid(P_ALL) only asks whether any child is left: WNOWAIT reaps none,
  * and without children it costs one system call.
  */
@@ -208,7 +208,7 @@ reap_leftovers(void)
 /* Once per worker: become the tasks' subreaper, and learn of the exit of
  * an orphan from a signalfd (spawn() unblocks SIGCHLD for the task). */
 int
-subreaper_setup(void)
+reap_setup(void)
 {
 	sigset_t	 chld;
 

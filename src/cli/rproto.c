@@ -8,15 +8,23 @@
  * the length it is given and returns -EPROTO for a payload that breaks
  * a rule of docs/cluster.md. What a payload means (a second hello, a
  * result for a task the rank does not hold) is for its reader to judge.
+ *
+ * It also owns the bytes between a master and its workers, which
+ * RM_TASKS and RM_RESULTS carry as they are: a task (struct task_hdr,
+ * its line, a NUL: rp_task_encode(), rp_task_decode()) and its reply
+ * (struct task_reply and the bytes it counts: rp_reply_encode(),
+ * rp_reply_decode(), and rp_reply_usage() for the figures the master
+ * adds).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "ranks.h"
 
 uint8_t *
-rp_hello_encode(const struct peer *p, size_t *lenp)
+rp_hello_encode(int nw, int ngpu, const int *w_gpu, const char *host,
+    char *const *gpu_id, size_t *lenp)
 {
 	struct rhello	 h;
 	size_t		 len, off;
@@ -24,25 +32,25 @@ rp_hello_encode(const struct peer *p, size_t *lenp)
 	int32_t		 g32;
 	int		 g, w;
 
-	len = sizeof(h) + (size_t)p->nw * sizeof(int32_t) + strlen(p->host) +
+	len = sizeof(h) + (size_t)nw * sizeof(int32_t) + strlen(host) +
 	    1;
-	for (g = 0; g < p->ngpu; g++)
-		len += strlen(p->gpu_id[g]) + 1;
+	for (g = 0; g < ngpu; g++)
+		len += strlen(gpu_id[g]) + 1;
 	if ((b = malloc(len)) == NULL)
 		return NULL;
-	h.nw = (uint32_t)p->nw;
-	h.ngpu = (uint32_t)p->ngpu;
+	h.nw = (uint32_t)nw;
+	h.ngpu = (uint32_t)ngpu;
 	memcpy(b, &h, sizeof(h));
 	off = sizeof(h);
-	for (w = 0; w < p->nw; w++, off += sizeof(g32)) {
-		g32 = p->w_gpu[w];
+	for (w = 0; w < nw; w++, off += sizeof(g32)) {
+		g32 = w_gpu[w];
 		memcpy(b + off, &g32, sizeof(g32));
 	}
-	memcpy(b + off, p->host, strlen(p->host) + 1);
-	off += strlen(p->host) + 1;
-	for (g = 0; g < p->ngpu; g++) {
-		memcpy(b + off, p->gpu_id[g], strlen(p->gpu_id[g]) + 1);
-		off += strlen(p->gpu_id[g]) + 1;
+	memcpy(b + off, host, strlen(host) + 1);
+	off += strlen(host) + 1;
+	for (g = 0; g < ngpu; g++) {
+		memcpy(b + off, gpu_id[g], strlen(gpu_id[g]) + 1);
+		off += strlen(gpu_id[g]) + 1;
 	}
 	*lenp = len;
 	return b;
@@ -85,32 +93,74 @@ rp_hello_parse(const uint8_t *b, size_t len, struct rp_hello *hp)
 }
 
 void
-rp_task_hdr(uint8_t *b, size_t len, uint64_t seq, uint32_t attempt)
+rp_task_encode(uint8_t *b, size_t len, const struct task_hdr *h)
+{
+	struct task_hdr	 e = *h;
+
+	e.cmdlen = (uint32_t)(len - sizeof(e));
+	memcpy(b, &e, sizeof(e));
+}
+
+ssize_t
+rp_task_decode(const uint8_t *b, size_t len, struct task_hdr *hp)
 {
 	struct task_hdr	 h;
+	size_t		 n;
 
-	memset(&h, 0, sizeof(h));	/* timeout_ms: the caller's */
-	h.seq = seq;
-	h.attempt = attempt;
-	h.cmdlen = (uint32_t)(len - sizeof(h));
-	memcpy(b, &h, sizeof(h));
+	if (len < sizeof(h))
+		return -EPROTO;
+	memcpy(&h, b, sizeof(h));
+	n = sizeof(h) + h.cmdlen;
+	if (h.cmdlen == 0 || h.cmdlen > len - sizeof(h) || b[n - 1] != '\0')
+		return -EPROTO;
+	*hp = h;
+	return (ssize_t)n;
 }
 
 ssize_t
 rp_tasks_next(const uint8_t *b, size_t len, size_t off, struct task_hdr *hp)
 {
-	struct task_hdr	 h;
-	size_t		 n;
+	if (off > len)
+		return -EPROTO;
+	return rp_task_decode(b + off, len - off, hp);
+}
 
-	if (off > len || len - off < sizeof(h))
+void
+rp_reply_encode(uint8_t *b, const struct task_reply *rp)
+{
+	memcpy(b, rp, sizeof(*rp));
+}
+
+int
+rp_reply_decode(const void *b, size_t len, struct task_reply *rp)
+{
+	struct task_reply	 h;
+	size_t			 rest;
+
+	if (b == NULL || len < sizeof(h))
 		return -EPROTO;
-	memcpy(&h, b + off, sizeof(h));
-	n = sizeof(h) + h.cmdlen;
-	if (h.cmdlen == 0 || h.cmdlen > len - off - sizeof(h) ||
-	    b[off + n - 1] != '\0')
+	memcpy(&h, b, sizeof(h));
+	/* Each length within what is left, so that the sum cannot wrap. */
+	rest = len - sizeof(h);
+	if (h.outlen > rest || h.errlen > rest - h.outlen ||
+	    h.msglen > rest - h.outlen - h.errlen ||
+	    h.gpuslen != rest - h.outlen - h.errlen - h.msglen)
 		return -EPROTO;
-	*hp = h;
-	return (ssize_t)n;
+	*rp = h;
+	return 0;
+}
+
+void
+rp_reply_usage(void *b, size_t len, const struct gp_usage *u)
+{
+	struct task_reply	 rp;
+
+	if (rp_reply_decode(b, len, &rp) < 0)
+		return;
+	rp.gpu_mem = u->mem_peak;
+	rp.gpu_util = u->util;
+	rp.gpu_samples = u->samples;
+	rp_reply_encode(b, &rp);
 }
 
 void

@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 #define POOL_GRACE_EXTRA_MS	2000	/* the worker kills first */
 #define BACKSTOP_EXTRA_MS	5000
@@ -80,17 +80,17 @@ topology_check(const char *path, const char *what)
 	if (path == NULL || *path == '\0')
 		return 0;
 	if (stat(path, &st) == -1) {
-		cli_err("%s: cannot read '%s': %s", what, path,
+		out_err("%s: cannot read '%s': %s", what, path,
 		    strerror(errno));
 		return -1;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		cli_err("%s: '%s' is not a regular file (an hwloc XML "
+		out_err("%s: '%s' is not a regular file (an hwloc XML "
 		    "topology)", what, path);
 		return -1;
 	}
 	if (files_note(FILE_IN, what, path, -1, err, sizeof(err)) < 0) {
-		cli_err("%s", err);
+		out_err("%s", err);
 		return -1;
 	}
 	return 0;
@@ -146,7 +146,7 @@ pool_create(const struct opts *o, struct run *r, unsigned flags,
 	pool_opts(o, &po, flags, err, sizeof(err));
 	po.init_arg = r;
 	if ((rc = gp_pool_create(pool, &po)) < 0) {
-		cli_err("%s%s", err[0] ? err : gp_strerror(rc),
+		out_err("%s%s", err[0] ? err : gp_strerror(rc),
 		    rc == GP_ENOGPU && o->gpus_free && !o->wait_free ?
 		    " (--wait-free waits for one)" : "");
 		return rc;
@@ -163,21 +163,21 @@ run_pool_create(const struct opts *o, unsigned flags, struct gp_pool **pool)
 static int
 on_signals(struct run *r)
 {
-	int	 got = run_signals(r);
+	int	 got = signals_read(r);
 
-	bar_winch(r);
+	out_bar_winch(r);
 	if (got == 0)
 		return GP_CTL_GO_ON;
 	if (r->nsig == 1) {
-		halt_start(r, RC_CANCEL);
+		feed_halt_start(r, RC_CANCEL);
 		/* No count: a task handed to a worker may not have started
 		 * yet, and the summary counts it apart. */
-		cli_err("got SIG%s: stopping the running tasks (again to kill "
+		out_err("got SIG%s: stopping the running tasks (again to kill "
 		    "them now)", sigabbrev_np(r->sig));
 		return GP_CTL_CANCEL;
 	}
-	halt_start(r, RC_KILL);
-	cli_err("got SIG%s again: killing the running tasks",
+	feed_halt_start(r, RC_KILL);
+	out_err("got SIG%s again: killing the running tasks",
 	    sigabbrev_np(r->sig));
 	return GP_CTL_KILL;
 }
@@ -197,13 +197,13 @@ feed_ctl(void *arg)
 			a = on_signals(r);
 			break;
 		case EV_RANKS:
-			a = on_ranks(r);
+			a = coord_on_ranks(r);
 			break;
 		case EV_TIMER:
-			a = on_timer(r);
+			a = coord_on_timer(r);
 			break;
 		case EV_DELAY:
-			pace_wake(r);
+			feed_pace_wake(r);
 			a = GP_CTL_GO_ON;
 			break;
 		case EV_LIVE:
@@ -225,7 +225,7 @@ feed_ctl(void *arg)
 			act = a;
 	}
 	live_arm(r);	/* stdout may have room again */
-	dispatch(r);
+	coord_dispatch(r);
 	return act;
 }
 
@@ -243,7 +243,7 @@ joblog_start(struct run *r)
 	if (r->o->joblog_append)
 		keep = 1;	/* +FILE: GNU parallel's "append" */
 	if (joblog_open(&r->jl, path, keep, err, sizeof(err)) < 0) {
-		cli_err("%s", err);
+		out_err("%s", err);
 		return -1;
 	}
 	return 0;
@@ -296,7 +296,7 @@ bound_warn(const struct run *r)
 	n = CPU_COUNT(&cs);
 	if (n >= r->peer[0].nw || n >= online)
 		return;
-	cli_warn("the launcher bound this rank to %d of %ld CPUs: its %d "
+	out_warn("the launcher bound this rank to %d of %ld CPUs: its %d "
 	    "slots share them (mpirun --bind-to none, or give srun "
 	    "--cpus-per-task; see docs/cluster.md)", n, online, r->peer[0].nw);
 }
@@ -339,7 +339,7 @@ ctl_setup(struct run *r, const sigset_t *set)
 			else if (errno != EPERM)
 				return -errno;
 		}
-		bar_size(r);
+		out_bar_size(r);
 		if ((i = live_watch(r)) < 0)
 			return i;
 	}
@@ -350,7 +350,7 @@ ctl_setup(struct run *r, const sigset_t *set)
 		if (ms < 10)
 			ms = 10;
 	}
-	/* Without a bar and ranks the tick is for gpu_notes() alone. */
+	/* Without a bar and ranks the tick is for out_gpu_notes() alone. */
 	if ((r->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC |
 	    TFD_NONBLOCK)) == -1)
 		return -errno;
@@ -453,7 +453,7 @@ run_setup(struct run *r, struct run_conf *conf, struct gp_pool **pool)
 		return -1;
 	/* Workers are forked with the results directory open. */
 	if (o->results != NULL && (conf->results_fd =
-	    results_dir(r, o->results)) < 0)
+	    resdir_open(r, o->results)) < 0)
 		return -1;
 	if (live_setup(r, conf) < 0)
 		return -1;
@@ -463,15 +463,15 @@ run_setup(struct run *r, struct run_conf *conf, struct gp_pool **pool)
 	r->pool = *pool;
 	/* Said once: without NVML --gpus free runs on every GPU. Without
 	 * it, and without --gpus free, nothing needs a word; a monitor that
-	 * ends mid-run is said then (gpu_notes()). */
+	 * ends mid-run is said then (out_gpu_notes()). */
 	if ((why = gp_pool_monitor(*pool)) != NULL) {
 		r->mon_said = 1;
 		if (o->gpus_free)
-			cli_warn("--gpus free cannot tell busy GPUs (%s): "
+			out_warn("--gpus free cannot tell busy GPUs (%s): "
 			    "every GPU counts as free", why);
 	}
 	if (map_workers(r, *pool) < 0) {
-		cli_err("out of memory");
+		out_err("out of memory");
 		return -1;
 	}
 	/* Blocked only now, right before the signalfd that reads them is
@@ -479,12 +479,12 @@ run_setup(struct run *r, struct run_conf *conf, struct gp_pool **pool)
 	 * whatever may make it wait (its workers see their pipes close and
 	 * leave). With ranks, main() blocked them before MPI's threads
 	 * started. */
-	if (run_block_signals(&set) < 0) {
-		cli_err("cannot set up signals: %s", strerror(errno));
+	if (signals_block(&set) < 0) {
+		out_err("cannot set up signals: %s", strerror(errno));
 		return -1;
 	}
-	if ((rc = ctl_setup(r, &set)) < 0 || (rc = pace_setup(r)) < 0) {
-		cli_err("cannot set up signals: %s", strerror(-rc));
+	if ((rc = ctl_setup(r, &set)) < 0 || (rc = feed_pace_setup(r)) < 0) {
+		out_err("cannot set up signals: %s", strerror(-rc));
 		return -1;
 	}
 	if (r->rk != NULL)
@@ -511,17 +511,17 @@ run_feed(struct run *r, struct gp_pool *pool, const struct run_conf *conf)
 	feed.arg = r;
 	r->t0 = gp_now_ns();
 	r->out_on = 1;
-	bar_draw(r, 1);
-	dispatch(r);
+	out_bar_draw(r, 1);
+	coord_dispatch(r);
 	rc = gp_pool_run(pool, r->fn, conf, sizeof(*conf), &feed);
 	if (rc < 0) {
-		cli_err("%s", gp_strerror(rc));
+		out_err("%s", gp_strerror(rc));
 		r->fatal = 1;
 	}
 	if (r->npeer > 1) {
 		/* Canceled: what the other ranks still run ends there and
 		 * is recorded here. */
-		ranks_ctl(r, r->nlost ? RC_END_LOST : RC_END);
+		feed_ranks_ctl(r, r->nlost ? RC_END_LOST : RC_END);
 		(void)ranks_wait(r, 1);
 	}
 }
@@ -533,9 +533,9 @@ run_end(struct run *r)
 	const struct opts	*o = r->o;
 
 	order_flush(r);		/* -k: what ended, in order, gaps and all */
-	summary(r);
+	out_summary(r);
 	if (r->sig && r->stopped && o->joblog != NULL && !o->quiet)
-		cli_err("%lu stopped task%s recorded with signal %d: "
+		out_err("%lu stopped task%s recorded with signal %d: "
 		    "--resume-failed runs %s again", r->stopped,
 		    r->stopped == 1 ? " is" : "s are", SIGTERM,
 		    r->stopped == 1 ? "it" : "them");
@@ -561,9 +561,9 @@ run_tasks(struct run *r)
 	}
 	/* Every rank's pool is up before anything runs or the joblog is
 	 * touched, as with a bad --gpus on one machine. */
-	if (r->npeer > 1 && (ranks_wait(r, 0) < 0 || !all_hello(r))) {
+	if (r->npeer > 1 && (ranks_wait(r, 0) < 0 || !coord_all_hello(r))) {
 		if (r->sig)
-			cli_err("got SIG%s while the ranks started",
+			out_err("got SIG%s while the ranks started",
 			    sigabbrev_np(r->sig));
 		goto fail;
 	}
@@ -572,7 +572,7 @@ run_tasks(struct run *r)
 	if (joblog_start(r) < 0)
 		goto fail;
 	run_feed(r, pool, &conf);
-	requeue_fail(r);	/* canceled before a retry */
+	feed_requeue_fail(r);	/* canceled before a retry */
 	r->pool = NULL;
 	gp_pool_destroy(pool);
 	run_end(r);
@@ -603,10 +603,10 @@ run_ranks_end(struct run *r, int rc)
 	if (r->rk == NULL)
 		return rc;
 	if (ranks_rank(r->rk) == 0 && !r->ended)
-		ranks_ctl(r, RC_END);	/* the other ranks wait for word */
+		feed_ranks_ctl(r, RC_END);	/* the others wait for word */
 	clean = r->nlost == 0;
 	if (ranks_rank(r->rk) == 0 && !clean && !r->o->quiet)
-		cli_err("a rank was lost: ending the MPI job (exit status %d)",
+		out_err("a rank was lost: ending the MPI job (exit status %d)",
 		    rc);
 	if (ranks_end(r->rk, clean, rc) < 0 && clean && rc == 0)
 		rc = EXIT_FATAL;
@@ -619,7 +619,7 @@ run_init(struct run *r, const struct opts *o)
 {
 	memset(r, 0, sizeof(*r));
 	r->o = o;
-	r->fn = task_run;
+	r->fn = spawn_task;
 	r->total = -1;
 	r->sfd = r->epfd = r->tfd = r->rlock = r->dfd = -1;
 	r->live.rfd = r->live.wfd = -1;
@@ -627,7 +627,7 @@ run_init(struct run *r, const struct opts *o)
 	r->oq.ev = EV_OUT;
 	r->eq.fd = STDERR_FILENO;
 	r->eq.ev = EV_ERR;
-	r->halt = halt_start;
+	r->halt = feed_halt_start;
 	r->ord.next = 1;
 	joblog_init(&r->jl);
 }

@@ -1,7 +1,7 @@
 /*
  * signals.c: the signals a run owns, SIGINT, SIGTERM, SIGHUP and
- * SIGWINCH: blocked (run_block_signals()), then read from the signalfd
- * the run polls (run_signals()), never caught by a handler. It only
+ * SIGWINCH: blocked (signals_block()), then read from the signalfd
+ * the run polls (signals_read()), never caught by a handler. It only
  * records what came, in struct run; what a signal does (cancel, kill,
  * redraw the bar) is up to the caller, so that every file that reads
  * them, the MPI side included, can use this one without calling upward.
@@ -11,10 +11,10 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 int
-run_block_signals(sigset_t *set)
+signals_block(sigset_t *set)
 {
 	sigemptyset(set);
 	sigaddset(set, SIGINT);
@@ -25,14 +25,14 @@ run_block_signals(sigset_t *set)
 }
 
 int
-run_signals(struct run *r)
+signals_read(struct run *r)
 {
 	struct signalfd_siginfo		 si;
 	int				 got = 0;
 
 	while (read(r->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 		if (si.ssi_signo == SIGWINCH) {
-			r->winch = 1;	/* bar_winch() redraws */
+			r->winch = 1;	/* out_bar_winch() redraws */
 			continue;
 		}
 		if (r->sig == 0) {

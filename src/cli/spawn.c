@@ -1,5 +1,5 @@
 /*
- * spawn.c: the worker side of gpupool-run. task_run() is the gp_fn that
+ * spawn.c: the worker side of gpupool-run. spawn_task() is the gp_fn that
  * the pool's long-lived, pinned workers call once per task. It starts the
  * command in a process group of its own (so it inherits the worker's CPU,
  * memory and GPU binding but can be killed as a whole), waits on a pidfd,
@@ -22,12 +22,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "worker.h"
 
 #define ORPHANS_AFTER_NS 1000000000LL	/* reap_exited() from then on */
 #define ARG_ONE_MAX	(32 * 4096)	/* Linux's MAX_ARG_STRLEN: one
@@ -270,11 +271,7 @@ wait_task(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid, int pidfd,
 static const char *
 task_parse(const void *in, size_t inlen, struct task_hdr *h)
 {
-	if (inlen < sizeof(*h))
-		return NULL;
-	memcpy(h, in, sizeof(*h));
-	if (h->cmdlen == 0 || inlen != sizeof(*h) + h->cmdlen ||
-	    ((const char *)in)[inlen - 1] != '\0')
+	if (rp_task_decode(in, inlen, h) != (ssize_t)inlen)
 		return NULL;
 	return (const char *)in + sizeof(*h);
 }
@@ -306,7 +303,7 @@ task_start(const struct run_conf *rc, uint64_t seq, const char *cmd,
 	rp->start_ns = gp_clock_ns(CLOCK_REALTIME);
 	*t0 = gp_now_ns();
 	e = -ENOENT;
-	if (!needs_shell(cmd) && (av = cmdline_split(cmd)) != NULL &&
+	if (!cmdline_needs_shell(cmd) && (av = cmdline_split(cmd)) != NULL &&
 	    av[0] != NULL)
 		e = spawn(pid, av[0], av, ofd, efd, -1);
 	if (e < 0) {
@@ -346,8 +343,9 @@ static void
 task_wait(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid,
     int64_t t0, struct task_reply *rp)
 {
-	siginfo_t	 si;
-	int		 pidfd, sent = 0;
+	struct rusage	 ru;
+	pid_t		 got;
+	int		 pidfd, status = 0, sent = 0;
 
 	/* From here the master kills the group if it must kill us. */
 	gp_ctx_set_pgid(ctx, pid);
@@ -355,8 +353,10 @@ task_wait(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid,
 	rp->flags |= wait_task(ctx, rc, pid, pidfd, t0, &sent);
 	rp->run_ns = gp_now_ns() - t0;
 	kill(-pid, SIGKILL);	/* grandchildren; the zombie holds the id */
-	memset(&si, 0, sizeof(si));
-	while (waitid(P_PID, (id_t)pid, &si, WEXITED) == -1 && errno == EINTR)
+	/* wait4(): its rusage is the task's, the peak RSS of its process
+	 * and of those it waited for (a shell's commands). */
+	memset(&ru, 0, sizeof(ru));
+	while ((got = wait4(pid, &status, 0, &ru)) == -1 && errno == EINTR)
 		;
 	gp_ctx_set_pgid(ctx, 0);
 	if (pidfd >= 0)
@@ -372,11 +372,13 @@ task_wait(struct gp_ctx *ctx, const struct run_conf *rc, pid_t pid,
 		cap_drain(&err);
 	cap_close(&out);
 	cap_close(&err);
-	if (si.si_code == CLD_EXITED) {
-		rp->exitval = si.si_status;
+	rp->peak_rss_kb = got == pid ? ru.ru_maxrss : 0;
+	if (got == pid && WIFEXITED(status)) {
+		rp->exitval = WEXITSTATUS(status);
 	} else {
 		rp->exitval = -1;
-		rp->signal = si.si_status;
+		rp->signal = got == pid && WIFSIGNALED(status) ?
+		    WTERMSIG(status) : 0;
 	}
 	/* Stopped by us, it failed even if it then exited 0 by itself. */
 	if ((rp->flags & (R_TIMEDOUT | R_STOPPED)) && rp->signal == 0 &&
@@ -430,7 +432,7 @@ start_placed(struct gp_ctx *ctx, const struct run_conf *rc, uint64_t seq,
 }
 
 int
-task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
+spawn_task(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 {
 	const struct run_conf	*rc = arg;
 	struct run_conf		 own;
@@ -466,7 +468,7 @@ task_run(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 		if ((envp = cmdline_env(gp_ctx_info(ctx), rc->rank,
 		    rc->mpi, rc->threads)) == NULL)
 			return 1;
-		sigfd = subreaper_setup();
+		sigfd = reap_setup();
 	}
 	cmdline_env_task(h.seq, h.attempt);
 	if (cmdline_env_gpus(gp_ctx_item_visible(ctx)) < 0)

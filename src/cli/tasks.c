@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 int
 tasks_open(struct tasks *t, const char *path, char *err, size_t errlen)
@@ -190,7 +190,7 @@ grid_next(struct tasks *t)
 			t->rd.eof = 1;
 			return TASKS_EOF;
 		}
-		if ((rc = grid_feed(g, &t->rd, why, sizeof(why))) < 0 ||
+		if ((rc = gridsrc_feed(g, &t->rd, why, sizeof(why))) < 0 ||
 		    (rc > 0 && (rc = grid_grown(g, why, sizeof(why))) < 0)) {
 			snprintf(t->err, sizeof(t->err), "%s", why);
 			return rc;

@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 
 /* The times a joblog's row may have: a start from the epoch to the year
  * 5138, a runtime of up to some 31 years (negative ones, a clock that
@@ -156,22 +156,22 @@ row_of(struct timeline *tl, const char *host, int rank, int slot,
 }
 
 static enum tl_kind
-kind_of(const struct jl_rec *jr, int flags)
+kind_of(const struct attempt *a)
 {
-	if (flags & R_NOSTART)
+	if (a->flags & R_NOSTART)
 		return TL_NOSTART;
-	if (flags & R_TIMEDOUT)
+	if (a->flags & R_TIMEDOUT)
 		return TL_TIMEDOUT;
-	if (jr->signal != 0)
+	if (a->signal != 0)
 		return TL_SIGNAL;
-	if (jr->exitval != 0 || (flags & R_NORESULT))
+	if (a->exitval != 0 || (a->flags & R_NORESULT))
 		return TL_FAILED;
 	return TL_OK;
 }
 
 void
-timeline_add(struct timeline *tl, const struct jl_rec *jr, int flags,
-    int rank, int slot, int gpu)
+timeline_add(struct timeline *tl, const struct attempt *a, int rank,
+    int slot, int gpu)
 {
 	struct tl_bar	*b;
 	char		 g[16];
@@ -191,20 +191,20 @@ timeline_add(struct timeline *tl, const struct jl_rec *jr, int flags,
 		snprintf(g, sizeof(g), "%d", gpu);
 	else
 		snprintf(g, sizeof(g), "-");
-	if ((row = row_of(tl, jr->host, rank, slot, slot < 0 ? jr->gpu :
+	if ((row = row_of(tl, a->host, rank, slot, slot < 0 ? a->gpu :
 	    g)) < 0)
 		goto nomem;
 	b = &tl->bar[tl->nbar];
 	memset(b, 0, sizeof(*b));
-	b->start = jr->start;
-	b->runtime = jr->runtime > 0 ? jr->runtime : 0;
-	b->seq = jr->seq;
-	b->exitval = jr->exitval;
-	b->signal = jr->signal;
-	b->kind = kind_of(jr, flags);
+	b->start = a->start;
+	b->runtime = a->runtime > 0 ? a->runtime : 0;
+	b->seq = a->seq;
+	b->exitval = a->exitval;
+	b->signal = a->signal;
+	b->kind = kind_of(a);
 	b->row = row;
-	if ((b->cmd = strdup(jr->cmd)) == NULL ||
-	    (b->gpu = strdup(jr->gpu)) == NULL) {
+	if ((b->cmd = strdup(a->cmd)) == NULL ||
+	    (b->gpu = strdup(a->gpu)) == NULL) {
 		free(b->cmd);
 		goto nomem;
 	}
@@ -215,7 +215,7 @@ nomem:
 }
 
 /* The picture's stream writes through this, which keeps why the first
- * write failed: stdio keeps only that one did (tl_svg() then says
+ * write failed: stdio keeps only that one did (timeline_svg_draw() then says
  * -EIO), and a full disk must say "No space left on device". */
 struct sink {
 	int	 fd;
@@ -283,7 +283,7 @@ commit(struct timeline *tl, char *err, size_t errlen)
 		close(sk.fd);
 		goto fail;
 	}
-	rc = tl_svg(f, tl);
+	rc = timeline_svg_draw(f, tl);
 	if (fflush(f) != 0 && rc == 0)
 		rc = -EIO;
 	(void)fclose(f);
@@ -322,10 +322,10 @@ timeline_end(struct timeline *tl, int rc)
 		return rc;
 	}
 	if (tl->nomem)
-		cli_warn("out of memory: %d attempt%s left out of timeline "
+		out_warn("out of memory: %d attempt%s left out of timeline "
 		    "'%s'", tl->nomem, tl->nomem == 1 ? "" : "s", tl->path);
 	if (commit(tl, err, sizeof(err)) < 0) {
-		cli_err("%s", err);
+		out_err("%s", err);
 		if (rc == 0)
 			rc = EXIT_FATAL;
 	}
@@ -333,53 +333,29 @@ timeline_end(struct timeline *tl, int rc)
 	return rc;
 }
 
-/* The fields of a joblog line l (its newline cut), TAB-separated, into
- * f[0..max); returns how many. */
-static int
-fields(char *l, char **f, int max)
+/* Field i of a line joblog_parse() cut: its fields end in NULs. */
+static const char *
+field(const char *l, int i)
 {
-	int	 n = 0;
-
-	while (n < max) {
-		f[n++] = l;
-		if ((l = strchr(l, '\t')) == NULL)
-			break;
-		*l++ = '\0';
-	}
-	return n;
+	while (i-- > 0)
+		l += strlen(l) + 1;
+	return l;
 }
 
-/* One joblog line into jr (pointing into l). 0; -1: not a record (the
- * header, a torn line, anything else); -2: a record whose times no run
- * has, *why saying which ("Starttime '1e300'"). */
+/* A joblog line as --from-joblog draws it: a record (joblog_parse()'s,
+ * its times read) whose times a run has: 0; -1: not a record (a torn
+ * one too); -2: a record whose times no run has, *why saying which
+ * ("Starttime '1e300'"). */
 static int
-jl_line(char *l, struct jl_rec *jr, char *why, size_t whylen)
+drawn(char *l, size_t n, int ncol, struct attempt *a, char *why,
+    size_t whylen)
 {
-	char	*f[12], *e[4];
-	int	 n;
-
-	if ((n = fields(l, f, 12)) < 10)
+	if (joblog_parse(l, n, ncol, 1, a) != JL_REC)
 		return -1;
-	errno = 0;
-	jr->seq = strtoul(f[0], &e[0], 10);
-	jr->start = strtod(f[2], &e[1]);
-	jr->runtime = strtod(f[3], &e[2]);
-	jr->exitval = (int)strtol(f[6], &e[3], 10);
-	if (errno || *e[0] || *e[1] || *e[2] || *e[3] || e[0] == f[0] ||
-	    e[1] == f[2] || e[2] == f[3] || e[3] == f[6])
-		return -1;
-	jr->signal = (int)strtol(f[7], &e[0], 10);
-	if (*e[0] || e[0] == f[7])
-		return -1;
-	jr->host = f[1];
-	jr->cmd = f[8];
-	jr->gpu = f[9];
-	joblog_unesc(f[8]);
-	joblog_unesc(f[9]);
-	if (!(jr->start >= 0 && jr->start < TL_START_MAX))
-		snprintf(why, whylen, "Starttime '%.40s'", f[2]);
-	else if (!(fabs(jr->runtime) <= TL_RUNTIME_MAX))
-		snprintf(why, whylen, "JobRuntime '%.40s'", f[3]);
+	if (!(a->start >= 0 && a->start < TL_START_MAX))
+		snprintf(why, whylen, "Starttime '%.40s'", field(l, 2));
+	else if (!(fabs(a->runtime) <= TL_RUNTIME_MAX))
+		snprintf(why, whylen, "JobRuntime '%.40s'", field(l, 3));
 	else
 		return 0;
 	return -2;
@@ -389,31 +365,31 @@ int
 timeline_from_joblog(const struct opts *o)
 {
 	struct timeline	*tl;
-	struct jl_rec	 jr;
+	struct attempt	 a;
 	char		 err[512], why[64], *l = NULL;
 	size_t		 lcap = 0;
 	ssize_t		 n;
 	unsigned long	 bad = 0, absurd = 0, no = 0;
 	struct stat	 st;
 	FILE		*in;
-	int		 flags, rc;
+	int		 rc, ncol = 0;
 
 	if ((in = fopen(o->from_joblog, "re")) == NULL) {
-		cli_err("cannot open joblog '%s': %s", o->from_joblog,
+		out_err("cannot open joblog '%s': %s", o->from_joblog,
 		    strerror(errno));
 		return EXIT_FATAL;
 	}
 	/* As for --resume: a device such as /dev/zero would be read for
 	 * ever (one line, as long as memory lasts), a FIFO may never end. */
 	if (fstat(fileno(in), &st) == -1 || !S_ISREG(st.st_mode)) {
-		cli_err("joblog '%s' is not a regular file", o->from_joblog);
+		out_err("joblog '%s' is not a regular file", o->from_joblog);
 		fclose(in);
 		return EXIT_FATAL;
 	}
 	if (files_note(FILE_IN, "joblog", o->from_joblog, fileno(in), err,
 	    sizeof(err)) < 0 || timeline_open(&tl, o->timeline, err,
 	    sizeof(err)) < 0) {
-		cli_err("%s", err);
+		out_err("%s", err);
 		fclose(in);
 		return EXIT_FATAL;
 	}
@@ -422,11 +398,16 @@ timeline_from_joblog(const struct opts *o)
 		no++;
 		if (l[n - 1] == '\n')
 			l[--n] = '\0';
+		if ((rc = joblog_header(l, (size_t)n)) != 0) {
+			ncol = rc;	/* GNU parallel's, or ours */
+			continue;
+		}
 		if (n == 0 || strncmp(l, "Seq\t", 4) == 0)
-			continue;	/* the header */
-		if ((rc = jl_line(l, &jr, why, sizeof(why))) == -2 &&
+			continue;	/* another header */
+		if ((rc = drawn(l, (size_t)n, ncol, &a, why, sizeof(why))) ==
+		    -2 &&
 		    ++absurd <= TL_WARN_MAX)
-			cli_warn("%s:%lu: %s is not a time a run has: left out",
+			out_warn("%s:%lu: %s is not a time a run has: left out",
 			    o->from_joblog, no, why);
 		if (rc < 0) {
 			bad += rc == -1;
@@ -434,14 +415,14 @@ timeline_from_joblog(const struct opts *o)
 		}
 		/* The joblog cannot tell a timeout from another kill; a
 		 * kill at or past --timeout was one. */
-		flags = o->timeout_ms > 0 && jr.signal != 0 &&
-		    jr.runtime * 1000 + 1 >= (double)o->timeout_ms ?
+		a.flags = o->timeout_ms > 0 && a.signal != 0 &&
+		    a.runtime * 1000 + 1 >= (double)o->timeout_ms ?
 		    R_TIMEDOUT : 0;
-		timeline_add(tl, &jr, flags, 0, -1, -1);
+		timeline_add(tl, &a, 0, -1, -1);
 	}
 	free(l);
 	if (ferror(in)) {
-		cli_err("cannot read joblog '%s': %s", o->from_joblog,
+		out_err("cannot read joblog '%s': %s", o->from_joblog,
 		    strerror(errno));
 		fclose(in);
 		timeline_free(tl);
@@ -449,11 +430,11 @@ timeline_from_joblog(const struct opts *o)
 	}
 	fclose(in);
 	if (absurd > TL_WARN_MAX)
-		cli_warn("%lu more line%s of joblog '%s' with such times: left "
+		out_warn("%lu more line%s of joblog '%s' with such times: left "
 		    "out", absurd - TL_WARN_MAX, absurd - TL_WARN_MAX == 1 ?
 		    "" : "s", o->from_joblog);
 	if (bad > 0)
-		cli_warn("%lu line%s of joblog '%s' %s not a record: left out",
+		out_warn("%lu line%s of joblog '%s' %s not a record: left out",
 		    bad, bad == 1 ? "" : "s", o->from_joblog,
 		    bad == 1 ? "is" : "are");
 	return timeline_end(tl, 0);

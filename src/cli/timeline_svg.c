@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
+#include "master.h"
 
 #define WIDTH		1000	/* px, the whole picture */
 #define PLOT_X		190	/* where the time axis starts */
@@ -293,7 +293,7 @@ fmt_t(char *buf, size_t len, double s, double step)
 		snprintf(buf, len, "%.*fs", step >= 0.1 ? 1 : step >= 0.01 ?
 		    2 : 3, s);
 	else
-		fmt_secs(buf, len, s);
+		out_fmt_secs(buf, len, s);
 }
 
 static void
@@ -594,7 +594,7 @@ put_attempts(FILE *f, const struct timeline *tl, struct geo *g,
 }
 
 int
-tl_svg(FILE *f, struct timeline *tl)
+timeline_svg_draw(FILE *f, struct timeline *tl)
 {
 	struct geo	 g;
 	struct strip	 s = { .cw = 1, .ncol = PLOT_W };

@@ -3,7 +3,7 @@
  * parsing (opts.c) stays short. check_cli's help_and_man_page_agree
  * keeps it and gpupool-run(1) in step.
  */
-#include "cli.h"
+#include "master.h"
 
 const char usage_text[] =
 "usage: gpupool-run [OPTIONS] FILE\n"
@@ -99,9 +99,9 @@ const char usage_text[] =
 "\n"
 "Records and recovery:\n"
 "  --joblog FILE        one line per attempt: GNU parallel's joblog plus\n"
-"                       GPU, GPUMem (MiB) and GPUUtil (%) columns; FILE\n"
-"                       is rewritten unless --resume, --resume-failed or\n"
-"                       +FILE (append)\n"
+"                       GPU, GPUMem (MiB), GPUUtil (%) and PeakRSS (KiB)\n"
+"                       columns; FILE is rewritten unless --resume,\n"
+"                       --resume-failed or +FILE (append)\n"
 "  --resume             skip tasks the joblog already records (GNU\n"
 "                       parallel's too; --results DIR alone also does)\n"
 "  --resume-failed      skip only tasks it records as succeeded\n"

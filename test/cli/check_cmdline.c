@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "worker.h"
 #include "check_main.h"
 
 START_TEST(shell_only_when_needed)
@@ -25,10 +25,10 @@ START_TEST(shell_only_when_needed)
 	size_t	 i;
 
 	for (i = 0; i < sizeof(sh) / sizeof(sh[0]); i++)
-		ck_assert_msg(needs_shell(sh[i]), "'%s' runs without sh",
-		    sh[i]);
+		ck_assert_msg(cmdline_needs_shell(sh[i]),
+		    "'%s' runs without sh", sh[i]);
 	for (i = 0; i < sizeof(plain) / sizeof(plain[0]); i++)
-		ck_assert_msg(!needs_shell(plain[i]), "'%s' needs sh",
+		ck_assert_msg(!cmdline_needs_shell(plain[i]), "'%s' needs sh",
 		    plain[i]);
 }
 END_TEST

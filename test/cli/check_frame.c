@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "ranks.h"
 #include "check_main.h"
 
 START_TEST(frames_whole_and_in_pieces)

@@ -2,9 +2,8 @@
  * check_need.c: the CLI's front pieces for shared GPUs, with no process
  * run: what a task line declares ("[mem=20G gpus=2] cmd", src/cli/
  * need.c), the sizes --mem takes, the GPU options (opts.c), which
- * stderr shows a GPU out-of-memory error (outcome.c), and the joblog's
- * GPUMem and GPUUtil columns, written and read back by --resume, old
- * joblogs and torn lines included (joblog.c).
+ * stderr shows a GPU out-of-memory error (outcome.c). The joblog's own
+ * tests are check_joblog.c's.
  */
 #include <check.h>
 #include <errno.h>
@@ -15,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 #include "check_main.h"
 
 #define GiB	(1ull << 30)
@@ -339,18 +338,18 @@ START_TEST(oom_is_seen_in_stderr)
 	size_t	 i, n;
 
 	for (i = 0; i < sizeof(oom) / sizeof(oom[0]); i++)
-		ck_assert_msg(gpu_oom(oom[i], strlen(oom[i])), "missed: %s",
-		    oom[i]);
+		ck_assert_msg(outcome_gpu_oom(oom[i], strlen(oom[i])),
+		    "missed: %s", oom[i]);
 	for (i = 0; i < sizeof(not_oom) / sizeof(not_oom[0]); i++)
-		ck_assert_msg(!gpu_oom(not_oom[i], strlen(not_oom[i])),
+		ck_assert_msg(!outcome_gpu_oom(not_oom[i], strlen(not_oom[i])),
 		    "false OOM: %s", not_oom[i]);
-	ck_assert_int_eq(gpu_oom(NULL, 0), 0);
+	ck_assert_int_eq(outcome_gpu_oom(NULL, 0), 0);
 	/* Found in a stream's middle, and only in the bytes given (the
 	 * stream is not NUL-terminated). */
 	n = (size_t)snprintf(buf, sizeof(buf), "%s%s%s", not_oom[1], oom[9],
 	    not_oom[3]);
-	ck_assert_int_eq(gpu_oom(buf, n), 1);
-	ck_assert_int_eq(gpu_oom(oom[0], 20), 0);
+	ck_assert_int_eq(outcome_gpu_oom(buf, n), 1);
+	ck_assert_int_eq(outcome_gpu_oom(oom[0], 20), 0);
 }
 END_TEST
 
@@ -367,7 +366,7 @@ reply(struct task *t, int ev, const char *err)
 	rp.errlen = n;
 	t->item.outlen = sizeof(rp) + n;
 	ck_assert_ptr_nonnull(t->item.out = malloc(t->item.outlen));
-	memcpy(t->item.out, &rp, sizeof(rp));
+	rp_reply_encode(t->item.out, &rp);
 	memcpy((char *)t->item.out + sizeof(rp), err, n);
 }
 
@@ -380,231 +379,23 @@ START_TEST(oom_attempt_is_described)
 	char		 buf[160];
 
 	reply(&t, 1, oom[2]);
-	outcome(NULL, &t, &oc);
+	outcome_read(NULL, &t, &oc);
 	ck_assert_int_eq(oc.kind, K_FAILED);
 	ck_assert_int_eq(oc.oom, 1);
-	describe(NULL, &oc, buf, sizeof(buf));
+	outcome_describe(NULL, &oc, buf, sizeof(buf));
 	ck_assert_str_eq(buf, "exit status 1, GPU out of memory");
 	free(t.item.out);
 	reply(&t, 1, not_oom[1]);
-	outcome(NULL, &t, &oc);
+	outcome_read(NULL, &t, &oc);
 	ck_assert_int_eq(oc.oom, 0);
-	describe(NULL, &oc, buf, sizeof(buf));
+	outcome_describe(NULL, &oc, buf, sizeof(buf));
 	ck_assert_str_eq(buf, "exit status 1");
 	free(t.item.out);
 	reply(&t, 0, oom[2]);
-	outcome(NULL, &t, &oc);
+	outcome_read(NULL, &t, &oc);
 	ck_assert_int_eq(oc.kind, K_OK);
 	ck_assert_int_eq(oc.oom, 0);
 	free(t.item.out);
-}
-END_TEST
-
-/* A temporary file with text; its path in path (32 bytes). */
-static void
-file_with(char *path, const char *text)
-{
-	int	 fd;
-
-	strcpy(path, "/tmp/check_need.XXXXXX");
-	ck_assert_int_ge(fd = mkstemp(path), 0);
-	ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-	close(fd);
-}
-
-START_TEST(joblog_gpu_columns)
-{
-	struct joblog	 j;
-	struct jl_rec	 r;
-	char		 path[32], err[256], *b, *l, *save = NULL;
-	int		 fd, tabs, lines = 0;
-	ssize_t		 n;
-
-	file_with(path, "");
-	joblog_init(&j);
-	ck_assert_int_eq(joblog_open(&j, path, 0, err, sizeof(err)), 0);
-	memset(&r, 0, sizeof(r));
-	r.seq = 1;
-	r.cmd = "python t.py";
-	r.gpu = "GPU-1";
-	r.host = ":";
-	r.gpu_mem = 20480;
-	r.gpu_util = 87;
-	ck_assert_int_eq(joblog_append(&j, &r), 0);
-	r.seq = 2;
-	r.exitval = 1;
-	r.gpu_mem = -1;
-	r.gpu_util = -1;
-	ck_assert_int_eq(joblog_append(&j, &r), 0);
-	joblog_release(&j);
-
-	b = calloc(1, 4096);
-	ck_assert_int_ge(fd = open(path, O_RDONLY), 0);
-	n = read(fd, b, 4095);
-	ck_assert_int_gt(n, 0);
-	close(fd);
-	for (l = strtok_r(b, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-		for (tabs = 0; *l; l++)
-			tabs += *l == '\t';
-		ck_assert_int_eq(tabs, 11);
-		lines++;
-	}
-	ck_assert_int_eq(lines, 3);
-	ck_assert_int_ge(fd = open(path, O_RDONLY), 0);
-	n = read(fd, b, 4095);
-	b[n] = '\0';
-	close(fd);
-	ck_assert_ptr_nonnull(strstr(b, "Seq\tHost\tStarttime\tJobRuntime\t"
-	    "Send\tReceive\tExitval\tSignal\tCommand\tGPU\tGPUMem\tGPUUtil\n"));
-	ck_assert_ptr_nonnull(strstr(b, "\t0\t0\tpython t.py\tGPU-1\t20480"
-	    "\t87\n"));
-	ck_assert_ptr_nonnull(strstr(b, "\t1\t0\tpython t.py\tGPU-1\t-\t-\n"));
-	free(b);
-
-	/* --resume reads it back. */
-	joblog_init(&j);
-	ck_assert_int_eq(joblog_load(&j, path, err, sizeof(err)), 0);
-	ck_assert_int_eq(joblog_done(&j, 1, 1), 1);
-	ck_assert_int_eq(joblog_done(&j, 2, 0), 1);
-	ck_assert_int_eq(joblog_done(&j, 2, 1), 0);
-	ck_assert_int_eq(joblog_changed(&j, 1, "python t.py"), 0);
-	ck_assert_int_eq(joblog_changed(&j, 2, "python u.py"), 1);
-	joblog_release(&j);
-	unlink(path);
-}
-END_TEST
-
-/* --resume reads joblogs from before the GPUMem and GPUUtil columns
- * and lines a crash cut: a line counts once its outcome is whole (cut
- * in the GPU, GPUMem or GPUUtil column), and the Command compares
- * whatever follows it. */
-START_TEST(joblog_resume_old_new_and_torn)
-{
-	static const char text[] =
-	    "Seq\tHost\tStarttime\tJobRuntime\tSend\tReceive\tExitval\t"
-	    "Signal\tCommand\tGPU\n"
-	    "1\t:\t1700000000.000\t0.1\t0\t0\t0\t0\tcmd one\tGPU-a\n"
-	    "2\t:\t1700000000.000\t0.1\t0\t0\t1\t0\tcmd two\tGPU-a\n"
-	    "Seq\tHost\tStarttime\tJobRuntime\tSend\tReceive\tExitval\t"
-	    "Signal\tCommand\tGPU\tGPUMem\tGPUUtil\n"
-	    "3\t:\t1700000000.000\t0.1\t0\t0\t0\t0\tcmd three\tGPU-b\t512\t9\n"
-	    "4\t:\t1700000000.000\t0.1\t0\t0\t0\t0\tcmd four\tGPU-b\t-\t-\n"
-	    "5\t:\t1700000000.000\t0.1\t0\t0\t0\t0\tcmd five\tGPU-b\t51\n"
-	    "6\t:\t1700000000.000\t0.1\t0\t0\t0\t0\tcmd six\tGP\n"
-	    "7\t:\t1700000000.000\t0.1\t0\t0\t0\t0\tcmd sev\n"
-	    "8\t:\t1700000000.000\t0.1\t0\t0\t0\t0\tcmd eight\tGPU-b\t1024\t";
-	static const char *const cmds[] = {
-		NULL, "cmd one", "cmd two", "cmd three", "cmd four",
-		"cmd five", "cmd six", NULL, "cmd eight",
-	};
-	struct joblog	 j;
-	char		 path[32], err[256];
-	unsigned long	 s;
-
-	file_with(path, text);
-	joblog_init(&j);
-	ck_assert_int_eq(joblog_load(&j, path, err, sizeof(err)), 0);
-	for (s = 1; s <= 8; s++) {
-		ck_assert_int_eq(joblog_done(&j, s, 0), s != 7);
-		ck_assert_int_eq(joblog_done(&j, s, 1), s != 7 && s != 2);
-		if (cmds[s] != NULL)
-			ck_assert_msg(!joblog_changed(&j, s, cmds[s]),
-			    "task %lu: command not matched", s);
-	}
-	ck_assert_int_eq(joblog_changed(&j, 3, "cmd three\tGPU-b"), 1);
-	joblog_release(&j);
-
-	/* Appending ends the torn line first: the new record reads back
-	 * whole, with the old ones. */
-	ck_assert_int_eq(joblog_open(&j, path, 1, err, sizeof(err)), 0);
-	{
-		struct jl_rec	 r = { .seq = 9, .cmd = "cmd nine",
-		    .gpu = "GPU-c", .host = ":", .gpu_mem = 3, .gpu_util = 100 };
-
-		ck_assert_int_eq(joblog_append(&j, &r), 0);
-	}
-	joblog_release(&j);
-	ck_assert_int_eq(joblog_load(&j, path, err, sizeof(err)), 0);
-	ck_assert_int_eq(joblog_done(&j, 9, 1), 1);
-	ck_assert_int_eq(joblog_done(&j, 8, 1), 1);
-	ck_assert_int_eq(joblog_changed(&j, 9, "cmd nine"), 0);
-	joblog_release(&j);
-	unlink(path);
-}
-END_TEST
-
-/* Every command has a joblog text of its own, which reads back as it:
- * a newline and the two characters \n, a TAB and \t, one backslash
- * and two, a backslash at the end. GNU parallel's lines, whose
- * Commands are raw, match as they are. */
-START_TEST(joblog_escaping_is_reversible)
-{
-	static const char *const cmds[] = {
-		"echo 'a\nb'", "echo 'a\\nb'", "echo 'a\tb'", "echo 'a\\tb'",
-		"printf '%s\\\\n' x", "echo a\\\\\\nb", "echo \\", "echo \\\\",
-		"echo \\\t", "echo \\\n", "sed 's/\\./,/'", "tr \\\\ /",
-	};
-	const size_t	 n = sizeof(cmds) / sizeof(cmds[0]);
-	struct joblog	 j;
-	struct jl_rec	 r;
-	char		 path[32], err[256], *b, *l, *save = NULL, *f;
-	size_t		 i, k;
-	int		 fd, tab;
-	ssize_t		 got;
-
-	file_with(path, "");
-	joblog_init(&j);
-	ck_assert_int_eq(joblog_open(&j, path, 0, err, sizeof(err)), 0);
-	for (i = 0; i < n; i++) {
-		memset(&r, 0, sizeof(r));
-		r.seq = i + 1;
-		r.cmd = cmds[i];
-		r.gpu = "fake0";
-		r.host = ":";
-		ck_assert_int_eq(joblog_append(&j, &r), 0);
-	}
-	joblog_release(&j);
-	ck_assert_int_eq(joblog_load(&j, path, err, sizeof(err)), 0);
-	for (i = 0; i < n; i++)
-		for (k = 0; k < n; k++)
-			ck_assert_msg(joblog_changed(&j, i + 1, cmds[k]) ==
-			    (i != k), "Seq %zu against '%s'", i + 1, cmds[k]);
-	joblog_release(&j);
-
-	/* Each Command field reads back as its command. */
-	b = calloc(1, 65536);
-	ck_assert_int_ge(fd = open(path, O_RDONLY), 0);
-	ck_assert_int_gt(got = read(fd, b, 65535), 0);
-	close(fd);
-	i = 0;
-	for (l = strtok_r(b, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-		if (strncmp(l, "Seq\t", 4) == 0)
-			continue;	/* the header */
-		for (f = l, tab = 0; tab < 8; tab++)
-			ck_assert_ptr_nonnull(f = strchr(f, '\t') + 1);
-		*strchr(f, '\t') = '\0';
-		joblog_unesc(f);
-		ck_assert_str_eq(f, cmds[i++]);
-	}
-	ck_assert_uint_eq(i, n);
-	free(b);
-	unlink(path);
-
-	/* GNU parallel's nine columns: the Command is the rest of the
-	 * line, raw, a TAB and backslashes and all, and reads back as the
-	 * command it was. */
-	file_with(path, "Seq\tHost\tStarttime\tJobRuntime\tSend\tReceive\t"
-	    "Exitval\tSignal\tCommand\n"
-	    "1\t:\t1700000000.000\t0.1\t0\t0\t0\t0\tsed 's/\\./,/'\n"
-	    "2\t:\t1700000000.000\t0.1\t0\t0\t0\t0\ttr \\\\ /\n"
-	    "3\t:\t1700000000.000\t0.1\t0\t0\t0\t0\techo 'a\tb'\n");
-	ck_assert_int_eq(joblog_load(&j, path, err, sizeof(err)), 0);
-	ck_assert_int_eq(joblog_changed(&j, 1, "sed 's/\\./,/'"), 0);
-	ck_assert_int_eq(joblog_changed(&j, 2, "tr \\\\ /"), 0);
-	ck_assert_int_eq(joblog_changed(&j, 3, "echo 'a\tb'"), 0);
-	ck_assert_int_eq(joblog_changed(&j, 3, "echo 'a"), 1);
-	joblog_release(&j);
-	unlink(path);
 }
 END_TEST
 
@@ -623,9 +414,6 @@ main(void)
 	tcase_add_test(tc, help_says_how_gpus_are_shared);
 	tcase_add_test(tc, oom_is_seen_in_stderr);
 	tcase_add_test(tc, oom_attempt_is_described);
-	tcase_add_test(tc, joblog_gpu_columns);
-	tcase_add_test(tc, joblog_resume_old_new_and_torn);
-	tcase_add_test(tc, joblog_escaping_is_reversible);
 	suite_add_tcase(s, tc);
 	return gp_check_run(s);
 }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "opts.h"
 #include "check_main.h"
 
 /* What sh -c 'printf "<%s>" WORD' prints for a quoted word. */

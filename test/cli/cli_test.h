@@ -388,6 +388,9 @@ read_joblog(const char *path, struct jrec *j, int max, int *bad)
 		if (first) {
 			ck_assert_msg(strcmp(l, "Seq\tHost\tStarttime\t"
 			    "JobRuntime\tSend\tReceive\tExitval\tSignal\t"
+			    "Command\tGPU\tGPUMem\tGPUUtil\tPeakRSS") == 0 ||
+			    strcmp(l, "Seq\tHost\tStarttime\t"
+			    "JobRuntime\tSend\tReceive\tExitval\tSignal\t"
 			    "Command\tGPU\tGPUMem\tGPUUtil") == 0 || strcmp(l,
 			    "Seq\tHost\tStarttime\tJobRuntime\tSend\t"
 			    "Receive\tExitval\tSignal\tCommand\tGPU") == 0,
@@ -414,10 +417,13 @@ read_joblog(const char *path, struct jrec *j, int max, int *bad)
 		j[n].sig = atoi(f[7]);
 		snprintf(j[n].cmd, sizeof(j[n].cmd), "%s", f[8]);
 		snprintf(j[n].gpu, sizeof(j[n].gpu), "%s", f[9]);
-		/* Ours have twelve; a test's old ones ten. */
-		ck_assert_msg(k + 1 == 12 || k + 1 == 10, "%d fields", k + 1);
+		/* Ours have thirteen; a test's old ones twelve or ten. */
+		ck_assert_msg(k + 1 == 13 || k + 1 == 12 || k + 1 == 10,
+		    "%d fields", k + 1);
 		j[n].mem = j[n].util = -1;
-		if (k + 1 == 12) {
+		if (k + 1 == 13)
+			ck_assert_msg(jl_num(f[12]), "PeakRSS '%s'", f[12]);
+		if (k + 1 >= 12) {
 			ck_assert_msg(jl_num(f[10]) && jl_num(f[11]), "GPUMem "
 			    "'%s', GPUUtil '%s'", f[10], f[11]);
 			if (*f[10] != '-')

@@ -39,12 +39,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 /* joblog.c grows its buffer to 2 MiB before it skips a line. */
 #define EXPAND_MAX	((2u << 20) + (1u << 18))
 /* gpupool-run's joblog header. */
 #define HEADER	"Seq\tHost\tStarttime\tJobRuntime\tSend\tReceive\tExitval\t" \
-	"Signal\tCommand\tGPU\tGPUMem\tGPUUtil\n"
+	"Signal\tCommand\tGPU\tGPUMem\tGPUUtil\tPeakRSS\n"
 #include "fuzz_common.h"
 
 static char	dir[256];
@@ -106,10 +106,10 @@ raw_is(const char *tail, const char *cmd)
 	return *f == '\n' || *f == '\0';
 }
 
-/* The file's last line is r's: twelve fields, ending in its GPU,
- * GPUMem and GPUUtil; or parallel's nine (nine). */
+/* The file's last line is r's: thirteen fields, ending in its GPU,
+ * GPUMem, GPUUtil and PeakRSS (unknown); or parallel's nine (nine). */
 static void
-check_last_line(const struct jl_rec *r, int nine)
+check_last_line(const struct attempt *r, int nine)
 {
 	char		 tail[512], want[96], m[24], u[24], *l;
 	off_t		 end;
@@ -132,11 +132,11 @@ check_last_line(const struct jl_rec *r, int nine)
 	}
 	for (l++; l < tail + n - 1; l++)
 		tabs += *l == '\t';
-	CHECK(tabs == 11);
-	snprintf(m, sizeof(m), "%lld", (long long)r->gpu_mem);
+	CHECK(tabs == 12);
+	snprintf(m, sizeof(m), "%llu", (unsigned long long)(r->gpu_mem >> 20));
 	snprintf(u, sizeof(u), "%d", r->gpu_util);
-	wl = (size_t)snprintf(want, sizeof(want), "\t%s\t%s\t%s\n", r->gpu,
-	    r->gpu_mem < 0 ? "-" : m, r->gpu_util < 0 ? "-" : u);
+	wl = (size_t)snprintf(want, sizeof(want), "\t%s\t%s\t%s\t-\n", r->gpu,
+	    r->gpu_mem == 0 ? "-" : m, r->gpu_util < 0 ? "-" : u);
 	CHECK((size_t)n >= wl && memcmp(tail + n - wl, want, wl) == 0);
 }
 
@@ -174,7 +174,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct joblog	 j;
-	struct jl_rec	 r;
+	struct attempt	 r;
 	char		 err[256], cmd[64];
 	const uint8_t	*in;
 	uint8_t		*owned;
@@ -250,7 +250,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	r.cmd = cmd;
 	r.gpu = "0";
 	r.host = ":";
-	r.gpu_mem = size % 3 == 0 ? -1 : (int64_t)size * 31;
+	r.gpu_mem = size % 3 == 0 ? 0 : (uint64_t)size * 31 << 20;
 	r.gpu_util = size % 5 == 0 ? -1 : (int)(size % 101);
 	joblog_init(&j);
 	CHECK(joblog_open(&j, path, 1, err, sizeof(err)) == 0);

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "master.h"
 
 #include "fuzz_common.h"
 
@@ -61,7 +61,8 @@ hello(const uint8_t *b, size_t len)
 		CHECK((const uint8_t *)s < b + len);
 		p.gpu_id[g] = (char *)s;
 	}
-	e = rp_hello_encode(&p, &elen);
+	e = rp_hello_encode(p.nw, p.ngpu, p.w_gpu, p.host, p.gpu_id,
+	    &elen);
 	CHECK(e != NULL);
 	CHECK(elen <= len && memcmp(e, b, elen) == 0);
 	/* What was encoded parses back to the same. */
@@ -92,10 +93,7 @@ tasks(const uint8_t *b, size_t len)
 		CHECK((e = malloc((size_t)n)) != NULL);
 		memcpy(e, b + off, (size_t)n);
 		memset(e, 0, sizeof(h));
-		rp_task_hdr(e, (size_t)n, h.seq, h.attempt);
-		/* Its own timeout is the caller's to set (feed.c hand()). */
-		memcpy(e + offsetof(struct task_hdr, timeout_ms),
-		    &h.timeout_ms, sizeof(h.timeout_ms));
+		rp_task_encode(e, (size_t)n, &h);
 		CHECK(memcmp(e, b + off, (size_t)n) == 0);
 		free(e);
 		off += (size_t)n;

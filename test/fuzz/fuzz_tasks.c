@@ -27,7 +27,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "master.h"
 #include "fuzz_common.h"
 
 struct outcome {

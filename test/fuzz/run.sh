@@ -63,7 +63,8 @@ for t in $targets; do
 	tasks)	srcs="$root/src/cli/tasks.c $root/src/cli/need.c $root/src/cli/grid.c
 		    $root/src/cli/gridsrc.c $root/src/cli/rdr.c
 		    $root/src/cli/repl.c $root/src/cli/files.c $root/src/io.c" ;;
-	joblog)	srcs="$root/src/cli/joblog.c $root/src/cli/rdr.c $root/src/io.c" ;;
+	joblog)	srcs="$root/src/cli/joblog.c $root/src/cli/files.c
+		    $root/src/cli/rdr.c $root/src/io.c" ;;
 	rproto)	srcs="$root/src/cli/rproto.c" ;;
 	esac
 	# shellcheck disable=SC2086

@@ -92,7 +92,7 @@ MUTANTS = [
       "\t\treturn (size_t)p->nw;\n", "\t\treturn 1;\n", "skew"),
     # 12. A lost rank loses no task.
     M("silent-rank-never-lost", 12, "src/cli/coord.c",
-      "if (r->peer[i].lost || r->peer[i].bye || !run_silent(r, i))",
+      "if (r->peer[i].lost || r->peer[i].bye || !rank_silent(r, i))",
       "if (r->peer[i].lost || r->peer[i].bye || 1)", "rank-stopped"),
     # 14. Each rank uses the GPUs it was given (an inherited list).
     M("given-ids-not-remapped", 14, "src/gpu.c", "\tif (inh == NULL) {\n",
@@ -100,7 +100,7 @@ MUTANTS = [
     # 15 (single-threaded forks) has no one-line mutant: breaking it takes
     # a thread started before a fork.
     # 16. One run per joblog.
-    M("joblog-not-locked", 16, "src/cli/joblog.c",
+    M("joblog-not-locked", 16, "src/cli/files.c",
       "if (fcntl(fd, F_OFD_SETLK, &fl) == 0)", "if (1)", "check_cli"),
     # 17. --results: the old exitval goes first, the new one last.
     M("old-exitval-kept", 17, "src/cli/results.c",
@@ -262,7 +262,8 @@ MUTANTS = [
       "*n = (size_t)(dot - (s + *off)) + 1;", "parallel_diff", "check_repl"),
     # 55. A joblog resumed or refused, never taken for empty.
     M("parallels-joblog-lines-passed-over", 55, "src/cli/joblog.c",
-      "need = j->fmt == 9 ? 8 : 9;", "need = 9;", "check_parallel"),
+      "if (k < (raw ? PARALLEL_NCOL : PARALLEL_NCOL + 1))",
+      "if (k < PARALLEL_NCOL + 1)", "check_parallel"),
     # 56. -k prints in input order.
     M("keep-order-prints-as-it-ends", 56, "src/cli/order.c",
       "if (!r->o->keep_order || nth == r->ord.next)", "if (1)",
