@@ -28,7 +28,7 @@ map_job(struct gp_job *job, size_t n)
 		memset(&items[i], 0x5a, sizeof(items[i]));
 		items[i].in = &items[i];
 		items[i].inlen = 1;
-		gp_loop_item_init(&items[i], 0);
+		gp_job_item_init(&items[i], 0);
 	}
 	job->items = items;
 	job->n = n;
@@ -69,7 +69,7 @@ START_TEST(item_init_resets_the_result)
 	struct gp_item	 it;
 
 	memset(&it, 0x5a, sizeof(it));
-	gp_loop_item_init(&it, 0);
+	gp_job_item_init(&it, 0);
 	ck_assert_ptr_null(it.out);
 	ck_assert_uint_eq(it.outlen, 0);
 	ck_assert_int_eq(it.status, GP_NOTRUN);
