@@ -101,18 +101,18 @@ MUTANTS = [
     # a thread started before a fork.
     # 16. One run per joblog.
     M("joblog-not-locked", 16, "src/cli/joblog.c",
-      "if (fcntl(fd, F_OFD_SETLK, &fl) == 0)", "if (1)", "check_cli"),
+      "if (fcntl(fd, F_OFD_SETLK, &fl) == 0)", "if (1)", "check_resume"),
     # 17. --results: the old exitval goes first, the new one last.
     M("old-exitval-kept", 17, "src/cli/results.c",
-      'what = "exitval";', 'what = ".none";', "check_cli"),
+      'what = "exitval";', 'what = ".none";', "check_results"),
     # 18. Resume's table of the Seqs present, sorted.
     M("resume-table-unsorted", 18, "src/cli/joblog.c",
       "qsort(j->ent, j->nent, sizeof(*j->ent), ent_cmp);", "(void)ent_cmp;",
-      "check_extras", "check_cli"),
+      "check_extras", "check_resume"),
     # 19. gpupool-run stays killable, output bounded.
     M("output-backlog-unbounded", 19, "src/cli/output.c",
       "#define OUT_BACKLOG		(1u << 20)", "#define OUT_BACKLOG		(~0u >> 1)",
-      "check_cli", "check_live"),
+      "check_output", "check_live"),
     # 20. The code keeps its shape: err.c calls nothing of ours.
     M("err-calls-up", 20, "src/err.c", "va_start(ap, fmt);",
       "va_start(ap, fmt); (void)gp_now_ns();", "shape"),
@@ -179,7 +179,7 @@ MUTANTS = [
     M("results-not-renamed", 38, "src/cli/results.c",
       'static const char *const final_name[] = { "stdout", "stderr", "exitval" };',
       'static const char *const final_name[] = { "stdout.live", "stderr", "exitval" };',
-      "check_live", "check_cli"),
+      "check_live", "check_results"),
     # 39. Starts at least --delay apart.
     M("delay-halved", 39, "src/cli/feed.c",
       "due = r->last_hand + (int64_t)r->o->delay_ms * 1000000;",
