@@ -303,7 +303,7 @@ void	gp_proc_shutdown(struct gp_pool *p);
  */
 /* NOTRUN, no output (with keep_out, out and outlen as they are: the
  * caller's buffer, GP_POOL_OUT_BUFFERS). */
-void	gp_loop_item_init(struct gp_item *it, int keep_out);
+void	gp_job_item_init(struct gp_item *it, int keep_out);
 /* -EINVAL for an item the pool cannot take: bytes that are not there (in
  * NULL, inlen > 0) or, with the caller's buffers (outbufs), room without
  * a buffer (out NULL, outlen > 0); else 0. */

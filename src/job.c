@@ -53,7 +53,7 @@ requeue(struct gp_job *job, struct gp_item *it)
 }
 
 void
-gp_loop_item_init(struct gp_item *it, int keep_out)
+gp_job_item_init(struct gp_item *it, int keep_out)
 {
 	if (!keep_out) {
 		it->out = NULL;
@@ -97,7 +97,7 @@ gp_job_peek(struct gp_job *job)
 		job->feed_wait = 1;
 		job->feed_nofd = r == GP_FEED_WAIT;
 	} else {
-		gp_loop_item_init(it, job->outbufs);
+		gp_job_item_init(it, job->outbufs);
 		job->held = it;
 	}
 	return job->held;

@@ -64,6 +64,16 @@ control(struct gp_pool *p, struct gp_job *job, int what)
 			gp_proc_kill(&p->w[i]);
 }
 
+/* w holds no batch any more: nothing in flight, no stop or kill aimed at
+ * an item of it. */
+static void
+batch_reset(struct gp_worker *w)
+{
+	w->nfl = w->nres = 0;
+	w->stop_id = 0;
+	w->kill_at = 0;
+}
+
 static int
 on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
     const uint8_t *pos, const uint8_t *end)
@@ -108,9 +118,7 @@ on_results(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 		 * measures it: docs/benchmarks.md). */
 		p->rr = w->idx;
 		gp_watch_end(p, w);
-		w->nfl = w->nres = 0;
-		w->stop_id = 0;
-		w->kill_at = 0;
+		batch_reset(w);
 		w->state = GP_W_IDLE;
 		if (p->o.max_tasks > 0 && w->ntasks >= p->o.max_tasks) {
 			size_t	 at;
@@ -225,9 +233,7 @@ lost(struct gp_pool *p, struct gp_job *job, struct gp_worker *w)
 	w->status = status;
 	if (job != NULL)
 		rc = gp_job_lost(job, w, cur, code, p->o.retries);
-	w->nfl = w->nres = 0;
-	w->stop_id = 0;
-	w->kill_at = 0;
+	batch_reset(w);
 	w->proto_err = 0;
 	gp_proc_lost(p, w, was, job != NULL, rc == 0);
 	return rc;
@@ -512,9 +518,7 @@ gp_loop_abandon(struct gp_pool *p, struct gp_job *job, int rc)
 			(void)gp_job_fail(job, w->fl[i].item, rc);
 		gp_data_forget(w);
 		gp_watch_end(p, w);
-		w->nfl = w->nres = 0;
-		w->stop_id = 0;
-		w->kill_at = 0;
+		batch_reset(w);
 	}
 	gp_job_abandon(job);
 }

@@ -474,7 +474,7 @@ items_init(struct gp_item *items, size_t n, int keep_out)
 	if (n > 0 && items == NULL)
 		return -EINVAL;
 	for (i = 0; i < n; i++) {
-		gp_loop_item_init(&items[i], keep_out);
+		gp_job_item_init(&items[i], keep_out);
 		if (gp_job_item_check(&items[i], keep_out) < 0)
 			rc = -EINVAL;
 	}
@@ -529,7 +529,7 @@ gp_item_init(struct gp_item *it, const void *in, size_t inlen)
 	memset(it, 0, sizeof(*it));
 	it->in = in;
 	it->inlen = inlen;
-	gp_loop_item_init(it, 0);
+	gp_job_item_init(it, 0);
 }
 
 void

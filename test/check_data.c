@@ -26,6 +26,7 @@
 #include "gpupool.h"
 #include "msg.h"	/* GP_SHM_MIN */
 #include "check_main.h"
+#include "feed_test.h"
 
 #define MiB		((size_t)1 << 20)
 #define MAX_MSG		(4 * MiB)	/* the pools' max_msg, unless said */
@@ -969,31 +970,12 @@ START_TEST(room_without_a_buffer_is_refused)
 }
 END_TEST
 
-struct feed_state {
-	struct gp_item	*it;
-	size_t		 n, next, done;
+/* A test_feed whose done() also counts the results that were exact
+ * (view_done()): the feed first, test_feed_next() reads it. */
+struct view_feed {
+	struct test_feed f;
 	size_t		 viewed;	/* results exact in done() */
 };
-
-static int
-feed_next(void *arg, struct gp_item **item)
-{
-	struct feed_state	*f = arg;
-
-	if (f->next == f->n)
-		return GP_FEED_END;
-	*item = &f->it[f->next++];
-	return GP_FEED_ITEM;
-}
-
-static int
-feed_done(void *arg, struct gp_item *item)
-{
-	struct feed_state	*f = arg;
-
-	f->done++;
-	return 0;
-}
 
 static int	grown_ok(const struct gp_item *, size_t);
 
@@ -1002,10 +984,10 @@ static int	grown_ok(const struct gp_item *, size_t);
 static int
 view_done(void *arg, struct gp_item *item)
 {
-	struct feed_state	*f = arg;
+	struct view_feed	*f = arg;
 
-	f->done++;
-	f->viewed += grown_ok(item, (size_t)(item - f->it));
+	f->f.done++;
+	f->viewed += grown_ok(item, (size_t)(item - f->f.it));
 	return 0;
 }
 
@@ -1020,9 +1002,10 @@ START_TEST(feed_keeps_the_callers_buffers)
 				  .flags = GP_POOL_OUT_BUFFERS };
 	struct gp_pool	*p = make_pool(&o);
 	struct gp_item	*it = items_make(len, 4);
-	struct feed_state f = { .it = it, .n = 4 };
-	struct gp_feed	 feed = { .next = feed_next, .done = feed_done,
-				  .in_fd = -1, .arg = &f, .ctl_fd = -1 };
+	struct test_feed f = { .it = it, .n = 4 };
+	struct gp_feed	 feed = { .next = test_feed_next,
+				  .done = test_feed_done, .in_fd = -1,
+				  .arg = &f, .ctl_fd = -1 };
 	struct arena	 a;
 
 	arena_give(&a, it, room, 4);
@@ -1054,12 +1037,12 @@ START_TEST(results_are_lent_to_done_as_views)
 	struct gp_pool_opts o = { .fake_gpus = 2, .flags = GP_POOL_OUT_VIEW };
 	struct gp_pool	*p = make_pool(&o), *q;
 	struct gp_item	*it = items_make(len, 7);
-	struct feed_state f = { .it = it, .n = 7 };
-	struct gp_feed	 feed = { .next = feed_next, .done = view_done,
+	struct view_feed f = { .f = { .it = it, .n = 7 } };
+	struct gp_feed	 feed = { .next = test_feed_next, .done = view_done,
 				  .in_fd = -1, .arg = &f, .ctl_fd = -1 };
 
 	ck_assert_int_eq(gp_pool_run(p, echo_flip, NULL, 0, &feed), 0);
-	ck_assert_uint_eq(f.done, 7);
+	ck_assert_uint_eq(f.f.done, 7);
 	ck_assert_uint_eq(f.viewed, 7);
 	ck_assert_int_eq(gp_pool_map(p, echo_flip, NULL, 0, it, 7), -EINVAL);
 	ck_assert_int_eq(it[1].status, GP_OK);
@@ -1149,12 +1132,12 @@ START_TEST(pieces_are_lent_to_done)
 	struct gp_pool_opts o = { .fake_gpus = 2, .flags = GP_POOL_OUT_VIEW };
 	struct gp_pool	*p = make_pool_as_is(&o);
 	struct gp_item	*it = items_make(big_lengths(), BIG_N);
-	struct feed_state f = { .it = it, .n = BIG_N };
-	struct gp_feed	 feed = { .next = feed_next, .done = view_done,
+	struct view_feed f = { .f = { .it = it, .n = BIG_N } };
+	struct gp_feed	 feed = { .next = test_feed_next, .done = view_done,
 				  .in_fd = -1, .arg = &f, .ctl_fd = -1 };
 
 	ck_assert_int_eq(gp_pool_run(p, echo_flip, NULL, 0, &feed), 0);
-	ck_assert_uint_eq(f.done, BIG_N);
+	ck_assert_uint_eq(f.f.done, BIG_N);
 	ck_assert_uint_eq(f.viewed, BIG_N);
 	items_free(it, BIG_N, 1);
 	gp_pool_destroy(p);
@@ -1618,8 +1601,8 @@ START_TEST(small_window_carries_everything_in_pieces)
 	size_t		*len = grow_lengths(), room[GROWN_N], i;
 	struct gp_pool	*p = make_pool_as_is(&o);
 	struct gp_item	*it = items_make(len, GROWN_N);
-	struct feed_state f = { .it = it, .n = GROWN_N };
-	struct gp_feed	 feed = { .next = feed_next, .done = view_done,
+	struct view_feed f = { .f = { .it = it, .n = GROWN_N } };
+	struct gp_feed	 feed = { .next = test_feed_next, .done = view_done,
 				  .in_fd = -1, .arg = &f, .ctl_fd = -1 };
 	struct arena	 a;
 
@@ -1647,7 +1630,7 @@ START_TEST(small_window_carries_everything_in_pieces)
 	for (i = 0; i < GROWN_N; i++)
 		it[i].out = NULL;
 	ck_assert_int_eq(gp_pool_run(p, grow_or_flip, NULL, 0, &feed), 0);
-	ck_assert_uint_eq(f.done, GROWN_N);
+	ck_assert_uint_eq(f.f.done, GROWN_N);
 	ck_assert_uint_eq(f.viewed, GROWN_N);
 	items_free(it, GROWN_N, 1);
 	free(len);

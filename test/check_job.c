@@ -12,6 +12,7 @@
 
 #include "internal.h"
 #include "check_main.h"
+#include "feed_test.h"
 
 #define N	8
 
@@ -28,7 +29,7 @@ map_job(struct gp_job *job, size_t n)
 		memset(&items[i], 0x5a, sizeof(items[i]));
 		items[i].in = &items[i];
 		items[i].inlen = 1;
-		gp_loop_item_init(&items[i], 0);
+		gp_job_item_init(&items[i], 0);
 	}
 	job->items = items;
 	job->n = n;
@@ -69,7 +70,7 @@ START_TEST(item_init_resets_the_result)
 	struct gp_item	 it;
 
 	memset(&it, 0x5a, sizeof(it));
-	gp_loop_item_init(&it, 0);
+	gp_job_item_init(&it, 0);
 	ck_assert_ptr_null(it.out);
 	ck_assert_uint_eq(it.outlen, 0);
 	ck_assert_int_eq(it.status, GP_NOTRUN);
@@ -459,50 +460,25 @@ START_TEST(batch_size_rules)
 }
 END_TEST
 
-/* A gp_pool_run() feed of items[0..feed_n), one "not yet" in the middle. */
-static size_t	 feed_i, feed_n, feed_dones;
-static int	 feed_again, feed_stop_at = -1;
-
-static int
-feed_next(void *arg, struct gp_item **it)
-{
-	(void)arg;
-	if (feed_i == 2 && feed_again) {
-		feed_again = 0;
-		return GP_FEED_AGAIN;
-	}
-	if (feed_i >= feed_n)
-		return GP_FEED_END;
-	*it = &items[feed_i++];
-	return GP_FEED_ITEM;
-}
-
-static int
-feed_done(void *arg, struct gp_item *it)
-{
-	(void)arg;
-	feed_dones++;
-	return (int)(it - items) == feed_stop_at;
-}
-
 START_TEST(feed_items_are_held_until_taken)
 {
-	struct gp_feed	 feed = { .next = feed_next, .done = feed_done,
-			       .in_fd = -1, .ctl_fd = -1 };
+	/* items[0..3), one "not yet" before items[2]; done() of items[1]
+	 * asks to stop. */
+	struct test_feed f = { .it = items, .n = 3, .again = 1,
+			       .again_at = 2, .stop_at = &items[1] };
+	struct gp_feed	 feed = { .next = test_feed_next,
+			       .done = test_feed_done, .in_fd = -1,
+			       .ctl_fd = -1, .arg = &f };
 	struct gp_job	 job;
 	struct gp_item	*a, *b, *c;
 
 	map_job(&job, 0);
 	job.feed = &feed;
-	feed_i = feed_dones = 0;
-	feed_n = 3;
-	feed_again = 1;
-	feed_stop_at = 1;
 	items[0].status = GP_OK;	/* gp_job_peek() resets what it gets */
 	ck_assert_ptr_eq(gp_job_peek(&job), &items[0]);
 	ck_assert_int_eq(items[0].status, GP_NOTRUN);
 	ck_assert_ptr_eq(gp_job_peek(&job), &items[0]);
-	ck_assert_uint_eq(feed_i, 1);
+	ck_assert_uint_eq(f.next, 1);
 	a = start(&job);
 	b = start(&job);
 	ck_assert_ptr_eq(b, &items[1]);
@@ -515,7 +491,7 @@ START_TEST(feed_items_are_held_until_taken)
 	c = start(&job);
 	ck_assert_ptr_eq(c, &items[2]);
 	done_ok(&job, a);
-	ck_assert_uint_eq(feed_dones, 1);
+	ck_assert_uint_eq(f.done, 1);
 	ck_assert_int_eq(job.cancel_req, 0);
 	/* done() asks to stop: the loop is told, nothing ends by itself. */
 	done_ok(&job, b);
@@ -525,34 +501,32 @@ START_TEST(feed_items_are_held_until_taken)
 	ck_assert_int_eq(gp_job_done(&job), 0);
 	done_ok(&job, c);
 	ck_assert_int_eq(gp_job_done(&job), 1);
-	ck_assert_uint_eq(feed_dones, 3);
+	ck_assert_uint_eq(f.done, 3);
 }
 END_TEST
 
 START_TEST(abandon_ends_the_queued_as_they_are)
 {
-	struct gp_feed	 feed = { .next = feed_next, .done = feed_done,
-			       .in_fd = -1, .ctl_fd = -1 };
+	struct test_feed f = { .it = items, .n = 2 };
+	struct gp_feed	 feed = { .next = test_feed_next,
+			       .done = test_feed_done, .in_fd = -1,
+			       .ctl_fd = -1, .arg = &f };
 	struct gp_job	 job;
 	struct gp_item	*a;
 
 	map_job(&job, 0);
 	job.feed = &feed;
-	feed_i = feed_dones = 0;
-	feed_n = 2;
-	feed_again = 0;
-	feed_stop_at = -1;
 	a = start(&job);
 	/* items[1] held (given by next(), not taken), a requeued. */
 	ck_assert_ptr_eq(gp_job_peek(&job), &items[1]);
 	ck_assert_int_eq(gp_job_end_bad(&job, a, GP_CRASHED, 1, 1), 0);
 	ck_assert_uint_eq(job.nrq, 1);
 	ck_assert_ptr_eq(job.held, &items[1]);
-	ck_assert_uint_eq(feed_dones, 0);
+	ck_assert_uint_eq(f.done, 0);
 	gp_job_abandon(&job);
 	ck_assert_int_eq(a->status, GP_NOTRUN);
 	ck_assert_int_eq(items[1].status, GP_NOTRUN);
-	ck_assert_uint_eq(feed_dones, 2);
+	ck_assert_uint_eq(f.done, 2);
 	ck_assert_uint_eq(job.nrq, 0);
 	ck_assert_ptr_null(job.held);
 	ck_assert_uint_eq(job.running, 0);

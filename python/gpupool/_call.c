@@ -1,8 +1,9 @@
 /*
- * _call.c: gpupool._gpupool's calls that run items: Pool.map() (through
- * gp_pool_map) and Pool.run() (through gp_pool_run), each with the GIL
- * released while the library waits, and the signal handling around them
- * (the wakeup fd: see _gpupool.c's opening comment for the rules).
+ * _call.c: gpupool._gpupool's call that runs items: Pool.run() (through
+ * gp_pool_run), with the GIL released while the library waits, and the
+ * signal handling around it (the wakeup fd: see _gpupool.c's opening
+ * comment for the rules). The extension has no map of its own: the
+ * package's Pool.map() and everything else stream through run().
  */
 #include "_gpupool.h"
 
@@ -12,7 +13,7 @@
 #include <unistd.h>
 
 /* ------------------------------------------------------------------ */
-/* Around a map or run: checks, the wakeup fd, the signals after. */
+/* Around a run: checks, the wakeup fd, the signals after. */
 
 struct call {
 	PyObject	*wakeup;	/* the old wakeup fd, NULL: not set */
@@ -125,48 +126,7 @@ call_end(PoolObject *self, struct call *c)
 }
 
 /* ------------------------------------------------------------------ */
-/* map */
-
-/* Run items[i] for each i in idx[0..m-1] (all when idx is NULL), the GIL
- * released. */
-static int
-map_some(PoolObject *self, PyObject *worker_ref, struct gp_item *it,
-    size_t n, const size_t *idx, size_t m)
-{
-	struct gp_item	*sub = it;
-	size_t		 i;
-	int		 rc;
-
-	if (idx != NULL) {
-		if ((sub = PyMem_RawCalloc(m ? m : 1, sizeof(*sub))) == NULL)
-			return -ENOMEM;
-		for (i = 0; i < m; i++)
-			gp_item_init(&sub[i], it[idx[i]].in, it[idx[i]].inlen);
-		n = m;
-	}
-	Py_BEGIN_ALLOW_THREADS
-	rc = gp_pool_map(self->pool, gpy_worker_fn, &worker_ref,
-	    sizeof(worker_ref), sub, n);
-	Py_END_ALLOW_THREADS
-	if (idx != NULL) {
-		for (i = 0; i < m; i++)
-			it[idx[i]] = sub[i];
-		PyMem_RawFree(sub);
-	}
-	return rc;
-}
-
-/* The items a signal canceled (or left unrun), to run again. */
-static size_t
-unfinished(const struct gp_item *it, size_t n, size_t *idx)
-{
-	size_t	 i, m = 0;
-
-	for (i = 0; i < n; i++)
-		if (it[i].status == GP_CANCELED || it[i].status == GP_NOTRUN)
-			idx[m++] = i;
-	return m;
-}
+/* run: streaming */
 
 /* An item's result: bytes; None when it has none (not GP_OK). The
  * worker always replies for an item that ends GP_OK, but the library
@@ -184,99 +144,6 @@ out_bytes(struct gp_item *it, int view)
 		return PyBytes_FromStringAndSize("", 0);
 	Py_RETURN_NONE;
 }
-
-static PyObject *
-results(struct gp_item *it, size_t n, int view)
-{
-	PyObject	*list, *out, *t;
-	size_t		 i;
-
-	if ((list = PyList_New((Py_ssize_t)n)) == NULL)
-		return NULL;
-	for (i = 0; i < n; i++) {
-		out = out_bytes(&it[i], view);
-		t = out ? Py_BuildValue("(iiN)", it[i].status, it[i].code,
-		    out) : NULL;
-		if (t == NULL) {
-			Py_DECREF(list);
-			return NULL;
-		}
-		PyList_SET_ITEM(list, (Py_ssize_t)i, t);
-	}
-	return list;
-}
-
-/* Run the map; on a signal whose handlers all returned, again on what it
- * canceled. GP_ENOWORKER (every worker gone, respawn budget spent) is no
- * exception: the items it could not run read NOTRUN. */
-static PyObject *
-map_run(PoolObject *self, struct gp_item *it, size_t n)
-{
-	struct call	 c = { NULL, NULL };
-	size_t		*idx = NULL, m = n;
-	int		 rc, sig;
-
-	for (;;) {
-		if (call_begin(self, &c, self->cancel) < 0) {
-			PyMem_RawFree(idx);
-			return NULL;
-		}
-		rc = map_some(self, (PyObject *)self, it, n, idx, m);
-		if ((sig = call_end(self, &c)) < 0 ||
-		    (rc < 0 && rc != GP_ENOWORKER)) {
-			PyMem_RawFree(idx);
-			return sig < 0 ? NULL : gpy_raise_code(rc, NULL);
-		}
-		if (sig == 0 || rc == GP_ENOWORKER)
-			break;
-		if (idx == NULL &&
-		    (idx = PyMem_RawMalloc((n ? n : 1) * sizeof(*idx))) == NULL)
-			return PyErr_NoMemory();
-		if ((m = unfinished(it, n, idx)) == 0)
-			break;
-	}
-	PyMem_RawFree(idx);
-	return results(it, n, self->view);
-}
-
-PyObject *
-gpy_map(PoolObject *self, PyObject *arg)
-{
-	PyObject	*tup, *o, *res;
-	struct gp_item	*it;
-	size_t		 i, n;
-
-	if (usable(self) < 0)
-		return NULL;
-	/* A tuple holds every bytes object while the GIL is released. */
-	if ((tup = PySequence_Tuple(arg)) == NULL)
-		return NULL;
-	n = (size_t)PyTuple_GET_SIZE(tup);
-	if ((it = PyMem_RawCalloc(n ? n : 1, sizeof(*it))) == NULL) {
-		Py_DECREF(tup);
-		return PyErr_NoMemory();
-	}
-	for (i = 0; i < n; i++) {
-		o = PyTuple_GET_ITEM(tup, (Py_ssize_t)i);
-		if (!PyBytes_Check(o)) {
-			PyErr_Format(PyExc_TypeError, "item %zu is %.100s, not "
-			    "bytes", i, Py_TYPE(o)->tp_name);
-			PyMem_RawFree(it);
-			Py_DECREF(tup);
-			return NULL;
-		}
-		gp_item_init(&it[i], PyBytes_AS_STRING(o),
-		    (size_t)PyBytes_GET_SIZE(o));
-	}
-	res = map_run(self, it, n);
-	gp_items_release(it, n);
-	PyMem_RawFree(it);
-	Py_DECREF(tup);
-	return res;
-}
-
-/* ------------------------------------------------------------------ */
-/* run: streaming */
 
 struct slot {
 	struct gp_item	 it;		/* first: the library's pointer */

@@ -1,23 +1,18 @@
 /*
  * _gpupool.c: gpupool._gpupool, a thin CPython wrapper of libgpupool (the
  * static library, linked in: the installed package needs no
- * libgpupool.so). The caller's side: Pool(), map(), run(), info(),
+ * libgpupool.so). The caller's side: Pool(), run(), info(),
  * close(); the worker's side is in _worker.c, big objects in _buf.c.
  *
  * Rules it keeps:
  * - The GIL is released around every library call that waits
- *   (gp_pool_create, gp_pool_map, gp_pool_run, gp_pool_destroy), so other
+ *   (gp_pool_create, gp_pool_run, gp_pool_destroy), so other
  *   threads of the caller run meanwhile. Forks made inside those calls
  *   take it back for CPython's fork protocol (gpy_fork_hook).
- * - Ctrl-C: while a map or run waits in the main thread, Python's wakeup
- *   fd (signal.set_wakeup_fd, the old one restored after) is the write
- *   end of a pipe of the pool's, so any signal with a Python handler
- *   wakes the library up:
- *   map: the pipe is the pool's cancel_fd (GP_POOL_CANCEL_FD): the map is
- *   canceled; once it ended (its items stopped) the handlers run:
- *   KeyboardInterrupt (or whatever a handler raises) propagates; if every
- *   handler returned, the map goes on with the items the signal canceled.
- *   run: the pipe is the feed's ctl_fd: ctl() runs the handlers at once;
+ * - Ctrl-C: while a run waits in the main thread, Python's wakeup fd
+ *   (signal.set_wakeup_fd, the old one restored after) is the write end
+ *   of a pipe of the pool's, the feed's ctl_fd, so any signal with a
+ *   Python handler wakes the library up: ctl() runs the handlers at once;
  *   if one raises, the run is canceled (GP_CTL_CANCEL) and the exception
  *   propagates once it ended; else the run goes on undisturbed.
  *   In other threads there is no wakeup fd: Python runs signal handlers
@@ -530,8 +525,8 @@ Pool_close(PoolObject *self, PyObject *noargs)
 }
 
 /* cancel(): the call in progress, in whichever thread, is canceled (its
- * items stop: grace, then SIGKILL), as a signal during map() does: a
- * byte in the pool's cancel_fd. Between calls it does nothing (each call
+ * items stop: grace, then SIGKILL), as a raising next() or done() of a
+ * run does (_call.c's stream_fail()): a byte in the pool's cancel_fd. Between calls it does nothing (each call
  * drains that pipe first). */
 static PyObject *
 Pool_cancel(PoolObject *self, PyObject *noargs)
@@ -577,9 +572,6 @@ Pool_dealloc(PoolObject *self)
 }
 
 static PyMethodDef Pool_methods[] = {
-	{ "map", (PyCFunction)gpy_map, METH_O,
-	  "map(items: sequence of bytes) -> list of (status, code, out), in "
-	  "order; out is bytes, or None when the item has no result" },
 	{ "run", (PyCFunction)gpy_run, METH_VARARGS,
 	  "run(next, done): stream; next() -> (key, bytes) or None; "
 	  "done(key, status, code, out) as each item ends" },
@@ -679,7 +671,6 @@ static const char mod_doc[] =
 "  init() runs once per worker, after os.environ got the worker's\n"
 "  CUDA_VISIBLE_DEVICES etc.; if it raises, Pool() raises InitError.\n"
 "  Bad options: ValueError or OSError with the library's reason.\n"
-"Pool.map(items) -> [(status, code, out)], in order (out bytes or None)\n"
 "Pool.run(next, done): next() -> (key, bytes) or None, asked when a\n"
 "  worker is idle; done(key, status, code, out) as each item ends.\n"
 "  If next or done raises, the run is canceled and that propagates.\n"
@@ -694,7 +685,7 @@ static const char mod_doc[] =
 "  only during the call; results of 64 KiB or more come as Out (the\n"
 "  buffer protocol over the result's own memory, no copy).\n"
 "  plan=True: fork nothing, only decide the GPUs and each worker's\n"
-"  place, for info(); map() and run() raise RuntimeError.\n"
+"  place, for info(); run() raises RuntimeError.\n"
 "Pool.cancel(): the map or run in progress (any thread) is canceled.\n"
 "Pool.size(), Pool.info() -> [dict], Pool.gpus() -> [dict],\n"
 "  Pool.monitor (None, or why NVML does not watch the GPUs),\n"

@@ -3,7 +3,7 @@
  *
  * _gpupool.c: the module, the Pool type and the caller's side (create,
  * info, close; the rules on the GIL and Ctrl-C).
- * _call.c: map and run (the GIL released while they wait, signals).
+ * _call.c: run (the GIL released while it waits, signals).
  * _worker.c: the worker's side (the fork hook, the C init/fn/fini that
  * call the Python callables, os.environ sync, current()) and the
  * gp_worker_info -> dict conversion both sides use.
@@ -44,7 +44,6 @@ extern PyObject	*gpy_InitError;
 PyObject *gpy_raise_code(int rc, const char *msg);
 
 /* _call.c */
-PyObject *gpy_map(PoolObject *self, PyObject *items);
 PyObject *gpy_run(PoolObject *self, PyObject *args);
 
 /* _buf.c */

@@ -11,6 +11,7 @@ import pytest
 
 import gpupool
 import gpupool._gpupool as g
+from cpool import pmap
 
 try:
     import numpy
@@ -170,7 +171,7 @@ def test_view_pool_gives_memoryview_and_out():
         return bytes(m) + b"!"
 
     with g.Pool(worker, fake_gpus=1, view=True) as p:
-        (s1, _, small), (s2, _, big) = p.map([b"x", pattern(n)])
+        (s1, _, small), (s2, _, big) = pmap(p, [b"x", pattern(n)])
     assert s1 == s2 == g.OK and small == b"x!"
     assert type(big) is g.Out and len(big) == n + 1
     assert bytes(big) == pattern(n) + b"!"
@@ -194,7 +195,7 @@ def test_worker_keeping_the_items_memory_leaves():
     # buffer of it must not run on (its item ends CRASHED, exit 70); its
     # replacement runs the next items.
     with g.Pool(keeper, fake_gpus=1, view=True) as p:
-        r = p.map([b"keep", b"b"])
+        r = pmap(p, [b"keep", b"b"])
     assert r[0][:2] == (g.CRASHED, 70) and r[1] == (g.OK, 0, b"b")
 
 

@@ -15,6 +15,7 @@ import threading
 import pytest
 
 import gpupool._gpupool as g
+from cpool import pmap
 
 
 def children():
@@ -43,16 +44,16 @@ def double(b):
 def test_map_order_and_values():
     with g.Pool(double, fake_gpus=2) as p:
         n = 10 ** 4
-        r = p.map([str(i).encode() for i in range(n)])
+        r = pmap(p, [str(i).encode() for i in range(n)])
         assert len(r) == n
         assert all(s == g.OK and c == 0 for s, c, _ in r)
         assert [int(o) for _, _, o in r] == [2 * i for i in range(n)]
-        assert p.map([]) == []
+        assert pmap(p, []) == []
 
 
 def test_worker_returns_none_and_empty():
     with g.Pool(lambda b: b'', fake_gpus=1) as p:
-        assert p.map([b'x', b'']) == [(g.OK, 0, b''), (g.OK, 0, b'')]
+        assert pmap(p, [b'x', b'']) == [(g.OK, 0, b''), (g.OK, 0, b'')]
 
 
 def test_environ_in_worker_and_init():
@@ -74,7 +75,7 @@ def test_environ_in_worker_and_init():
     with g.Pool(where, fake_gpus=3, init=init) as p:
         info = p.info()
         assert len(info) == p.size() == 3
-        for s, _, o in p.map([b''] * 30):
+        for s, _, o in pmap(p, [b''] * 30):
             assert s == g.OK
             d = json.loads(o)
             w = info[d['cur']['worker']]
@@ -123,7 +124,7 @@ def test_worker_raises_fails_the_item(capfd):
         return b
 
     with g.Pool(f, fake_gpus=1) as p:
-        r = p.map([b'a', b'bad', b'c'])
+        r = pmap(p, [b'a', b'bad', b'c'])
         assert r == [(g.OK, 0, b'a'), (g.FAILED, 1, None), (g.OK, 0, b'c')]
     assert "KeyError: 'oops'" in capfd.readouterr().err
 
@@ -141,7 +142,7 @@ def test_segfault_fails_one_item_and_a_replacement_runs_python():
     f = crash_on(b'boom', lambda: ctypes.string_at(0))
     with g.Pool(f, fake_gpus=1) as p:
         first = p.info()[0]['pid']
-        r = p.map([b'a', b'boom'] + [b'%d' % i for i in range(50)])
+        r = pmap(p, [b'a', b'boom'] + [b'%d' % i for i in range(50)])
         assert r[1] == (g.CRASHED, 128 + signal.SIGSEGV, None)
         assert r[0][0] == g.OK
         later = [json.loads(o) for _, _, o in r[2:]]
@@ -151,22 +152,22 @@ def test_segfault_fails_one_item_and_a_replacement_runs_python():
         pids = {x[1] for x in later}
         assert first not in pids and len(pids) == 1
         assert all(x[2] == 'fake0' for x in later)
-        r = p.map([b'x', b'y'])
+        r = pmap(p, [b'x', b'y'])
         assert [s for s, _, _ in r] == [g.OK, g.OK]
 
 
 def test_os_exit_in_worker():
     with g.Pool(crash_on(b'exit', lambda: os._exit(3)), fake_gpus=2) as p:
-        r = p.map([b'a', b'exit', b'b'])
+        r = pmap(p, [b'a', b'exit', b'b'])
         assert r[1] == (g.CRASHED, 3, None)
         assert r[0][0] == r[2][0] == g.OK
-        assert all(s == g.OK for s, _, _ in p.map([b'c'] * 10))
+        assert all(s == g.OK for s, _, _ in pmap(p, [b'c'] * 10))
 
 
 def test_sys_exit_in_worker_ends_it():
     import sys
     with g.Pool(crash_on(b'exit', lambda: sys.exit(4)), fake_gpus=1) as p:
-        r = p.map([b'exit', b'b'])
+        r = pmap(p, [b'exit', b'b'])
         assert r[0] == (g.CRASHED, 4, None)
         assert r[1][0] == g.OK
 
@@ -178,7 +179,7 @@ def test_timeout():
         return b
 
     with g.Pool(f, fake_gpus=2, timeout_ms=1000, grace_ms=50) as p:
-        r = p.map([b'a', b'hang', b'b'])
+        r = pmap(p, [b'a', b'hang', b'b'])
         assert r[1] == (g.TIMEDOUT, -1, None)
         assert r[0] == (g.OK, 0, b'a') and r[2] == (g.OK, 0, b'b')
 
@@ -192,10 +193,10 @@ def test_retries(tmp_path):
         return b
 
     with g.Pool(f, fake_gpus=1, retries=1) as p:
-        assert p.map([b'one', b'two']) == [(g.OK, 0, b'one'),
-                                          (g.OK, 0, b'two')]
+        assert pmap(p, [b'one', b'two']) == [(g.OK, 0, b'one'),
+                                             (g.OK, 0, b'two')]
     with g.Pool(f, fake_gpus=1, retries=0) as p:
-        assert p.map([b'three']) == [(g.CRASHED, 9, None)]
+        assert pmap(p, [b'three']) == [(g.CRASHED, 9, None)]
 
 
 def test_run_streams_a_generator():
@@ -256,7 +257,7 @@ def test_run_next_or_done_raising_cancels_and_propagates():
         for bad in (('k', 'not bytes'), ['k', b'1'], ('k',)):
             with pytest.raises(TypeError, match='next'):
                 p.run(lambda: bad, lambda *a: None)
-        assert p.map([b'4']) == [(g.OK, 0, b'8')]
+        assert pmap(p, [b'4']) == [(g.OK, 0, b'8')]
 
 
 def test_second_map_while_one_runs_is_refused():
@@ -264,7 +265,7 @@ def test_second_map_while_one_runs_is_refused():
         errors = []
 
         def done(*a):
-            for call in (lambda: p.map([b'1']), p.close,
+            for call in (lambda: pmap(p, [b'1']), p.close,
                          lambda: p.run(lambda: None, done)):
                 try:
                     call()
@@ -288,7 +289,7 @@ def test_second_map_while_one_runs_is_refused():
         it = iter([(0, b'1')])
         p.run(lambda: next(it, None), done2)
         assert seen[0] == 1 and 'another thread' in str(seen[1].value)
-        assert p.map([b'1']) == [(g.OK, 0, b'2')]
+        assert pmap(p, [b'1']) == [(g.OK, 0, b'2')]
 
 
 def test_caller_thread_runs_during_map():
@@ -311,7 +312,7 @@ def test_caller_thread_runs_during_map():
         k = p.size()
         t = threading.Thread(target=thread, args=(k,))
         t.start()
-        r = p.map([b'a'] * k)
+        r = pmap(p, [b'a'] * k)
         t.join()
     assert [s for s, _, _ in r] == [g.OK] * k
     assert count[0] == 100000
@@ -330,13 +331,13 @@ def test_keyboard_interrupt_cancels_the_map():
 
     with g.Pool(f, fake_gpus=2, grace_ms=50) as p:
         with pytest.raises(KeyboardInterrupt):
-            p.map([b'a', b'int', b'b'])
-        assert p.map([b'c', b'd']) == [(g.OK, 0, b'c'), (g.OK, 0, b'd')]
+            pmap(p, [b'a', b'int', b'b'])
+        assert pmap(p, [b'c', b'd']) == [(g.OK, 0, b'c'), (g.OK, 0, b'd')]
         # A run too: the interrupt is raised by the handler in ctl.
         it = iter([(0, b'int')] + [(i, b'x') for i in range(1, 10)])
         with pytest.raises(KeyboardInterrupt):
             p.run(lambda: next(it, None), lambda *a: None)
-        assert p.map([b'e']) == [(g.OK, 0, b'e')]
+        assert pmap(p, [b'e']) == [(g.OK, 0, b'e')]
     assert signal.set_wakeup_fd(-1) == -1
 
 
@@ -353,7 +354,7 @@ def test_signal_whose_handler_returns_does_not_lose_items():
         with g.Pool(f, fake_gpus=2) as p:
             items = [b'%d' % i for i in range(200)] + [b'usr1'] + \
                 [b'%d' % i for i in range(200)]
-            r = p.map(items)
+            r = pmap(p, items)
             assert [o for _, _, o in r] == items
             assert seen
     finally:
@@ -369,7 +370,7 @@ def test_close_is_idempotent_and_reaps():
     assert p.closed
     assert not (pids & children())
     with pytest.raises(ValueError):
-        p.map([b'1'])
+        pmap(p, [b'1'])
 
 
 def test_dealloc_reaps():
@@ -382,8 +383,8 @@ def test_dealloc_reaps():
 def test_map_takes_bytes_only():
     with g.Pool(double, fake_gpus=1) as p:
         with pytest.raises(TypeError):
-            p.map(['1'])
-        assert p.map((b'1',)) == [(g.OK, 0, b'2')]
+            pmap(p, ['1'])
+        assert pmap(p, (b'1',)) == [(g.OK, 0, b'2')]
 
 
 def test_module_constants():
@@ -396,7 +397,7 @@ def test_module_constants():
 def test_max_tasks_recycles_workers():
     with g.Pool(lambda b: b'%d' % os.getpid(), fake_gpus=1,
                 max_tasks=3) as p:
-        r = p.map([b''] * 10)
+        r = pmap(p, [b''] * 10)
         assert all(s == g.OK for s, _, _ in r)
         assert len({o for _, _, o in r}) >= 4
 
@@ -414,14 +415,14 @@ def test_replacements_forked_while_a_caller_thread_runs_python():
         t = threading.Thread(target=spin)
         t.start()
         try:
-            r = p.map([b'c', b'a'] * 5)
+            r = pmap(p, [b'c', b'a'] * 5)
         finally:
             stop.set()
             t.join()
         # One worker: each crash was followed by a fork, inside the map.
         assert [s for s, _, _ in r] == [g.CRASHED, g.OK] * 5
-        assert p.map([b'b']) == [(g.OK, 0, r[-1][2].replace(b'"a"',
-                                                            b'"b"'))]
+        assert pmap(p, [b'b']) == [(g.OK, 0, r[-1][2].replace(b'"a"',
+                                                               b'"b"'))]
     assert n[0] > 0
 
 
@@ -435,7 +436,7 @@ def test_worker_threads_run_between_items():
         threading.Thread(target=answer, daemon=True).start()
 
     with g.Pool(lambda b: b, fake_gpus=1, init=init) as p:
-        assert p.map([b'1']) == [(g.OK, 0, b'1')]
+        assert pmap(p, [b'1']) == [(g.OK, 0, b'1')]
         # The worker is idle, in the library's C code: its thread runs
         # only if the GIL is free there. (The timeout only turns a hang
         # into a failure.)
@@ -457,7 +458,9 @@ def test_interpreter_exit_closes_pools_and_output_is_written_once():
             print("from worker", end=" ")     # flushed when it leaves
             return b
         p = g.Pool(f, fake_gpus=2)
-        assert p.map([b"x"]) == [(0, 0, b"x")]
+        got = []
+        p.run(iter([(0, b"x"), None]).__next__, lambda *r: got.append(r))
+        assert got == [(0, 0, 0, b"x")]
         pids = [i["pid"] for i in p.info()]
         print(*pids)
         # no close(): the interpreter's exit destroys the pool

@@ -1,6 +1,6 @@
 /*
  * usage.c: gpupool-run's --help text, one string, so that the options'
- * parsing (opts.c) stays short. check_cli's help_and_man_page_agree
+ * parsing (opts.c) stays short. check_input's help_and_man_page_agree
  * keeps it and gpupool-run(1) in step.
  */
 #include "master.h"

@@ -336,7 +336,7 @@ run_in(int in_fd, double limit, struct res *r, const char *const *args)
 #define RUN(r, ...)	run_in(-1, 60, (r), (const char *const []){ __VA_ARGS__, NULL })
 
 /* The probe's log: E records into recs, B records into begs. */
-static int
+static inline int
 read_log(const char *path, struct rec *recs, struct beg *begs, int *nbeg)
 {
 	char		*b = slurp(path, NULL), *l, *save = NULL;
@@ -377,7 +377,7 @@ jl_num(const char *s)
 /* Joblog records (the header and lines with fewer than 10 fields are
  * not returned; *bad counts the latter). The header is ours, or that of
  * a joblog from before GPUMem and GPUUtil that a test wrote. */
-static int
+static inline int
 read_joblog(const char *path, struct jrec *j, int max, int *bad)
 {
 	char	*b = slurp(path, NULL), *l, *save = NULL, *f[16], *p;
@@ -488,7 +488,7 @@ struct want_lines {
 	char		 c;	/* count lines starting with c; 0: any */
 };
 
-static int
+static inline int
 have_lines(void *arg)
 {
 	struct want_lines	*w = arg;
@@ -511,7 +511,7 @@ struct want_str {
 	const char	*s;
 };
 
-static int
+static inline int
 have_str(void *arg)
 {
 	struct want_str	*w = arg;

@@ -40,7 +40,7 @@ MUTANTS = [
       "(void)sigprocmask(SIG_SETMASK, &none, NULL);", "(void)none;",
       "check_faults"),
     M("worker-not-bound", 3, "src/worker.c", "\tbind_place(p, w, &rd);\n",
-      "\t(void)bind_place;\n", "check_pool"),
+      "\t(void)bind_place;\n", "check_place"),
     # 4. Every fd close-on-exec; the worker holds only its own.
     M("task-pipe-not-cloexec", 4, "src/proc.c",
       "if (pipe2(task, O_CLOEXEC) == -1)", "if (pipe2(task, 0) == -1)",
@@ -96,23 +96,23 @@ MUTANTS = [
       "if (r->peer[i].lost || r->peer[i].bye || 1)", "rank-stopped"),
     # 14. Each rank uses the GPUs it was given (an inherited list).
     M("given-ids-not-remapped", 14, "src/gpu.c", "\tif (inh == NULL) {\n",
-      "\tif (1) {\n", "check_pool", "rank-gpus"),
+      "\tif (1) {\n", "check_place", "rank-gpus"),
     # 15 (single-threaded forks) has no one-line mutant: breaking it takes
     # a thread started before a fork.
     # 16. One run per joblog.
     M("joblog-not-locked", 16, "src/cli/files.c",
-      "if (fcntl(fd, F_OFD_SETLK, &fl) == 0)", "if (1)", "check_cli"),
+      "if (fcntl(fd, F_OFD_SETLK, &fl) == 0)", "if (1)", "check_resume"),
     # 17. --results: the old exitval goes first, the new one last.
     M("old-exitval-kept", 17, "src/cli/results.c",
-      'what = "exitval";', 'what = ".none";', "check_cli"),
+      'what = "exitval";', 'what = ".none";', "check_results"),
     # 18. Resume's table of the Seqs present, sorted.
     M("resume-table-unsorted", 18, "src/cli/joblog.c",
       "qsort(j->ent, j->nent, sizeof(*j->ent), ent_cmp);", "(void)ent_cmp;",
-      "check_extras", "check_cli"),
+      "check_extras", "check_resume"),
     # 19. gpupool-run stays killable, output bounded.
     M("output-backlog-unbounded", 19, "src/cli/output.c",
       "#define OUT_BACKLOG		(1u << 20)", "#define OUT_BACKLOG		(~0u >> 1)",
-      "check_cli", "check_live"),
+      "check_output", "check_live"),
     # 20. The code keeps its shape: err.c calls nothing of ours.
     M("err-calls-up", 20, "src/err.c", "va_start(ap, fmt);",
       "va_start(ap, fmt); (void)gp_now_ns();", "shape"),
@@ -120,10 +120,10 @@ MUTANTS = [
     M("second-call-not-refused", 21, "src/pool.c",
       "if (!__atomic_compare_exchange_n(&p->job, &(struct gp_job *){ NULL },",
       "if (0 && !__atomic_compare_exchange_n(&p->job, &(struct gp_job *){ NULL },",
-      "check_pool"),
+      "check_threads"),
     # 22. A pool belongs to the process that created it.
     M("forked-child-uses-the-pool", 22, "src/pool.c",
-      "if (getpid() != p->master)\n", "if (0)\n", "check_pool"),
+      "if (getpid() != p->master)\n", "if (0)\n", "check_threads"),
     # 23. Reserved fields must be zero.
     M("reserved-fields-ignored", 23, "src/pool.c",
       "if (!zeroed(p->o.reserved, NELEM(p->o.reserved)))", "if (0)",
@@ -136,7 +136,7 @@ MUTANTS = [
     # 25. Every worker fork goes through the fork hook.
     M("fork-hook-not-in-child", 25, "src/proc.c",
       "p->o.fork_hook(GP_FORK_CHILD, p->o.fork_arg);", "(void)0;",
-      "check_pool"),
+      "check_threads"),
     # 26. NVML only in the monitor child.
     M("nvml-path-ignored", 26, "src/nvml.c",
       'const char	*path = getenv("GPUPOOL_NVML");',
@@ -152,7 +152,7 @@ MUTANTS = [
       "check_gate", "check_watch"),
     # 27, 30. Multi-GPU items alone on their GPUs; the head holds the rest.
     M("waiting-head-dropped", 30, "src/dispatch.c",
-      "\t\t\tif (bad == 0)\n", "\t\t\tif (bad == 0 && 0)\n", "check_pool"),
+      "\t\t\tif (bad == 0)\n", "\t\t\tif (bad == 0 && 0)\n", "check_feed"),
     M("held-gpu-fits", 27, "src/gate.c",
       "if (g->held || (free_only && g->busy))", "if (free_only && g->busy)",
       "check_gate", "check_watch"),
@@ -179,7 +179,7 @@ MUTANTS = [
     M("results-not-renamed", 38, "src/cli/results.c",
       'static const char *const final_name[] = { "stdout", "stderr", "exitval" };',
       'static const char *const final_name[] = { "stdout.live", "stderr", "exitval" };',
-      "check_live", "check_cli"),
+      "check_live", "check_results"),
     # 39. Starts at least --delay apart.
     M("delay-halved", 39, "src/cli/feed.c",
       "due = r->last_hand + (int64_t)r->o->delay_ms * 1000000;",
