@@ -34,161 +34,185 @@ def panels(res):
     """What the plot shows: a list of panels of grouped horizontal bars.
     rows: (label, value or [value per series], colour key)."""
     P = []
-    cr = res.get("command_runner")
-    if cr:
-        lab = {k: x["label"] for k, x in cr["runners"].items()}
-        names = list(lab)
-        t = cr["workloads"]["true"]
-        s = cr["workloads"]["sleep"]
-        P.append({"title": "%s: wall / raw posix_spawn bound" % t["title"],
-                  "unit": "x (lower is better)", "ref": 1.0,
-                  "rows": [(lab[k], med(t["runners"][k]["vs_raw"]), k)
-                           for k in names]})
-        P.append({"title": "%s: CPU per task" % t["title"],
-                  "unit": "ms user+sys, runner and tasks (lower is better)",
-                  "rows": [(lab[k], med(t["runners"][k]["cpu_ms_per_task"]),
-                            k) for k in names]})
-        P.append({"title": "%s: overhead per task" % s["title"],
-                  "unit": "ms, (wall - ideal) / N x 4 (lower is better)",
-                  "rows": [(lab[k], med(s["runners"][k]
-                                        ["overhead_ms_per_task"]), k)
-                           for k in names]})
-        P.append({"title": "launch -> first task starts",
-                  "unit": "ms (lower is better)", "ref": 5.0,
-                  "rows": [(lab[k], med(t["runners"][k]["latency_ms"]), k)
-                           for k in names]})
-        sk = cr["skewed"]["orders"]
-        P.append({"title": "%d skewed tasks: makespan / ideal" %
-                           cr["skewed"]["n"],
-                  "unit": "x greedy list-scheduling ideal (1 = ideal)",
-                  "ref": 1.0, "series": ["given order", "longest first"],
-                  "rows": [(lab[k], [med(sk["given"]["runners"][k]
-                                         ["over_ideal"]),
-                                     med(sk["lpt"]["runners"][k]
-                                         ["over_ideal"])], k)
-                           for k in names]})
-        fp = cr["footprint"]
-        ns = [str(n) for n in fp["ns"]]
-        P.append({"title": "pile-up: peak live processes",
-                  "unit": "processes, runner's whole tree (log)",
-                  "log": True, "series": ["N=%s" % n for n in ns],
-                  "rows": [(lab[k], [fp["runners"][k].get(n, {})
-                                     .get("peak_procs") for n in ns], k)
-                           for k in names]})
-        P.append({"title": "pile-up: peak memory (PSS sum)",
-                  "unit": "MiB, runner's whole tree (log)", "log": True,
-                  "series": ["N=%s" % n for n in ns],
-                  "rows": [(lab[k], [(fp["runners"][k].get(n, {})
-                                      .get("peak_pss_kb") or 0) / 1024 or None
-                                     for n in ns], k) for k in names]})
-        P.append({"title": "runner's own peak RSS (VmHWM)",
-                  "unit": "MiB (lower is better)", "ref": 4.0,
-                  "rows": [(lab[k], max([x.get("master_hwm_kb") or 0 for x in
-                                         fp["runners"][k].values()]) / 1024
-                            or None, k) for k in names]})
-    pm = res.get("pool_map")
-    if pm:
-        P.append(trivial_panel("pool_map: trivial items (x*2), 4 workers",
-                               pm["trivial"]))
-        rt = pm["roundtrip"]
-        P.append({"title": "pool_map: one item in flight, round trip",
-                  "unit": "us (lower is better)",
-                  "series": ["all on one CPU", "scheduler's choice"],
-                  "rows": [(lab_, [med(rt["pinned"][k]), med(rt["free"][k])],
-                            key) for k, lab_, key in (
-                      ("raw_pipe_us", "raw pipe ping-pong", "spawn4"),
-                      ("raw_sock_us", "raw socketpair ping-pong", "spawn4"),
-                      ("pool_us", "pool_map (gp_pool_run, 1 worker)",
-                       "gpupool-run"))]})
-        sk = pm["skewed"]["orders"]
-        names = {"gpupool": "pool_map", "map": "Pool.map (default chunks)",
-                 "imap_unordered": "Pool.imap_unordered"}
-        P.append({"title": "pool_map: %d skewed items: makespan / ideal" %
-                           pm["skewed"]["n"],
-                  "unit": "x greedy list-scheduling ideal (1 = ideal)",
-                  "ref": 1.0, "series": ["given order", "longest first"],
-                  "rows": [(names[k], [med(sk["given"]["impls"][k]
-                                           ["over_ideal"]),
-                                       med(sk["lpt"]["impls"][k]
-                                           ["over_ideal"])],
+    if res.get("command_runner"):
+        P += panels_cmd(res["command_runner"])
+    if res.get("pool_map"):
+        P += panels_pool(res["pool_map"])
+    if res.get("python"):
+        P += panels_python(res["python"])
+    if res.get("mpi"):
+        P += panels_mpi(res["mpi"])
+    return P
+
+
+def panels_cmd(cr):
+    """The command runners' panels."""
+    P = []
+    lab = {k: x["label"] for k, x in cr["runners"].items()}
+    names = list(lab)
+    t = cr["workloads"]["true"]
+    s = cr["workloads"]["sleep"]
+    P.append({"title": "%s: wall / raw posix_spawn bound" % t["title"],
+              "unit": "x (lower is better)", "ref": 1.0,
+              "rows": [(lab[k], med(t["runners"][k]["vs_raw"]), k)
+                       for k in names]})
+    P.append({"title": "%s: CPU per task" % t["title"],
+              "unit": "ms user+sys, runner and tasks (lower is better)",
+              "rows": [(lab[k], med(t["runners"][k]["cpu_ms_per_task"]),
+                        k) for k in names]})
+    P.append({"title": "%s: overhead per task" % s["title"],
+              "unit": "ms, (wall - ideal) / N x 4 (lower is better)",
+              "rows": [(lab[k], med(s["runners"][k]
+                                    ["overhead_ms_per_task"]), k)
+                       for k in names]})
+    P.append({"title": "launch -> first task starts",
+              "unit": "ms (lower is better)", "ref": 5.0,
+              "rows": [(lab[k], med(t["runners"][k]["latency_ms"]), k)
+                       for k in names]})
+    sk = cr["skewed"]["orders"]
+    P.append({"title": "%d skewed tasks: makespan / ideal" %
+                       cr["skewed"]["n"],
+              "unit": "x greedy list-scheduling ideal (1 = ideal)",
+              "ref": 1.0, "series": ["given order", "longest first"],
+              "rows": [(lab[k], [med(sk["given"]["runners"][k]
+                                     ["over_ideal"]),
+                                 med(sk["lpt"]["runners"][k]
+                                     ["over_ideal"])], k)
+                       for k in names]})
+    fp = cr["footprint"]
+    ns = [str(n) for n in fp["ns"]]
+    P.append({"title": "pile-up: peak live processes",
+              "unit": "processes, runner's whole tree (log)",
+              "log": True, "series": ["N=%s" % n for n in ns],
+              "rows": [(lab[k], [fp["runners"][k].get(n, {})
+                                 .get("peak_procs") for n in ns], k)
+                       for k in names]})
+    P.append({"title": "pile-up: peak memory (PSS sum)",
+              "unit": "MiB, runner's whole tree (log)", "log": True,
+              "series": ["N=%s" % n for n in ns],
+              "rows": [(lab[k], [(fp["runners"][k].get(n, {})
+                                  .get("peak_pss_kb") or 0) / 1024 or None
+                                 for n in ns], k) for k in names]})
+    P.append({"title": "runner's own peak RSS (VmHWM)",
+              "unit": "MiB (lower is better)", "ref": 4.0,
+              "rows": [(lab[k], max([x.get("master_hwm_kb") or 0 for x in
+                                     fp["runners"][k].values()]) / 1024
+                        or None, k) for k in names]})
+    return P
+
+
+def panels_pool(pm):
+    """pool_map's panels."""
+    P = []
+    P.append(trivial_panel("pool_map: trivial items (x*2), 4 workers",
+                           pm["trivial"]))
+    rt = pm["roundtrip"]
+    P.append({"title": "pool_map: one item in flight, round trip",
+              "unit": "us (lower is better)",
+              "series": ["all on one CPU", "scheduler's choice"],
+              "rows": [(lab_, [med(rt["pinned"][k]), med(rt["free"][k])],
+                        key) for k, lab_, key in (
+                  ("raw_pipe_us", "raw pipe ping-pong", "spawn4"),
+                  ("raw_sock_us", "raw socketpair ping-pong", "spawn4"),
+                  ("pool_us", "pool_map (gp_pool_run, 1 worker)",
+                   "gpupool-run"))]})
+    sk = pm["skewed"]["orders"]
+    names = {"gpupool": "pool_map", "map": "Pool.map (default chunks)",
+             "imap_unordered": "Pool.imap_unordered"}
+    P.append({"title": "pool_map: %d skewed items: makespan / ideal" %
+                       pm["skewed"]["n"],
+              "unit": "x greedy list-scheduling ideal (1 = ideal)",
+              "ref": 1.0, "series": ["given order", "longest first"],
+              "rows": [(names[k], [med(sk["given"]["impls"][k]
+                                       ["over_ideal"]),
+                                   med(sk["lpt"]["impls"][k]
+                                       ["over_ideal"])],
+                        "gpupool-run" if k == "gpupool" else k)
+                       for k in sk["given"]["impls"]]})
+    pl = pm["payload"]
+    sizes = list(pl)
+    P.append({"title": "pool_map: payload echoed, 4 workers",
+              "unit": "MB/s each way (log, higher is better)",
+              "log": True,
+              "series": [fmt_bytes(int(z)) for z in sizes],
+              "rows": [("pool_map", [med(pl[z]["impls"]["gpupool"]
+                                         ["mb_per_s"]) for z in sizes],
+                        "gpupool-run"),
+                       ("gp_pool_map, caller's buffers",
+                        [med(pl[z]["impls"].get("gpupool-bufs", {})
+                             .get("mb_per_s")) for z in sizes], "xargs"),
+                       ("gp_pool_run, views in done()",
+                        [med(pl[z]["impls"].get("gpupool-view", {})
+                             .get("mb_per_s")) for z in sizes],
+                        "parallel"),
+                       ("Pool.map (default chunks)",
+                        [med(pl[z]["impls"].get("map", {})
+                             .get("mb_per_s")) for z in sizes], "map"),
+                       ("memcpy (one thread)",
+                        [(med(pl[z].get("memcpy_gb_per_s")) or 0) * 1e3
+                         or None for z in sizes], "spawn4")]})
+    if any(x.get("gpupool_over_memcpy") for x in pl.values()):
+        P.append({"title": "pool_map: payload echoed / memcpy bandwidth",
+                  "unit": "x memcpy of the same size (dashed: 0.15 at "
+                          "1 MiB)", "ref": 0.15,
+                  "rows": [(fmt_bytes(int(z)),
+                            med(pl[z].get("gpupool_over_memcpy")),
+                            "gpupool-run") for z in sizes]})
+    return P
+
+
+def panels_python(py):
+    """The Python package's panels."""
+    P = []
+    P.append(trivial_panel("Python: trivial items (x*2), 4 workers",
+                           py["trivial"]))
+    rt = py["roundtrip"]
+    P.append({"title": "Python: one item in flight, round trip",
+              "unit": "us (lower is better)",
+              "rows": [(lab_, med(rt["impls"][k]["us"]),
+                        "gpupool-run" if k.startswith("gpupool") else k)
+                       for k, lab_ in rt["labels"].items()]})
+    wm = py["warm"]
+    P.append({"title": "Python: %d tasks, %g s set-up each, 4 slots" % (
+                 wm["tasks"], wm["setup_s"]),
+              "unit": "overhead s = wall - ideal (dashed: 1.5 set-ups)",
+              "ref": 1.5 * wm["setup_s"],
+              "rows": [(lab_, med(wm["impls"][k]["overhead_s"]),
+                        "gpupool-run" if k in ("pool", "run") else k)
+                       for k, lab_ in wm["labels"].items()]})
+    ck = py.get("checkpoint")
+    if ck:
+        kinds = [k for k in ("trivial", "ms", "ms1") if k in ck["kinds"]]
+        P.append({"title": "Python: map with checkpoint= / without",
+                  "unit": "x wall (dashed: 1.10; lower is better)",
+                  "ref": 1.10,
+                  "rows": [(ck["kinds"][k]["title"],
+                            med(ck["kinds"][k].get("ckpt_cost")),
+                            "gpupool-run") for k in kinds]})
+    pl = py.get("payload")
+    if pl:
+        P.append({"title": "Python: big items echoed, 4 workers",
+                  "unit": "MB/s each way (higher is better)",
+                  "series": ["%s of %s" % (x["kind"],
+                                           fmt_bytes(x["size"]))
+                             for x in pl["rows"]],
+                  "rows": [(lab_, [med(x["impls"][k]["mb_per_s"])
+                                   for x in pl["rows"]],
                             "gpupool-run" if k == "gpupool" else k)
-                           for k in sk["given"]["impls"]]})
-        pl = pm["payload"]
-        sizes = list(pl)
-        P.append({"title": "pool_map: payload echoed, 4 workers",
-                  "unit": "MB/s each way (log, higher is better)",
-                  "log": True,
-                  "series": [fmt_bytes(int(z)) for z in sizes],
-                  "rows": [("pool_map", [med(pl[z]["impls"]["gpupool"]
-                                             ["mb_per_s"]) for z in sizes],
-                            "gpupool-run"),
-                           ("gp_pool_map, caller's buffers",
-                            [med(pl[z]["impls"].get("gpupool-bufs", {})
-                                 .get("mb_per_s")) for z in sizes], "xargs"),
-                           ("gp_pool_run, views in done()",
-                            [med(pl[z]["impls"].get("gpupool-view", {})
-                                 .get("mb_per_s")) for z in sizes],
-                            "parallel"),
-                           ("Pool.map (default chunks)",
-                            [med(pl[z]["impls"].get("map", {})
-                                 .get("mb_per_s")) for z in sizes], "map"),
-                           ("memcpy (one thread)",
-                            [(med(pl[z].get("memcpy_gb_per_s")) or 0) * 1e3
-                             or None for z in sizes], "spawn4")]})
-        if any(x.get("gpupool_over_memcpy") for x in pl.values()):
-            P.append({"title": "pool_map: payload echoed / memcpy bandwidth",
-                      "unit": "x memcpy of the same size (dashed: 0.15 at "
-                              "1 MiB)", "ref": 0.15,
-                      "rows": [(fmt_bytes(int(z)),
-                                med(pl[z].get("gpupool_over_memcpy")),
-                                "gpupool-run") for z in sizes]})
-    py = res.get("python")
-    if py:
-        P.append(trivial_panel("Python: trivial items (x*2), 4 workers",
-                               py["trivial"]))
-        rt = py["roundtrip"]
-        P.append({"title": "Python: one item in flight, round trip",
-                  "unit": "us (lower is better)",
-                  "rows": [(lab_, med(rt["impls"][k]["us"]),
-                            "gpupool-run" if k.startswith("gpupool") else k)
-                           for k, lab_ in rt["labels"].items()]})
-        wm = py["warm"]
-        P.append({"title": "Python: %d tasks, %g s set-up each, 4 slots" % (
-                     wm["tasks"], wm["setup_s"]),
-                  "unit": "overhead s = wall - ideal (dashed: 1.5 set-ups)",
-                  "ref": 1.5 * wm["setup_s"],
-                  "rows": [(lab_, med(wm["impls"][k]["overhead_s"]),
-                            "gpupool-run" if k in ("pool", "run") else k)
-                           for k, lab_ in wm["labels"].items()]})
-        ck = py.get("checkpoint")
-        if ck:
-            kinds = [k for k in ("trivial", "ms", "ms1") if k in ck["kinds"]]
-            P.append({"title": "Python: map with checkpoint= / without",
-                      "unit": "x wall (dashed: 1.10; lower is better)",
-                      "ref": 1.10,
-                      "rows": [(ck["kinds"][k]["title"],
-                                med(ck["kinds"][k].get("ckpt_cost")),
-                                "gpupool-run") for k in kinds]})
-        pl = py.get("payload")
-        if pl:
-            P.append({"title": "Python: big items echoed, 4 workers",
-                      "unit": "MB/s each way (higher is better)",
-                      "series": ["%s of %s" % (x["kind"],
-                                               fmt_bytes(x["size"]))
-                                 for x in pl["rows"]],
-                      "rows": [(lab_, [med(x["impls"][k]["mb_per_s"])
-                                       for x in pl["rows"]],
-                                "gpupool-run" if k == "gpupool" else k)
-                               for k, lab_ in pl["labels"].items()]})
-    mp = res.get("mpi")
-    if mp:
-        P.append({"title": "gpupool-run, %d MPI ranks: dispatch" %
-                           mp["ranks"],
-                  "unit": "null tasks/s (higher is better)", "ref": 20000.0,
-                  "rows": [("in all (rank 0's slots too)", med(mp["per_s"]),
-                            "gpupool-run"),
-                           ("over MPI (ranks 1-%d)" % (mp["ranks"] - 1),
-                            med(mp["mpi_per_s"]), "gpupool-run")]})
+                           for k, lab_ in pl["labels"].items()]})
+    return P
+
+
+def panels_mpi(mp):
+    """Dispatch over MPI."""
+    P = []
+    P.append({"title": "gpupool-run, %d MPI ranks: dispatch" %
+                       mp["ranks"],
+              "unit": "null tasks/s (higher is better)", "ref": 20000.0,
+              "rows": [("in all (rank 0's slots too)", med(mp["per_s"]),
+                        "gpupool-run"),
+                       ("over MPI (ranks 1-%d)" % (mp["ranks"] - 1),
+                        med(mp["mpi_per_s"]), "gpupool-run")]})
     return P
 
 

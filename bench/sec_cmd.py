@@ -64,17 +64,24 @@ def validate(runners, build, work, n):
 
 
 def cmd_section(cfg, runners, build, work, res, notes):
-    stamp = os.path.join(build, "bench", "stamp")
-    first = os.path.join(work, "first.stamp")
-    n = cfg["cmd_n"]
+    """res["command_runner"]: every runner validated, then the throughput
+    workloads, the skewed sleeps and the pile-up."""
     sec = res["command_runner"] = {
         "slots": SLOTS, "runners": {r.name: {"label": r.label,
                                              "note": r.note}
                                     for r in runners}}
     log("command runners: validation")
     sec["validation"] = validate(runners, build, work, cfg["val_n"])
+    cmd_workloads(cfg, runners, build, work, sec, notes)
+    cmd_skewed(cfg, runners, work, sec, notes)
+    cmd_footprint(cfg, runners, work, sec)
 
-    # Throughput workloads. The first task records its start time.
+
+def cmd_workloads(cfg, runners, build, work, sec, notes):
+    """Throughput workloads. The first task records its start time."""
+    stamp = os.path.join(build, "bench", "stamp")
+    first = os.path.join(work, "first.stamp")
+    n = cfg["cmd_n"]
     workloads = [
         ("true", "%d x true" % n, cfg["true_rounds"], 0.0,
          ["%s %s first" % (stamp, first)] + ["true"] * (n - 1)),
@@ -116,7 +123,9 @@ def cmd_section(cfg, runners, build, work, res, notes):
                     rr, runs.get("gpupool-run"), "wall_s"),
             }
 
-    # Skewed: 100 heavy-tailed sleeps, given order and longest first.
+
+def cmd_skewed(cfg, runners, work, sec, notes):
+    """Skewed: 100 heavy-tailed sleeps, given order and longest first."""
     d = pareto(100, cfg["skew_xm"], cfg["skew_cap"], 42, 3)
     orders = {"given": d, "lpt": sorted(d, reverse=True)}
     sk = sec["skewed"] = {
@@ -147,8 +156,10 @@ def cmd_section(cfg, runners, build, work, res, notes):
                                      for x in runs[r.name]])}
                 for r in runners}}
 
-    # Pile-up and footprint, sampled in a pass of their own (the sampler
-    # costs CPU; no time from this pass is reported).
+
+def cmd_footprint(cfg, runners, work, sec):
+    """Pile-up and footprint, sampled in a pass of their own (the sampler
+    costs CPU; no time from this pass is reported)."""
     fp = sec["footprint"] = {"task": "sleep 0.01", "ns": list(cfg["fp_ns"]),
                              "runners": {r.name: {} for r in runners}}
     for nn in cfg["fp_ns"]:

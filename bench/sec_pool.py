@@ -15,13 +15,20 @@ def pin_first_cpu():
 
 
 def pool_section(cfg, build, work, res, notes):
+    """res["pool_map"]: bench_pool's measurements against py_pool.py's."""
     bp = os.path.join(build, "bench", "bench_pool")
     pyp = [sys.executable, os.path.join(HERE, "py_pool.py")]
     sec = res["pool_map"] = {"workers": SLOTS}
+    pool_roundtrip(cfg, bp, sec)
+    pool_trivial(cfg, bp, pyp, sec)
+    pool_skewed(cfg, bp, pyp, work, sec)
+    pool_payload(cfg, bp, pyp, sec)
 
-    # One item in flight: blocks of round trips, raw pipe / raw socketpair /
-    # pool interleaved inside one process; pinned to one CPU (the worker
-    # keeps that affinity: GP_POOL_NO_BIND), and free.
+
+def pool_roundtrip(cfg, bp, sec):
+    """One item in flight: blocks of round trips, raw pipe / raw socketpair
+    / pool interleaved inside one process; pinned to one CPU (the worker
+    keeps that affinity: GP_POOL_NO_BIND), and free."""
     log("pool_map: one-item round trips")
     pp = sec["roundtrip"] = {"n_per_block": cfg["pp_n"]}
     for mode in ("pinned", "free"):
@@ -44,7 +51,9 @@ def pool_section(cfg, build, work, res, notes):
                                      for b in blocks]),
         }
 
-    # Trivial items: x * 2 on an int.
+
+def pool_trivial(cfg, bp, pyp, sec):
+    """Trivial items: x * 2 on an int."""
     impls = [
         ("gpupool", "pool_map", lambda n: [bp, "trivial", str(n)]),
         ("gpupool-bufs", "gp_pool_map, results in the caller's buffers",
@@ -92,7 +101,9 @@ def pool_section(cfg, build, work, res, notes):
                 if k != "gpupool" else None}
             for k, _ in todo}
 
-    # Skewed item durations, given order and longest first.
+
+def pool_skewed(cfg, bp, pyp, work, sec):
+    """Skewed item durations, given order and longest first."""
     d = pareto(PSKEW["n"], PSKEW["xm"], PSKEW["cap"], PSKEW["seed"])
     sk = sec["skewed"] = {
         "n": len(d), "total_s": sum(d), "max_s": max(d),
@@ -119,8 +130,10 @@ def pool_section(cfg, build, work, res, notes):
                           "over_ideal": stats([x and x / ideal for x in v])}
                       for k, v in runs.items()}}
 
-    # Payload sweep: echo SIZE bytes; this machine's memcpy of SIZE bytes in
-    # the same rounds, so each round gives pool_map's share of it.
+
+def pool_payload(cfg, bp, pyp, sec):
+    """Payload sweep: echo SIZE bytes; this machine's memcpy of SIZE bytes
+    in the same rounds, so each round gives pool_map's share of it."""
     pl = sec["payload"] = {}
     map_mbps = None
     for size, n in cfg["payloads"]:

@@ -287,11 +287,29 @@ def python_section(cfg, build, work, res, notes, explicit=None,
         if not py_have(py, probe, install, notes, peer, "its rows"):
             sec["missing"][peer] = "not importable by %s" % py
 
-    def have(k):
-        return k not in sec["missing"]
+    # 1. Trivial items; 2. one item in flight; 3. warm workers.
+    python_trivial(cfg, helper, sec)
+    python_roundtrip(cfg, helper, sec)
+    python_warm(cfg, build, helper, sec, py, probe, install, notes)
 
-    # 1. Trivial items.
-    impls = [(k, lab) for k, lab in PY_TRIVIAL if have(k)]
+    # 4. Big items.
+    python_payload(cfg, helper, sec, ["bytes"] + (
+        ["numpy"] if py_have(py, probe, install, notes, "numpy",
+                             "big numpy items") else []))
+
+    # 5. Start-up and first item, forked and clean, against loky.
+    imports = [i for i in PY_START_IMPORTS if i == "none" or py_have(
+        py, probe, install, notes, i, "the start-up rows after import %s"
+        % i)]
+    python_start(cfg, helper, sec, imports)
+
+    # 6. Checkpoints.
+    python_checkpoint(cfg, helper, sec)
+
+
+def python_trivial(cfg, helper, sec):
+    """Trivial items."""
+    impls = [(k, lab) for k, lab in PY_TRIVIAL if k not in sec["missing"]]
     tr = sec["trivial"] = {"labels": dict(impls), "ns": list(cfg["py_ns"]),
                            "by_n": {}}
     for n in cfg["py_ns"]:
@@ -309,8 +327,10 @@ def python_section(cfg, build, work, res, notes, explicit=None,
                 if k != "gpupool" else None}
             for k, v in runs.items()}
 
-    # 2. One item in flight.
-    impls = [(k, lab) for k, lab in PY_ROUNDTRIP if have(k)]
+
+def python_roundtrip(cfg, helper, sec):
+    """One item in flight."""
+    impls = [(k, lab) for k, lab in PY_ROUNDTRIP if k not in sec["missing"]]
     n = cfg["py_rt_n"]
     rt = sec["roundtrip"] = {"labels": dict(impls), "n": n, "impls": {}}
     runs = {k: [] for k, _ in impls}
@@ -329,9 +349,11 @@ def python_section(cfg, build, work, res, notes, explicit=None,
         rt["map1_over_ppe"] = pair_ratios(runs["gpupool-map1"], runs["ppe"],
                                           "per_s")
 
-    # 3. Warm workers against a process per task. The set-up is a real
-    # heavy import (scipy.stats, about 0.3-1 s cold) when py has it, else
-    # a sleep standing for one.
+
+def python_warm(cfg, build, helper, sec, py, probe, install, notes):
+    """Warm workers against a process per task. The set-up is a real
+    heavy import (scipy.stats, about 0.3-1 s cold) when py has it, else
+    a sleep standing for one."""
     tasks, module, setup_s, work_s = cfg["py_warm"]
     setup = module if py_have(py, probe, install, notes, module.split(".")[0],
                               "the warm rows' real import (a %g s sleep "
@@ -378,16 +400,3 @@ def python_section(cfg, build, work, res, notes, explicit=None,
     wm["pool_faster_than_semaphore"] = pair_ratios(
         runs["semaphore"], runs["pool"], "wall_s")
 
-    # 4. Big items.
-    python_payload(cfg, helper, sec, ["bytes"] + (
-        ["numpy"] if py_have(py, probe, install, notes, "numpy",
-                             "big numpy items") else []))
-
-    # 5. Start-up and first item, forked and clean, against loky.
-    imports = [i for i in PY_START_IMPORTS if i == "none" or py_have(
-        py, probe, install, notes, i, "the start-up rows after import %s"
-        % i)]
-    python_start(cfg, helper, sec, imports)
-
-    # 6. Checkpoints.
-    python_checkpoint(cfg, helper, sec)
