@@ -1,5 +1,5 @@
-"""plots.py: The plot: panels of grouped horizontal bars, drawn with matplotlib when it
-is installed, else written as SVG by hand."""
+"""plots.py: the plot: panels of grouped horizontal bars, drawn with
+matplotlib when it is installed, else written as SVG by hand."""
 import os
 
 from common import med

@@ -1,4 +1,5 @@
-"""sec_python.py: The Python package gpupool against Python's pools (issue 11)."""
+"""sec_python.py: the Python package gpupool against Python's pools
+(issue 11)."""
 import json
 import os
 import subprocess

@@ -1,8 +1,8 @@
-"""supervise.py: Processes: every runner is a descendant of this process. We are a child
-subreaper, so what runners leave behind (task-spooler's server, its
-per-job clients) is re-parented to us, counted in the process tree while
-it lives, reaped by us (its CPU time lands in RUSAGE_CHILDREN), and never
-outlives a run unseen."""
+"""supervise.py: every runner is a descendant of this process.
+We are a child subreaper, so what runners leave behind (task-spooler's
+server, its per-job clients) is re-parented to us, counted in the
+process tree while it lives, reaped by us (its CPU time lands in
+RUSAGE_CHILDREN), and never outlives a run unseen."""
 import ctypes
 import os
 import signal
