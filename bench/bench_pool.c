@@ -502,6 +502,50 @@ read_durations(const char *path, int *n)
 	return d;
 }
 
+/* bench_pool pingpong N BLOCKS [nobind]: blocks of n round trips,
+ * interleaved: pipe, socket, pool; the echo children live as long as the
+ * pool's worker. */
+static void
+verb_pingpong(int n, int blocks, int nobind)
+{
+	struct gp_pool		*p = pool1(nobind);
+	struct echo_child	 ep, es;
+	int			 b;
+
+	echo_start(&ep, 1);
+	echo_start(&es, 0);
+	echo_run(&ep, n / 10 + 1);
+	echo_run(&es, n / 10 + 1);
+	pool_pingpong(p, n / 10 + 1);
+	for (b = 0; b < blocks; b++) {
+		double	 rp = echo_run(&ep, n);
+		double	 rs = echo_run(&es, n);
+		double	 pp = pool_pingpong(p, n);
+
+		printf("{\"bench\":\"pingpong\",\"n\":%d,"
+		    "\"raw_pipe_us\":%.3f,\"raw_sock_us\":%.3f,"
+		    "\"pool_us\":%.3f}\n", n, rp, rs, pp);
+	}
+	echo_stop(&ep);
+	echo_stop(&es);
+	gp_pool_destroy(p);
+}
+
+/* bench_pool payload SIZE N [bufs|view]: items of size bytes echoed. */
+static void
+verb_payload(size_t size, size_t n, const char *how)
+{
+	int	 view = how != NULL && strcmp(how, "view") == 0;
+	double	 ips, startup;
+
+	startup = view ? 0 : pool_start(how != NULL);
+	ips = view ? payload_view(size, n) : payload(size, n);
+	printf("{\"bench\":\"payload\",\"size\":%zu,\"n\":%zu,"
+	    "\"items_per_s\":%.1f,\"mb_per_s\":%.3f,"
+	    "\"startup_s\":%.6f}\n", size, n, ips,
+	    ips * (double)size / 1e6, startup);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -518,30 +562,7 @@ main(int argc, char **argv)
 		    raw_pingpong(n, pipes));
 	} else if (strcmp(verb, "pingpong") == 0 && (argc == 4 || (argc == 5 &&
 	    strcmp(argv[4], "nobind") == 0))) {
-		int			 n = atoi(argv[2]), b;
-		int			 blocks = atoi(argv[3]);
-		struct gp_pool		*p = pool1(argc == 5);
-		struct echo_child	 ep, es;
-
-		/* Blocks of n round trips, interleaved: pipe, socket, pool;
-		 * the echo children live as long as the pool's worker. */
-		echo_start(&ep, 1);
-		echo_start(&es, 0);
-		echo_run(&ep, n / 10 + 1);
-		echo_run(&es, n / 10 + 1);
-		pool_pingpong(p, n / 10 + 1);
-		for (b = 0; b < blocks; b++) {
-			double	 rp = echo_run(&ep, n);
-			double	 rs = echo_run(&es, n);
-			double	 pp = pool_pingpong(p, n);
-
-			printf("{\"bench\":\"pingpong\",\"n\":%d,"
-			    "\"raw_pipe_us\":%.3f,\"raw_sock_us\":%.3f,"
-			    "\"pool_us\":%.3f}\n", n, rp, rs, pp);
-		}
-		echo_stop(&ep);
-		echo_stop(&es);
-		gp_pool_destroy(p);
+		verb_pingpong(atoi(argv[2]), atoi(argv[3]), argc == 5);
 	} else if (strcmp(verb, "roundtrip") == 0 && (argc < 4 || (argc == 4 &&
 	    strcmp(argv[3], "nobind") == 0))) {
 		int		 n = argc > 2 ? atoi(argv[2]) : 20000;
@@ -579,17 +600,8 @@ main(int argc, char **argv)
 		free(d);
 	} else if (strcmp(verb, "payload") == 0 && (argc == 4 || (argc == 5 &&
 	    (strcmp(argv[4], "bufs") == 0 || strcmp(argv[4], "view") == 0)))) {
-		size_t	 size = strtoul(argv[2], NULL, 10);
-		size_t	 n = strtoul(argv[3], NULL, 10);
-		int	 view = argc == 5 && strcmp(argv[4], "view") == 0;
-		double	 ips;
-
-		startup = view ? 0 : pool_start(argc == 5);
-		ips = view ? payload_view(size, n) : payload(size, n);
-		printf("{\"bench\":\"payload\",\"size\":%zu,\"n\":%zu,"
-		    "\"items_per_s\":%.1f,\"mb_per_s\":%.3f,"
-		    "\"startup_s\":%.6f}\n", size, n, ips,
-		    ips * (double)size / 1e6, startup);
+		verb_payload(strtoul(argv[2], NULL, 10),
+		    strtoul(argv[3], NULL, 10), argc == 5 ? argv[4] : NULL);
 	} else if (strcmp(verb, "memcpy") == 0 && argc == 4) {
 		size_t	 size = strtoul(argv[2], NULL, 10);
 		size_t	 n = strtoul(argv[3], NULL, 10);

@@ -98,6 +98,46 @@ cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Rank 0: n null tasks in a new file at path (a mkstemp template). */
+static int
+write_tasks(char *path, long n)
+{
+	FILE	*f;
+	long	 i;
+	int	 fd;
+
+	if ((fd = mkstemp(path)) == -1 || (f = fdopen(fd, "w")) == NULL) {
+		perror("bench_ranks: tasks file");
+		return -1;
+	}
+	for (i = 0; i < n; i++)
+		fputs("true\n", f);
+	return fclose(f) != 0 ? -1 : 0;
+}
+
+/* Rank 0, after round k: its figures, and the tasks per second the
+ * other ranks ran (returned). */
+static double
+round_report(struct run *r, int k, double secs, int gpus)
+{
+	double	 far = 0;
+	int	 i;
+
+	for (i = 1; i < r->npeer; i++)
+		far += (double)r->peer[i].ran;
+	far /= secs;
+	printf("round %d: %lu tasks in %.3f s: %.0f tasks/s, "
+	    "%.0f/s of them over MPI; per rank:", k + 1, r->ok,
+	    secs, (double)r->ok / secs, far);
+	for (i = 0; i < r->npeer; i++)
+		printf(" %lu", r->peer[i].ran);
+	printf("\n{\"tasks\": %lu, \"secs\": %.6f, "
+	    "\"per_s\": %.1f, \"mpi_per_s\": %.1f, "
+	    "\"ranks\": %d, \"gpus\": %d}\n", r->ok, secs,
+	    (double)r->ok / secs, far, r->npeer, gpus);
+	return far;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -110,8 +150,7 @@ main(int argc, char **argv)
 	long		 n = argc > 1 ? atol(argv[1]) : 200000;
 	int		 gpus = argc > 2 ? atoi(argv[2]) : 2;
 	int		 rounds = argc > 3 ? atoi(argv[3]) : 3;
-	int		 fd = -1, i, k, go, rc = 0;
-	FILE		*f;
+	int		 i, k, go, rc = 0;
 
 	if (n <= 0 || gpus <= 0 || rounds <= 0 || rounds > 64) {
 		fprintf(stderr, "usage: bench_ranks [TASKS [GPUS [ROUNDS]]]\n");
@@ -123,14 +162,7 @@ main(int argc, char **argv)
 		return 1;
 	}
 	if (ranks_rank(rk) == 0) {
-		if ((fd = mkstemp(path)) == -1 || (f = fdopen(fd, "w")) ==
-		    NULL) {
-			perror("bench_ranks: tasks file");
-			return 1;
-		}
-		for (i = 0; i < n; i++)
-			fputs("true\n", f);
-		if (fclose(f) != 0)
+		if (write_tasks(path, n) < 0)
 			return 1;
 		printf("bench_ranks: %d ranks x %d fake GPUs, %ld null tasks "
 		    "a round\n", ranks_size(rk), gpus, n);
@@ -157,18 +189,7 @@ main(int argc, char **argv)
 			rc = i;
 		secs[k] = (double)(gp_now_ns() - r.t0) / 1e9;
 		if (ranks_rank(rk) == 0) {
-			for (i = 1, far[k] = 0; i < r.npeer; i++)
-				far[k] += (double)r.peer[i].ran;
-			far[k] /= secs[k];
-			printf("round %d: %lu tasks in %.3f s: %.0f tasks/s, "
-			    "%.0f/s of them over MPI; per rank:", k + 1, r.ok,
-			    secs[k], (double)r.ok / secs[k], far[k]);
-			for (i = 0; i < r.npeer; i++)
-				printf(" %lu", r.peer[i].ran);
-			printf("\n{\"tasks\": %lu, \"secs\": %.6f, "
-			    "\"per_s\": %.1f, \"mpi_per_s\": %.1f, "
-			    "\"ranks\": %d, \"gpus\": %d}\n", r.ok, secs[k],
-			    (double)r.ok / secs[k], far[k], r.npeer, gpus);
+			far[k] = round_report(&r, k, secs[k], gpus);
 			if (r.ok != (unsigned long)n)
 				rc = 1;
 		}

@@ -144,6 +144,25 @@ raw_pingpong(int n, int use_pipes)
 	return us;
 }
 
+/* A raw_batch() child: doubles each batch of ints read from in onto out,
+ * until in ends. */
+static void __attribute__((noreturn))
+batch_child(int in, int out, int *buf)
+{
+	uint32_t	 k, j;
+
+	for (;;) {
+		ssize_t	 r = read(in, &k, sizeof(k));
+
+		if (r != sizeof(k))
+			_exit(0);
+		xread(in, buf, k * sizeof(int));
+		for (j = 0; j < k; j++)
+			buf[j] *= 2;
+		xwrite(out, buf, k * sizeof(int));
+	}
+}
+
 /*
  * Raw batched bound for trivial items: WORKERS echo children over pipes,
  * each sent batches of b ints (a u32 count, then the ints), one batch in
@@ -173,24 +192,13 @@ raw_batch(size_t n, uint32_t b)
 		if ((pid[w] = fork()) == -1)
 			exit(1);
 		if (pid[w] == 0) {
-			uint32_t	 k, j;
-
 			close(a[1]);
 			close(c[0]);
 			while (w-- > 0) {	/* the other children's ends */
 				close(to[w]);
 				close(from[w]);
 			}
-			for (;;) {
-				ssize_t	 r = read(a[0], &k, sizeof(k));
-
-				if (r != sizeof(k))
-					_exit(0);
-				xread(a[0], buf, k * sizeof(int));
-				for (j = 0; j < k; j++)
-					buf[j] *= 2;
-				xwrite(c[1], buf, k * sizeof(int));
-			}
+			batch_child(a[0], c[1], buf);
 		}
 		close(a[0]);
 		close(c[1]);

@@ -25,10 +25,8 @@ cancels what is queued and running and then joins.
 import errno
 import math
 import os
-import sys
 import threading
 import weakref
-from concurrent.futures import Future
 
 from . import _async
 from . import _checkpoint
@@ -38,18 +36,14 @@ from . import _jobs
 from . import _progress
 from . import _start
 from . import _task
+from ._drive import Driver, _Future
+# WorkerInfo, GpuState, current: gpupool's names, found here.
+from ._info import GpuState, WorkerInfo, current  # noqa: F401
+from ._options import (_check_processes, _gpu_mem,  # noqa: F401
+                       _gpus_arg, _max_tasks, _spread)
 
 
 _MAX_CHUNK = 16384  # map's default chunks: len / (4 x workers), capped
-
-
-def _gpus_arg(gpus):
-    if gpus is None or isinstance(gpus, str):
-        return gpus
-    if isinstance(gpus, int):
-        raise TypeError("gpus= takes a list of GPU ids or a string like "
-                        "'0,2', not an int (for N fake GPUs: fake_gpus=N)")
-    return ",".join(str(g) for g in gpus)
 
 
 def _read_report(fd):
@@ -63,163 +57,6 @@ def _read_report(fd):
             break
         chunks.append(b)
     return b"".join(chunks).decode(errors="replace")
-
-
-_UNITS = {"K": 10, "M": 20, "G": 30, "T": 40}
-_SIZE_MAX = 1024 << 40  # gpupool-run's --mem takes at most 1024T
-
-
-def _gpu_mem(v):
-    """gpu_mem= as bytes: None, an int, or a size as gpupool-run's --mem
-    takes it: digits with at most one '.', then K, M, G or T (powers of
-    1024, either case) and nothing, "i", "B" or "iB" ("20G", "1.5GiB",
-    "512M"); "0" alone needs no unit. Rounded up to a whole byte."""
-    if v is None or (isinstance(v, int) and not isinstance(v, bool)):
-        return v  # the C pool checks the range
-    if not isinstance(v, str):
-        raise ValueError("gpu_mem=%r: bytes (an int) or a size such as "
-                         "'20G'" % (v,))
-    num = v.rstrip("KMGTkmgtiB")
-    unit = v[len(num):]
-    ok = (num.count(".") <= 1 and num not in ("", ".")
-          and num.replace(".", "", 1).isdigit() and num.isascii())
-    if ok and unit == "" and float(num) == 0:
-        return 0
-    if not ok or unit[:1].upper() not in _UNITS or \
-            unit[1:] not in ("", "i", "B", "iB"):
-        raise ValueError("gpu_mem=%r: not a size (say '20G', '1.5GiB' or "
-                         "'512M': a unit K, M, G or T is needed, powers "
-                         "of 1024)" % (v,))
-    b = math.ceil(float(num) * (1 << _UNITS[unit[0].upper()]))
-    if b > _SIZE_MAX:
-        raise ValueError("gpu_mem=%r: too large (at most 1024T)" % (v,))
-    return b
-
-
-class _Record:
-    """A read-only record: attribute access over a dict from the C
-    pool."""
-
-    __slots__ = ("_d",)
-
-    def __init__(self, d):
-        object.__setattr__(self, "_d", dict(d))
-
-    def __getattr__(self, name):
-        try:
-            return self._d[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def __setattr__(self, name, value):
-        raise AttributeError("%s is read-only" % type(self).__name__)
-
-    def as_dict(self):
-        return dict(self._d)
-
-    def __repr__(self):
-        return "%s(%s)" % (type(self).__name__, ", ".join(
-            "%s=%r" % kv for kv in self._d.items()))
-
-
-class WorkerInfo(_Record):
-    """Where a worker runs: attribute access over the C library's
-    gp_worker_info (worker, gpu, slot, pid, fake, visible, uuid, busid,
-    name, mem_bytes, numa, nodeset, cpuset, ...)."""
-
-    __slots__ = ()
-
-
-class GpuState(_Record):
-    """A GPU of the pool as it was last seen (Pool.gpus()), over the C
-    library's gp_gpu_state: gpu (index in the pool's GPU list), uuid,
-    busid, known (NVML reports it), busy (someone else uses it, or who
-    does cannot be told), why ("free", "pid 4242 is not ours (3.0 GiB)",
-    "others use 7.0 of 8.0 GiB (over 10%)", "no NVML: ..."), util (%, -1
-    unknown), mem_total, mem_foreign (bytes used by processes not of this
-    pool), mem_ours (what this pool's running items declared or use,
-    whichever is more), running (this pool's items on it), nforeign
-    (compute processes not ours), held (by an item holding several
-    GPUs)."""
-
-    __slots__ = ()
-
-
-def current():
-    """In a worker: its WorkerInfo (gpu, uuid, busid, numa, cpuset, ...).
-    In the caller, outside any worker: None."""
-    d = _gpupool.current()
-    return None if d is None else WorkerInfo(d)
-
-
-def _check_processes(processes):
-    if processes is None:
-        return
-    if not isinstance(processes, int) or isinstance(processes, bool):
-        raise TypeError("processes=%r: a number of workers (an int) or "
-                        "None" % (processes,))
-    if processes < 1:
-        raise ValueError("Number of processes must be at least 1")
-
-
-def _max_tasks(maxtasksperchild, max_tasks_per_worker):
-    """maxtasksperchild (multiprocessing's name: a positive int or None)
-    and max_tasks_per_worker (gpupool's: 0 or None for never) as the C
-    pool's count (0: never)."""
-    if maxtasksperchild is not None:
-        if not isinstance(maxtasksperchild, int) or \
-                isinstance(maxtasksperchild, bool) or maxtasksperchild <= 0:
-            raise ValueError("maxtasksperchild must be a positive int or "
-                             "None")
-        if max_tasks_per_worker not in (None, maxtasksperchild):
-            raise ValueError("maxtasksperchild=%r and max_tasks_per_worker="
-                             "%r disagree (they are one setting)"
-                             % (maxtasksperchild, max_tasks_per_worker))
-        return maxtasksperchild
-    return max_tasks_per_worker or 0
-
-
-def _unit_id(info):
-    """The id gpus= takes for the GPU a planned worker sits on: its UUID,
-    else its bus id, else (a fake GPU, "fakeK") K."""
-    if info["uuid"]:
-        return info["uuid"]
-    if info["busid"]:
-        return info["busid"]
-    return info["visible"][4:] if info["visible"].startswith("fake") \
-        else str(info["gpu"])
-
-
-def _spread(processes, gpus, per_gpu, plan_kw):
-    """processes=N over the G GPUs (or groups of gpus_per_worker) the
-    pool would use: (gpus, per_gpu). N a multiple of G: per_gpu = N / G
-    on every GPU. N under G: one worker on each of the first N. Anything
-    else, or a per_gpu that disagrees, is a ValueError: the C pool gives
-    every GPU the same number of workers."""
-    plan = _gpupool.Pool(_task.worker_entry, gpus=gpus, plan=True, **plan_kw)
-    try:
-        info = plan.info()
-    finally:
-        plan.close()
-    g = len(info)
-    if per_gpu is not None:
-        if processes != g * per_gpu:
-            raise ValueError("processes=%d with per_gpu=%d: the pool has %d "
-                             "GPUs, so %d workers (leave one of them out)"
-                             % (processes, per_gpu, g, g * per_gpu))
-        return gpus, per_gpu
-    if processes % g == 0:
-        return gpus, processes // g
-    if processes < g and plan_kw.get("gpus_per_worker", 1) == 1:
-        free = gpus is not None and gpus.startswith("free")
-        ids = ",".join(_unit_id(i) for i in info[:processes])
-        return ("free:" if free else "") + ids, 1
-    raise ValueError(
-        "processes=%d: the pool has %d %s, and each takes the same number "
-        "of workers: ask for a multiple of %d, or at most %d (one each on "
-        "the first ones), or choose the GPUs with gpus=" % (
-            processes, g, "GPUs" if plan_kw.get("gpus_per_worker", 1) == 1
-            else "groups of GPUs", g, g))
 
 
 _live = weakref.WeakSet()  # pools not joined, joined at interpreter exit
@@ -247,7 +84,7 @@ except AttributeError:  # not CPython's threading
     atexit.register(_python_exit)
 
 
-class Pool:
+class Pool(Driver):
     """A pool of long-lived worker processes, per_gpu per GPU, each pinned
     to its GPU (CUDA_VISIBLE_DEVICES) and that GPU's NUMA node and CPUs.
 
@@ -329,6 +166,37 @@ class Pool:
         # The functions of __main__ the workers will have: taken before
         # they fork (a replacement forks later, and has them too).
         self._forked = _task.Forked() if method == "fork" else None
+        self._c = self._start_c(method, initializer, initargs, wait_free, dict(
+            gpus=gpus, per_gpu=1 if per_gpu is None else per_gpu,
+            timeout_ms=0 if timeout is None else
+            max(1, math.ceil(timeout * 1000)),
+            grace_ms=0 if grace is None else
+            max(1, math.ceil(grace * 1000)),
+            retries=retries, max_tasks=max_tasks, gpu_mem=gpu_mem,
+            view=True, max_msg=max_msg, **plan_kw))
+        if gpu_mem:
+            self._refuse_gpu_mem(gpu_mem)
+        self._size = self._c.size()
+        self._cv = threading.Condition()
+        self._runner = threading.Lock()
+        self._owner = None
+        self._waiting = 0
+        self._state = "open"
+        self._stop = threading.Event()
+        self._subq = _jobs.SubmitQueue()
+        self._sub_inflight = set()  # submits' futures sent, not yet done
+        self._dispatcher = None
+        self._helpers = {}  # imap threads -> their StreamJob
+        self._results = _async.Results()
+        self._inflight = 0     # items sent and not yet done
+        self._refresh = False  # self._pids may miss a replacement
+        self._pids = [i["pid"] for i in self._c.info()]
+        _live.add(self)
+
+    def _start_c(self, method, initializer, initargs, wait_free, c_kw):
+        """The C pool, with c_kw its options, its workers started (forked,
+        or clean with method "spawn") and their initializer run; the pipes
+        the workers report on (the initializer's failure, their pids)."""
         r, w = os.pipe()  # close-on-exec, as every fd Python makes
         os.set_blocking(r, False)
         os.set_blocking(w, False)
@@ -350,16 +218,8 @@ class Pool:
                          _start.payload(_task.dumps_fn(init)),
                          (self._keep[0], self._pidw))
                 init = None
-            self._c = _gpupool.Pool(
-                _task.worker_entry, gpus=gpus,
-                per_gpu=1 if per_gpu is None else per_gpu,
-                timeout_ms=0 if timeout is None else
-                max(1, math.ceil(timeout * 1000)),
-                grace_ms=0 if grace is None else
-                max(1, math.ceil(grace * 1000)),
-                retries=retries, max_tasks=max_tasks, init=init,
-                gpu_mem=gpu_mem, view=True, max_msg=max_msg, spawn=spawn,
-                **plan_kw)
+            return _gpupool.Pool(_task.worker_entry, init=init, spawn=spawn,
+                                 **c_kw)
         except BaseException as e:
             self._close_pipes()
             if (isinstance(e, OSError) and e.errno == errno.ENODEV and
@@ -377,24 +237,6 @@ class Pool:
             report[0] = report[1] = None  # replacements never see them
             os.close(w)
             os.close(r)
-        if gpu_mem:
-            self._refuse_gpu_mem(gpu_mem)
-        self._size = self._c.size()
-        self._cv = threading.Condition()
-        self._runner = threading.Lock()
-        self._owner = None
-        self._waiting = 0
-        self._state = "open"
-        self._stop = threading.Event()
-        self._subq = _jobs.SubmitQueue()
-        self._sub_inflight = set()  # submits' futures sent, not yet done
-        self._dispatcher = None
-        self._helpers = {}  # imap threads -> their StreamJob
-        self._results = _async.Results()
-        self._inflight = 0     # items sent and not yet done
-        self._refresh = False  # self._pids may miss a replacement
-        self._pids = [i["pid"] for i in self._c.info()]
-        _live.add(self)
 
     def _refuse_gpu_mem(self, need):
         """An item needing more than every GPU of the pool has (all
@@ -413,151 +255,6 @@ class Pool:
         for fd in [self._pidr, self._pidw] + self._keep:
             os.close(fd)
         self._keep = []
-
-    # -- driving the C pool ------------------------------------------------
-
-    def _acquire_runner(self):
-        if self._owner == threading.get_ident():
-            raise RuntimeError("gpupool: a map on this pool was started "
-                               "from inside one of its own callbacks")
-        with self._cv:
-            self._waiting += 1
-        try:
-            self._runner.acquire()
-        finally:
-            with self._cv:
-                self._waiting -= 1
-        self._owner = threading.get_ident()
-
-    def _release_runner(self):
-        self._owner = None
-        self._runner.release()
-        with self._cv:
-            self._cv.notify_all()  # a dispatcher that gave way goes on
-
-    def _drive(self, job, serve_submits=True, locked=False):
-        """One C call over job (None: submits only) and the submit queue,
-        in this thread. Returns when job has nothing more to send now and
-        the items in flight have ended; raises what the call raised.
-        locked: the caller holds the runner lock already (it is released
-        here all the same)."""
-        subs = self._sub_inflight
-
-        def send(item):
-            """Count item in flight, unless terminate() came first: under
-            self._cv, so that terminate() sees either no item sent after
-            its stop or the count of those that were."""
-            with self._cv:
-                if self._stop.is_set():
-                    raise _jobs.Abort(_errors.Canceled("the pool was "
-                                                       "terminated"))
-                self._inflight += 1
-            return item
-
-        def next_item():
-            if self._refresh:
-                self._refresh_pids()
-            if serve_submits:
-                with self._cv:  # as send(), with the pop in the same hold
-                    if self._stop.is_set():
-                        raise _jobs.Abort(_errors.Canceled(
-                            "the pool was terminated"))
-                    if job is None and self._waiting:
-                        return None  # the dispatcher gives way
-                    s = self._subq.next_item()
-                    if s is not None:
-                        self._inflight += 1
-                        subs.add(s[0][0])
-                        return (None, s[0]), s[1]
-            if job is None:
-                return None
-            j = job.next_item()
-            return None if j is None else send(((job, j[0]), j[1]))
-
-        def done(key, status, code, out):
-            with self._cv:
-                self._inflight -= 1
-            if status in (_gpupool.CRASHED, _gpupool.TIMEDOUT):
-                self._refresh = True  # a replacement has a new pid
-            src, k = key
-            if src is None:
-                subs.discard(k[0])
-                _jobs.SubmitQueue.finish(k, status, code, out)
-            else:
-                src.finish(k, status, code, out)
-            if self._stop.is_set():
-                raise _jobs.Abort(_errors.Canceled("the pool was "
-                                                   "terminated"))
-
-        if not locked:
-            self._acquire_runner()
-        try:
-            self._check_usable()
-            self._c.run(next_item, done)
-        except BaseException as e:
-            # The call ended without done() for its items in flight (an
-            # exception of a callback, Ctrl-C): their futures fail too.
-            if subs:
-                exc = e
-                if isinstance(e, _jobs.Abort) or not isinstance(e, Exception):
-                    exc = _errors.Canceled(
-                        "the C call that ran it ended early (%r)"
-                        % (getattr(e, "exc", e),))
-                for fut in list(subs):
-                    if not fut.done():
-                        fut.set_exception(exc)
-                subs.clear()
-            raise
-        finally:
-            with self._cv:
-                self._inflight = 0
-            # A worker's pid changes only when it is replaced: after a
-            # crash or timeout, or after max_tasks_per_worker items.
-            if self._refresh or self._max_tasks:
-                self._refresh_pids()
-            self._release_runner()
-
-    def _help(self):
-        """A wait without a timeout on a submitted call (Future.result(),
-        AsyncResult.get()): when no call runs, drive the submit queue in
-        this thread, rather than waiting for the dispatcher thread to wake
-        and do it (one thread hop each way less a round trip). Whoever
-        takes the runner lock first drives; the other finds the queue
-        served."""
-        me = threading.get_ident()
-        if self._owner == me or not self._subq.q:
-            return
-        if not self._runner.acquire(blocking=False):
-            return
-        self._owner = me
-        if not self._subq.q:
-            self._release_runner()
-            return
-        try:
-            self._drive(None, locked=True)
-        except _jobs.Abort:
-            pass
-        except Exception as e:  # the pool failed: fail the rest
-            with self._cv:
-                self._subq.cancel_all(e)
-
-    def _refresh_pids(self):
-        """The workers' pids, for terminate() to kill while a call runs in
-        another thread (info() is not allowed then). In the driving thread
-        only. Kept marked stale while a dead worker is not yet replaced
-        (pid 0)."""
-        try:
-            pids = [i["pid"] for i in self._c.info()]
-        except Exception:
-            return
-        self._pids = pids
-        self._refresh = 0 in pids
-
-    def _check_usable(self):
-        if self._state == "joined":
-            raise ValueError("gpupool: the pool is closed and joined")
-        if self._stop.is_set():
-            raise _errors.Canceled("the pool was terminated")
 
     def _check_open(self):
         if self._state != "open":
@@ -820,39 +517,6 @@ class Pool:
         return self.map_async(_Star(func), iterable, chunksize, callback,
                               error_callback)
 
-    def _interrupt(self):
-        """Ctrl-C reached a thread waiting on this pool's results
-        (result(), get(), an imap loop): queued calls are canceled
-        (cancelled() is True), and the C call running, whichever thread
-        drives it, is canceled now (its items stop: grace, then SIGKILL),
-        as Ctrl-C during map() does."""
-        with self._cv:
-            self._subq.cancel_pending()
-            running = self._owner is not None
-        if running:
-            self._c.cancel()
-
-    def _dispatch(self):
-        while True:
-            with self._cv:
-                # Not while another thread drives (a map, or a result()
-                # helping, Pool._help): that call serves the queue, and its
-                # end notifies.
-                while (not self._subq.q or self._waiting
-                       or self._owner is not None):
-                    if self._state != "open" and not self._subq.q:
-                        self._dispatcher = None
-                        self._cv.notify_all()
-                        return
-                    self._cv.wait()
-            try:
-                self._drive(None)
-            except _jobs.Abort:
-                pass
-            except BaseException as e:  # the pool failed: fail the rest
-                with self._cv:
-                    self._subq.cancel_all(e)
-
     def close(self):
         """No new work; what is queued or running goes on (and the
         callbacks of what ends). join() waits for it."""
@@ -986,29 +650,6 @@ class Pool:
         return False
 
 
-class _Future(Future):
-    """Pool.submit's future: result() and exception() without a timeout
-    first offer to drive the pool in the calling thread (Pool._help);
-    Ctrl-C while they wait stops the pool's work (Pool._interrupt)."""
-
-    def __init__(self, pool):
-        super().__init__()
-        self._gp_pool = pool
-
-    def _waiting(self, wait, timeout):
-        try:
-            if timeout is None and not self.done():
-                self._gp_pool._help()
-            return wait(timeout)
-        except KeyboardInterrupt:
-            self._gp_pool._interrupt()
-            raise
-
-    def result(self, timeout=None):
-        return self._waiting(super().result, timeout)
-
-    def exception(self, timeout=None):
-        return self._waiting(super().exception, timeout)
 
 
 class _Star:

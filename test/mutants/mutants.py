@@ -274,19 +274,19 @@ MUTANTS = [
       "if (rc == 0 && 0 && (S_ISFIFO(st.st_mode) ||", "check_parallel"),
     # 58. A checkpointed map: at least once, each result exactly once.
     M("checkpoint-records-terminates-kills", 58,
-      "python/gpupool/_checkpoint.py",
+      "python/gpupool/_ckfile.py",
       "if status not in _RECORDED or stop.is_set():",
       "if status not in _RECORDED:", "pytest", timeout=1800),
     # 59. A record counts only for the same items; nothing lost.
     M("checkpoint-digest-unchecked", 59, "python/gpupool/_checkpoint.py",
       "if digest(self.items[start:end]) != r.digest:", "if False:",
       "pytest", timeout=1800),
-    M("checkpoint-torn-tail-kept", 59, "python/gpupool/_checkpoint.py",
+    M("checkpoint-torn-tail-kept", 59, "python/gpupool/_ckfile.py",
       "if not self.readonly and self.end < self.size:", "if False:",
       "pytest", timeout=1800),
     # 60. Only the caller holds a checkpoint's lock.
     M("checkpoint-workers-keep-the-lock", 60,
-      "python/gpupool/_checkpoint.py",
+      "python/gpupool/_ckfile.py",
       "os.register_at_fork(after_in_child=_close_in_child)", "pass",
       "pytest", timeout=1800),
 ]

@@ -1,0 +1,274 @@
+"""targets.py: the targets of issue 4, each PASS, MISS or N/A (a target
+whose inputs were not measured)."""
+import functools
+
+from common import MIB, med
+from fmt import fmt_n, fmt_si
+from sec_pool import pair_ratios_of
+
+
+def targets(res, skipped):
+    """Every target of the run, in the order the page lists them."""
+    out = []
+    if res.get("command_runner"):
+        targets_cmd(out, res["command_runner"], skipped)
+    if res.get("pool_map"):
+        targets_pool(out, res["pool_map"])
+    py = res.get("python")
+    na = res.get("python_skipped")
+    if py or na:
+        targets_python(out, py, na)
+        targets_warm(out, py, na)
+    ck = py and py.get("checkpoint")
+    if ck or na:
+        targets_checkpoint(out, ck, na)
+    if res.get("mpi"):
+        targets_mpi(out, res["mpi"])
+    return out
+
+
+def add_target(out, name, value, op, limit, basis, fmt="%.2f",
+               why_na=None, context=None):
+    """Appends to out one target: value against limit (op "<=" or
+    ">="), as the page shows it."""
+    if value is None:
+        status = "N/A"
+    else:
+        status = "PASS" if (value <= limit if op == "<=" else
+                            value >= limit) else "MISS"
+    out.append({"target": name, "op": op, "limit": limit,
+                "value": value, "status": status, "basis": basis,
+                "context": context,
+                "shown": (fmt % value) if value is not None else
+                "not measured" + (": " + why_na if why_na else "")})
+
+
+def targets_cmd(out, cr, skipped):
+    """The command runners' targets."""
+    add = functools.partial(add_target, out)
+    t = cr["workloads"]["true"]
+    g = t["runners"].get("gpupool-run")
+    n = t["n"]
+    add("gpupool-run wall <= 1.10x raw posix_spawn bound (%d x true)" % n,
+        g and med(g["vs_raw"]), "<=", 1.10,
+        "median of per-round wall ratios gpupool-run/spawn4",
+        why_na=skipped.get("gpupool-run"))
+    p = t["runners"].get("parallel")
+    add("gpupool-run >= 5x faster than GNU parallel (%d x true)" % n,
+        p and med(p["gpupool_speedup"]), ">=", 5.0,
+        "median of per-round wall ratios parallel/gpupool-run",
+        why_na=skipped.get("parallel") or skipped.get("gpupool-run"),
+        context=p and p["vs_raw"] and
+        "GNU parallel is %.2fx the raw bound here" % med(p["vs_raw"]))
+    add("gpupool-run launch -> first task <= 5 ms",
+        g and med(g["latency_ms"]), "<=", 5.0,
+        "median over the %d x true runs, ms" % n, fmt="%.2f ms",
+        why_na=skipped.get("gpupool-run"))
+    hwm = [v.get("master_hwm_kb") for v in
+           cr["footprint"]["runners"].get("gpupool-run", {}).values()]
+    hwm = [h for h in hwm if h]
+    add("gpupool-run master peak RSS <= 4 MiB",
+        max(hwm) / 1024 if hwm else None, "<=", 4.0,
+        "largest VmHWM of the master pid over the pile-up runs, MiB",
+        fmt="%.2f MiB", why_na=skipped.get("gpupool-run"))
+
+
+def targets_pool(out, pm):
+    """pool_map's targets."""
+    add = functools.partial(add_target, out)
+    add("pool_map one-item round trip <= 1.2x raw pipe ping-pong",
+        med(pm["roundtrip"]["pinned"]["pool_over_pipe"]), "<=", 1.2,
+        "median of per-block ratios, all on one CPU",
+        context="%.2fx the raw socketpair ping-pong" %
+        med(pm["roundtrip"]["pinned"]["pool_over_sock"]))
+    top = str(max(int(k) for k in pm["trivial"]["by_n"]))
+    m = pm["trivial"]["by_n"][top].get("map")
+    g = pm["trivial"]["by_n"][top]["gpupool"]
+    rb = pm["trivial"]["by_n"][top].get("raw-batch")
+    for k, what in (("gpupool", "pool_map"),
+                    ("gpupool-bufs", "gp_pool_map into the caller's "
+                     "buffers")):
+        m = pm["trivial"]["by_n"][top].get("map")
+        g = pm["trivial"]["by_n"][top].get(k)
+        if g is None:
+            continue
+        gm = pair_ratios_of(pm["trivial"], top, k, "map")
+        grb = pair_ratios_of(pm["trivial"], top, k, "raw-batch")
+        rb = pm["trivial"]["by_n"][top].get("raw-batch")
+        add("%s trivial items >= 2x Pool.map (default chunks), N=%s"
+            % (what, top), gm, ">=", 2.0,
+            "median of per-round items/s ratios",
+            context=m and "%s items/s against %s%s" % (
+                fmt_si(g["items_per_s"]), fmt_si(m["items_per_s"]),
+                "; %.2fx raw pipes with 1,024 items a message, %s "
+                "items/s" % (grb, fmt_si(rb["items_per_s"]))
+                if rb and grb else ""))
+    mi = pm["payload"].get(str(MIB), {})
+    for k, key, what in (
+            ("gpupool", "gpupool_over_memcpy",
+             "pool_map (a fresh malloc per result)"),
+            ("gpupool-bufs", "bufs_over_memcpy",
+             "gp_pool_map into the caller's buffers"),
+            ("gpupool-view", "view_over_memcpy",
+             "gp_pool_run, results read in done() where they lie")):
+        add("%s: 1 MiB items echoed by 4 workers >= 0.15x memcpy "
+            "bandwidth" % what, med(mi.get(key)), ">=", 0.15,
+            "median of per-round ratios of MB/s (each way) to "
+            "memcpy MB/s of 1 MiB buffers, one thread", fmt="%.3f",
+            why_na=None if mi.get(key) else "no 1 MiB run",
+            context=mi.get("memcpy_gb_per_s") and
+            mi["impls"].get(k) and "%.0f MB/s each way "
+            "against memcpy %.1f GB/s" % (
+                med(mi["impls"][k]["mb_per_s"]),
+                med(mi["memcpy_gb_per_s"])))
+    for order in ("given", "lpt"):
+        s = pm["skewed"]["orders"][order]["impls"]["gpupool"]
+        add("pool_map skewed makespan <= 1.05x greedy ideal (%s order)"
+            % order, med(s["over_ideal"]), "<=", 1.05,
+            "median over rounds")
+
+
+def targets_python(out, py, na):
+    """The Python package's targets but the warm pool's and
+    the checkpoints'; na: why none was measured, or None."""
+    add = functools.partial(add_target, out)
+    tr = py and py["trivial"]
+    top = tr and str(max(int(k) for k in tr["by_n"]))
+    bk, m = best_peer(tr and tr["by_n"][top])
+    g = tr and tr["by_n"][top]["gpupool"]
+    add("python: gpupool.Pool.map >= 1.5x the best of multiprocessing, "
+        "ProcessPoolExecutor, loky, mpire (x*2, N=%s)" % (
+            fmt_n(top) if top else "10^6"),
+        m and med(m["gpupool_over"]), ">=", 1.5,
+        "median of per-round items/s ratios against the fastest peer",
+        why_na=na, context=m and "%s items/s against %s (%s)" % (
+            fmt_si(g["items_per_s"]), fmt_si(m["items_per_s"]),
+            tr["labels"][bk]))
+    rt = py and py["roundtrip"]["impls"]
+    bk, p = best_peer(rt)
+    add("python: one item in flight, gpupool >= 3x the best of "
+        "ProcessPoolExecutor, Pool.apply, loky, mpire",
+        p and med(p["gpupool_over"]), ">=", 3.0,
+        "median of per-round ratios of round trips/s against the "
+        "fastest peer, gpupool's submit().result()", why_na=na,
+        context=p and p["us"] and rt["gpupool"]["us"] and
+        "%.0f us against %.0f us a round trip (%s)%s" % (
+            med(rt["gpupool"]["us"]), med(p["us"]),
+            py["roundtrip"]["labels"][bk],
+            "; gpupool Pool.map(f, [x]): %.0f us, %.2fx PPE" % (
+                med(rt["gpupool-map1"]["us"]),
+                med(py["roundtrip"]["map1_over_ppe"]))
+            if rt.get("gpupool-map1") and
+            py["roundtrip"].get("map1_over_ppe") else ""))
+    st = py and py.get("start", {}).get("rows", {})
+    for imp in ("none", "numpy", "jax"):
+        r = st and st.get(imp)
+        if st and not r:
+            continue
+        add("python: workers started clean: first result <= 1.2x "
+            "loky's (4 workers, after import %s)" % imp,
+            r and r.get("clean_vs_loky") and med(r["clean_vs_loky"]),
+            "<=", 1.2, "median of per-round ratios of the time from "
+            "before the pool to the first result", why_na=na,
+            context=r and r.get("loky") and "%.3f s against %.3f s%s" % (
+                med(r["gpupool-clean"]["first_s"]),
+                med(r["loky"]["first_s"]),
+                "; forked: %.3f s" % med(r["gpupool-fork"]["first_s"])
+                if r.get("gpupool-fork") else ""))
+    for key, label in (("trivial", "items/s, trivial items"),
+                       ("roundtrip", "round trips/s, one item in "
+                        "flight")):
+        x = py and (py[key]["by_n"][top] if key == "trivial" else
+                    py[key]["impls"])
+        c = x and x.get("gpupool-clean")
+        add("python: workers started clean within 10%% of forked "
+            "ones (%s)" % label,
+            c and c.get("gpupool_over") and med(c["gpupool_over"]),
+            "<=", 1.1, "median of per-round ratios forked / clean",
+            fmt="%.2fx", why_na=na)
+
+
+def targets_warm(out, py, na):
+    """The warm pool against a process per task."""
+    add = functools.partial(add_target, out)
+    wm = py and py["warm"]
+    w = wm and wm["impls"].get("pool")
+    add("python: warm pool's overhead <= 1.5x one set-up (%s)" % (
+        "%d tasks, %g s set-up, 4 slots" % (wm["tasks"], wm["setup_s"])
+        if wm else "100 tasks, 0.5 s set-up"),
+        w and med(w["overhead_setups"]), "<=", 1.5,
+        "median over rounds of (wall - ideal work time) / set-up",
+        fmt="%.2f set-ups", why_na=na,
+        context=wm and "; ".join(
+            "%s: %.1f set-ups" % (wm["labels"][k],
+                                  med(x["overhead_setups"]))
+            for k, x in wm["impls"].items()
+            if k != "pool" and x["overhead_setups"]) +
+        " (tasks x set-up / slots = %.1f set-ups)%s" % (
+            wm["tasks"] / wm["slots"], "; %d CPUs: %d imports at once "
+            "take at least %d set-ups of wall" % (
+                wm["cpus"], wm["slots"], -(-wm["slots"] // wm["cpus"]))
+            if wm.get("cpus") and wm["cpus"] < wm["slots"] and
+            wm.get("setup", "").startswith("import") else ""))
+
+
+def targets_checkpoint(out, ck, na):
+    """checkpoint= against no checkpoint and multiprocessing."""
+    add = functools.partial(add_target, out)
+    k = ck and ck["kinds"]
+    for kind in ("ms", "ms1"):
+        row = k and k[kind]
+        add("python: checkpoint= costs <= 10%% on 1 ms items (%s)" % (
+            "default chunks" if kind == "ms" else "chunksize=1"),
+            row and med(row["ckpt_cost"]), "<=", 1.10,
+            "median of per-round wall ratios with / without", why_na=na,
+            fmt="%.3fx", context=row and "%s items/s with, %s without "
+            "(N=%s)" % (fmt_si(row["impls"]["ckpt"]["items_per_s"]),
+                        fmt_si(row["impls"]["plain"]["items_per_s"]),
+                        fmt_n(row["n"])))
+    row = k and k["trivial"]
+    add("python: trivial items with checkpoint= >= multiprocessing "
+        "Pool.map without (x*2, N=%s)" % fmt_n(row["n"] if row else
+                                               10**6),
+        row and med(row["ckpt_over_mp"]), ">=", 1.0,
+        "median of per-round items/s ratios", why_na=na, context=row and
+        "%s items/s against %s; without a checkpoint %s (%.2fx the "
+        "cost with)" % (
+            fmt_si(row["impls"]["ckpt"]["items_per_s"]),
+            fmt_si(row["impls"]["mp"]["items_per_s"]),
+            fmt_si(row["impls"]["plain"]["items_per_s"]),
+            med(row["ckpt_cost"]) or 0))
+    row = k and k["read1"]
+    add("python: reading %s one-item records <= 0.1x computing them "
+        "(1 ms items, 4 workers)" % fmt_n(row["n"] if row else 10**6),
+        row and row["read_over_compute"], "<=", 0.1,
+        "median read time over N / (1 ms items/s with a checkpoint)",
+        why_na=na, fmt="%.3fx", context=row and row["compute_s"] and
+        "%.2f s to read, %.0f s to compute; peak RSS grew %.0f MiB "
+        "(a plain map of %s trivial items: %.0f MiB)" % (
+            med(row["impls"]["resume"]["secs"]), row["compute_s"],
+            med(row["impls"]["resume"]["rss_growth_mib"]) or 0,
+            fmt_n(k["trivial"]["n"]),
+            med(k["trivial"]["impls"]["plain"]["rss_growth_mib"]) or 0))
+
+
+def targets_mpi(out, mp):
+    """Dispatch over MPI."""
+    add = functools.partial(add_target, out)
+    add("rank 0 dispatches >= 20,000 tasks/s over MPI (3 local ranks)",
+        med(mp["mpi_per_s"]), ">=", 20000.0,
+        "median over rounds of null tasks run by ranks 1-2 per second",
+        fmt="%.0f tasks/s", context="%s tasks/s in all, rank 0's own "
+        "slots included" % fmt_si(mp["per_s"]))
+
+
+def best_peer(impls):
+    """(key, entry) of the peer gpupool leads by least (the fastest peer)
+    among impls' non-gpupool entries with a ratio; (None, None) if none."""
+    peers = [(med(v["gpupool_over"]), k, v) for k, v in (impls or {}).items()
+             if not k.startswith("gpupool") and v.get("gpupool_over") and
+             med(v["gpupool_over"]) is not None]
+    if not peers:
+        return None, None
+    _, k, v = min(peers, key=lambda x: x[0])
+    return k, v

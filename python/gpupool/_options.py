@@ -1,0 +1,120 @@
+"""gpupool.Pool's arguments checked and turned into the C pool's:
+gpus= as text, gpu_mem= as bytes, maxtasksperchild, and processes=N
+spread over the GPUs the pool would use."""
+
+import math
+
+from . import _gpupool
+from . import _task
+
+
+def _gpus_arg(gpus):
+    if gpus is None or isinstance(gpus, str):
+        return gpus
+    if isinstance(gpus, int):
+        raise TypeError("gpus= takes a list of GPU ids or a string like "
+                        "'0,2', not an int (for N fake GPUs: fake_gpus=N)")
+    return ",".join(str(g) for g in gpus)
+
+
+
+_UNITS = {"K": 10, "M": 20, "G": 30, "T": 40}
+_SIZE_MAX = 1024 << 40  # gpupool-run's --mem takes at most 1024T
+
+
+def _gpu_mem(v):
+    """gpu_mem= as bytes: None, an int, or a size as gpupool-run's --mem
+    takes it: digits with at most one '.', then K, M, G or T (powers of
+    1024, either case) and nothing, "i", "B" or "iB" ("20G", "1.5GiB",
+    "512M"); "0" alone needs no unit. Rounded up to a whole byte."""
+    if v is None or (isinstance(v, int) and not isinstance(v, bool)):
+        return v  # the C pool checks the range
+    if not isinstance(v, str):
+        raise ValueError("gpu_mem=%r: bytes (an int) or a size such as "
+                         "'20G'" % (v,))
+    num = v.rstrip("KMGTkmgtiB")
+    unit = v[len(num):]
+    ok = (num.count(".") <= 1 and num not in ("", ".")
+          and num.replace(".", "", 1).isdigit() and num.isascii())
+    if ok and unit == "" and float(num) == 0:
+        return 0
+    if not ok or unit[:1].upper() not in _UNITS or \
+            unit[1:] not in ("", "i", "B", "iB"):
+        raise ValueError("gpu_mem=%r: not a size (say '20G', '1.5GiB' or "
+                         "'512M': a unit K, M, G or T is needed, powers "
+                         "of 1024)" % (v,))
+    b = math.ceil(float(num) * (1 << _UNITS[unit[0].upper()]))
+    if b > _SIZE_MAX:
+        raise ValueError("gpu_mem=%r: too large (at most 1024T)" % (v,))
+    return b
+
+
+def _check_processes(processes):
+    if processes is None:
+        return
+    if not isinstance(processes, int) or isinstance(processes, bool):
+        raise TypeError("processes=%r: a number of workers (an int) or "
+                        "None" % (processes,))
+    if processes < 1:
+        raise ValueError("Number of processes must be at least 1")
+
+
+def _max_tasks(maxtasksperchild, max_tasks_per_worker):
+    """maxtasksperchild (multiprocessing's name: a positive int or None)
+    and max_tasks_per_worker (gpupool's: 0 or None for never) as the C
+    pool's count (0: never)."""
+    if maxtasksperchild is not None:
+        if not isinstance(maxtasksperchild, int) or \
+                isinstance(maxtasksperchild, bool) or maxtasksperchild <= 0:
+            raise ValueError("maxtasksperchild must be a positive int or "
+                             "None")
+        if max_tasks_per_worker not in (None, maxtasksperchild):
+            raise ValueError("maxtasksperchild=%r and max_tasks_per_worker="
+                             "%r disagree (they are one setting)"
+                             % (maxtasksperchild, max_tasks_per_worker))
+        return maxtasksperchild
+    return max_tasks_per_worker or 0
+
+
+def _unit_id(info):
+    """The id gpus= takes for the GPU a planned worker sits on: its UUID,
+    else its bus id, else (a fake GPU, "fakeK") K."""
+    if info["uuid"]:
+        return info["uuid"]
+    if info["busid"]:
+        return info["busid"]
+    return info["visible"][4:] if info["visible"].startswith("fake") \
+        else str(info["gpu"])
+
+
+def _spread(processes, gpus, per_gpu, plan_kw):
+    """processes=N over the G GPUs (or groups of gpus_per_worker) the
+    pool would use: (gpus, per_gpu). N a multiple of G: per_gpu = N / G
+    on every GPU. N under G: one worker on each of the first N. Anything
+    else, or a per_gpu that disagrees, is a ValueError: the C pool gives
+    every GPU the same number of workers."""
+    plan = _gpupool.Pool(_task.worker_entry, gpus=gpus, plan=True, **plan_kw)
+    try:
+        info = plan.info()
+    finally:
+        plan.close()
+    g = len(info)
+    if per_gpu is not None:
+        if processes != g * per_gpu:
+            raise ValueError("processes=%d with per_gpu=%d: the pool has %d "
+                             "GPUs, so %d workers (leave one of them out)"
+                             % (processes, per_gpu, g, g * per_gpu))
+        return gpus, per_gpu
+    if processes % g == 0:
+        return gpus, processes // g
+    if processes < g and plan_kw.get("gpus_per_worker", 1) == 1:
+        free = gpus is not None and gpus.startswith("free")
+        ids = ",".join(_unit_id(i) for i in info[:processes])
+        return ("free:" if free else "") + ids, 1
+    raise ValueError(
+        "processes=%d: the pool has %d %s, and each takes the same number "
+        "of workers: ask for a multiple of %d, or at most %d (one each on "
+        "the first ones), or choose the GPUs with gpus=" % (
+            processes, g, "GPUs" if plan_kw.get("gpus_per_worker", 1) == 1
+            else "groups of GPUs", g, g))
+
