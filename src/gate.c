@@ -68,8 +68,8 @@ unheld(struct gp_gstate *g, const struct gp_mon_gpu *mg)
  * sample that does not know the memory keeps the foreign bytes the last
  * one had (was). */
 static int
-owners(struct gp_gstate *g, const struct gp_mon_gpu *mg, unsigned busy_pct,
-    uint64_t was)
+owners(struct gp_gstate *g, const struct gp_mon_gpu *mg,
+    const struct gp_gate_policy *pol, uint64_t was)
 {
 	const struct gp_mon_proc *fp = NULL;
 	int			 i;
@@ -113,10 +113,11 @@ owners(struct gp_gstate *g, const struct gp_mon_gpu *mg, unsigned busy_pct,
 		return 1;
 	}
 	if (g->total > 0 &&
-	    (double)g->foreign * 100 > (double)busy_pct * (double)g->total) {
+	    (double)g->foreign * 100 > (double)pol->busy_pct *
+	    (double)g->total) {
 		snprintf(g->why, sizeof(g->why),
 		    "others use %.1f of %.1f GiB (over %u%%)", GIB(g->foreign),
-		    GIB(g->total), busy_pct);
+		    GIB(g->total), pol->busy_pct);
 		return 1;
 	}
 	/* gp_gate_clean() found its memory figures out of range, or NVML
@@ -128,7 +129,7 @@ owners(struct gp_gstate *g, const struct gp_mon_gpu *mg, unsigned busy_pct,
 
 void
 gp_gate_sample(struct gp_gstate *g, int n, const struct gp_mon_snap *s,
-    unsigned busy_pct)
+    const struct gp_gate_policy *pol)
 {
 	const struct gp_mon_gpu	*mg;
 	uint64_t		 total, was;
@@ -172,7 +173,7 @@ gp_gate_sample(struct gp_gstate *g, int n, const struct gp_mon_snap *s,
 			    "NVML cannot list its processes: %s", mg->err);
 			continue;
 		}
-		g[i].busy = owners(&g[i], mg, busy_pct, was);
+		g[i].busy = owners(&g[i], mg, pol, was);
 	}
 }
 
