@@ -316,12 +316,6 @@ struct task_need {
  * key, a bad value, no ']', no command. */
 int	need_parse(const char *line, struct task_need *nd, char *err,
 	    size_t errlen);
-/* A size, s[0..n) (need not be NUL-terminated): digits with at most one
- * '.', then K, M, G or T (either case) alone or with "i", "iB" or "B",
- * all binary (20G = 20 GiB), rounded up to a byte; "0" needs no unit.
- * 0 and *bytes, or -EINVAL (bad, or a number without unit) or -ERANGE
- * (over 1024T) with *why a static string saying why. */
-int	need_size(const char *s, size_t n, uint64_t *bytes, const char **why);
 /* A GPU count, s[0..n): 1 to NEED_GPUS_MAX. 0 and *gpus, or -EINVAL
  * with *why a static string. */
 int	need_gpus(const char *s, size_t n, int *gpus, const char **why);
@@ -855,7 +849,6 @@ enum out_mode { OUT_GROUP, OUT_LINE, OUT_UNGROUP };
 
 struct opts {
 	const char	*file;
-	const char	*gpus;
 	const char	*joblog;	/* without +FILE's '+' */
 	int		 joblog_append;	/* it was +FILE: keep what it has */
 	const char	*results;
@@ -878,10 +871,10 @@ struct opts {
 	int		 show_gpus;
 	int		 quiet;
 	uint64_t	 rank_timeout_ms;
-	int		 gpus_free;	/* --gpus free[:LIST] (gpus: the LIST,
-					   or NULL) */
-	int		 wait_free;	/* --wait-free */
-	unsigned	 busy_pct;	/* --busy-pct; 0: not given (10) */
+	struct gp_pool_opts pool;	/* --gpus, --busy-pct, --wait-free as
+					   the library set them from their
+					   text (gp_pool_opts_set()); run.c
+					   starts the pool's from it */
 	uint64_t	 mem;		/* --mem, bytes per GPU; 0: none */
 	int		 gpus_per_task;	/* --gpus-per-task; 0: not given (1) */
 	/* COMMAND ::: ... (grid.c) rather than FILE. */
