@@ -174,8 +174,10 @@ enum gp_pool_flags {
 					   readable */
 	GP_POOL_GPUS_FREE = (1 << 6),	/* use only free GPUs: at creation,
 					   those with no compute process
-					   outside the pool and memory used by
-					   others under busy_pct; during
+					   outside the pool, memory used by
+					   others under busy_pct (and their
+					   utilisation under busy_util, if
+					   set); during
 					   calls, no item starts on a GPU
 					   someone else has taken until it is
 					   free again (needs NVML; without it
@@ -316,6 +318,15 @@ struct gp_pool_opts {
 					   it; 0: the machine's physical
 					   memory (any that fits) */
 	unsigned	 flags;		/* enum gp_pool_flags */
+	unsigned	 busy_util;	/* GPUS_FREE: a GPU whose utilisation
+					   less our items' (NVML's SM
+					   shares) is over this % is busy:
+					   someone NVML does not list
+					   computes there (another
+					   container); 0: no such rule; set
+					   without GPUS_FREE: -EINVAL. (It
+					   fills what was padding: zero the
+					   struct, as above) */
 	char		*errbuf;	/* if set, create writes a one-line reason
 					   for a failure here */
 	size_t		 errlen;
@@ -481,6 +492,7 @@ GP_API int	gp_pool_create(struct gp_pool **out,
  *			(sets or clears GP_POOL_GPUS_FREE); o->gpus points
  *			into value, which must outlive gp_pool_create()
  *   "busy_pct"		1 .. 100
+ *   "busy_util"	1 .. 100
  *   "item_mem"		a size, as gp_parse_size() takes it
  *   "gpus_per_worker"	1 .. 1024
  *   "wait_free"	"1" or "0": GP_POOL_WAIT_FREE set or cleared

@@ -64,6 +64,24 @@ unheld(struct gp_gstate *g, const struct gp_mon_gpu *mg)
 		g->unheld = left;
 }
 
+/* The GPU's utilisation less our processes' SM shares (never below 0);
+ * -1 when it cannot be told: the GPU's unknown, or one of ours has no
+ * share. */
+static int
+others_util(const struct gp_mon_gpu *mg)
+{
+	int	 i, ours = 0;
+
+	for (i = 0; i < mg->nproc && i < GP_MON_PROCS; i++) {
+		if (mg->proc[i].worker < 0)
+			continue;
+		if (mg->proc[i].sm < 0)
+			return -1;
+		ours += mg->proc[i].sm;
+	}
+	return mg->util < 0 ? -1 : mg->util > ours ? mg->util - ours : 0;
+}
+
 /* Fill why for a GPU NVML has and lists processes of; return busy. A
  * sample that does not know the memory keeps the foreign bytes the last
  * one had (was). */
@@ -118,6 +136,13 @@ owners(struct gp_gstate *g, const struct gp_mon_gpu *mg,
 		snprintf(g->why, sizeof(g->why),
 		    "others use %.1f of %.1f GiB (over %u%%)", GIB(g->foreign),
 		    GIB(g->total), pol->busy_pct);
+		return 1;
+	}
+	if (pol->busy_util > 0 && others_util(mg) > (int)pol->busy_util) {
+		/* No process of someone else listed, yet it computes:
+		 * NVML cannot see them (another container). */
+		snprintf(g->why, sizeof(g->why), "others use %d%% of it (over "
+		    "%u%%)", others_util(mg), pol->busy_util);
 		return 1;
 	}
 	/* gp_gate_clean() found its memory figures out of range, or NVML

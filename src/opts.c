@@ -22,6 +22,12 @@
 				 GP_POOL_MONITOR | GP_POOL_OUT_BUFFERS | \
 				 GP_POOL_OUT_VIEW | GP_POOL_FIT_THREADS)
 
+/* busy_util fills the hole after flags: no other field moved. */
+#if UINTPTR_MAX == UINT64_MAX
+_Static_assert(offsetof(struct gp_pool_opts, busy_util) == 92 &&
+    offsetof(struct gp_pool_opts, errbuf) == 96, "gp_pool_opts layout");
+#endif
+
 #define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
 #define SIZE_MAX_TIB	1024		/* sizes at most 1024T */
 #define DEFAULT_BUSY_PCT 10
@@ -37,6 +43,8 @@ static const struct opt {
 } table[] = {
 	{ "gpus", K_GPUS, offsetof(struct gp_pool_opts, gpus), 0, 0, NULL },
 	{ "busy_pct", K_COUNT, offsetof(struct gp_pool_opts, busy_pct), 1,
+	    100, "a percentage" },
+	{ "busy_util", K_COUNT, offsetof(struct gp_pool_opts, busy_util), 1,
 	    100, "a percentage" },
 	{ "item_mem", K_SIZE, offsetof(struct gp_pool_opts, item_mem), 0, 0,
 	    NULL },
@@ -251,18 +259,21 @@ gpu_policy(struct gp_pool_opts *o, char *err, size_t errlen)
 		return gp_errf(err, errlen, -EINVAL, "gpus 'free:': empty GPU "
 		    "list after 'free:'");
 	if (!(o->flags & GP_POOL_GPUS_FREE) &&
-	    ((o->flags & GP_POOL_WAIT_FREE) || o->busy_pct != 0))
+	    ((o->flags & GP_POOL_WAIT_FREE) || o->busy_pct || o->busy_util))
 		return gp_errf(err, errlen, -EINVAL, "%s needs gpus free (or "
 		    "free:LIST)", (o->flags & GP_POOL_WAIT_FREE) ? "wait_free" :
-		    "busy_pct");
+		    o->busy_pct ? "busy_pct" : "busy_util");
 	if (o->busy_pct == 0)
 		o->busy_pct = DEFAULT_BUSY_PCT;
 	if (o->gpus_per_worker == 0)
 		o->gpus_per_worker = 1;
-	if (o->gpus_per_worker < 0 || o->busy_pct > 100)
+	if (o->gpus_per_worker < 0)
 		return gp_errf(err, errlen, -EINVAL, "pool options: "
-		    "gpus_per_worker %d or busy_pct %u out of range",
-		    o->gpus_per_worker, o->busy_pct);
+		    "gpus_per_worker %d out of range", o->gpus_per_worker);
+	if (o->busy_pct > 100 || o->busy_util > 100)
+		return gp_errf(err, errlen, -EINVAL, "pool options: %s %u out "
+		    "of range (1 to 100)", o->busy_pct > 100 ? "busy_pct" :
+		    "busy_util", o->busy_pct > 100 ? o->busy_pct : o->busy_util);
 	return 0;
 }
 
@@ -314,6 +325,7 @@ gp_opts_load(struct gp_pool *p, const struct gp_pool_opts *opts, char *err,
 	if ((rc = resolve(&p->o, err, errlen)) < 0)
 		return rc;
 	p->wt.pol.busy_pct = p->o.busy_pct;
+	p->wt.pol.busy_util = p->o.busy_util;
 	if (p->o.fake_gpus == 0 &&
 	    (rc = env_int("GPUPOOL_FAKE_GPUS", &p->o.fake_gpus, err,
 	    errlen)) < 0)

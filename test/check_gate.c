@@ -290,6 +290,36 @@ START_TEST(clean_out_of_range)
 }
 END_TEST
 
+/* busy_util: a GPU that computes with no process of someone else
+ * listed (another container's) is busy once its utilisation, less our
+ * processes' SM shares, is over it; unknown shares say nothing. */
+START_TEST(sample_busy_util)
+{
+	struct gp_gate_policy	 pol = { .busy_pct = 10, .busy_util = 50 };
+	struct gp_mon_snap	*s = snap(4);
+	struct gp_gstate	 g[4];
+
+	fresh(g, 4);
+	s->gpu[0].util = 80;			/* nobody listed */
+	s->gpu[1].util = 80;			/* ours take 40 of it */
+	addproc(&s->gpu[1], 100, 0, GiB(1), 40);
+	s->gpu[2].util = 95;			/* ours: share unknown */
+	addproc(&s->gpu[2], 101, 1, GiB(1), -1);
+	s->gpu[3].util = 50;			/* at it, not over */
+	gp_gate_sample(g, 4, s, &pol);
+	ck_assert_int_eq(g[0].busy, 1);
+	ck_assert_str_eq(g[0].why, "others use 80% of it (over 50%)");
+	ck_assert_int_eq(g[1].busy, 0);
+	ck_assert_int_eq(g[2].busy, 0);
+	ck_assert_int_eq(g[3].busy, 0);
+	/* Without the rule, the same machine is free. */
+	pol.busy_util = 0;
+	gp_gate_sample(g, 4, s, &pol);
+	ck_assert_int_eq(g[0].busy, 0);
+	free(s);
+}
+END_TEST
+
 /* One absurd reading between sane ones: the GPU keeps its size and what
  * others held, so an item fits exactly as before, not everything (a
  * total of 0) nor nothing (a total of 1 byte). */
@@ -766,6 +796,7 @@ gate_suite(void)
 	tcase_add_test(tc, sample_unknown_owner);
 	tcase_add_test(tc, sample_not_seen);
 	tcase_add_test(tc, sample_threshold);
+	tcase_add_test(tc, sample_busy_util);
 	tcase_add_test(tc, sample_no_nvml);
 	tcase_add_test(tc, clean_out_of_range);
 	tcase_add_test(tc, sample_keeps_what_an_odd_reading_does_not_know);

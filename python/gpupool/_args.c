@@ -41,6 +41,7 @@ static const struct arg {
 	{ "init", A_OBJ, AT(init), NULL },
 	{ "wait_free", A_FLAG, 0, "wait_free" },
 	{ "busy_pct", A_TEXT, 0, "busy_pct" },
+	{ "busy_util", A_TEXT, 0, "busy_util" },
 	{ "gpu_mem", A_SIZE, 0, "item_mem" },
 	{ "gpus_per_worker", A_TEXT, 0, "gpus_per_worker" },
 	{ "view", A_BOOL, AT(view), NULL },

@@ -515,7 +515,7 @@ static PyTypeObject PoolType = {
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
 	.tp_doc = "Pool(worker, *, gpus=None, per_gpu=1, fake_gpus=None, "
 	    "timeout_ms=0, grace_ms=0, retries=0, max_tasks=0, init=None, "
-	    "wait_free=False, busy_pct=None, gpu_mem=None, "
+	    "wait_free=False, busy_pct=None, busy_util=None, gpu_mem=None, "
 	    "gpus_per_worker=1, view=False, plan=False)",
 	.tp_new = Pool_new,
 	.tp_init = (initproc)Pool_init,
@@ -559,8 +559,8 @@ static const char mod_doc[] =
 "\n"
 "Pool(worker, *, gpus=None, per_gpu=1, fake_gpus=None, timeout_ms=0,\n"
 "     grace_ms=0, retries=0, max_tasks=0, init=None, wait_free=False,\n"
-"     busy_pct=None, gpu_mem=None, gpus_per_worker=1, view=False,\n"
-"     plan=False)\n"
+"     busy_pct=None, busy_util=None, gpu_mem=None, gpus_per_worker=1,\n"
+"     view=False, plan=False)\n"
 "  worker(bytes) -> bytes runs in the workers, once per item; if it\n"
 "  raises, the item ends FAILED, code 1, its traceback on stderr.\n"
 "  init() runs once per worker, after os.environ got the worker's\n"
@@ -575,6 +575,7 @@ static const char mod_doc[] =
 "  gpus='free' or 'free:LIST': only GPUs nobody else uses (NVML, in a\n"
 "  monitor child); wait_free=True keeps busy ones and items wait;\n"
 "  busy_pct: others' memory over it makes a GPU busy (default 10);\n"
+"  busy_util: so does a utilisation, less ours, over it (no default);\n"
 "  gpu_mem: bytes per GPU each item needs; gpus_per_worker: GPUs each\n"
 "  worker owns, near each other.\n"
 "  view=True: worker gets a read-only memoryview of the item, valid\n"

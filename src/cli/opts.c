@@ -136,7 +136,8 @@ enum {
 	OPT_GPUS = 256, OPT_FAKE, OPT_PERGPU, OPT_JOBLOG, OPT_RESUME,
 	OPT_RESUMEF, OPT_RETRIES, OPT_TIMEOUT, OPT_GRACE, OPT_HALT,
 	OPT_RESULTS, OPT_BAR, OPT_DRYRUN, OPT_SHOW, OPT_TOPO, OPT_BUSIDS,
-	OPT_RANKTMO, OPT_WAITLOCK, OPT_WAITFREE, OPT_BUSYPCT, OPT_MEM,
+	OPT_RANKTMO, OPT_WAITLOCK, OPT_WAITFREE, OPT_BUSYPCT, OPT_BUSYUTIL,
+	OPT_MEM,
 	OPT_GPT,
 	OPT_COLSEP, OPT_HEADER,
 	OPT_DELAY,
@@ -166,6 +167,7 @@ static const struct option longopts[] = {
 	{ "rank-timeout",	required_argument, NULL, OPT_RANKTMO },
 	{ "wait-free",		no_argument,	   NULL, OPT_WAITFREE },
 	{ "busy-pct",		required_argument, NULL, OPT_BUSYPCT },
+	{ "busy-util",		required_argument, NULL, OPT_BUSYUTIL },
 	{ "mem",		required_argument, NULL, OPT_MEM },
 	{ "gpus-per-task",	required_argument, NULL, OPT_GPT },
 	{ "colsep",		required_argument, NULL, OPT_COLSEP },
@@ -336,6 +338,7 @@ static const struct {
 } pool_opts[] = {
 	{ OPT_GPUS, "gpus", "--gpus" },
 	{ OPT_BUSYPCT, "busy_pct", "--busy-pct" },
+	{ OPT_BUSYUTIL, "busy_util", "--busy-util" },
 	{ OPT_WAITFREE, "wait_free", "--wait-free" },
 };
 #define NPOOL_OPTS	(sizeof(pool_opts) / sizeof(pool_opts[0]))
@@ -528,6 +531,7 @@ opt_set(int c, const char *opt, struct opts *o)
 		return opt_time(c, o);
 	case OPT_GPUS:
 	case OPT_BUSYPCT:
+	case OPT_BUSYUTIL:
 	case OPT_WAITFREE:
 		/* free, free:LIST: the last --gpus wins, as a whole. */
 		return opt_pool(c, c == OPT_WAITFREE ? NULL : optarg, o);

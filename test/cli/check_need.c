@@ -213,6 +213,9 @@ START_TEST(gpu_options)
 	ck_assert_int_eq(parse(&o, (const char *[]){ "--gpus", "free",
 	    "--show-gpus", NULL }, err, sizeof(err)), 0);
 	ck_assert_int_eq(o.show_gpus, 1);
+	ck_assert_int_eq(parse(&o, (const char *[]){ "--gpus", "free",
+	    "--busy-util", "60", "-", NULL }, err, sizeof(err)), 0);
+	ck_assert_uint_eq(o.pool.busy_util, 60);
 }
 END_TEST
 
@@ -227,6 +230,10 @@ START_TEST(gpu_option_errors)
 		{ { "--gpus", "0", "--wait-free", "-" }, "--wait-free needs "
 		    "--gpus free" },
 		{ { "--busy-pct", "20", "-" }, "--busy-pct needs --gpus free" },
+		{ { "--busy-util", "20", "-" }, "--busy-util needs --gpus "
+		    "free" },
+		{ { "--gpus", "free", "--busy-util", "0", "-" }, "--busy-util: "
+		    "'0' is not a percentage (1 to 100)" },
 		{ { "--gpus", "free", "--busy-pct", "0", "-" }, "--busy-pct: "
 		    "'0' is not a percentage (1 to 100)" },
 		{ { "--gpus", "free", "--busy-pct", "101", "-" }, "'101' is "
