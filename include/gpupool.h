@@ -174,14 +174,17 @@ enum gp_pool_flags {
 					   readable */
 	GP_POOL_GPUS_FREE = (1 << 6),	/* use only free GPUs: at creation,
 					   those with no compute process
-					   outside the pool and memory used by
-					   others under busy_pct; during
+					   outside the pool, memory used by
+					   others under busy_pct (and their
+					   utilisation under busy_util, if
+					   set); during
 					   calls, no item starts on a GPU
 					   someone else has taken until it is
 					   free again (needs NVML; without it
 					   every GPU counts as free) */
 	GP_POOL_WAIT_FREE = (1 << 7),	/* with GPUS_FREE: keep the busy GPUs
-					   too, and let items wait for them */
+					   too, and let items wait for them
+					   (without GPUS_FREE: -EINVAL) */
 	GP_POOL_MONITOR = (1 << 8),	/* watch the GPUs through NVML even
 					   without GPUS_FREE: item_mem and
 					   need() fit what is really in use,
@@ -287,7 +290,9 @@ typedef void gp_fork_hook(int phase, void *arg);
 /* Pool options. { 0 } gives the defaults named on each field. */
 struct gp_pool_opts {
 	const char	*gpus;		/* "0,2", "GPU-8932f937,...", bus ids;
-					   NULL or "all": every GPU found */
+					   NULL or "all": every GPU found;
+					   "free" or "free:LIST": that, with
+					   GP_POOL_GPUS_FREE */
 	int		 per_gpu;	/* workers per GPU; 0: 1 */
 	int		 fake_gpus;	/* N fake GPUs, no probe; 0: the value of
 					   GPUPOOL_FAKE_GPUS, if set */
@@ -313,6 +318,15 @@ struct gp_pool_opts {
 					   it; 0: the machine's physical
 					   memory (any that fits) */
 	unsigned	 flags;		/* enum gp_pool_flags */
+	unsigned	 busy_util;	/* GPUS_FREE: a GPU whose utilisation
+					   less our items' (NVML's SM
+					   shares) is over this % is busy:
+					   someone NVML does not list
+					   computes there (another
+					   container); 0: no such rule; set
+					   without GPUS_FREE: -EINVAL. (It
+					   fills what was padding: zero the
+					   struct, as above) */
 	char		*errbuf;	/* if set, create writes a one-line reason
 					   for a failure here */
 	size_t		 errlen;
@@ -324,7 +338,8 @@ struct gp_pool_opts {
 					   lists them; 0: 1 */
 	unsigned	 busy_pct;	/* GPUS_FREE: memory used by others over
 					   this % of the total makes a GPU
-					   busy; 0: 10 */
+					   busy; 0: 10; set without
+					   GPUS_FREE: -EINVAL */
 	uint64_t	 item_mem;	/* GPU memory each item needs, bytes per
 					   GPU: an item starts only where it
 					   fits beside what runs (see
@@ -459,12 +474,57 @@ struct gp_pool;
  * memory); errbuf is written only by this call.
  * Returns 0, GP_ENOGPU (no GPU: errbuf says why), GP_EINIT (a worker
  * failed to start; errbuf names it), -EINVAL (bad option, e.g. a --gpus
- * entry that names no GPU, a reserved field set or an unknown flag),
+ * entry that names no GPU, a reserved field set, an unknown flag, or
+ * GP_POOL_WAIT_FREE or busy_pct without GP_POOL_GPUS_FREE: see
+ * gp_pool_opts_check()),
  * -ENOMEM, or the negated errno of a failed
  * fork, pipe or topology load.
  */
 GP_API int	gp_pool_create(struct gp_pool **out,
 		    const struct gp_pool_opts *opts);
+
+/*
+ * The options as text, for programs that take them from their users (a
+ * command line, keyword arguments): the library judges the text and says
+ * why it refuses it, so that every front-end accepts the same. Set the
+ * option name of *o from value:
+ *   "gpus"		the gpus grammar: a LIST, "free" or "free:LIST"
+ *			(sets or clears GP_POOL_GPUS_FREE); o->gpus points
+ *			into value, which must outlive gp_pool_create()
+ *   "busy_pct"		1 .. 100
+ *   "busy_util"	1 .. 100
+ *   "item_mem"		a size, as gp_parse_size() takes it
+ *   "gpus_per_worker"	1 .. 1024
+ *   "wait_free"	"1" or "0": GP_POOL_WAIT_FREE set or cleared
+ * Returns 0, or -EINVAL (no such option, or a bad value) or -ERANGE (a
+ * size too large) with the reason in err (errlen bytes; NULL: none),
+ * about the value only ("'0' is not a percentage (1 to 100)"), for the
+ * caller to name the option as its user knows it. Touches only *o.
+ */
+GP_API int	gp_pool_opts_set(struct gp_pool_opts *o, const char *name,
+		    const char *value, char *err, size_t errlen);
+
+/*
+ * Check opts as gp_pool_create() does before it looks for a GPU (fields,
+ * flags, ranges, what needs GP_POOL_GPUS_FREE), without creating a pool:
+ * a command line can refuse its options before it does anything else.
+ * opts is not changed. Returns 0 or -EINVAL with a one-line reason in
+ * err, which names options as gp_pool_opts_set() does ("wait_free needs
+ * gpus free (or free:LIST)").
+ */
+GP_API int	gp_pool_opts_check(const struct gp_pool_opts *opts, char *err,
+		    size_t errlen);
+
+/*
+ * A size as people write one, s[0..len) (no NUL needed): digits with at
+ * most one '.', then K, M, G or T (either case, powers of 1024) and
+ * nothing, "i", "B" or "iB": "20G", "1.5GiB", "512M", "2t"; "0" alone
+ * needs no unit; at most 1024T. Rounded up to a whole byte, into *bytes.
+ * Returns 0, -EINVAL or -ERANGE, with *why a static reason ("needs a
+ * unit, e.g. 20G"; NULL on success). Touches only its arguments.
+ */
+GP_API int	gp_parse_size(const char *s, size_t len, uint64_t *bytes,
+		    const char **why);
 
 /*
  * Run fn on items[0..n-1] and return when all have ended. fn must be a

@@ -64,12 +64,30 @@ unheld(struct gp_gstate *g, const struct gp_mon_gpu *mg)
 		g->unheld = left;
 }
 
+/* The GPU's utilisation less our processes' SM shares (never below 0);
+ * -1 when it cannot be told: the GPU's unknown, or one of ours has no
+ * share. */
+static int
+others_util(const struct gp_mon_gpu *mg)
+{
+	int	 i, ours = 0;
+
+	for (i = 0; i < mg->nproc && i < GP_MON_PROCS; i++) {
+		if (mg->proc[i].worker < 0)
+			continue;
+		if (mg->proc[i].sm < 0)
+			return -1;
+		ours += mg->proc[i].sm;
+	}
+	return mg->util < 0 ? -1 : mg->util > ours ? mg->util - ours : 0;
+}
+
 /* Fill why for a GPU NVML has and lists processes of; return busy. A
  * sample that does not know the memory keeps the foreign bytes the last
  * one had (was). */
 static int
-owners(struct gp_gstate *g, const struct gp_mon_gpu *mg, unsigned busy_pct,
-    uint64_t was)
+owners(struct gp_gstate *g, const struct gp_mon_gpu *mg,
+    const struct gp_gate_policy *pol, uint64_t was)
 {
 	const struct gp_mon_proc *fp = NULL;
 	int			 i;
@@ -113,10 +131,18 @@ owners(struct gp_gstate *g, const struct gp_mon_gpu *mg, unsigned busy_pct,
 		return 1;
 	}
 	if (g->total > 0 &&
-	    (double)g->foreign * 100 > (double)busy_pct * (double)g->total) {
+	    (double)g->foreign * 100 > (double)pol->busy_pct *
+	    (double)g->total) {
 		snprintf(g->why, sizeof(g->why),
 		    "others use %.1f of %.1f GiB (over %u%%)", GIB(g->foreign),
-		    GIB(g->total), busy_pct);
+		    GIB(g->total), pol->busy_pct);
+		return 1;
+	}
+	if (pol->busy_util > 0 && others_util(mg) > (int)pol->busy_util) {
+		/* No process of someone else listed, yet it computes:
+		 * NVML cannot see them (another container). */
+		snprintf(g->why, sizeof(g->why), "others use %d%% of it (over "
+		    "%u%%)", others_util(mg), pol->busy_util);
 		return 1;
 	}
 	/* gp_gate_clean() found its memory figures out of range, or NVML
@@ -128,7 +154,7 @@ owners(struct gp_gstate *g, const struct gp_mon_gpu *mg, unsigned busy_pct,
 
 void
 gp_gate_sample(struct gp_gstate *g, int n, const struct gp_mon_snap *s,
-    unsigned busy_pct)
+    const struct gp_gate_policy *pol)
 {
 	const struct gp_mon_gpu	*mg;
 	uint64_t		 total, was;
@@ -172,7 +198,7 @@ gp_gate_sample(struct gp_gstate *g, int n, const struct gp_mon_snap *s,
 			    "NVML cannot list its processes: %s", mg->err);
 			continue;
 		}
-		g[i].busy = owners(&g[i], mg, busy_pct, was);
+		g[i].busy = owners(&g[i], mg, pol, was);
 	}
 }
 

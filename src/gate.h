@@ -50,6 +50,17 @@ struct gp_gstate {
 	int		 dom[GP_NEAR_LEVELS];
 };
 
+/* What makes a GPU busy besides others' processes (gp_gate_sample()):
+ * the pool's options, checked and their defaults filled in by opts.c. A
+ * new rule adds its field here; the signature stays. */
+struct gp_gate_policy {
+	unsigned	 busy_pct;	/* memory used by others over this %
+					   of the total (1 .. 100) */
+	unsigned	 busy_util;	/* utilisation, less our processes'
+					   SM shares, over this % (0: no
+					   such rule) */
+};
+
 /* Per worker: what its current item used, sample by sample. */
 struct gp_gusage {
 	uint64_t	 mem_peak;	/* bytes, the peak over samples of the
@@ -77,11 +88,13 @@ void	gp_gate_clean(struct gp_mon_snap *s);
  * must not make it look empty, or full). A GPU is busy when NVML lists
  * a compute process of no worker of ours, when NVML cannot list its
  * processes (ownership unknown: a container), when NVML does not have it
- * while NVML works, or when memory used by others is over busy_pct % of
- * its total. Without NVML (s->ok 0) no GPU is busy and none is known:
+ * while NVML works, when memory used by others is over pol->busy_pct %
+ * of its total, or when pol->busy_util is set and the GPU's utilisation
+ * less our processes' SM shares is over it (unknown when a process of
+ * ours has no share: the rule then says nothing). Without NVML (s->ok 0) no GPU is busy and none is known:
  * the pool works as without a monitor. why always says which case. */
 void	gp_gate_sample(struct gp_gstate *g, int n, const struct gp_mon_snap *s,
-	    unsigned busy_pct);
+	    const struct gp_gate_policy *pol);
 
 /* Whether an item declaring need bytes may start on g, beside what runs
  * there: not held by a multi-GPU item, not busy when free_only, and,

@@ -248,6 +248,8 @@ struct gp_pool {
 		char		 why[200];	/* nomon: why ("" before) */
 		int64_t		 due;		/* next sample; 0: none */
 		char		 wait[160];	/* why the next item waits */
+		struct gp_gate_policy pol;	/* what makes a GPU busy
+						   (opts.c fills it) */
 	}			 wt;
 };
 
@@ -550,6 +552,16 @@ void	gp_wstart_threads(struct gp_pool *p, struct gp_worker *w);
 /* worker.c: the child after fork; never returns. */
 void	gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
 	    __attribute__((noreturn));
+
+/* opts.c: the options, checked and resolved. */
+/* Copy opts (NULL: { 0 }) to p->o, check it and fill in the defaults,
+ * the environment's too (GPUPOOL_FAKE_GPUS, GPUPOOL_TOPOLOGY), and
+ * p->wt.pol, the policy gate.c applies. 0, -EINVAL with the reason in
+ * err, or -ENOMEM. */
+int	gp_opts_load(struct gp_pool *p, const struct gp_pool_opts *opts,
+	    char *err, size_t errlen);
+/* Whether the n reserved words at r are all zero. */
+int	gp_opts_zeroed(const uint64_t *r, size_t n);
 
 /* err.c: at the bottom, calls nothing here. Writes the printf-style
  * reason into err (if not NULL and errlen > 0) and returns rc. */

@@ -16,25 +16,6 @@
 
 #include "internal.h"
 
-static int
-env_int(const char *name, int *out, char *err, size_t errlen)
-{
-	const char	*s = getenv(name);
-	char		*end;
-	long		 v;
-
-	if (s == NULL || *s == '\0')
-		return 0;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || *end != '\0' || v < 0 || v > GP_MAX_WORKERS)
-		return gp_errf(err, errlen, -EINVAL,
-		    "%s='%s' is not a GPU count (0..%d)", name, s,
-		    GP_MAX_WORKERS);
-	*out = (int)v;
-	return 0;
-}
-
 static void
 describe(struct gp_pool *p, struct gp_worker *w)
 {
@@ -203,96 +184,6 @@ _Static_assert(sizeof(struct gp_feed) == 80, "gp_feed size");
 _Static_assert(sizeof(struct gp_worker_info) == 768, "gp_worker_info size");
 #endif
 
-#define GP_POOL_FLAGS_ALL	(GP_POOL_CANCEL_FD | GP_POOL_NO_BIND | \
-				 GP_POOL_STRICT_BIND | GP_POOL_CUDA_INIT | \
-				 GP_POOL_PLAN_ONLY | GP_POOL_NO_PDEATHSIG | \
-				 GP_POOL_GPUS_FREE | GP_POOL_WAIT_FREE | \
-				 GP_POOL_MONITOR | GP_POOL_OUT_BUFFERS | \
-				 GP_POOL_OUT_VIEW | GP_POOL_FIT_THREADS)
-
-#define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
-
-/* Whether the n reserved words at r are all zero. */
-static int
-zeroed(const uint64_t *r, size_t n)
-{
-	size_t	 i;
-
-	for (i = 0; i < n; i++)
-		if (r[i] != 0)
-			return 0;
-	return 1;
-}
-
-/*
- * max_msg and the window. An item or result of any size that fits in
- * memory may go (max_msg 0: the machine's physical memory, a bound a
- * lying worker's total cannot talk past); the window, the most one
- * message or region half holds (the rest goes in pieces), is at most
- * max_msg and under 4 GiB, the wire's lengths being 32 bits.
- */
-static int
-sizes(struct gp_pool_opts *o, char *err, size_t errlen)
-{
-	long	 pages = sysconf(_SC_PHYS_PAGES), pg = sysconf(_SC_PAGESIZE);
-
-	if (o->max_msg == 0)
-		o->max_msg = pages > 0 && pg > 0 &&
-		    (unsigned long)pages <= SIZE_MAX / (unsigned long)pg ?
-		    (size_t)pages * (size_t)pg : SIZE_MAX;
-	if (o->window == 0 || o->window > o->max_msg)
-		o->window = o->window == 0 && o->max_msg > GP_DEFAULT_WINDOW ?
-		    GP_DEFAULT_WINDOW : o->max_msg;
-	if (o->window > UINT32_MAX - GP_MSG_OVERHEAD)
-		return gp_errf(err, errlen, -EINVAL, "window %llu: over 4 GiB",
-		    (unsigned long long)o->window);
-	return 0;
-}
-
-/* Copy the options, check them and fill in the defaults (including those
- * taken from the environment). */
-static int
-opts_load(struct gp_pool *p, const struct gp_pool_opts *opts, char *err,
-    size_t errlen)
-{
-	static const struct gp_pool_opts	 none;
-	const char		*xml;
-	int			 rc;
-
-	p->o = opts ? *opts : none;
-	if (!zeroed(p->o.reserved, NELEM(p->o.reserved)))
-		return gp_errf(err, errlen, -EINVAL, "pool options: reserved "
-		    "fields are not zero (options not zeroed, or from a "
-		    "gpupool.h newer than this library, %s)", GP_VERSION);
-	if (p->o.flags & ~(unsigned)GP_POOL_FLAGS_ALL)
-		return gp_errf(err, errlen, -EINVAL, "pool options: unknown "
-		    "flags %#x (from a gpupool.h newer than this library, %s?)",
-		    p->o.flags & ~(unsigned)GP_POOL_FLAGS_ALL, GP_VERSION);
-	if ((p->o.flags & GP_POOL_OUT_BUFFERS) &&
-	    (p->o.flags & GP_POOL_OUT_VIEW))
-		return gp_errf(err, errlen, -EINVAL, "GP_POOL_OUT_BUFFERS and "
-		    "GP_POOL_OUT_VIEW together: a result goes one way");
-	if (p->o.per_gpu < 0 || p->o.fake_gpus < 0 || p->o.retries < 0 ||
-	    ((p->o.flags & GP_POOL_CANCEL_FD) && p->o.cancel_fd < 0))
-		return gp_errf(err, errlen, -EINVAL, "negative count or fd in "
-		    "pool options");
-	if (p->o.per_gpu == 0)
-		p->o.per_gpu = 1;
-	if (p->o.grace_ms == 0)
-		p->o.grace_ms = GP_DEFAULT_GRACE_MS;
-	if ((rc = sizes(&p->o, err, errlen)) < 0)
-		return rc;
-	if (p->o.fake_gpus == 0 &&
-	    (rc = env_int("GPUPOOL_FAKE_GPUS", &p->o.fake_gpus, err,
-	    errlen)) < 0)
-		return rc;
-	xml = p->o.topology_xml ? p->o.topology_xml : getenv("GPUPOOL_TOPOLOGY");
-	if (xml != NULL && *xml != '\0' && (p->xml = strdup(xml)) == NULL)
-		return -ENOMEM;
-	p->o.topology_xml = p->xml;
-	return 0;
-}
-
 /* Decide the GPUs, load the topology and place every worker: all a
  * GP_POOL_PLAN_ONLY pool does. */
 static int
@@ -369,7 +260,7 @@ gp_pool_create(struct gp_pool **out, const struct gp_pool_opts *opts)
 	 * and 0 is the caller's standard input. */
 	p->wt.mon.fd = p->wt.mon.pidfd = -1;
 	p->master = getpid();
-	if ((rc = opts_load(p, opts, err, errlen)) < 0 ||
+	if ((rc = gp_opts_load(p, opts, err, errlen)) < 0 ||
 	    (rc = plan(p, err, errlen)) < 0 ||
 	    (rc = gp_exec_prepare(p, err, errlen)) < 0)
 		goto fail;
@@ -515,7 +406,8 @@ gp_pool_run(struct gp_pool *p, gp_fn *fn, const void *arg,
 	struct gp_job	 job = { 0 };
 
 	if (feed == NULL || feed->next == NULL || feed->done == NULL ||
-	    !zeroed(feed->reserved, NELEM(feed->reserved)))
+	    !gp_opts_zeroed(feed->reserved, sizeof(feed->reserved) /
+	    sizeof(feed->reserved[0])))
 		return -EINVAL;
 	job.feed = feed;
 	job.outbufs = (p->o.flags & GP_POOL_OUT_BUFFERS) != 0;

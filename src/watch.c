@@ -83,7 +83,7 @@ fold(struct gp_pool *p)
 			s->gpu[i] = s->gpu[p->wt.mix[i]];
 	s->ngpu = p->ngpus;
 	gp_gate_clean(s);
-	gp_gate_sample(p->wt.gs, p->ngpus, s, p->o.busy_pct);
+	gp_gate_sample(p->wt.gs, p->ngpus, s, &p->wt.pol);
 	for (i = 0; i < p->ngpus; i++)
 		if (!p->wt.gs[i].known && p->wt.gs[i].total == 0)
 			p->wt.gs[i].total = p->gpus[i].mem_bytes;
@@ -169,14 +169,6 @@ gp_watch_plan(struct gp_pool *p, char *err, size_t errlen)
 	size_t		 n = (size_t)p->ngpus;
 	int		 i, rc;
 
-	if (p->o.gpus_per_worker == 0)
-		p->o.gpus_per_worker = 1;
-	if (p->o.busy_pct == 0)
-		p->o.busy_pct = 10;
-	if (p->o.gpus_per_worker < 0 || p->o.busy_pct > 100)
-		return gp_errf(err, errlen, -EINVAL, "pool options: "
-		    "gpus_per_worker %d or busy_pct %u out of range",
-		    p->o.gpus_per_worker, p->o.busy_pct);
 	if ((wt->gs = calloc(n, sizeof(*wt->gs))) == NULL ||
 	    (wt->avail = calloc(n, sizeof(int))) == NULL ||
 	    (wt->pick = calloc(n, sizeof(int))) == NULL ||

@@ -81,7 +81,7 @@ sample1(struct gp_mon_snap *s)
 	struct gp_gstate g;
 
 	fresh(&g, 1);
-	gp_gate_sample(&g, 1, s, 10);
+	gp_gate_sample(&g, 1, s, &(struct gp_gate_policy){ .busy_pct = 10 });
 	free(s);
 	return g;
 }
@@ -156,7 +156,7 @@ START_TEST(sample_unknown_owner)
 	snprintf(s->gpu[0].err, sizeof(s->gpu[0].err), "Not Supported");
 	fresh(&g, 1);
 	g.declared = GiB(4);
-	gp_gate_sample(&g, 1, s, 10);
+	gp_gate_sample(&g, 1, s, &(struct gp_gate_policy){ .busy_pct = 10 });
 	ck_assert_int_eq(g.known, 1);
 	ck_assert_int_eq(g.busy, 1);
 	ck_assert_str_eq(g.why,
@@ -176,7 +176,7 @@ START_TEST(sample_not_seen)
 	s->gpu[1].found = 0;
 	snprintf(s->gpu[1].err, sizeof(s->gpu[1].err), "Not Found");
 	fresh(g, 3);
-	gp_gate_sample(g, 3, s, 10);
+	gp_gate_sample(g, 3, s, &(struct gp_gate_policy){ .busy_pct = 10 });
 	ck_assert_int_eq(g[0].busy, 0);
 	ck_assert_int_eq(g[1].known, 0);
 	ck_assert_int_eq(g[1].busy, 1);
@@ -217,7 +217,7 @@ START_TEST(sample_threshold)
 	s = snap(1);
 	s->gpu[0].used = GiB(12);
 	fresh(&g, 1);
-	gp_gate_sample(&g, 1, s, 20);
+	gp_gate_sample(&g, 1, s, &(struct gp_gate_policy){ .busy_pct = 20 });
 	ck_assert_int_eq(g.busy, 0);
 	free(s);
 }
@@ -236,7 +236,7 @@ START_TEST(sample_no_nvml)
 	g[0].known = 1;
 	g[0].busy = 1;
 	g[0].total = GiB(80);
-	gp_gate_sample(g, 2, s, 10);
+	gp_gate_sample(g, 2, s, &(struct gp_gate_policy){ .busy_pct = 10 });
 	for (int i = 0; i < 2; i++) {
 		ck_assert_int_eq(g[i].known, 0);
 		ck_assert_int_eq(g[i].busy, 0);
@@ -290,6 +290,36 @@ START_TEST(clean_out_of_range)
 }
 END_TEST
 
+/* busy_util: a GPU that computes with no process of someone else
+ * listed (another container's) is busy once its utilisation, less our
+ * processes' SM shares, is over it; unknown shares say nothing. */
+START_TEST(sample_busy_util)
+{
+	struct gp_gate_policy	 pol = { .busy_pct = 10, .busy_util = 50 };
+	struct gp_mon_snap	*s = snap(4);
+	struct gp_gstate	 g[4];
+
+	fresh(g, 4);
+	s->gpu[0].util = 80;			/* nobody listed */
+	s->gpu[1].util = 80;			/* ours take 40 of it */
+	addproc(&s->gpu[1], 100, 0, GiB(1), 40);
+	s->gpu[2].util = 95;			/* ours: share unknown */
+	addproc(&s->gpu[2], 101, 1, GiB(1), -1);
+	s->gpu[3].util = 50;			/* at it, not over */
+	gp_gate_sample(g, 4, s, &pol);
+	ck_assert_int_eq(g[0].busy, 1);
+	ck_assert_str_eq(g[0].why, "others use 80% of it (over 50%)");
+	ck_assert_int_eq(g[1].busy, 0);
+	ck_assert_int_eq(g[2].busy, 0);
+	ck_assert_int_eq(g[3].busy, 0);
+	/* Without the rule, the same machine is free. */
+	pol.busy_util = 0;
+	gp_gate_sample(g, 4, s, &pol);
+	ck_assert_int_eq(g[0].busy, 0);
+	free(s);
+}
+END_TEST
+
 /* One absurd reading between sane ones: the GPU keeps its size and what
  * others held, so an item fits exactly as before, not everything (a
  * total of 0) nor nothing (a total of 1 byte). */
@@ -301,14 +331,14 @@ START_TEST(sample_keeps_what_an_odd_reading_does_not_know)
 	fresh(&g, 1);
 	s->gpu[0].used = GiB(30);
 	gp_gate_clean(s);
-	gp_gate_sample(&g, 1, s, 50);
+	gp_gate_sample(&g, 1, s, &(struct gp_gate_policy){ .busy_pct = 50 });
 	ck_assert_uint_eq(g.foreign, GiB(30));
 	ck_assert(gp_gate_fits(&g, GiB(50), 0));
 	ck_assert(!gp_gate_fits(&g, GiB(51), 0));
 	s->gpu[0].total = 1;
 	s->gpu[0].used = GiB(5);
 	gp_gate_clean(s);
-	gp_gate_sample(&g, 1, s, 50);
+	gp_gate_sample(&g, 1, s, &(struct gp_gate_policy){ .busy_pct = 50 });
 	ck_assert_int_eq(g.known, 1);
 	ck_assert_uint_eq(g.total, GiB(80));
 	ck_assert_uint_eq(g.foreign, GiB(30));
@@ -332,28 +362,28 @@ START_TEST(usable_is_what_no_process_holds)
 	s->gpu[0].used = GiB(3);
 	addproc(&s->gpu[0], 100, 0, GiB(1), -1);
 	addproc(&s->gpu[0], 4242, -1, GiB(1), -1);
-	gp_gate_sample(&g, 1, s, 10);
+	gp_gate_sample(&g, 1, s, &(struct gp_gate_policy){ .busy_pct = 10 });
 	ck_assert_uint_eq(g.unheld, GiB(1));
 	ck_assert_uint_eq(gp_gate_usable(&g), GiB(79));
 	/* Less unheld: the least stays. */
 	s->gpu[0].used = GiB(2.5);
-	gp_gate_sample(&g, 1, s, 10);
+	gp_gate_sample(&g, 1, s, &(struct gp_gate_policy){ .busy_pct = 10 });
 	ck_assert_uint_eq(gp_gate_usable(&g), GiB(79.5));
 	/* A spike (a process NVML does not list yet) changes nothing. */
 	s->gpu[0].used = GiB(9);
-	gp_gate_sample(&g, 1, s, 10);
+	gp_gate_sample(&g, 1, s, &(struct gp_gate_policy){ .busy_pct = 10 });
 	ck_assert_uint_eq(gp_gate_usable(&g), GiB(79.5));
 	/* Samples that cannot tell: a process of unknown memory, an
 	 * unlisted rest, a sample without the memory. */
 	s->gpu[0].used = GiB(2);
 	s->gpu[0].proc[1].mem = UINT64_MAX;
-	gp_gate_sample(&g, 1, s, 10);
+	gp_gate_sample(&g, 1, s, &(struct gp_gate_policy){ .busy_pct = 10 });
 	s->gpu[0].proc[1].mem = GiB(1);
 	s->gpu[0].more = 1;
-	gp_gate_sample(&g, 1, s, 10);
+	gp_gate_sample(&g, 1, s, &(struct gp_gate_policy){ .busy_pct = 10 });
 	s->gpu[0].more = 0;
 	s->gpu[0].total = s->gpu[0].used = 0;
-	gp_gate_sample(&g, 1, s, 10);
+	gp_gate_sample(&g, 1, s, &(struct gp_gate_policy){ .busy_pct = 10 });
 	ck_assert_uint_eq(gp_gate_usable(&g), GiB(79.5));
 	ck_assert_int_eq(g.unheld_n, 3);
 	free(s);
@@ -363,7 +393,7 @@ START_TEST(usable_is_what_no_process_holds)
 	fresh(&g, 1);
 	s = snap(1);
 	s->gpu[0].used = GiB(70);
-	gp_gate_sample(&g, 1, s, 10);
+	gp_gate_sample(&g, 1, s, &(struct gp_gate_policy){ .busy_pct = 10 });
 	ck_assert_uint_eq(g.unheld, GiB(70));
 	ck_assert_uint_eq(gp_gate_usable(&g), GiB(75));
 	free(s);
@@ -766,6 +796,7 @@ gate_suite(void)
 	tcase_add_test(tc, sample_unknown_owner);
 	tcase_add_test(tc, sample_not_seen);
 	tcase_add_test(tc, sample_threshold);
+	tcase_add_test(tc, sample_busy_util);
 	tcase_add_test(tc, sample_no_nvml);
 	tcase_add_test(tc, clean_out_of_range);
 	tcase_add_test(tc, sample_keeps_what_an_odd_reading_does_not_know);

@@ -419,6 +419,44 @@ START_TEST(busy_gpus_are_left_out)
 }
 END_TEST
 
+/* busy_util: on the fake NVML, a GPU at 80 % with no process listed
+ * (someone in another container) is left out under busy_util 50, and
+ * says why; without busy_util it is used. */
+START_TEST(busy_util_leaves_out_a_computing_gpu)
+{
+	struct gp_pool_opts	 o = { .fake_gpus = 2 };
+	struct gp_gpu_state	 st;
+	struct gp_worker_info	 wi;
+	struct gp_pool		*p;
+	char			 err[512];
+
+	machine("gpu - - 8G 0 80\ngpu - - 8G 0 5\n");
+	o.flags = GP_POOL_GPUS_FREE;
+	p = pool_with(&o);
+	ck_assert_int_eq(gp_pool_gpus(p), 2);
+	gp_pool_destroy(p);
+	ck_assert_int_eq(gp_pool_opts_set(&o, "busy_util", "50", NULL, 0), 0);
+	p = pool_with(&o);
+	ck_assert_int_eq(gp_pool_gpus(p), 1);
+	ck_assert_int_eq(gp_pool_info(p, 0, &wi), 0);
+	ck_assert_str_eq(wi.visible, "fake1");
+	gp_pool_destroy(p);
+	o.flags |= GP_POOL_WAIT_FREE;
+	p = pool_with(&o);
+	ck_assert_int_eq(gp_pool_gpu_state(p, 0, &st), 0);
+	ck_assert_int_eq(st.busy, 1);
+	ck_assert_str_eq(st.why, "others use 80% of it (over 50%)");
+	gp_pool_destroy(p);
+	machine("gpu - - 8G 0 80\ngpu - - 8G 0 90\n");
+	o.flags &= ~(unsigned)GP_POOL_WAIT_FREE;
+	o.errbuf = err;
+	o.errlen = sizeof(err);
+	ck_assert_int_eq(gp_pool_create(&p, &o), GP_ENOGPU);
+	ck_assert_msg(strstr(err, "others use 90% of it (over 50%)") != NULL,
+	    "%s", err);
+}
+END_TEST
+
 /* ctl(), on a timer, while the only item waits: the pool says why; then
  * the foreign process goes, and the item starts after that. */
 static int	 waits_seen;
@@ -747,6 +785,7 @@ main(void)
 	tcase_add_test(tc, multi_gpu_items_hold_their_gpus_alone);
 	tcase_add_test(tc, packing_never_exceeds_the_gpu);
 	tcase_add_test(tc, busy_gpus_are_left_out);
+	tcase_add_test(tc, busy_util_leaves_out_a_computing_gpu);
 	tcase_add_test(tc, wait_free_starts_when_the_gpu_frees);
 	tcase_add_test(tc, gpu_taken_mid_run_gets_no_new_item);
 	tcase_add_test(tc, usage_per_item);

@@ -135,27 +135,6 @@ gpy_raise_code(int rc, const char *msg)
 /* ------------------------------------------------------------------ */
 /* Pool() */
 
-/* An integer option lo .. hi into *out; None (or absent) leaves *out.
- * 0, or -1 with a ValueError naming it. */
-static int
-opt_uint(PyObject *o, const char *name, unsigned lo, unsigned hi,
-    unsigned *out)
-{
-	unsigned long	 v;
-
-	if (o == NULL || o == Py_None)
-		return 0;
-	v = PyBool_Check(o) ? ULONG_MAX : PyLong_AsUnsignedLong(o);
-	if (PyErr_Occurred() || v < lo || v > hi) {
-		PyErr_Clear();
-		PyErr_Format(PyExc_ValueError, "%s=%R: must be an integer "
-		    "%u .. %u", name, o, lo, hi);
-		return -1;
-	}
-	*out = (unsigned)v;
-	return 0;
-}
-
 /* max_msg: None (or absent) for the library's own limit, the machine's
  * memory; else a number of bytes, 1 or more. 0, or -1 with a ValueError
  * naming it. */
@@ -175,88 +154,6 @@ opt_max_msg(PyObject *o, size_t *out)
 	}
 	*out = v;
 	return 0;
-}
-
-/*
- * The options for shared GPUs (docs/python.md, "Shared GPUs"), into o:
- * *gpus "free" or "free:LIST" sets GP_POOL_GPUS_FREE and *gpus becomes
- * LIST or NULL; wait_free and busy_pct need it; gpu_mem is bytes per GPU
- * (gpupool.Pool turns "20G" into bytes); gpus_per_worker 1 or more. The
- * monitor is always asked for, as gpupool-run does: without NVML it
- * costs a fork and a failed dlopen, and gpus() has figures with it.
- * plan: GP_POOL_PLAN_ONLY, for info() only (gpupool.Pool's processes=N
- * rule counts the GPUs with it). 0, or -1 with a ValueError naming the
- * argument.
- */
-static int
-gpu_opts(const char **gpus, int wait_free, PyObject *busy, PyObject *mem,
-    PyObject *per, int plan, struct gp_pool_opts *o)
-{
-	const char	*g = *gpus;
-	unsigned	 k = 1;
-
-	if (g != NULL && strncmp(g, "free", 4) == 0 &&
-	    (g[4] == '\0' || g[4] == ':')) {
-		if (g[4] == ':' && g[5] == '\0') {
-			PyErr_SetString(PyExc_ValueError, "gpus='free:': no "
-			    "GPU list after 'free:'");
-			return -1;
-		}
-		o->flags |= GP_POOL_GPUS_FREE;
-		*gpus = g[4] == ':' ? g + 5 : NULL;
-	}
-	if ((wait_free || (busy != NULL && busy != Py_None)) &&
-	    !(o->flags & GP_POOL_GPUS_FREE)) {
-		PyErr_Format(PyExc_ValueError, "%s needs gpus='free' (or "
-		    "'free:LIST')", wait_free ? "wait_free=True" : "busy_pct");
-		return -1;
-	}
-	if (opt_uint(busy, "busy_pct", 1, 100, &o->busy_pct) < 0 ||
-	    opt_uint(per, "gpus_per_worker", 1, INT32_MAX, &k) < 0)
-		return -1;
-	o->gpus_per_worker = (int)k;
-	if (mem != NULL && mem != Py_None) {
-		o->item_mem = PyBool_Check(mem) ? 0 :
-		    PyLong_AsUnsignedLongLong(mem);
-		if (PyBool_Check(mem) || PyErr_Occurred()) {
-			PyErr_Clear();
-			PyErr_Format(PyExc_ValueError, "gpu_mem=%R: must be a "
-			    "number of bytes (an integer 0 or more)", mem);
-			return -1;
-		}
-	}
-	if (wait_free)
-		o->flags |= GP_POOL_WAIT_FREE;
-	/* A plan (plan=True: which GPUs, where each worker would go) needs
-	 * the monitor only to tell free GPUs from busy ones. */
-	if (!plan || (o->flags & GP_POOL_GPUS_FREE))
-		o->flags |= GP_POOL_MONITOR;
-	if (plan)
-		o->flags |= GP_POOL_PLAN_ONLY;
-	return 0;
-}
-
-/* gpus: None, a string ("0,2", UUIDs, bus ids) or a sequence of ints or
- * strings, joined with commas. A new reference to a str, or Py_None. */
-static PyObject *
-gpus_string(PyObject *gpus)
-{
-	PyObject	*strs, *sep, *joined;
-
-	if (gpus == NULL || gpus == Py_None || PyUnicode_Check(gpus)) {
-		gpus = gpus ? gpus : Py_None;
-		Py_INCREF(gpus);
-		return gpus;
-	}
-	strs = PyObject_CallFunction((PyObject *)&PyMap_Type, "OO",
-	    &PyUnicode_Type, gpus);
-	if (strs == NULL)
-		return NULL;
-	sep = PyUnicode_FromString(",");
-	joined = sep ? PyUnicode_Join(sep, strs) : NULL;
-	Py_XDECREF(sep);
-	Py_DECREF(strs);
-	return joined;
 }
 
 static int
@@ -286,85 +183,73 @@ init_failed(PoolObject *self, const char *err)
 		PyErr_SetString(gpy_InitError, *err ? err : gp_strerror(GP_EINIT));
 }
 
+/* The flags every pool of this module has: the cancel pipe, threads
+ * fitted to the CPUs, and the monitor, as gpupool-run asks for it
+ * (without NVML it costs a fork and a failed dlopen, and gpus() has
+ * figures with it); a plan (plan=True: which GPUs, where each worker
+ * would go) needs the monitor only to tell free GPUs from busy ones. */
+static void
+flags(struct gpy_args *a)
+{
+	a->o.flags |= GP_POOL_CANCEL_FD | GP_POOL_FIT_THREADS;
+	if (!a->plan || (a->o.flags & GP_POOL_GPUS_FREE))
+		a->o.flags |= GP_POOL_MONITOR;
+	if (a->plan)
+		a->o.flags |= GP_POOL_PLAN_ONLY;
+}
+
 static int
 Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 {
-	static char	*kwlist[] = { "worker", "gpus", "per_gpu", "fake_gpus",
-			    "timeout_ms", "grace_ms", "retries", "max_tasks",
-			    "init", "wait_free", "busy_pct", "gpu_mem",
-			    "gpus_per_worker", "view", "max_msg", "plan", "spawn",
-			    NULL };
-	PyObject		*worker, *gpus = NULL, *fake = NULL, *tmo = NULL,
-				*grace = NULL, *maxt = NULL, *init = Py_None,
-				*busy = NULL, *mem = NULL, *per = NULL, *gstr,
-				*maxm = NULL, *spec = NULL;
-	int			 per_gpu = 1, retries = 0, wait_free = 0, rc,
-				 view = 0, plan = 0;
-	struct gp_pool_opts	 o = { 0 };
+	struct gpy_args		 a = { .init = Py_None, .o.per_gpu = 1 };
 	struct gp_pool		*p;
 	struct gpy_spawn	 sp;
 	char			 err[512];
+	int			 rc;
 
 	if (self->pool != NULL || self->worker != NULL) {
 		PyErr_SetString(PyExc_RuntimeError, "Pool already set up");
 		return -1;
 	}
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OiOOOiOOpOOOpOpO",
-	    kwlist, &worker, &gpus, &per_gpu, &fake, &tmo, &grace, &retries,
-	    &maxt, &init, &wait_free, &busy, &mem, &per, &view, &maxm, &plan,
-	    &spec))
-		return -1;
-	if (!PyCallable_Check(worker) || (init != Py_None &&
-	    !PyCallable_Check(init))) {
+	if (gpy_args_parse(args, kw, &a) < 0)
+		goto fail;
+	if (!PyCallable_Check(a.worker) || (a.init != Py_None &&
+	    !PyCallable_Check(a.init))) {
 		PyErr_SetString(PyExc_TypeError, "worker and init must be "
 		    "callable (init may be None)");
-		return -1;
+		goto fail;
 	}
-	if (fake != NULL && fake != Py_None) {
-		long	 v = PyLong_AsLong(fake);
+	if (a.fake != NULL && a.fake != Py_None) {
+		long	 v = PyLong_AsLong(a.fake);
 
 		if (v == -1 && PyErr_Occurred())
-			return -1;
-		o.fake_gpus = v > INT32_MAX || v < 0 ? -1 : (int)v;
+			goto fail;
+		a.o.fake_gpus = v > INT32_MAX || v < 0 ? -1 : (int)v;
 	}
-	if (opt_max_msg(maxm, &o.max_msg) < 0 ||
-	    opt_uint(tmo, "timeout_ms", 0, UINT32_MAX, &o.timeout_ms) < 0 ||
-	    opt_uint(grace, "grace_ms", 0, UINT32_MAX, &o.grace_ms) < 0 ||
-	    opt_uint(maxt, "max_tasks", 0, UINT32_MAX, &o.max_tasks) < 0)
-		return -1;
-	if ((gstr = gpus_string(gpus)) == NULL)
-		return -1;
-	if (gstr != Py_None && (o.gpus = PyUnicode_AsUTF8(gstr)) == NULL)
+	if (opt_max_msg(a.maxm, &a.o.max_msg) < 0 || pipes(self) < 0)
 		goto fail;
-	if (gpu_opts(&o.gpus, wait_free, busy, mem, per, plan, &o) < 0)
-		goto fail;
-	if (pipes(self) < 0)
-		goto fail;
-	Py_INCREF(worker);
-	Py_INCREF(init);
-	self->worker = worker;
-	self->init = init;
-	self->view = view;
-	o.per_gpu = per_gpu;
-	o.retries = retries;
-	o.init = gpy_worker_init;
-	o.fini = gpy_worker_fini;
-	o.init_arg = self;
-	o.fork_hook = gpy_fork_hook;
-	o.fork_arg = self;
-	/* Each worker's BLAS and OpenMP threads as many as its CPUs. */
-	o.flags |= GP_POOL_CANCEL_FD | GP_POOL_FIT_THREADS;
-	o.cancel_fd = self->cancel[0];
-	o.errbuf = err;
-	o.errlen = sizeof(err);
+	Py_INCREF(a.worker);
+	Py_INCREF(a.init);
+	self->worker = a.worker;
+	self->init = a.init;
+	self->view = a.view;
+	a.o.init = gpy_worker_init;
+	a.o.fini = gpy_worker_fini;
+	a.o.init_arg = self;
+	a.o.fork_hook = gpy_fork_hook;
+	a.o.fork_arg = self;
+	flags(&a);
+	a.o.cancel_fd = self->cancel[0];
+	a.o.errbuf = err;
+	a.o.errlen = sizeof(err);
 	self->owner = getpid();
-	if (gpy_spawn_opts(self, spec, &sp, &o) < 0) {
+	if (gpy_spawn_opts(self, a.spec, &sp, &a.o) < 0) {
 		gpy_spawn_release(&sp);
 		close_fds(self);
 		goto fail;
 	}
 	Py_BEGIN_ALLOW_THREADS
-	rc = gp_pool_create(&p, &o);
+	rc = gp_pool_create(&p, &a.o);
 	Py_END_ALLOW_THREADS
 	gpy_spawn_release(&sp);
 	if (rc < 0) {
@@ -377,10 +262,10 @@ Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 	}
 	self->pool = p;
 	live_add(self);
-	Py_DECREF(gstr);
+	gpy_args_release(&a);
 	return 0;
 fail:
-	Py_DECREF(gstr);
+	gpy_args_release(&a);
 	return -1;
 }
 
@@ -622,7 +507,7 @@ static PyTypeObject PoolType = {
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
 	.tp_doc = "Pool(worker, *, gpus=None, per_gpu=1, fake_gpus=None, "
 	    "timeout_ms=0, grace_ms=0, retries=0, max_tasks=0, init=None, "
-	    "wait_free=False, busy_pct=None, gpu_mem=None, "
+	    "wait_free=False, busy_pct=None, busy_util=None, gpu_mem=None, "
 	    "gpus_per_worker=1, view=False, plan=False)",
 	.tp_new = Pool_new,
 	.tp_init = (initproc)Pool_init,
@@ -651,6 +536,8 @@ static PyMethodDef mod_methods[] = {
 	  "in a process a pool exec'd (GPUPOOL_WORKER set): become that "
 	  "worker; never returns" },
 	{ "strerror", mod_strerror, METH_O, "text of a library error code" },
+	{ "parse_size", gpy_parse_size, METH_O, "parse_size(text) -> bytes: "
+	  "a size such as '20G', as the library reads it" },
 	{ "frame", gpy_frame, METH_VARARGS, "frame(pickle, buffers) -> bytes: "
 	  "a pickle and its out-of-band buffers as one item" },
 	{ "unframe", gpy_unframe, METH_VARARGS, "unframe(payload, copy) -> "
@@ -664,8 +551,8 @@ static const char mod_doc[] =
 "\n"
 "Pool(worker, *, gpus=None, per_gpu=1, fake_gpus=None, timeout_ms=0,\n"
 "     grace_ms=0, retries=0, max_tasks=0, init=None, wait_free=False,\n"
-"     busy_pct=None, gpu_mem=None, gpus_per_worker=1, view=False,\n"
-"     plan=False)\n"
+"     busy_pct=None, busy_util=None, gpu_mem=None, gpus_per_worker=1,\n"
+"     view=False, plan=False)\n"
 "  worker(bytes) -> bytes runs in the workers, once per item; if it\n"
 "  raises, the item ends FAILED, code 1, its traceback on stderr.\n"
 "  init() runs once per worker, after os.environ got the worker's\n"
@@ -679,6 +566,7 @@ static const char mod_doc[] =
 "  gpus='free' or 'free:LIST': only GPUs nobody else uses (NVML, in a\n"
 "  monitor child); wait_free=True keeps busy ones and items wait;\n"
 "  busy_pct: others' memory over it makes a GPU busy (default 10);\n"
+"  busy_util: so does a utilisation, less ours, over it (no default);\n"
 "  gpu_mem: bytes per GPU each item needs; gpus_per_worker: GPUs each\n"
 "  worker owns, near each other.\n"
 "  view=True: worker gets a read-only memoryview of the item, valid\n"

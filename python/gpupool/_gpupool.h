@@ -43,6 +43,20 @@ typedef struct {
 extern PyObject	*gpy_InitError;
 PyObject *gpy_raise_code(int rc, const char *msg);
 
+/* _args.c: Pool()'s arguments, from one table. The objects are
+ * borrowed from the call's arguments; gstr holds o.gpus's text. */
+struct gpy_args {
+	PyObject		*worker, *fake, *init, *maxm, *spec;
+	PyObject		*gstr;		/* owned: gpy_args_release() */
+	int			 view, plan;
+	struct gp_pool_opts	 o;		/* the library's options */
+};
+/* Fill g (zeroed, init Py_None, per_gpu 1) from Pool(*pos, **kw): 0, or
+ * -1 with TypeError or ValueError naming the argument. */
+int	 gpy_args_parse(PyObject *pos, PyObject *kw, struct gpy_args *g);
+void	 gpy_args_release(struct gpy_args *g);
+PyObject *gpy_parse_size(PyObject *mod, PyObject *arg);
+
 /* _call.c */
 PyObject *gpy_run(PoolObject *self, PyObject *args);
 

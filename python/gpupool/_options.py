@@ -2,8 +2,6 @@
 gpus= as text, gpu_mem= as bytes, maxtasksperchild, and processes=N
 spread over the GPUs the pool would use."""
 
-import math
-
 from . import _gpupool
 from . import _task
 
@@ -18,35 +16,21 @@ def _gpus_arg(gpus):
 
 
 
-_UNITS = {"K": 10, "M": 20, "G": 30, "T": 40}
-_SIZE_MAX = 1024 << 40  # gpupool-run's --mem takes at most 1024T
-
-
 def _gpu_mem(v):
-    """gpu_mem= as bytes: None, an int, or a size as gpupool-run's --mem
-    takes it: digits with at most one '.', then K, M, G or T (powers of
-    1024, either case) and nothing, "i", "B" or "iB" ("20G", "1.5GiB",
-    "512M"); "0" alone needs no unit. Rounded up to a whole byte."""
+    """gpu_mem= as bytes: None, an int, or a size as the library reads it
+    (gp_parse_size(), as gpupool-run's --mem): digits with at most one
+    '.', then K, M, G or T (powers of 1024, either case) and nothing,
+    "i", "B" or "iB" ("20G", "1.5GiB", "512M"); "0" alone needs no
+    unit. Rounded up to a whole byte."""
     if v is None or (isinstance(v, int) and not isinstance(v, bool)):
         return v  # the C pool checks the range
     if not isinstance(v, str):
         raise ValueError("gpu_mem=%r: bytes (an int) or a size such as "
                          "'20G'" % (v,))
-    num = v.rstrip("KMGTkmgtiB")
-    unit = v[len(num):]
-    ok = (num.count(".") <= 1 and num not in ("", ".")
-          and num.replace(".", "", 1).isdigit() and num.isascii())
-    if ok and unit == "" and float(num) == 0:
-        return 0
-    if not ok or unit[:1].upper() not in _UNITS or \
-            unit[1:] not in ("", "i", "B", "iB"):
-        raise ValueError("gpu_mem=%r: not a size (say '20G', '1.5GiB' or "
-                         "'512M': a unit K, M, G or T is needed, powers "
-                         "of 1024)" % (v,))
-    b = math.ceil(float(num) * (1 << _UNITS[unit[0].upper()]))
-    if b > _SIZE_MAX:
-        raise ValueError("gpu_mem=%r: too large (at most 1024T)" % (v,))
-    return b
+    try:
+        return _gpupool.parse_size(v)
+    except ValueError as e:
+        raise ValueError("gpu_mem=%r: %s" % (v, e)) from None
 
 
 def _check_processes(processes):

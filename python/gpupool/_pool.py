@@ -121,7 +121,9 @@ class Pool(Driver):
 
     Shared GPUs: gpus="free" (or "free:0,2", the free ones of a list)
     uses only GPUs with no compute process of someone else and others'
-    memory under busy_pct % (default 10) of the total; none free raises
+    memory under busy_pct % (default 10) of the total (and, with
+    busy_util=PCT, a utilisation, less this pool's share, under PCT %:
+    someone NVML cannot list, in another container); none free raises
     OSError saying why each is busy, unless wait_free=True, which keeps
     them all and lets items wait for a free one. During calls, a GPU
     someone takes gets no new item until it is free again. gpu_mem (bytes,
@@ -139,7 +141,8 @@ class Pool(Driver):
                  maxtasksperchild=None, context=None, *, gpus=None,
                  per_gpu=None, timeout=None, retries=0,
                  max_tasks_per_worker=None, fake_gpus=None, grace=None,
-                 wait_free=False, busy_pct=None, gpu_mem=None,
+                 wait_free=False, busy_pct=None, busy_util=None,
+                 gpu_mem=None,
                  gpus_per_worker=1, max_msg=None, start_method=None):
         _start.not_in_a_clean_start()
         _check_processes(processes)
@@ -157,7 +160,8 @@ class Pool(Driver):
                                  "None" % (name, secs))
         gpus = _gpus_arg(gpus)
         plan_kw = dict(fake_gpus=fake_gpus, wait_free=wait_free,
-                       busy_pct=busy_pct, gpus_per_worker=gpus_per_worker)
+                       busy_pct=busy_pct, busy_util=busy_util,
+                       gpus_per_worker=gpus_per_worker)
         if processes is not None:
             gpus, per_gpu = _spread(processes, gpus, per_gpu, plan_kw)
         self._timeout = timeout

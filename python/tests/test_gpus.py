@@ -106,6 +106,21 @@ def test_every_gpu_busy_raises_with_why(machine):
 
 
 @needs_fake_nvml
+def test_busy_util_leaves_out_a_gpu_others_compute_on(machine):
+    # GPU 0 computes at 80 % with no process listed: another container.
+    machine("gpu - - 8G 0 80\ngpu - - 8G 0 5\n")
+    with gpupool.Pool(gpus="free", fake_gpus=2) as p:
+        assert p.size() == 2
+    with gpupool.Pool(gpus="free", fake_gpus=2, busy_util=50) as p:
+        assert [w.visible for w in p.info()] == ["fake1"]
+    with gpupool.Pool(gpus="free", fake_gpus=2, busy_util=50,
+                      wait_free=True) as p:
+        g0, g1 = p.gpus()
+        assert g0.busy and g0.why == "others use 80% of it (over 50%)"
+        assert not g1.busy
+
+
+@needs_fake_nvml
 def test_wait_free_keeps_busy_gpus_and_uses_only_free_ones(machine):
     machine("gpu - - 8G 0 0\ngpu - - 8G 3G 50\nproc 1 1 3G\n")
     with gpupool.Pool(gpus="free", fake_gpus=2, wait_free=True) as p:
@@ -212,6 +227,8 @@ def test_only_the_monitor_loads_nvml(machine, tmp_path, monkeypatch):
     (dict(gpus="free", busy_pct=0), "busy_pct"),
     (dict(gpus="free", busy_pct=101), "busy_pct"),
     (dict(busy_pct=50), "busy_pct"),
+    (dict(busy_util=50), "busy_util"),
+    (dict(gpus="free", busy_util=101), "busy_util"),
     (dict(wait_free=True), "wait_free"),
     (dict(gpus="free:"), "free:"),
     (dict(gpus_per_worker=0), "gpus_per_worker"),

@@ -247,12 +247,6 @@ struct task_need {
  * key, a bad value, no ']', no command. */
 int	need_parse(const char *line, struct task_need *nd, char *err,
 	    size_t errlen);
-/* A size, s[0..n) (need not be NUL-terminated): digits with at most one
- * '.', then K, M, G or T (either case) alone or with "i", "iB" or "B",
- * all binary (20G = 20 GiB), rounded up to a byte; "0" needs no unit.
- * 0 and *bytes, or -EINVAL (bad, or a number without unit) or -ERANGE
- * (over 1024T) with *why a static string saying why. */
-int	need_size(const char *s, size_t n, uint64_t *bytes, const char **why);
 /* A GPU count, s[0..n): 1 to NEED_GPUS_MAX. 0 and *gpus, or -EINVAL
  * with *why a static string. */
 int	need_gpus(const char *s, size_t n, int *gpus, const char **why);

@@ -145,7 +145,8 @@ show_gpus(const struct opts *o)
 	}
 	if ((why = gp_pool_monitor(pool)) != NULL)
 		printf("GPU use unknown (%s): every GPU counts as free%s\n",
-		    why, o->gpus_free ? ", --gpus free cannot tell busy ones" :
+		    why, (o->pool.flags & GP_POOL_GPUS_FREE) ? ", --gpus free "
+		    "cannot tell busy ones" :
 		    "");
 	/* How what a task leaves running is found (reap.c): its
 	 * worker is its subreaper. */
@@ -410,7 +411,7 @@ run_jobs(struct opts *o, char **gpus)
 			gp_pool_destroy(pool);
 			return -1;
 		}
-		o->gpus = *gpus;	/* --gpus free keeps "free:" */
+		o->pool.gpus = *gpus;	/* --gpus free keeps its flag */
 	} else {
 		if (o->per_gpu_set)
 			out_err("-j %d with --per-gpu %d: the run has %d GPU%s, "

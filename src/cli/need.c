@@ -6,8 +6,9 @@
  *
  * A '[' is a tag only when a lower-case key and '=' follow it at once,
  * so that shell tests ("[ -f x ] && ...", "[[ ... ]]") stay commands.
- * Sizes are binary whatever their spelling (20G, 20GiB and 20GB are all
- * 20 GiB), as nvidia-smi's MiB are: a GPU's memory is sold in GiB.
+ * Sizes are the library's (gp_parse_size()): binary whatever their
+ * spelling (20G, 20GiB and 20GB are all 20 GiB), as nvidia-smi's MiB
+ * are: a GPU's memory is sold in GiB.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,75 +17,12 @@
 
 #include "cli.h"
 
-#define SIZE_MAX_TIB	1024		/* --mem at most 1024T */
 #define NEED_KEYS	"(mem=SIZE, gpus=N)"
 
 static int
 blank(char c)
 {
 	return c == ' ' || c == '\t';
-}
-
-/*
- * Digits with at most one '.', then K, M, G or T (either case) and "",
- * "i", "iB" or "B"; "0" alone too. Checked by hand first, as opts.c's
- * durations are: strtod() alone would take a sign, blanks, an exponent,
- * hex, inf and nan. A size over 0 is rounded up to a whole byte.
- */
-int
-need_size(const char *s, size_t n, uint64_t *bytes, const char **why)
-{
-	static const char	 units[] = "KMGT";
-	char			 num[32], *end;
-	const char		*u, *p;
-	double			 v;
-	size_t			 d;
-	int			 shift, c;
-
-	d = 0;
-	while (d < n && s[d] >= '0' && s[d] <= '9')
-		d++;
-	if (d < n && s[d] == '.')
-		for (d++; d < n && s[d] >= '0' && s[d] <= '9'; d++)
-			;
-	*why = "not a size (say 20G, 1.5GiB or 512M)";
-	if (d == 0 || (d == 1 && s[0] == '.') || d >= sizeof(num))
-		return -EINVAL;
-	memcpy(num, s, d);
-	num[d] = '\0';
-	errno = 0;
-	v = strtod(num, &end);
-	if (errno || *end != '\0')
-		return -EINVAL;
-	if (d == n) {
-		/* 20 what? Only nothing needs no unit. */
-		*bytes = 0;
-		if (v != 0) {
-			*why = "needs a unit, e.g. 20G";
-			return -EINVAL;
-		}
-		*why = NULL;
-		return 0;
-	}
-	c = s[d] >= 'a' && s[d] <= 'z' ? s[d] - 'a' + 'A' : s[d];
-	if (c == '\0' || (p = strchr(units, c)) == NULL)
-		return -EINVAL;
-	shift = 10 * (int)(p - units + 1);
-	u = s + d + 1;
-	n -= d + 1;
-	if (!(n == 0 || (n == 1 && (*u == 'i' || *u == 'B')) ||
-	    (n == 2 && u[0] == 'i' && u[1] == 'B')))
-		return -EINVAL;
-	v *= (double)(1ull << shift);
-	if (v > (double)SIZE_MAX_TIB * (double)(1ull << 40)) {
-		*why = "too large (at most 1024T)";
-		return -ERANGE;
-	}
-	*bytes = (uint64_t)v;
-	if ((double)*bytes < v)
-		(*bytes)++;
-	*why = NULL;
-	return 0;
 }
 
 int
@@ -141,7 +79,7 @@ one_key(const char *k, size_t n, struct task_need *nd, unsigned *seen,
 	*seen |= bit;
 	v = eq + 1;
 	vl = n - kl - 1;
-	rc = bit == 1 ? need_size(v, vl, &nd->mem, &why) :
+	rc = bit == 1 ? gp_parse_size(v, vl, &nd->mem, &why) :
 	    need_gpus(v, vl, &nd->gpus, &why);
 	if (rc < 0)
 		snprintf(err, errlen, "bad value '%.*s' for %.*s= in task "

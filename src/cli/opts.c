@@ -1,9 +1,11 @@
 /*
  * opts.c: gpupool-run's command line: the options, their values (counts,
  * durations such as 90s or 1.5h, the --halt policy) into a struct opts
- * (the --help text is usage.c's). Checks each value and what the options need of
- * each other, not the files they name (main.c does, before anything
- * runs). Prints the errors it finds, git style, and --help or --version.
+ * (the --help text is usage.c's). Checks each value and what the
+ * options need of each other, not the files they name (main.c does,
+ * before anything runs); the pool's own options (--gpus, --busy-pct,
+ * --wait-free) go to the library as text, the judge of them. Prints the
+ * errors it finds, git style, and --help or --version.
  * Where GNU parallel has the option (--joblog +FILE, --halt, --delay,
  * --timeout N%), its syntax and meaning are kept.
  */
@@ -134,7 +136,8 @@ enum {
 	OPT_GPUS = 256, OPT_FAKE, OPT_PERGPU, OPT_JOBLOG, OPT_RESUME,
 	OPT_RESUMEF, OPT_RETRIES, OPT_TIMEOUT, OPT_GRACE, OPT_HALT,
 	OPT_RESULTS, OPT_BAR, OPT_DRYRUN, OPT_SHOW, OPT_TOPO, OPT_BUSIDS,
-	OPT_RANKTMO, OPT_WAITLOCK, OPT_WAITFREE, OPT_BUSYPCT, OPT_MEM,
+	OPT_RANKTMO, OPT_WAITLOCK, OPT_WAITFREE, OPT_BUSYPCT, OPT_BUSYUTIL,
+	OPT_MEM,
 	OPT_GPT,
 	OPT_COLSEP, OPT_HEADER,
 	OPT_DELAY,
@@ -164,6 +167,7 @@ static const struct option longopts[] = {
 	{ "rank-timeout",	required_argument, NULL, OPT_RANKTMO },
 	{ "wait-free",		no_argument,	   NULL, OPT_WAITFREE },
 	{ "busy-pct",		required_argument, NULL, OPT_BUSYPCT },
+	{ "busy-util",		required_argument, NULL, OPT_BUSYUTIL },
 	{ "mem",		required_argument, NULL, OPT_MEM },
 	{ "gpus-per-task",	required_argument, NULL, OPT_GPT },
 	{ "colsep",		required_argument, NULL, OPT_COLSEP },
@@ -325,25 +329,74 @@ opt_time(int c, struct opts *o)
 	return 0;
 }
 
-/* What the GPUs must be or give: --busy-pct, --mem, --gpus-per-task. 0,
- * or -1 after an error. */
+/* The pool's options, by the library's names for them: their text goes
+ * to the library (gp_pool_opts_set()), the judge of it, and its reasons
+ * are said with these names. */
+static const struct {
+	int		 c;
+	const char	*lib, *cli;
+} pool_opts[] = {
+	{ OPT_GPUS, "gpus", "--gpus" },
+	{ OPT_BUSYPCT, "busy_pct", "--busy-pct" },
+	{ OPT_BUSYUTIL, "busy_util", "--busy-util" },
+	{ OPT_WAITFREE, "wait_free", "--wait-free" },
+};
+#define NPOOL_OPTS	(sizeof(pool_opts) / sizeof(pool_opts[0]))
+#define WORD(c)		(isalnum((unsigned char)(c)) || (c) == '_')
+
+/* The library's reason, its options named as the command line names
+ * them ("wait_free needs gpus free": "--wait-free needs --gpus free"). */
+static void
+reword_reason(const char *why, char *out, size_t len)
+{
+	const char	*w = why;
+	size_t		 at = 0, i, n = 0;
+
+	while (*w != '\0' && at + 1 < len) {
+		for (i = 0; i < NPOOL_OPTS; i++)
+			if ((w == why || !WORD(w[-1])) && strncmp(w,
+			    pool_opts[i].lib, n = strlen(pool_opts[i].lib)) ==
+			    0 && !WORD(w[n]))
+				break;
+		if (i == NPOOL_OPTS)
+			out[at++] = *w++;
+		else {
+			at += (size_t)snprintf(out + at, len - at, "%s",
+			    pool_opts[i].cli);
+			w += n;
+		}
+	}
+	out[at < len ? at : len - 1] = '\0';
+}
+
+/* --gpus, --busy-pct, --wait-free (value NULL: "1"). 0, or -1 after an
+ * error. */
+static int
+opt_pool(int c, const char *value, struct opts *o)
+{
+	char	 err[256];
+	size_t	 i;
+
+	for (i = 0; i < NPOOL_OPTS && pool_opts[i].c != c; i++)
+		;
+	if (gp_pool_opts_set(&o->pool, pool_opts[i].lib, value ? value : "1",
+	    err, sizeof(err)) < 0) {
+		out_err("%s: %s", pool_opts[i].cli, err);
+		return -1;
+	}
+	return 0;
+}
+
+/* What the GPUs must be or give: --mem, --gpus-per-task. 0, or -1 after
+ * an error. */
 static int
 opt_gpu(int c, struct opts *o)
 {
 	const char	*why;
-	long		 n;
 
 	switch (c) {
-	case OPT_BUSYPCT:
-		if (popt_count(optarg, 1, 100, &n) < 0) {
-			out_err("--busy-pct: '%s' is not a percentage (1 to "
-			    "100)", optarg);
-			return -1;
-		}
-		o->busy_pct = (unsigned)n;
-		break;
 	case OPT_MEM:
-		if (need_size(optarg, strlen(optarg), &o->mem, &why) < 0) {
+		if (gp_parse_size(optarg, strlen(optarg), &o->mem, &why) < 0) {
 			out_err("--mem: bad size '%s': %s", optarg, why);
 			return -1;
 		}
@@ -359,24 +412,12 @@ opt_gpu(int c, struct opts *o)
 	return 0;
 }
 
-/* The names: --gpus, --joblog, --results, --topology, --fake-busids. 0,
+/* The names: --joblog, --results, --topology, --fake-busids. 0,
  * or -1 after an error. */
 static int
 opt_name(int c, struct opts *o)
 {
 	switch (c) {
-	case OPT_GPUS:
-		/* free, free:LIST: the last --gpus wins, as a whole. */
-		o->gpus_free = strcmp(optarg, "free") == 0 ||
-		    strncmp(optarg, "free:", 5) == 0;
-		o->gpus = o->gpus_free ? (optarg[4] ? optarg + 5 : NULL) :
-		    optarg;
-		if (o->gpus != NULL && *o->gpus == '\0') {
-			out_err("--gpus: empty GPU list%s", o->gpus_free ?
-			    " after 'free:'" : "");
-			return -1;
-		}
-		break;
 	case OPT_JOBLOG:
 		if (*optarg == '\0' || strcmp(optarg, "+") == 0) {
 			out_err("--joblog: empty file name");
@@ -459,8 +500,8 @@ opt_output(int c, struct opts *o)
 static void
 opt_flag(int c, struct opts *o)
 {
-	int	*f = c == OPT_WAITFREE ? &o->wait_free : c == OPT_RESUME ?
-		    &o->resume : c == OPT_RESUMEF ? &o->resume_failed :
+	int	*f = c == OPT_RESUME ? &o->resume : c == OPT_RESUMEF ?
+		    &o->resume_failed :
 		    c == OPT_WAITLOCK ? &o->wait_lock : c == OPT_BAR ? &o->bar :
 		    c == OPT_DRYRUN ? &o->dry_run : c == OPT_SHOW ?
 		    &o->show_gpus : &o->quiet;
@@ -489,6 +530,11 @@ opt_set(int c, const char *opt, struct opts *o)
 	case OPT_HALT:
 		return opt_time(c, o);
 	case OPT_GPUS:
+	case OPT_BUSYPCT:
+	case OPT_BUSYUTIL:
+	case OPT_WAITFREE:
+		/* free, free:LIST: the last --gpus wins, as a whole. */
+		return opt_pool(c, c == OPT_WAITFREE ? NULL : optarg, o);
 	case OPT_JOBLOG:
 	case OPT_RESULTS:
 	case OPT_TOPO:
@@ -496,14 +542,13 @@ opt_set(int c, const char *opt, struct opts *o)
 	case OPT_TIMELINE:
 	case OPT_FROMJL:
 		return opt_name(c, o);
-	case OPT_BUSYPCT:
 	case OPT_MEM:
 	case OPT_GPT:
 		return opt_gpu(c, o);
 	case OPT_COLSEP:
 	case OPT_HEADER:
 		return opt_grid(c, o);
-	case OPT_WAITFREE: case OPT_RESUME: case OPT_RESUMEF:
+	case OPT_RESUME: case OPT_RESUMEF:
 	case OPT_WAITLOCK: case OPT_BAR: case OPT_DRYRUN: case OPT_SHOW:
 	case OPT_QUIET:
 		opt_flag(c, o);
@@ -549,6 +594,7 @@ static int
 opts_check(int argc, char **argv, struct opts *o)
 {
 	const char	*r = o->resume_failed ? "--resume-failed" : "--resume";
+	char		 why[256], err[300];
 
 	/* parallel resumes from --results DIR alone too: its exitval
 	 * files say what ended, and how. */
@@ -563,9 +609,10 @@ opts_check(int argc, char **argv, struct opts *o)
 		    " (and no --resume: it reruns only what failed)" : "");
 		return -1;
 	}
-	if ((o->wait_free || o->busy_pct) && !o->gpus_free) {
-		out_err("%s needs --gpus free", o->wait_free ? "--wait-free" :
-		    "--busy-pct");
+	/* The library's rules (--wait-free needs --gpus free), now. */
+	if (gp_pool_opts_check(&o->pool, why, sizeof(why)) < 0) {
+		reword_reason(why, err, sizeof(err));
+		out_err("%s", err);
 		return -1;
 	}
 	if (o->from_joblog != NULL) {

@@ -21,7 +21,6 @@ enum out_mode { OUT_GROUP, OUT_LINE, OUT_UNGROUP };
 
 struct opts {
 	const char	*file;
-	const char	*gpus;
 	const char	*joblog;	/* without +FILE's '+' */
 	int		 joblog_append;	/* it was +FILE: keep what it has */
 	const char	*results;
@@ -44,10 +43,10 @@ struct opts {
 	int		 show_gpus;
 	int		 quiet;
 	uint64_t	 rank_timeout_ms;
-	int		 gpus_free;	/* --gpus free[:LIST] (gpus: the LIST,
-					   or NULL) */
-	int		 wait_free;	/* --wait-free */
-	unsigned	 busy_pct;	/* --busy-pct; 0: not given (10) */
+	struct gp_pool_opts pool;	/* --gpus, --busy-pct, --wait-free as
+					   the library set them from their
+					   text (gp_pool_opts_set()); run.c
+					   starts the pool's from it */
 	uint64_t	 mem;		/* --mem, bytes per GPU; 0: none */
 	int		 gpus_per_task;	/* --gpus-per-task; 0: not given (1) */
 	/* COMMAND ::: ... (grid.c) rather than FILE. */

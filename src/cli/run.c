@@ -102,8 +102,7 @@ pool_opts(const struct opts *o, struct gp_pool_opts *po, unsigned flags,
 {
 	uint64_t	 b;
 
-	memset(po, 0, sizeof(*po));
-	po->gpus = o->gpus;
+	*po = o->pool;		/* --gpus, --busy-pct, --wait-free */
 	po->fake_gpus = o->fake_gpus;
 	po->per_gpu = o->per_gpu;
 	po->topology_xml = o->topology;
@@ -118,12 +117,7 @@ pool_opts(const struct opts *o, struct gp_pool_opts *po, unsigned flags,
 	po->init = worker_init;
 	/* The monitor is cheap without NVML (one fork, a failed dlopen) and
 	 * gives every task its GPU columns with it. */
-	po->flags = GP_POOL_NO_PDEATHSIG | GP_POOL_MONITOR | flags;
-	if (o->gpus_free)
-		po->flags |= GP_POOL_GPUS_FREE;
-	if (o->wait_free)
-		po->flags |= GP_POOL_WAIT_FREE;
-	po->busy_pct = o->busy_pct;
+	po->flags |= GP_POOL_NO_PDEATHSIG | GP_POOL_MONITOR | flags;
 	po->errbuf = err;
 	po->errlen = errlen;
 }
@@ -147,7 +141,8 @@ pool_create(const struct opts *o, struct run *r, unsigned flags,
 	po.init_arg = r;
 	if ((rc = gp_pool_create(pool, &po)) < 0) {
 		out_err("%s%s", err[0] ? err : gp_strerror(rc),
-		    rc == GP_ENOGPU && o->gpus_free && !o->wait_free ?
+		    rc == GP_ENOGPU && (po.flags & (GP_POOL_GPUS_FREE |
+		    GP_POOL_WAIT_FREE)) == GP_POOL_GPUS_FREE ?
 		    " (--wait-free waits for one)" : "");
 		return rc;
 	}
@@ -466,7 +461,7 @@ run_setup(struct run *r, struct run_conf *conf, struct gp_pool **pool)
 	 * ends mid-run is said then (out_gpu_notes()). */
 	if ((why = gp_pool_monitor(*pool)) != NULL) {
 		r->mon_said = 1;
-		if (o->gpus_free)
+		if (o->pool.flags & GP_POOL_GPUS_FREE)
 			out_warn("--gpus free cannot tell busy GPUs (%s): "
 			    "every GPU counts as free", why);
 	}

@@ -83,6 +83,8 @@ const char usage_text[] =
 "                       free rather than leave them out\n"
 "  --busy-pct PCT       with --gpus free: memory used by others over PCT %\n"
 "                       of a GPU's makes it busy (1 to 100, default 10)\n"
+"  --busy-util PCT      with --gpus free: a GPU computing over PCT % for\n"
+"                       others (that NVML cannot list) is busy (1 to 100)\n"
 "  --per-gpu K          tasks at a time on each GPU (default 1)\n"
 "  --mem SIZE           GPU memory each task needs on each of its GPUs:\n"
 "                       20G, 1.5GiB, 512M (binary units)\n"

@@ -21,8 +21,7 @@ Checks, each a rule of docs/design.md ("Shape of the code"):
      statement (the docstring included) to its last line, and its
      comment is a line "# Long because ..." in the comment lines just
      above the def (or above its decorators). The tests (test/,
-     python/tests/) are not sized. A file of KNOWN, being rewritten by
-     someone else, is reported but not counted;
+     python/tests/) are not sized;
   3. no two C files call each other, directly or around a loop: the
      file-level call graph, read from the built objects with nm (file A
      uses a symbol file B defines), has no cycle;
@@ -45,10 +44,6 @@ LONG_OK = "Long because"
 # The trees whose files and functions are sized (C files of each follow
 # src/'s rule, Python files the def rule).
 SIZED = ["src", "bench", "python/gpupool"]
-# Files over a size rule while their owner rewrites them (issue 24): path
-# from the root -> who. The merger removes an entry with its rewrite.
-KNOWN = {"python/gpupool/_gpupool.c": "H2 rewrites it to end at 700 lines "
-                                      "or fewer (issue 24, 3)"}
 
 
 def sources(src):
@@ -72,19 +67,17 @@ def sized_files(root):
     return sorted(out)
 
 
-def check_sizes(root, files, bad, known):
-    """Rules 1 and 2 over files (paths from root); what a file of KNOWN
-    breaks goes to known instead of bad."""
+def check_sizes(root, files, bad):
+    """Rules 1 and 2 over files (paths from root)."""
     for f in files:
         with open(os.path.join(root, f), encoding="utf-8") as fh:
             text = fh.read().splitlines()
-        out = known if f in KNOWN else bad
         if len(text) > MAX_LINES:
-            out.append("%s: %d lines, over %d" % (f, len(text), MAX_LINES))
+            bad.append("%s: %d lines, over %d" % (f, len(text), MAX_LINES))
         if f.endswith(".py"):
-            check_defs(f, text, out)
+            check_defs(f, text, bad)
         else:
-            check_functions(f, text, out)
+            check_functions(f, text, bad)
 
 
 def check_functions(f, text, bad):
@@ -358,8 +351,8 @@ def main(argv):
             return 1
         print(render(calls, incs))
         return 0
-    sized, known = sized_files(root), []
-    check_sizes(root, sized, bad, known)
+    sized = sized_files(root)
+    check_sizes(root, sized, bad)
     if not bad and "--no-doc" not in opts:
         design = os.path.join(root, "docs", "design.md")
         have = doc_block(design)
@@ -372,9 +365,6 @@ def main(argv):
                            "build per configuration" % (b, sys.argv[0], root))
     for b in bad:
         print(b)
-    for k in known:
-        f = k.split(":", 1)[0]
-        print("known, not counted (%s): %s" % (KNOWN[f], k))
     print("arch: %d C files, %d Python files, %d problems" %
           (sum(f.endswith(".c") for f in sized),
            sum(f.endswith(".py") for f in sized), len(bad)))

@@ -131,22 +131,22 @@ START_TEST(sizes_are_binary_with_a_unit)
 	size_t		 i;
 
 	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-		ck_assert_msg(need_size(ok[i].s, strlen(ok[i].s), &v, &why) ==
-		    0, "'%s' refused: %s", ok[i].s, why);
+		ck_assert_msg(gp_parse_size(ok[i].s, strlen(ok[i].s), &v,
+		    &why) == 0, "'%s' refused: %s", ok[i].s, why);
 		ck_assert_msg(v == ok[i].v, "'%s' is %llu", ok[i].s,
 		    (unsigned long long)v);
 	}
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		why = NULL;
-		ck_assert_msg(need_size(bad[i], strlen(bad[i]), &v, &why) < 0,
-		    "'%s' taken", bad[i]);
+		ck_assert_msg(gp_parse_size(bad[i], strlen(bad[i]), &v,
+		    &why) < 0, "'%s' taken", bad[i]);
 		ck_assert_ptr_nonnull(why);
 	}
-	ck_assert_int_eq(need_size("20", 2, &v, &why), -EINVAL);
+	ck_assert_int_eq(gp_parse_size("20", 2, &v, &why), -EINVAL);
 	ck_assert_str_eq(why, "needs a unit, e.g. 20G");
-	ck_assert_int_eq(need_size("1025T", 5, &v, &why), -ERANGE);
+	ck_assert_int_eq(gp_parse_size("1025T", 5, &v, &why), -ERANGE);
 	/* Only n bytes are read: "20G" of "20GX". */
-	ck_assert_int_eq(need_size("20GX", 3, &v, &why), 0);
+	ck_assert_int_eq(gp_parse_size("20GX", 3, &v, &why), 0);
 	ck_assert_uint_eq(v, 20 * GiB);
 }
 END_TEST
@@ -184,34 +184,37 @@ START_TEST(gpu_options)
 
 	ck_assert_int_eq(parse(&o, (const char *[]){ "-", NULL }, err,
 	    sizeof(err)), 0);
-	ck_assert_int_eq(o.gpus_free, 0);
-	ck_assert_int_eq(o.busy_pct, 0);
+	ck_assert_int_eq(!!(o.pool.flags & GP_POOL_GPUS_FREE), 0);
+	ck_assert_int_eq(o.pool.busy_pct, 0);
 	ck_assert_uint_eq(o.mem, 0);
 	ck_assert_int_eq(o.gpus_per_task, 0);
 	ck_assert_int_eq(parse(&o, (const char *[]){ "--gpus", "free",
 	    "--wait-free", "--busy-pct", "25", "--mem", "1.5G",
 	    "--gpus-per-task", "2", "-", NULL }, err, sizeof(err)), 0);
-	ck_assert_int_eq(o.gpus_free, 1);
-	ck_assert_ptr_null(o.gpus);
-	ck_assert_int_eq(o.wait_free, 1);
-	ck_assert_int_eq(o.busy_pct, 25);
+	ck_assert_int_eq(!!(o.pool.flags & GP_POOL_GPUS_FREE), 1);
+	ck_assert_ptr_null(o.pool.gpus);
+	ck_assert_int_eq(!!(o.pool.flags & GP_POOL_WAIT_FREE), 1);
+	ck_assert_int_eq(o.pool.busy_pct, 25);
 	ck_assert_uint_eq(o.mem, 3 * GiB / 2);
 	ck_assert_int_eq(o.gpus_per_task, 2);
 	ck_assert_int_eq(parse(&o, (const char *[]){ "--gpus", "free:0,2",
 	    "-", NULL }, err, sizeof(err)), 0);
-	ck_assert_int_eq(o.gpus_free, 1);
-	ck_assert_str_eq(o.gpus, "0,2");
+	ck_assert_int_eq(!!(o.pool.flags & GP_POOL_GPUS_FREE), 1);
+	ck_assert_str_eq(o.pool.gpus, "0,2");
 	/* The last --gpus wins, as a whole. */
 	ck_assert_int_eq(parse(&o, (const char *[]){ "--gpus", "free",
 	    "--gpus", "1", "-", NULL }, err, sizeof(err)), 0);
-	ck_assert_int_eq(o.gpus_free, 0);
-	ck_assert_str_eq(o.gpus, "1");
+	ck_assert_int_eq(!!(o.pool.flags & GP_POOL_GPUS_FREE), 0);
+	ck_assert_str_eq(o.pool.gpus, "1");
 	ck_assert_int_eq(parse(&o, (const char *[]){ "--gpus", "freedom",
 	    "-", NULL }, err, sizeof(err)), 0);
-	ck_assert_int_eq(o.gpus_free, 0);
+	ck_assert_int_eq(!!(o.pool.flags & GP_POOL_GPUS_FREE), 0);
 	ck_assert_int_eq(parse(&o, (const char *[]){ "--gpus", "free",
 	    "--show-gpus", NULL }, err, sizeof(err)), 0);
 	ck_assert_int_eq(o.show_gpus, 1);
+	ck_assert_int_eq(parse(&o, (const char *[]){ "--gpus", "free",
+	    "--busy-util", "60", "-", NULL }, err, sizeof(err)), 0);
+	ck_assert_uint_eq(o.pool.busy_util, 60);
 }
 END_TEST
 
@@ -226,6 +229,10 @@ START_TEST(gpu_option_errors)
 		{ { "--gpus", "0", "--wait-free", "-" }, "--wait-free needs "
 		    "--gpus free" },
 		{ { "--busy-pct", "20", "-" }, "--busy-pct needs --gpus free" },
+		{ { "--busy-util", "20", "-" }, "--busy-util needs --gpus "
+		    "free" },
+		{ { "--gpus", "free", "--busy-util", "0", "-" }, "--busy-util: "
+		    "'0' is not a percentage (1 to 100)" },
 		{ { "--gpus", "free", "--busy-pct", "0", "-" }, "--busy-pct: "
 		    "'0' is not a percentage (1 to 100)" },
 		{ { "--gpus", "free", "--busy-pct", "101", "-" }, "'101' is "

@@ -125,8 +125,8 @@ MUTANTS = [
     M("forked-child-uses-the-pool", 22, "src/pool.c",
       "if (getpid() != p->master)\n", "if (0)\n", "check_threads"),
     # 23. Reserved fields must be zero.
-    M("reserved-fields-ignored", 23, "src/pool.c",
-      "if (!zeroed(p->o.reserved, NELEM(p->o.reserved)))", "if (0)",
+    M("reserved-fields-ignored", 23, "src/opts.c",
+      "if (!gp_opts_zeroed(o->reserved, NELEM(o->reserved)))", "if (0)",
       "check_pool"),
     # 24. An item that ended badly is decided in one place.
     M("retries-off-by-one", 24, "src/job.c",

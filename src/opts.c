@@ -1,0 +1,338 @@
+/*
+ * opts.c: the pool's options, the library's only judge of them. Checks a
+ * struct gp_pool_opts, fills in its defaults (those of the environment
+ * too) and the GPU policy gate.c applies; parses the options that come as
+ * text (the gpus grammar "free[:LIST]", sizes, percentages), by name, for
+ * gpupool-run and the Python module, which pass their users' text through
+ * and report the reason written here. Pure but for getenv() and
+ * sysconf(): no I/O, no allocation but the topology path's copy.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define GP_POOL_FLAGS_ALL	(GP_POOL_CANCEL_FD | GP_POOL_NO_BIND | \
+				 GP_POOL_STRICT_BIND | GP_POOL_CUDA_INIT | \
+				 GP_POOL_PLAN_ONLY | GP_POOL_NO_PDEATHSIG | \
+				 GP_POOL_GPUS_FREE | GP_POOL_WAIT_FREE | \
+				 GP_POOL_MONITOR | GP_POOL_OUT_BUFFERS | \
+				 GP_POOL_OUT_VIEW | GP_POOL_FIT_THREADS)
+
+/* busy_util fills the hole after flags: no other field moved. */
+#if UINTPTR_MAX == UINT64_MAX
+_Static_assert(offsetof(struct gp_pool_opts, busy_util) == 92 &&
+    offsetof(struct gp_pool_opts, errbuf) == 96, "gp_pool_opts layout");
+#endif
+
+#define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
+#define SIZE_MAX_TIB	1024		/* sizes at most 1024T */
+#define DEFAULT_BUSY_PCT 10
+
+/* The options gp_pool_opts_set() takes, by the names errbuf uses. */
+enum kind { K_GPUS, K_COUNT, K_SIZE, K_FLAG };
+static const struct opt {
+	const char	*name;
+	enum kind	 kind;
+	size_t		 off;		/* into struct gp_pool_opts */
+	unsigned	 lo, hi;	/* K_COUNT's range; K_FLAG's bit */
+	const char	*what;		/* K_COUNT: "a percentage", ... */
+} table[] = {
+	{ "gpus", K_GPUS, offsetof(struct gp_pool_opts, gpus), 0, 0, NULL },
+	{ "busy_pct", K_COUNT, offsetof(struct gp_pool_opts, busy_pct), 1,
+	    100, "a percentage" },
+	{ "busy_util", K_COUNT, offsetof(struct gp_pool_opts, busy_util), 1,
+	    100, "a percentage" },
+	{ "item_mem", K_SIZE, offsetof(struct gp_pool_opts, item_mem), 0, 0,
+	    NULL },
+	{ "gpus_per_worker", K_COUNT, offsetof(struct gp_pool_opts,
+	    gpus_per_worker), 1, GP_MAX_WORKERS, "a GPU count" },
+	{ "wait_free", K_FLAG, offsetof(struct gp_pool_opts, flags),
+	    GP_POOL_WAIT_FREE, 0, NULL },
+};
+
+int
+gp_parse_size(const char *s, size_t n, uint64_t *bytes, const char **why)
+{
+	static const char	 units[] = "KMGT";
+	char			 num[32], *end;
+	const char		*u, *p;
+	double			 v;
+	size_t			 d;
+	int			 shift, c;
+
+	/* Checked by hand first: strtod() alone would take a sign, blanks,
+	 * an exponent, hex, inf and nan. */
+	for (d = 0; d < n && s[d] >= '0' && s[d] <= '9'; d++)
+		;
+	if (d < n && s[d] == '.')
+		for (d++; d < n && s[d] >= '0' && s[d] <= '9'; d++)
+			;
+	*why = "not a size (say 20G, 1.5GiB or 512M)";
+	if (d == 0 || (d == 1 && s[0] == '.') || d >= sizeof(num))
+		return -EINVAL;
+	memcpy(num, s, d);
+	num[d] = '\0';
+	errno = 0;
+	v = strtod(num, &end);
+	if (errno || *end != '\0')
+		return -EINVAL;
+	if (d == n) {
+		/* 20 what? Only nothing needs no unit. */
+		*bytes = 0;
+		if (v != 0) {
+			*why = "needs a unit, e.g. 20G";
+			return -EINVAL;
+		}
+		*why = NULL;
+		return 0;
+	}
+	c = s[d] >= 'a' && s[d] <= 'z' ? s[d] - 'a' + 'A' : s[d];
+	if (c == '\0' || (p = strchr(units, c)) == NULL)
+		return -EINVAL;
+	shift = 10 * (int)(p - units + 1);
+	u = s + d + 1;
+	n -= d + 1;
+	if (!(n == 0 || (n == 1 && (*u == 'i' || *u == 'B')) ||
+	    (n == 2 && u[0] == 'i' && u[1] == 'B')))
+		return -EINVAL;
+	v *= (double)(1ull << shift);
+	if (v > (double)SIZE_MAX_TIB * (double)(1ull << 40)) {
+		*why = "too large (at most 1024T)";
+		return -ERANGE;
+	}
+	*bytes = (uint64_t)v;
+	if ((double)*bytes < v)
+		(*bytes)++;
+	*why = NULL;
+	return 0;
+}
+
+/* The gpus grammar: "free" or "free:LIST" sets GP_POOL_GPUS_FREE and
+ * leaves gpus the LIST (NULL: every GPU); anything else is a LIST
+ * (gpu.c's to judge). "free:" with no LIST: -EINVAL. */
+static int
+gpus_text(struct gp_pool_opts *o, const char *s)
+{
+	int	 f = s != NULL && strncmp(s, "free", 4) == 0 &&
+		    (s[4] == '\0' || s[4] == ':');
+
+	if (f)
+		s = s[4] == ':' ? s + 5 : NULL;
+	if (f && s != NULL && *s == '\0')
+		return -EINVAL;
+	if (f)
+		o->flags |= GP_POOL_GPUS_FREE;
+	o->gpus = s;
+	return 0;
+}
+
+/* "1" .. "hi", digits only, into *v. */
+static int
+count(const char *s, unsigned lo, unsigned hi, unsigned *v)
+{
+	char		*end;
+	unsigned long	 n;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	n = strtoul(s, &end, 10);
+	if (errno || *end != '\0' || n < lo || n > hi)
+		return -EINVAL;
+	*v = (unsigned)n;
+	return 0;
+}
+
+int
+gp_pool_opts_set(struct gp_pool_opts *o, const char *name, const char *value,
+    char *err, size_t errlen)
+{
+	const struct opt	*t;
+	const char		*why;
+	char			*at;
+	uint64_t		 b;
+	unsigned		 v;
+	size_t			 i;
+	int			 rc;
+
+	for (i = 0; i < NELEM(table) && strcmp(table[i].name, name) != 0; i++)
+		;
+	if (i == NELEM(table) || value == NULL)
+		return gp_errf(err, errlen, -EINVAL, i == NELEM(table) ?
+		    "no pool option '%s'" : "no value for %s", name);
+	t = &table[i];
+	at = (char *)o + t->off;
+	switch (t->kind) {
+	case K_GPUS:
+		o->flags &= ~(unsigned)GP_POOL_GPUS_FREE;
+		if (*value == '\0' || gpus_text(o, value) < 0)
+			return gp_errf(err, errlen, -EINVAL, "empty GPU list%s",
+			    *value ? " after 'free:'" : "");
+		return 0;
+	case K_COUNT:
+		if (count(value, t->lo, t->hi, &v) < 0)
+			return gp_errf(err, errlen, -EINVAL, "'%s' is not %s "
+			    "(%u to %u)", value, t->what, t->lo, t->hi);
+		memcpy(at, &v, sizeof(v));
+		return 0;
+	case K_SIZE:
+		if ((rc = gp_parse_size(value, strlen(value), &b, &why)) < 0)
+			return gp_errf(err, errlen, rc, "bad size '%s': %s",
+			    value, why);
+		memcpy(at, &b, sizeof(b));
+		return 0;
+	case K_FLAG:
+		if (count(value, 0, 1, &v) < 0)
+			return gp_errf(err, errlen, -EINVAL, "'%s' is not 0 or "
+			    "1", value);
+		o->flags = v ? o->flags | t->lo : o->flags & ~t->lo;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static int
+env_int(const char *name, int *out, char *err, size_t errlen)
+{
+	const char	*s = getenv(name);
+	char		*end;
+	long		 v;
+
+	if (s == NULL || *s == '\0')
+		return 0;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end != '\0' || v < 0 || v > GP_MAX_WORKERS)
+		return gp_errf(err, errlen, -EINVAL,
+		    "%s='%s' is not a GPU count (0..%d)", name, s,
+		    GP_MAX_WORKERS);
+	*out = (int)v;
+	return 0;
+}
+
+int
+gp_opts_zeroed(const uint64_t *r, size_t n)
+{
+	size_t	 i;
+
+	for (i = 0; i < n; i++)
+		if (r[i] != 0)
+			return 0;
+	return 1;
+}
+
+/*
+ * max_msg and the window. An item or result of any size that fits in
+ * memory may go (max_msg 0: the machine's physical memory, a bound a
+ * lying worker's total cannot talk past); the window, the most one
+ * message or region half holds (the rest goes in pieces), is at most
+ * max_msg and under 4 GiB, the wire's lengths being 32 bits.
+ */
+static int
+sizes(struct gp_pool_opts *o, char *err, size_t errlen)
+{
+	long	 pages = sysconf(_SC_PHYS_PAGES), pg = sysconf(_SC_PAGESIZE);
+
+	if (o->max_msg == 0)
+		o->max_msg = pages > 0 && pg > 0 &&
+		    (unsigned long)pages <= SIZE_MAX / (unsigned long)pg ?
+		    (size_t)pages * (size_t)pg : SIZE_MAX;
+	if (o->window == 0 || o->window > o->max_msg)
+		o->window = o->window == 0 && o->max_msg > GP_DEFAULT_WINDOW ?
+		    GP_DEFAULT_WINDOW : o->max_msg;
+	if (o->window > UINT32_MAX - GP_MSG_OVERHEAD)
+		return gp_errf(err, errlen, -EINVAL, "window %llu: over 4 GiB",
+		    (unsigned long long)o->window);
+	return 0;
+}
+
+/* The shared GPUs' options: the gpus grammar, what needs it, and the
+ * policy's defaults. */
+static int
+gpu_policy(struct gp_pool_opts *o, char *err, size_t errlen)
+{
+	if (gpus_text(o, o->gpus) < 0)
+		return gp_errf(err, errlen, -EINVAL, "gpus 'free:': empty GPU "
+		    "list after 'free:'");
+	if (!(o->flags & GP_POOL_GPUS_FREE) &&
+	    ((o->flags & GP_POOL_WAIT_FREE) || o->busy_pct || o->busy_util))
+		return gp_errf(err, errlen, -EINVAL, "%s needs gpus free (or "
+		    "free:LIST)", (o->flags & GP_POOL_WAIT_FREE) ? "wait_free" :
+		    o->busy_pct ? "busy_pct" : "busy_util");
+	if (o->busy_pct == 0)
+		o->busy_pct = DEFAULT_BUSY_PCT;
+	if (o->gpus_per_worker == 0)
+		o->gpus_per_worker = 1;
+	if (o->gpus_per_worker < 0)
+		return gp_errf(err, errlen, -EINVAL, "pool options: "
+		    "gpus_per_worker %d out of range", o->gpus_per_worker);
+	if (o->busy_pct > 100 || o->busy_util > 100)
+		return gp_errf(err, errlen, -EINVAL, "pool options: %s %u out "
+		    "of range (1 to 100)", o->busy_pct > 100 ? "busy_pct" :
+		    "busy_util", o->busy_pct > 100 ? o->busy_pct : o->busy_util);
+	return 0;
+}
+
+/* Check o and fill in the defaults that need no environment. */
+static int
+resolve(struct gp_pool_opts *o, char *err, size_t errlen)
+{
+	if (!gp_opts_zeroed(o->reserved, NELEM(o->reserved)))
+		return gp_errf(err, errlen, -EINVAL, "pool options: reserved "
+		    "fields are not zero (options not zeroed, or from a "
+		    "gpupool.h newer than this library, %s)", GP_VERSION);
+	if (o->flags & ~(unsigned)GP_POOL_FLAGS_ALL)
+		return gp_errf(err, errlen, -EINVAL, "pool options: unknown "
+		    "flags %#x (from a gpupool.h newer than this library, %s?)",
+		    o->flags & ~(unsigned)GP_POOL_FLAGS_ALL, GP_VERSION);
+	if ((o->flags & GP_POOL_OUT_BUFFERS) && (o->flags & GP_POOL_OUT_VIEW))
+		return gp_errf(err, errlen, -EINVAL, "GP_POOL_OUT_BUFFERS and "
+		    "GP_POOL_OUT_VIEW together: a result goes one way");
+	if (o->per_gpu < 0 || o->fake_gpus < 0 || o->retries < 0 ||
+	    ((o->flags & GP_POOL_CANCEL_FD) && o->cancel_fd < 0))
+		return gp_errf(err, errlen, -EINVAL, "negative count or fd in "
+		    "pool options");
+	if (o->per_gpu == 0)
+		o->per_gpu = 1;
+	if (o->grace_ms == 0)
+		o->grace_ms = GP_DEFAULT_GRACE_MS;
+	if (gpu_policy(o, err, errlen) < 0)
+		return -EINVAL;
+	return sizes(o, err, errlen);
+}
+
+int
+gp_pool_opts_check(const struct gp_pool_opts *opts, char *err, size_t errlen)
+{
+	struct gp_pool_opts	 o = *opts;
+
+	return resolve(&o, err, errlen);
+}
+
+int
+gp_opts_load(struct gp_pool *p, const struct gp_pool_opts *opts, char *err,
+    size_t errlen)
+{
+	static const struct gp_pool_opts	 none;
+	const char		*xml;
+	int			 rc;
+
+	p->o = opts ? *opts : none;
+	if ((rc = resolve(&p->o, err, errlen)) < 0)
+		return rc;
+	p->wt.pol.busy_pct = p->o.busy_pct;
+	p->wt.pol.busy_util = p->o.busy_util;
+	if (p->o.fake_gpus == 0 &&
+	    (rc = env_int("GPUPOOL_FAKE_GPUS", &p->o.fake_gpus, err,
+	    errlen)) < 0)
+		return rc;
+	xml = p->o.topology_xml ? p->o.topology_xml : getenv("GPUPOOL_TOPOLOGY");
+	if (xml != NULL && *xml != '\0' && (p->xml = strdup(xml)) == NULL)
+		return -ENOMEM;
+	p->o.topology_xml = p->xml;
+	return 0;
+}
