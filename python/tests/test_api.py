@@ -80,6 +80,11 @@ def hang_on_1(x):
     return x
 
 
+def imported():
+    """An initializer that does nothing: a clean worker, unpickling it,
+    imports this module at its start, before any item's timeout runs."""
+
+
 def crash_once(path):
     """Crashes the first time it sees path, succeeds after."""
     try:
@@ -230,7 +235,12 @@ def test_os_exit_is_worker_crashed_with_code(pool):
 
 
 def test_timeout():
-    with gpupool.Pool(fake_gpus=2, timeout=0.5, grace=0.1) as p:
+    # A clean worker would import this module to unpickle hang_on_1 in
+    # its first item's 0.5 s (0.4 s of it under load): the initializer has
+    # each worker, and the one replacing the worker stopped, import it
+    # before taking an item.
+    with gpupool.Pool(fake_gpus=2, timeout=0.5, grace=0.1,
+                      initializer=imported) as p:
         res = p.map(hang_on_1, range(4), return_exceptions=True)
         assert res[0] == 0 and res[2:] == [2, 3]
         assert isinstance(res[1], gpupool.Timeout)

@@ -1,8 +1,9 @@
 /*
  * check_output.c: gpupool-run end to end, output and input streams:
  * blocks not interleaved, a write error stops the run, stuck stdout or
- * stderr readers still leave it killable, huge output cut, tasks read
- * from a streaming stdin, the progress bar in a terminal.
+ * stderr readers still leave it killable and a stuck stdout holds new
+ * tasks back, huge output cut, tasks read from a streaming stdin, the
+ * progress bar in a terminal.
  *
  * Each test runs the built binary (GPUPOOL_RUN) with tasks that are the
  * probe helper (PROBE); assertions are made on the logs the tasks
@@ -226,6 +227,99 @@ START_TEST(stuck_stderr_still_killable)
 }
 END_TEST
 
+/* Read the FIFO (non-blocking fd) to EOF into a buffer of its own. */
+static char *
+drain(int fd, size_t *len, double limit)
+{
+	struct pollfd	 pfd = { fd, POLLIN, 0 };
+	size_t		 cap = 1 << 16;
+	char		*b = malloc(cap);
+	ssize_t		 n;
+	double		 t0 = now_s();
+
+	ck_assert_ptr_nonnull(b);
+	for (*len = 0; ; ) {
+		ck_assert_msg(now_s() - t0 < limit, "stdout did not end");
+		if (cap - *len < (1 << 16)) {
+			b = realloc(b, cap *= 2);
+			ck_assert_ptr_nonnull(b);
+		}
+		if ((n = read(fd, b + *len, cap - *len - 1)) == 0)
+			break;
+		if (n > 0)
+			*len += (size_t)n;
+		else {
+			ck_assert_int_eq(errno, EAGAIN);
+			(void)poll(&pfd, 1, 100);
+		}
+	}
+	b[*len] = '\0';
+	return b;
+}
+
+/*
+ * A reader that stops reading holds up new tasks once over a bound of
+ * output (1 MiB) waits for it, instead of memory taking all of it: task
+ * 1 writes 1.8 MB to a FIFO nobody reads, and task 2 does not start
+ * (a negative check: a slow machine can only hide a failure, never make
+ * one). Once the FIFO is read, task 2 runs and every line of task 1's
+ * arrives, in order.
+ */
+START_TEST(stuck_stdout_holds_new_tasks)
+{
+	struct want_lines w;
+	struct res	 res;
+	char		*tasks, *jl, *e, *log, *fifo, *out, *l, buf[8192];
+	char		 want[32];
+	size_t		 len;
+	long		 i, n = 200000;
+	int		 rfd;
+	pid_t		 pid;
+	double		 t0;
+
+	tmp_make();
+	tasks = pathf("tasks");
+	jl = pathf("joblog");
+	e = pathf("err");
+	log = pathf("log");
+	fifo = pathf("fifo");
+	snprintf(buf, sizeof(buf), "%s lines %ld T\n%s record %s 0\n", PROBE,
+	    n, PROBE, log);
+	puts_file(tasks, buf);
+	rfd = fifo_reader(fifo);
+	t0 = now_s();
+	pid = start(-1, fifo, e, (const char *const []){ "--fake-gpus", "1",
+	    "--quiet", "--joblog", jl, tasks, NULL });
+	/* Task 1 is recorded once it ended, before its output is written. */
+	w.path = jl;
+	w.n = 2;
+	w.c = 0;
+	wait_for("task 1 in the joblog", 30, have_lines, &w);
+	w.path = log;
+	w.n = 1;
+	w.c = 'B';
+	for (t0 = now_s(); now_s() - t0 < 1.5; nap(20))
+		ck_assert_msg(!have_lines(&w), "task 2 started while over "
+		    "1 MiB of output waited for a stalled stdout");
+	ck_assert_int_eq(waitpid(pid, NULL, WNOHANG), 0);
+	out = drain(rfd, &len, 60);
+	close(rfd);
+	t0 = now_s();
+	finish(pid, t0, 30, pathf("no-such-output"), e, &res);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	ck_assert_msg(have_lines(&w), "task 2 did not run");
+	for (i = 0, l = out; i < n; i++) {
+		snprintf(want, sizeof(want), "T %ld\n", i);
+		ck_assert_msg(strncmp(l, want, strlen(want)) == 0, "line %ld "
+		    "of task 1's output lost or out of order", i);
+		l += strlen(want);
+	}
+	ck_assert_uint_eq((size_t)(l - out), len);
+	free(out);
+	tmp_remove();
+}
+END_TEST
+
 START_TEST(stdin_streams)
 {
 	struct res	 res;
@@ -390,6 +484,7 @@ output_suite(void)
 	tcase_add_test(tc, stdout_write_error_stops);
 	tcase_add_test(tc, stuck_stdout_still_killable);
 	tcase_add_test(tc, stuck_stderr_still_killable);
+	tcase_add_test(tc, stuck_stdout_holds_new_tasks);
 	tcase_add_test(tc, stdin_streams);
 	tcase_add_test(tc, huge_output_is_cut);
 	tcase_add_test(tc, bar_in_a_terminal);
