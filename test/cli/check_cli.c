@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "cli_test.h"
 #include "run_test.h"
 
@@ -510,11 +511,5 @@ cli_suite(void)
 int
 main(void)
 {
-	SRunner	*sr = srunner_create(cli_suite());
-	int	 nf;
-
-	srunner_run_all(sr, CK_NORMAL);
-	nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return gp_check_run(cli_suite());
 }

@@ -33,6 +33,7 @@
 #error "build with -DMANPAGE=path of docs/gpupool-run.1"
 #endif
 
+#include "check_main.h"
 #include "cli_test.h"
 #include "run_test.h"
 
@@ -392,11 +393,5 @@ input_suite(void)
 int
 main(void)
 {
-	SRunner	*sr = srunner_create(input_suite());
-	int	 nf;
-
-	srunner_run_all(sr, CK_NORMAL);
-	nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return gp_check_run(input_suite());
 }

@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "cli_test.h"
 #include "run_test.h"
 
@@ -526,11 +527,5 @@ resume_suite(void)
 int
 main(void)
 {
-	SRunner	*sr = srunner_create(resume_suite());
-	int	 nf;
-
-	srunner_run_all(sr, CK_NORMAL);
-	nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return gp_check_run(resume_suite());
 }
