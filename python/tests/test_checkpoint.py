@@ -539,6 +539,64 @@ print("done", flush=True)
 """
 
 
+def _stat(path):
+    """A /proc stat file's (state, start time); None once it is gone."""
+    try:
+        with open(path) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0], fields[19]
+
+
+def _stopped_children(pid):
+    """Once every thread of pid has stopped: its children, as {pid: start
+    time} (the start time tells a reused pid from the child)."""
+    end = time.monotonic() + WAIT
+    while True:
+        try:
+            tasks = os.listdir("/proc/%d/task" % pid)
+        except OSError:
+            return {}
+        states = [_stat("/proc/%d/task/%s/stat" % (pid, t)) for t in tasks]
+        if all(st is None or st[0] in "tTZX" for st in states):
+            break
+        assert time.monotonic() < end, "process %d does not stop" % pid
+        time.sleep(0.001)
+    kids = {}
+    for t in tasks:
+        try:
+            with open("/proc/%d/task/%s/children" % (pid, t)) as f:
+                for k in f.read().split():
+                    st = _stat("/proc/%s/stat" % k)
+                    if st is not None:
+                        kids[int(k)] = st[1]
+        except FileNotFoundError:
+            pass  # a thread that ended
+    return kids
+
+
+def _kill_driver(proc):
+    """SIGKILL the driver proc; return once it and every worker it had
+    are gone. Its reaping is not enough: a worker may still be inside
+    its mark's write then, or run on a moment before its death signal
+    ends it, and the test would count before that mark lands. Stopped
+    first, the driver forks no worker unseen."""
+    proc.send_signal(signal.SIGSTOP)
+    kids = _stopped_children(proc.pid)
+    proc.kill()
+    proc.wait(WAIT)
+    end = time.monotonic() + WAIT
+    for k, start in kids.items():
+        while True:
+            st = _stat("/proc/%d/stat" % k)
+            if st is None or st[1] != start or st[0] in "ZX":
+                break
+            assert time.monotonic() < end, "worker %d outlived its " \
+                "driver" % k
+            time.sleep(0.001)
+
+
 @pytest.mark.parametrize("chunksize", [1, 16])
 def test_driver_sigkilled_six_times_then_completes(tmp_path, side,
                                                    chunksize):
@@ -555,10 +613,11 @@ def test_driver_sigkilled_six_times_then_completes(tmp_path, side,
                                 env=_env(), stdout=subprocess.PIPE,
                                 text=True)
         _wait_lines(side, start + rnd.randrange(1, 300), proc)
-        proc.kill()
-        proc.wait(WAIT)
+        _kill_driver(proc)
         kills += 1
-        mine = {i for i, pid in side_lines(side) if pid == proc.pid}
+        # This run's marks: the lines it added. A worker that asked
+        # getppid() as its driver died has init's pid (or a subreaper's).
+        mine = {i for i, _ in side_lines(side)[start:]}
         assert not mine & recorded, "recorded items ran again"
         cov = covered(ck)
         assert set(cov.values()) <= {1}
