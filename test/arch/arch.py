@@ -29,7 +29,11 @@ Checks, each a rule of docs/design.md ("Shape of the code"):
   5. docs/design.md's call and include graph is this tree's: every file
      this build compiled is in the fenced block after the GRAPH_MARK line,
      with the callees the block gives it among the files built, and the
-     include graph is the block's.
+     include graph is the block's;
+  6. one header per process in gpupool-run: a file that includes
+     cli/worker.h (the worker side) reaches neither cli/master.h nor
+     cli/opts.h through its includes, so worker code cannot see struct
+     run or the options.
 Exit status 0 when all hold, 1 with one line per violation otherwise.
 """
 import os
@@ -202,6 +206,27 @@ def include_graph(src, files):
     return graph
 
 
+WORKER_H = "cli/worker.h"
+MASTER_ONLY = ("cli/master.h", "cli/opts.h")
+
+
+def worker_sees_master(incs):
+    """Rule 6: the files including WORKER_H that reach a MASTER_ONLY
+    header, with the header."""
+    out = []
+    for f in sorted(incs):
+        if f == WORKER_H or WORKER_H not in incs[f]:
+            continue
+        seen, todo = set(), list(incs[f])
+        while todo:
+            h = todo.pop()
+            if h not in seen:
+                seen.add(h)
+                todo.extend(incs.get(h, ()))
+        out.extend((f, h) for h in MASTER_ONLY if h in seen)
+    return out
+
+
 def cycles(graph):
     """Strongly connected components with more than one node (Tarjan)."""
     index, low, stack, on, out = {}, {}, [], set(), []
@@ -345,6 +370,9 @@ def main(argv):
         bad.append("call loop between %s: %s" % (" ".join(comp), "; ".join(why)))
     for comp in cycles(incs):
         bad.append("include loop between %s" % " ".join(comp))
+    for f, h in worker_sees_master(incs):
+        bad.append("src/%s includes %s and reaches %s: worker code must "
+                   "not see the master's structs" % (f, WORKER_H, h))
     if graph:
         if bad:
             sys.stderr.write("\n".join(bad) + "\n")
