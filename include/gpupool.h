@@ -226,10 +226,11 @@ enum gp_pool_flags {
  * A clean start (gp_pool_opts.exec): each worker is forked, then execs
  * a program, so it begins as a fresh process image: nothing of the
  * caller's memory, threads, locks or CUDA state reaches it. In the child,
- * before the exec, the library resets signals, asks for PR_SET_PDEATHSIG
- * and binds CPUs and memory (all kept across exec); no fork_hook runs
- * and nothing of the caller's code. Only the descriptors the worker needs
- * survive the exec: 0, 1, 2, its pipes and shared memory, and keep_fds.
+ * before the exec, the library resets signals, asks for PR_SET_PDEATHSIG,
+ * binds CPUs and memory and sets the niceness (all kept across exec); no
+ * fork_hook runs and nothing of the caller's code. Only the descriptors
+ * the worker needs survive the exec: 0, 1, 2, its pipes and shared
+ * memory, and keep_fds.
  * The program must call gp_worker_enter() first thing in main(): the
  * worker then checks that it speaks the pool's protocol and library
  * version (else it exits 72 and gp_pool_create() fails with GP_EINIT
@@ -362,7 +363,19 @@ struct gp_pool_opts {
 					   caller; else each execs a
 					   program (read during
 					   gp_pool_create() only) */
-	uint64_t	 reserved[2];	/* must be 0: room for later options */
+	int		 nice;		/* the niceness each worker runs at,
+					   and so its items and what they
+					   start: -20 .. 19, as setpriority()
+					   and GNU parallel's --nice take it
+					   (absolute, not nice(1)'s
+					   increment); 0: the caller's, left
+					   as it is. Under the caller's needs
+					   CAP_SYS_NICE or RLIMIT_NICE, else
+					   the workers fail to start:
+					   GP_EINIT, errbuf saying why. (It
+					   and pad were reserved[0]) */
+	int		 pad;		/* must be 0 */
+	uint64_t	 reserved[1];	/* must be 0: room for later options */
 };
 
 /* Where a worker runs (gp_pool_info(), gp_ctx_info()). */

@@ -51,8 +51,9 @@ struct gp_shm {
 	_Atomic int		 stop;		/* master: skip rest of the batch */
 	_Atomic int		 pgid;		/* item's process group, or 0 */
 	_Atomic int		 cpubind_rc;	/* an exec'd worker's binding, */
-	_Atomic int		 membind_rc;	/* made before its exec */
-	char			 pad[64 - 32];
+	_Atomic int		 membind_rc;	/* made before its exec, */
+	_Atomic int		 nice_rc;	/* as its niceness */
+	char			 pad[64 - 36];
 };
 
 enum gp_wstate {
@@ -544,6 +545,9 @@ void	gp_wstart_signals(const struct gp_pool *p);
 /* Bind to w's place unless GP_POOL_NO_BIND: 0 or -errno each. */
 void	gp_wstart_bind(struct gp_pool *p, struct gp_worker *w, int *cpu_rc,
 	    int *mem_rc);
+/* The niceness opts.nice names (absolute; 0: left as it is): 0 or
+ * -errno (-EACCES: under the caller's without the privilege). */
+int	gp_wstart_nice(const struct gp_pool *p);
 /* GP_POOL_FIT_THREADS: thread pools sized to the CPUs bound to (the
  * variables the user did not set, and libraries already loaded);
  * w->info.threads the count. */

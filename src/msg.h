@@ -36,7 +36,7 @@ enum gp_msg_type {
 /* The protocol's version, in an exec'd worker's GPUPOOL_WORKER and its
  * HELLO: bumped whenever a message or a shared struct changes, since
  * such a worker may be another build than its master. */
-#define GP_PROTO	1
+#define GP_PROTO	2
 
 /* JOB flags: its items need not be timed (gp_pool_run() without a
  * timeout: one item a batch, no estimate used), so the worker reads no
@@ -55,6 +55,7 @@ struct gp_msg_ready {
 	int32_t		 membind_rc;
 	int32_t		 cuda_rc;
 	int32_t		 init_rc;	/* init's return value */
+	int32_t		 nice_rc;	/* 0 or -errno: its niceness */
 	int32_t		 fatal;		/* 1: the worker is leaving */
 };
 

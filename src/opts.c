@@ -22,23 +22,30 @@
 				 GP_POOL_MONITOR | GP_POOL_OUT_BUFFERS | \
 				 GP_POOL_OUT_VIEW | GP_POOL_FIT_THREADS)
 
-/* busy_util fills the hole after flags: no other field moved. */
+/* busy_util fills the hole after flags, nice and pad the first reserved
+ * word: no other field moved. No hole is left; the next option takes
+ * pad, or reserved[0]. */
 #if UINTPTR_MAX == UINT64_MAX
 _Static_assert(offsetof(struct gp_pool_opts, busy_util) == 92 &&
     offsetof(struct gp_pool_opts, errbuf) == 96, "gp_pool_opts layout");
+_Static_assert(offsetof(struct gp_pool_opts, nice) == 160 &&
+    offsetof(struct gp_pool_opts, reserved) == 168, "gp_pool_opts layout");
 #endif
 
 #define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
 #define SIZE_MAX_TIB	1024		/* sizes at most 1024T */
 #define DEFAULT_BUSY_PCT 10
+#define NICE_MIN	(-20)		/* setpriority()'s range */
+#define NICE_MAX	19
 
 /* The options gp_pool_opts_set() takes, by the names errbuf uses. */
-enum kind { K_GPUS, K_COUNT, K_SIZE, K_FLAG };
+enum kind { K_GPUS, K_COUNT, K_INT, K_SIZE, K_FLAG };
 static const struct opt {
 	const char	*name;
 	enum kind	 kind;
 	size_t		 off;		/* into struct gp_pool_opts */
-	unsigned	 lo, hi;	/* K_COUNT's range; K_FLAG's bit */
+	long		 lo, hi;	/* K_COUNT's, K_INT's range; K_FLAG's
+					   bit */
 	const char	*what;		/* K_COUNT: "a percentage", ... */
 } table[] = {
 	{ "gpus", K_GPUS, offsetof(struct gp_pool_opts, gpus), 0, 0, NULL },
@@ -52,6 +59,8 @@ static const struct opt {
 	    gpus_per_worker), 1, GP_MAX_WORKERS, "a GPU count" },
 	{ "wait_free", K_FLAG, offsetof(struct gp_pool_opts, flags),
 	    GP_POOL_WAIT_FREE, 0, NULL },
+	{ "nice", K_INT, offsetof(struct gp_pool_opts, nice), NICE_MIN,
+	    NICE_MAX, "a niceness" },
 };
 
 int
@@ -130,20 +139,21 @@ gpus_text(struct gp_pool_opts *o, const char *s)
 	return 0;
 }
 
-/* "1" .. "hi", digits only, into *v. */
+/* lo .. hi, digits only (after a '-' where lo is negative), into *v. */
 static int
-count(const char *s, unsigned lo, unsigned hi, unsigned *v)
+count(const char *s, long lo, long hi, long *v)
 {
+	const char	*d = lo < 0 && *s == '-' ? s + 1 : s;
 	char		*end;
-	unsigned long	 n;
+	long		 n;
 
-	if (*s < '0' || *s > '9')
+	if (*d < '0' || *d > '9')
 		return -EINVAL;
 	errno = 0;
-	n = strtoul(s, &end, 10);
+	n = strtol(s, &end, 10);
 	if (errno || *end != '\0' || n < lo || n > hi)
 		return -EINVAL;
-	*v = (unsigned)n;
+	*v = n;
 	return 0;
 }
 
@@ -155,9 +165,10 @@ gp_pool_opts_set(struct gp_pool_opts *o, const char *name, const char *value,
 	const char		*why;
 	char			*at;
 	uint64_t		 b;
-	unsigned		 v;
+	unsigned		 u;
+	long			 v;
 	size_t			 i;
-	int			 rc;
+	int			 rc, n;
 
 	for (i = 0; i < NELEM(table) && strcmp(table[i].name, name) != 0; i++)
 		;
@@ -174,10 +185,16 @@ gp_pool_opts_set(struct gp_pool_opts *o, const char *name, const char *value,
 			    *value ? " after 'free:'" : "");
 		return 0;
 	case K_COUNT:
+	case K_INT:
 		if (count(value, t->lo, t->hi, &v) < 0)
 			return gp_errf(err, errlen, -EINVAL, "'%s' is not %s "
-			    "(%u to %u)", value, t->what, t->lo, t->hi);
-		memcpy(at, &v, sizeof(v));
+			    "(%ld to %ld)", value, t->what, t->lo, t->hi);
+		u = (unsigned)v;
+		n = (int)v;
+		if (t->kind == K_COUNT)
+			memcpy(at, &u, sizeof(u));
+		else
+			memcpy(at, &n, sizeof(n));
 		return 0;
 	case K_SIZE:
 		if ((rc = gp_parse_size(value, strlen(value), &b, &why)) < 0)
@@ -189,7 +206,8 @@ gp_pool_opts_set(struct gp_pool_opts *o, const char *name, const char *value,
 		if (count(value, 0, 1, &v) < 0)
 			return gp_errf(err, errlen, -EINVAL, "'%s' is not 0 or "
 			    "1", value);
-		o->flags = v ? o->flags | t->lo : o->flags & ~t->lo;
+		o->flags = v ? o->flags | (unsigned)t->lo :
+		    o->flags & ~(unsigned)t->lo;
 		return 0;
 	}
 	return -EINVAL;
@@ -281,7 +299,7 @@ gpu_policy(struct gp_pool_opts *o, char *err, size_t errlen)
 static int
 resolve(struct gp_pool_opts *o, char *err, size_t errlen)
 {
-	if (!gp_opts_zeroed(o->reserved, NELEM(o->reserved)))
+	if (!gp_opts_zeroed(o->reserved, NELEM(o->reserved)) || o->pad != 0)
 		return gp_errf(err, errlen, -EINVAL, "pool options: reserved "
 		    "fields are not zero (options not zeroed, or from a "
 		    "gpupool.h newer than this library, %s)", GP_VERSION);
@@ -296,6 +314,9 @@ resolve(struct gp_pool_opts *o, char *err, size_t errlen)
 	    ((o->flags & GP_POOL_CANCEL_FD) && o->cancel_fd < 0))
 		return gp_errf(err, errlen, -EINVAL, "negative count or fd in "
 		    "pool options");
+	if (o->nice < NICE_MIN || o->nice > NICE_MAX)
+		return gp_errf(err, errlen, -EINVAL, "pool options: nice %d "
+		    "out of range (%d to %d)", o->nice, NICE_MIN, NICE_MAX);
 	if (o->per_gpu == 0)
 		o->per_gpu = 1;
 	if (o->grace_ms == 0)

@@ -2,13 +2,14 @@
  * wstart.c: the steps of a worker's start-up that a forked worker
  * (worker.c) and the child of an exec'd one (exec.c, before its exec)
  * share: signals reset and death with the master, the CPU and memory
- * binding, and thread counts fitted to the CPUs it got. Runs only in a
- * worker process (gp_wstart_reset_signals() in the GPU monitor's too), never
- * in the master; single-threaded when it runs.
+ * binding, the niceness, and thread counts fitted to the CPUs it got.
+ * Runs only in a worker process (gp_wstart_reset_signals() in the GPU
+ * monitor's too), never in the master; single-threaded when it runs.
  * The calls before an exec are async-signal-safe but hwloc's binding,
  * which allocates (glibc's and musl's malloc work in a forked child).
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -96,6 +98,19 @@ gp_wstart_bind(struct gp_pool *p, struct gp_worker *w, int *cpu_rc,
 	*cpu_rc = *mem_rc = 0;
 	if (!(p->o.flags & GP_POOL_NO_BIND))
 		(void)gp_topo_bind(p->topo, &w->place, cpu_rc, mem_rc);
+}
+
+/*
+ * Absolute, as setpriority() and GNU parallel's --nice take it. A
+ * single-threaded process: Linux's niceness is per thread, and the
+ * threads and processes the worker starts later inherit it.
+ */
+int
+gp_wstart_nice(const struct gp_pool *p)
+{
+	if (p->o.nice == 0)
+		return 0;
+	return setpriority(PRIO_PROCESS, 0, p->o.nice) < 0 ? -errno : 0;
 }
 
 /*

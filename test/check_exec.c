@@ -3,19 +3,23 @@
  * program is its own workers' program: main() calls gp_worker_enter()
  * first, and the pools re-exec this file. Each case holds an exec'd
  * worker to what a forked one guarantees (fds, binding, region, pieces,
- * death of the master, replacement, timeouts, recycling) and to what
+ * death of the master, replacement, timeouts, recycling, niceness) and
+ * to what
  * only a fresh image has (none of the caller's memory or descriptors).
  */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -285,6 +289,124 @@ END_TEST
 START_TEST(threads_fit_the_cpus_execd)
 {
 	threads_fit(1);
+}
+END_TEST
+
+/* The niceness an item runs at. */
+static int
+report_nice(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	int	 n = getpriority(PRIO_PROCESS, 0);
+
+	(void)in;
+	(void)len;
+	(void)arg;
+	return gp_ctx_reply(ctx, &n, sizeof(n));
+}
+
+/* Workers and their replacements (max_tasks 1) run at nice, absolute;
+ * the caller stays at its own. */
+static void
+nice_applies(int exec)
+{
+	struct gp_pool_opts	 o = { .fake_gpus = 2, .max_tasks = 1 };
+	struct gp_exec		 x;
+	struct gp_pool		*p;
+	struct gp_item		 it[6];
+	char			 err[256];
+	int			 cur = getpriority(PRIO_PROCESS, 0), n, i;
+
+	if (exec)
+		exec_opts(&o, &x);
+	ck_assert_msg(cur < 19, "at niceness 19 already: the case cannot "
+	    "tell");
+	o.nice = cur + 3 > 19 ? 19 : cur + 3;
+	o.errbuf = err;
+	o.errlen = sizeof(err);
+	ck_assert_msg(gp_pool_create(&p, &o) == 0, "create: %s", err);
+	memset(it, 0, sizeof(it));
+	ck_assert_int_eq(gp_pool_map(p, report_nice, NULL, 0, it, 6), 0);
+	for (i = 0; i < 6; i++) {
+		ck_assert_int_eq(it[i].status, GP_OK);
+		memcpy(&n, it[i].out, sizeof(n));
+		ck_assert_int_eq(n, o.nice);
+	}
+	ck_assert_int_eq(getpriority(PRIO_PROCESS, 0), cur);
+	gp_items_release(it, 6);
+	gp_pool_destroy(p);
+}
+
+START_TEST(workers_run_at_their_niceness_forked)
+{
+	nice_applies(0);
+}
+END_TEST
+
+START_TEST(workers_run_at_their_niceness_execd)
+{
+	nice_applies(1);
+}
+END_TEST
+
+/*
+ * A niceness under the caller's without the privilege (CAP_SYS_NICE
+ * dropped, RLIMIT_NICE 0, in a child of the case's): the workers cannot
+ * start, and create says why. The child's rc and errbuf come back on a
+ * pipe.
+ */
+static void
+nice_refused(int exec)
+{
+	struct __user_cap_header_struct	 h = { _LINUX_CAPABILITY_VERSION_3,
+					   0 };
+	struct __user_cap_data_struct	 d[2];
+	struct rlimit			 none = { 0, 0 };
+	struct gp_pool_opts		 o = { .fake_gpus = 1 };
+	struct gp_exec			 x;
+	struct gp_pool			*p;
+	struct { int rc; char err[256]; } r = { 0, "" };
+	int				 fd[2], st;
+	pid_t				 pid;
+
+	if (exec)
+		exec_opts(&o, &x);
+	ck_assert_int_gt(getpriority(PRIO_PROCESS, 0), -20);
+	o.nice = getpriority(PRIO_PROCESS, 0) - 1;
+	o.errbuf = r.err;
+	o.errlen = sizeof(r.err);
+	ck_assert_int_eq(pipe(fd), 0);
+	if ((pid = fork()) == 0) {
+		if (syscall(SYS_capget, &h, d) == 0) {
+			d[CAP_SYS_NICE / 32].effective &=
+			    ~(1u << (CAP_SYS_NICE % 32));
+			(void)syscall(SYS_capset, &h, d);
+		}
+		(void)setrlimit(RLIMIT_NICE, &none);
+		r.rc = gp_pool_create(&p, &o);
+		_exit(write(fd[1], &r, sizeof(r)) == sizeof(r) ? 0 : 1);
+	}
+	ck_assert_int_gt(pid, 0);
+	close(fd[1]);
+	ck_assert_int_eq(read(fd[0], &r, sizeof(r)), sizeof(r));
+	close(fd[0]);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_int_eq(st, 0);
+	ck_assert_int_eq(r.rc, GP_EINIT);
+	ck_assert_msg(strstr(r.err, "worker 0 (GPU fake0): cannot run at "
+	    "niceness") != NULL && strstr(r.err, "Permission denied (under "
+	    "the caller's it needs CAP_SYS_NICE or RLIMIT_NICE)") != NULL,
+	    "errbuf: %s", r.err);
+}
+
+START_TEST(nice_under_the_callers_needs_the_privilege_forked)
+{
+	nice_refused(0);
+}
+END_TEST
+
+START_TEST(nice_under_the_callers_needs_the_privilege_execd)
+{
+	nice_refused(1);
 }
 END_TEST
 
@@ -629,6 +751,10 @@ main(int argc, char **argv)
 	tcase_add_test(tc, exec_workers_are_bound_where_placed);
 	tcase_add_test(tc, threads_fit_the_cpus_forked);
 	tcase_add_test(tc, threads_fit_the_cpus_execd);
+	tcase_add_test(tc, workers_run_at_their_niceness_forked);
+	tcase_add_test(tc, workers_run_at_their_niceness_execd);
+	tcase_add_test(tc, nice_under_the_callers_needs_the_privilege_forked);
+	tcase_add_test(tc, nice_under_the_callers_needs_the_privilege_execd);
 	tcase_add_test(tc, exec_region_and_pieces_carry_big_bytes);
 	tcase_add_test(tc, exec_worker_killed_mid_item_is_replaced);
 	tcase_add_test(tc, exec_workers_time_out_and_recycle);

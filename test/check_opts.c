@@ -1,10 +1,10 @@
 /*
  * check_opts.c: the library as the only judge of options (opts.c): sizes
  * as text (gp_parse_size()), options set by name from text
- * (gp_pool_opts_set()), the gpus grammar "free[:LIST]" and what needs
- * GP_POOL_GPUS_FREE, checked alone (gp_pool_opts_check()) and by
- * gp_pool_create() with its reason in errbuf (plan-only pools on fake
- * GPUs: nothing is forked).
+ * (gp_pool_opts_set(), the niceness among them), the gpus grammar
+ * "free[:LIST]" and what needs GP_POOL_GPUS_FREE, checked alone
+ * (gp_pool_opts_check()) and by gp_pool_create() with its reason in
+ * errbuf (plan-only pools on fake GPUs: nothing is forked).
  */
 #include <check.h>
 #include <errno.h>
@@ -89,6 +89,12 @@ START_TEST(set_by_name)
 	ck_assert_int_eq(gp_pool_opts_set(&o, "wait_free", "0", err,
 	    sizeof(err)), 0);
 	ck_assert(!(o.flags & GP_POOL_WAIT_FREE));
+	ck_assert_int_eq(gp_pool_opts_set(&o, "nice", "-20", err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(o.nice, -20);
+	ck_assert_int_eq(gp_pool_opts_set(&o, "nice", "19", err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(o.nice, 19);
 }
 END_TEST
 
@@ -112,6 +118,14 @@ START_TEST(set_refuses_with_a_reason)
 		{ "gpus_per_worker", "0", "'0' is not a GPU count (1 to",
 		    -EINVAL },
 		{ "wait_free", "yes", "'yes' is not 0 or 1", -EINVAL },
+		{ "nice", "20", "'20' is not a niceness (-20 to 19)",
+		    -EINVAL },
+		{ "nice", "-21", "'-21' is not a niceness", -EINVAL },
+		{ "nice", "+5", "'+5' is not a niceness", -EINVAL },
+		{ "nice", "--5", "'--5' is not a niceness", -EINVAL },
+		{ "nice", "1.5", "'1.5' is not a niceness", -EINVAL },
+		{ "nice", "", "'' is not a niceness", -EINVAL },
+		{ "busy_pct", "-0", "'-0' is not a percentage", -EINVAL },
 		{ "nope", "1", "no pool option 'nope'", -EINVAL },
 	};
 	struct gp_pool_opts	 o = { 0 }, zero = { 0 };
@@ -129,6 +143,13 @@ START_TEST(set_refuses_with_a_reason)
 	}
 	ck_assert_int_eq(gp_pool_opts_set(&o, "busy_pct", NULL, NULL, 0),
 	    -EINVAL);
+	/* Set in the struct itself, past setpriority()'s range. */
+	o.nice = 20;
+	ck_assert_int_eq(gp_pool_opts_check(&o, err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "pool options: nice 20 out of range (-20 to "
+	    "19)");
+	o.nice = -21;
+	ck_assert_int_eq(gp_pool_opts_check(&o, err, sizeof(err)), -EINVAL);
 }
 END_TEST
 

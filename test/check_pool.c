@@ -390,12 +390,17 @@ START_TEST(reserved_fields_leave_room_to_grow)
 
 	o.errbuf = err;
 	o.errlen = sizeof(err);
-	o.reserved[1] = 1;
+	o.reserved[0] = 1;
 	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
 	ck_assert_ptr_null(p);
 	ck_assert_msg(strstr(err, "reserved fields are not zero") != NULL,
 	    "errbuf: %s", err);
-	o.reserved[1] = 0;
+	o.reserved[0] = 0;
+	o.pad = 1;	/* the half of a reserved word that nice left */
+	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+	ck_assert_msg(strstr(err, "reserved fields are not zero") != NULL,
+	    "errbuf: %s", err);
+	o.pad = 0;
 	o.flags = 1u << 30;
 	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
 	ck_assert_msg(strstr(err, "unknown flags 0x40000000") != NULL,

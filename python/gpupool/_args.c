@@ -44,6 +44,7 @@ static const struct arg {
 	{ "busy_util", A_TEXT, 0, "busy_util" },
 	{ "gpu_mem", A_SIZE, 0, "item_mem" },
 	{ "gpus_per_worker", A_TEXT, 0, "gpus_per_worker" },
+	{ "nice", A_TEXT, 0, "nice" },
 	{ "view", A_BOOL, AT(view), NULL },
 	{ "max_msg", A_OBJ, AT(maxm), NULL },
 	{ "plan", A_BOOL, AT(plan), NULL },

@@ -508,7 +508,7 @@ static PyTypeObject PoolType = {
 	.tp_doc = "Pool(worker, *, gpus=None, per_gpu=1, fake_gpus=None, "
 	    "timeout_ms=0, grace_ms=0, retries=0, max_tasks=0, init=None, "
 	    "wait_free=False, busy_pct=None, busy_util=None, gpu_mem=None, "
-	    "gpus_per_worker=1, view=False, plan=False)",
+	    "gpus_per_worker=1, nice=None, view=False, plan=False)",
 	.tp_new = Pool_new,
 	.tp_init = (initproc)Pool_init,
 	.tp_dealloc = (destructor)Pool_dealloc,
@@ -552,7 +552,7 @@ static const char mod_doc[] =
 "Pool(worker, *, gpus=None, per_gpu=1, fake_gpus=None, timeout_ms=0,\n"
 "     grace_ms=0, retries=0, max_tasks=0, init=None, wait_free=False,\n"
 "     busy_pct=None, busy_util=None, gpu_mem=None, gpus_per_worker=1,\n"
-"     view=False, plan=False)\n"
+"     nice=None, view=False, plan=False)\n"
 "  worker(bytes) -> bytes runs in the workers, once per item; if it\n"
 "  raises, the item ends FAILED, code 1, its traceback on stderr.\n"
 "  init() runs once per worker, after os.environ got the worker's\n"
@@ -568,7 +568,7 @@ static const char mod_doc[] =
 "  busy_pct: others' memory over it makes a GPU busy (default 10);\n"
 "  busy_util: so does a utilisation, less ours, over it (no default);\n"
 "  gpu_mem: bytes per GPU each item needs; gpus_per_worker: GPUs each\n"
-"  worker owns, near each other.\n"
+"  worker owns, near each other; nice: the workers' niceness (absolute).\n"
 "  view=True: worker gets a read-only memoryview of the item, valid\n"
 "  only during the call; results of 64 KiB or more come as Out (the\n"
 "  buffer protocol over the result's own memory, no copy).\n"

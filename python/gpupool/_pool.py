@@ -118,6 +118,11 @@ class Pool(Driver):
     item (a chunk, pickled) and one result: larger ones fail with
     PoolError; None: the machine's memory, so anything that fits goes (in
     pieces through the worker's 64 MiB of shared memory when over that).
+    nice: the niceness the workers run at, and so the items and what
+    they start, -20 .. 19, absolute (os.setpriority's, GNU parallel's
+    --nice; not os.nice's increment); None or 0: this process's. One
+    under this process's needs CAP_SYS_NICE or RLIMIT_NICE, else
+    Pool() raises InitError saying so.
 
     Shared GPUs: gpus="free" (or "free:0,2", the free ones of a list)
     uses only GPUs with no compute process of someone else and others'
@@ -143,7 +148,8 @@ class Pool(Driver):
                  max_tasks_per_worker=None, fake_gpus=None, grace=None,
                  wait_free=False, busy_pct=None, busy_util=None,
                  gpu_mem=None,
-                 gpus_per_worker=1, max_msg=None, start_method=None):
+                 gpus_per_worker=1, max_msg=None, start_method=None,
+                 nice=None):
         _start.not_in_a_clean_start()
         _check_processes(processes)
         if initializer is not None and not callable(initializer):
@@ -177,7 +183,7 @@ class Pool(Driver):
             grace_ms=0 if grace is None else
             max(1, math.ceil(grace * 1000)),
             retries=retries, max_tasks=max_tasks, gpu_mem=gpu_mem,
-            view=True, max_msg=max_msg, **plan_kw))
+            view=True, max_msg=max_msg, nice=nice, **plan_kw))
         if gpu_mem:
             self._refuse_gpu_mem(gpu_mem)
         self._size = self._c.size()
@@ -234,6 +240,12 @@ class Pool(Driver):
             if not isinstance(e, _gpupool.InitError):
                 raise
             why = _read_report(r)
+            if not why:
+                # No initializer raised: the library's start-up failed
+                # (the niceness, say), and its reason says how.
+                raise _errors.InitError(
+                    "gpupool.Pool(): a worker could not start, so no pool "
+                    "was created: %s" % e) from e
             raise _errors.InitError(
                 "gpupool.Pool(): initializer %r failed in a worker, so no "
                 "pool was created: %s\n%s" % (initializer, e, why)) from e

@@ -10,6 +10,7 @@ import ctypes
 import itertools
 import os
 import pickle
+import resource
 import signal
 import subprocess
 import sys
@@ -294,6 +295,62 @@ def test_initializer_that_raises_is_clear_at_pool():
         gpupool.Pool(fake_gpus=1, initializer=bad_init)
     assert "bad_init" in str(ei.value)
     assert "bad init for this test" in str(ei.value)
+
+
+def niceness(_):
+    return os.getpriority(os.PRIO_PROCESS, 0)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_nice_is_the_workers_niceness(method):
+    """nice=N: every worker, and so every item, runs at niceness N
+    (absolute, as os.setpriority takes it); this process stays at its
+    own."""
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    assert own < 19, "at niceness 19 already: the case cannot tell"
+    want = min(own + 3, 19)
+    with gpupool.Pool(fake_gpus=2, nice=want, start_method=method) as p:
+        assert p.map(niceness, range(8), chunksize=1) == [want] * 8
+    assert os.getpriority(os.PRIO_PROCESS, 0) == own
+
+
+@pytest.mark.parametrize("bad", [20, -21, "x", 2.5, True])
+def test_nice_out_of_range_is_a_value_error(bad):
+    with pytest.raises(ValueError, match=r"nice=.*is not a niceness "
+                       r"\(-20 to 19\)"):
+        gpupool.Pool(fake_gpus=1, nice=bad)
+
+
+def test_nice_under_ours_needs_the_privilege():
+    """Under this process's niceness without the privilege (in a child:
+    RLIMIT_NICE 0 and, as root, another effective uid, which clears the
+    effective capabilities): Pool() raises InitError with the library's
+    reason, not blaming an initializer."""
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    assert own > -20
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        msg = "no error"
+        try:
+            resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
+            if os.geteuid() == 0:
+                os.seteuid(65534)
+            gpupool.Pool(fake_gpus=1, nice=own - 1, start_method="fork")
+        except BaseException as e:
+            msg = "%s: %s" % (type(e).__name__, e)
+        finally:
+            os.write(w, msg.encode()[:4000])
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        msg = f.read()
+    assert os.waitpid(pid, 0)[1] == 0
+    assert msg.startswith("InitError: gpupool.Pool(): a worker could not "
+                          "start"), msg
+    assert ("cannot run at niceness %d: Permission denied" % (own - 1)
+            in msg), msg
+    assert "CAP_SYS_NICE" in msg, msg
 
 
 def test_fork_refused_when_torch_initialised_cuda(monkeypatch, capfd):

@@ -143,7 +143,7 @@ enum {
 	OPT_DELAY,
 	OPT_TIMELINE, OPT_FROMJL,
 	OPT_LINEBUF, OPT_UNGROUP, OPT_TAG, OPT_QUIET, OPT_NOOP,
-	OPT_THREADS,
+	OPT_THREADS, OPT_NICE,
 };
 
 static const struct option longopts[] = {
@@ -180,6 +180,7 @@ static const struct option longopts[] = {
 	{ "tag",		no_argument,	   NULL, OPT_TAG },
 	{ "threads",		required_argument, NULL, OPT_THREADS },
 	{ "quiet",		no_argument,	   NULL, OPT_QUIET },
+	{ "nice",		required_argument, NULL, OPT_NICE },
 	/* GNU parallel's spellings of the same (popts.c for the rest). */
 	{ "linebuffer",		no_argument,	   NULL, OPT_LINEBUF },
 	{ "lb",			no_argument,	   NULL, OPT_LINEBUF },
@@ -331,8 +332,9 @@ opt_time(int c, struct opts *o)
 
 /* The pool's options, by the library's names for them: their text goes
  * to the library (gp_pool_opts_set()), the judge of it, and its reasons
- * are said with these names. */
-static const struct {
+ * are said with these names. Adding one: a row here, and its getopt
+ * entry. */
+static const struct pool_opt {
 	int		 c;
 	const char	*lib, *cli;
 } pool_opts[] = {
@@ -340,6 +342,7 @@ static const struct {
 	{ OPT_BUSYPCT, "busy_pct", "--busy-pct" },
 	{ OPT_BUSYUTIL, "busy_util", "--busy-util" },
 	{ OPT_WAITFREE, "wait_free", "--wait-free" },
+	{ OPT_NICE, "nice", "--nice" },
 };
 #define NPOOL_OPTS	(sizeof(pool_opts) / sizeof(pool_opts[0]))
 #define WORD(c)		(isalnum((unsigned char)(c)) || (c) == '_')
@@ -369,19 +372,16 @@ reword_reason(const char *why, char *out, size_t len)
 	out[at < len ? at : len - 1] = '\0';
 }
 
-/* --gpus, --busy-pct, --wait-free (value NULL: "1"). 0, or -1 after an
- * error. */
+/* One of pool_opts (value NULL, an option without one: "1"). 0, or -1
+ * after an error. */
 static int
-opt_pool(int c, const char *value, struct opts *o)
+opt_pool(const struct pool_opt *po, const char *value, struct opts *o)
 {
 	char	 err[256];
-	size_t	 i;
 
-	for (i = 0; i < NPOOL_OPTS && pool_opts[i].c != c; i++)
-		;
-	if (gp_pool_opts_set(&o->pool, pool_opts[i].lib, value ? value : "1",
-	    err, sizeof(err)) < 0) {
-		out_err("%s: %s", pool_opts[i].cli, err);
+	if (gp_pool_opts_set(&o->pool, po->lib, value ? value : "1", err,
+	    sizeof(err)) < 0) {
+		out_err("%s: %s", po->cli, err);
 		return -1;
 	}
 	return 0;
@@ -514,10 +514,16 @@ opt_flag(int c, struct opts *o)
 static int
 opt_set(int c, const char *opt, struct opts *o)
 {
+	size_t	 i;
+
 	/* GNU parallel's, as parallel means them; -t is its --verbose. */
 	if (c >= POPT_BASE || (c > 0 && c < 128 && strchr("jPNnsEad0kmXrqvt",
 	    c) != NULL))
 		return popt_set(c == 't' ? POPT_VERBOSE : c, optarg, o);
+	/* The pool's (free, free:LIST: the last --gpus wins, as a whole). */
+	for (i = 0; i < NPOOL_OPTS; i++)
+		if (pool_opts[i].c == c)
+			return opt_pool(&pool_opts[i], optarg, o);
 	switch (c) {
 	case OPT_FAKE:
 	case OPT_PERGPU:
@@ -529,12 +535,6 @@ opt_set(int c, const char *opt, struct opts *o)
 	case OPT_RANKTMO:
 	case OPT_HALT:
 		return opt_time(c, o);
-	case OPT_GPUS:
-	case OPT_BUSYPCT:
-	case OPT_BUSYUTIL:
-	case OPT_WAITFREE:
-		/* free, free:LIST: the last --gpus wins, as a whole. */
-		return opt_pool(c, c == OPT_WAITFREE ? NULL : optarg, o);
 	case OPT_JOBLOG:
 	case OPT_RESULTS:
 	case OPT_TOPO:

@@ -333,7 +333,7 @@ static const struct {
 	  "PARALLEL in gpupool-run(1))",
 	  " --trim --shuf --interactive -p --tty --open-tty -o --tmux "
 	  "--tmuxpane --files --tmpdir --tempdir --termseq --load --noswap "
-	  "--memfree --memsuspend --nice --profile -J --semaphore --sem "
+	  "--memfree --memsuspend --profile -J --semaphore --sem "
 	  "--fg --bg --number-of-cpus --number-of-cores --number-of-threads "
 	  "--number-of-sockets --use-cpus-instead-of-cores "
 	  "--use-cores-instead-of-threads --use-sockets-instead-of-threads "

@@ -66,6 +66,8 @@ const char usage_text[] =
 "  --shell PATH         the shell of tasks that need one (default:\n"
 "                       $PARALLEL_SHELL, else the shell gpupool-run was\n"
 "                       started from, else /bin/sh)\n"
+"  --nice N             run the tasks at niceness N (-20 to 19, absolute;\n"
+"                       under gpupool-run's own needs the privilege)\n"
 "  --retry-failed       run again what the joblog records as failed, with\n"
 "                       its commands there (no tasks file or COMMAND)\n"
 "  -u (--ungroup), --linebuffer, --lb (--line-buffer), --dryrun\n"

@@ -7,7 +7,7 @@
  * with a newline is two arguments and --halt's exit statuses), tasks
  * from a redirected standard input, arguments on standard input as they
  * come, -a, -0 with odd bytes, empty input with and without -r, -k with
- * its output held over a ^C, -j, the shell tasks run in,
+ * its output held over a ^C, -j, the shell tasks run in, --nice,
  * PARALLEL_SEQ and PARALLEL_JOBSLOT, --retry-failed, --resume from
  * --results alone, -N, -X and -m with odd lengths, --tagstring and -v,
  * and the options refused with their reason. Tasks write what they saw
@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -473,6 +474,30 @@ START_TEST(tasks_run_in_parallels_shell)
 }
 END_TEST
 
+/* --nice N: each task runs at niceness N, absolute (parallel's
+ * setpriority(0, 0, N)), as its own /proc/self/stat says; one out of
+ * setpriority()'s range is refused with the library's reason. */
+START_TEST(nice_runs_the_tasks_at_that_niceness)
+{
+	struct res	 res;
+	int		 cur = getpriority(PRIO_PROCESS, 0);
+	char		 n[16], want[64];
+
+	ck_assert_msg(cur < 19, "at niceness 19 already: the case cannot "
+	    "tell");
+	snprintf(n, sizeof(n), "%d", cur + 4 > 19 ? 19 : cur + 4);
+	snprintf(want, sizeof(want), "a %s\nb %s\nc %s\n", n, n, n);
+	tmp_make();
+	RUN(&res, "--fake-gpus", "2", "--quiet", "-k", "--nice", n,
+	    "echo {} $(cut -d' ' -f19 /proc/self/stat)", ":::", "a", "b", "c");
+	OUT_IS(res, 0, want);
+	run_refused("--nice: '20' is not a niceness (-20 to 19)", NULL, NULL,
+	    NULL, (const char *const []){ "--fake-gpus", "1", "--nice", "20",
+	    "echo", ":::", "a", NULL });
+	tmp_remove();
+}
+END_TEST
+
 /* PARALLEL_SEQ is {#} and PARALLEL_JOBSLOT {%} (GPUPOOL_SLOT + 1), each
  * once, whatever the environment had. */
 START_TEST(parallel_variables)
@@ -728,6 +753,7 @@ parallel_suite(void)
 	tcase_add_test(tc, keep_order_and_ctrl_c);
 	tcase_add_test(tc, j_is_slots_in_all);
 	tcase_add_test(tc, tasks_run_in_parallels_shell);
+	tcase_add_test(tc, nice_runs_the_tasks_at_that_niceness);
 	tcase_add_test(tc, parallel_variables);
 	tcase_add_test(tc, retry_failed_reruns_the_failures);
 	tcase_add_test(tc, resume_from_results_alone);

@@ -41,6 +41,9 @@ MUTANTS = [
       "check_faults"),
     M("worker-not-bound", 3, "src/worker.c", "\tbind_place(p, w, &rd);\n",
       "\t(void)bind_place;\n", "check_place"),
+    M("worker-not-niced", 3, "src/wstart.c",
+      "setpriority(PRIO_PROCESS, 0, p->o.nice) < 0", "0",
+      "check_exec", "check_parallel"),
     # 4. Every fd close-on-exec; the worker holds only its own.
     M("task-pipe-not-cloexec", 4, "src/proc.c",
       "if (pipe2(task, O_CLOEXEC) == -1)", "if (pipe2(task, 0) == -1)",
@@ -126,8 +129,8 @@ MUTANTS = [
       "if (getpid() != p->master)\n", "if (0)\n", "check_threads"),
     # 23. Reserved fields must be zero.
     M("reserved-fields-ignored", 23, "src/opts.c",
-      "if (!gp_opts_zeroed(o->reserved, NELEM(o->reserved)))", "if (0)",
-      "check_pool"),
+      "if (!gp_opts_zeroed(o->reserved, NELEM(o->reserved)) || o->pad != 0)",
+      "if (0)", "check_pool"),
     # 24. An item that ended badly is decided in one place.
     M("retries-off-by-one", 24, "src/job.c",
       "return it->attempts <= retries && !job->canceled;",
