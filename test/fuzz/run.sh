@@ -61,6 +61,7 @@ for t in $targets; do
 	case $t in
 	msg)	srcs="$root/src/msg.c $root/src/io.c" ;;
 	tasks)	srcs="$root/src/cli/tasks.c $root/src/cli/need.c $root/src/cli/grid.c
+		    $root/src/opts.c $root/src/err.c
 		    $root/src/cli/gridsrc.c $root/src/cli/rdr.c
 		    $root/src/cli/repl.c $root/src/cli/files.c $root/src/io.c" ;;
 	joblog)	srcs="$root/src/cli/joblog.c $root/src/cli/files.c
