@@ -508,6 +508,7 @@ GP_API int	gp_pool_create(struct gp_pool **out,
  *   "busy_util"	1 .. 100
  *   "item_mem"		a size, as gp_parse_size() takes it
  *   "gpus_per_worker"	1 .. 1024
+ *   "nice"		-20 .. 19
  *   "wait_free"	"1" or "0": GP_POOL_WAIT_FREE set or cleared
  * Returns 0, or -EINVAL (no such option, or a bad value) or -ERANGE (a
  * size too large) with the reason in err (errlen bytes; NULL: none),
