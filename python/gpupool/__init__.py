@@ -27,7 +27,7 @@ _LAZY = {"AsyncResult": "_async", "Executor": "_executor",
          "GpuState": "_pool", "Pool": "_pool", "WorkerInfo": "_pool",
          "current": "_pool"}
 _LAZY.update(dict.fromkeys(("Canceled", "EncodingError", "Error",
-                            "InitError", "NotRun", "PoolError",
+                            "InitError", "NotRun", "PoolError", "RankLost",
                             "RemoteTraceback", "Timeout", "WorkerCrashed"),
                            "_errors"))
 _LAZY.update(dict.fromkeys(("Checkpoint", "CheckpointError",
@@ -49,7 +49,7 @@ def __dir__():
 __all__ = [
     "Pool", "Executor", "AsyncResult", "WorkerInfo", "GpuState", "current",
     "map", "imap", "imap_unordered", "submit", "shutdown", "Error",
-    "WorkerCrashed", "Timeout", "Canceled", "NotRun", "PoolError",
+    "WorkerCrashed", "Timeout", "Canceled", "NotRun", "PoolError", "RankLost",
     "EncodingError", "InitError", "RemoteTraceback", "Checkpoint",
     "CheckpointError", "CheckpointWarning",
 ]

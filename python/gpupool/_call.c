@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------ */
@@ -153,6 +155,9 @@ struct slot {
 struct stream {
 	PoolObject	*self;
 	PyObject	*next, *done;
+	PyObject	*ctl;		/* run()'s ctl, or NULL */
+	int		 epfd;		/* with ctl: sig[0], its fd, tick */
+	int		 tfd;		/* the tick's timerfd, or -1 */
 	PyThreadState	*ts;		/* saved while the library runs */
 	PyObject	*et, *ev, *etb;	/* the first exception of next/done */
 };
@@ -183,10 +188,14 @@ feed_next(void *arg, struct gp_item **item)
 		goto out;
 	if (r == Py_None)
 		goto out_r;
+	if (r == Py_Ellipsis) {
+		ret = GP_FEED_WAIT;
+		goto out_r;
+	}
 	if (!PyTuple_Check(r) || !PyArg_ParseTuple(r, "OO!", &key,
 	    &PyBytes_Type, &data)) {
 		PyErr_Format(PyExc_TypeError, "next() must return (key, "
-		    "bytes) or None, not %.100R", r);
+		    "bytes), ... or None, not %.100R", r);
 		goto out_r;
 	}
 	if ((sl = PyMem_RawMalloc(sizeof(*sl))) == NULL) {
@@ -237,44 +246,135 @@ feed_done(void *arg, struct gp_item *item)
 	return ret;
 }
 
-/* The wakeup fd turned readable: a signal came; run its handlers now. */
+/* The wakeup fd turned readable: a signal came; run its handlers now.
+ * With run()'s ctl, ctl_fd is an epoll set: the wakeup fd, and ctl's fd
+ * or tick, which call ctl(). */
 static int
 feed_ctl(void *arg)
 {
-	struct stream	*s = arg;
-	int		 ret = GP_CTL_GO_ON;
+	struct stream		*s = arg;
+	struct epoll_event	 ev[3];
+	PyObject		*r;
+	uint64_t		 n;
+	int			 i, k = 1, call = 0, ret = GP_CTL_GO_ON;
 
+	if (s->ctl != NULL) {
+		k = epoll_wait(s->epfd, ev, 3, 0);
+		for (i = 0; i < k; i++) {
+			if (ev[i].data.u32 == 2)
+				(void)!read(s->tfd, &n, sizeof(n));
+			call |= ev[i].data.u32 != 0;
+		}
+	}
 	PyEval_RestoreThread(s->ts);
 	drain(s->self->sig[0]);
 	if (PyErr_CheckSignals() < 0) {
 		stream_fail(s);
 		ret = GP_CTL_CANCEL;
+	} else if (call && s->et == NULL) {
+		if ((r = PyObject_CallNoArgs(s->ctl)) == NULL) {
+			stream_fail(s);
+			ret = GP_CTL_CANCEL;
+		} else {
+			if (PyLong_Check(r))
+				ret = (int)PyLong_AsLong(r);
+			if (ret != GP_CTL_CANCEL && ret != GP_CTL_KILL)
+				ret = GP_CTL_GO_ON;
+			Py_DECREF(r);
+		}
 	}
 	s->ts = PyEval_SaveThread();
 	return ret;
 }
 
-PyObject *
-gpy_run(PoolObject *self, PyObject *args)
+/* run()'s ctl: one epoll set over the wakeup fd (0), fd (1) and a tick
+ * every tick_ms (2). 0, or -1 with an exception. */
+static int
+ctl_open(struct stream *s, int sig, int fd, int tick_ms)
 {
-	struct stream	 s = { self, NULL, NULL, NULL, NULL, NULL, NULL };
+	struct epoll_event	 ev = { .events = EPOLLIN };
+	struct itimerspec	 it = { { tick_ms / 1000,
+				    (long)(tick_ms % 1000) * 1000000 },
+				    { tick_ms / 1000,
+				    (long)(tick_ms % 1000) * 1000000 } };
+
+	if ((s->epfd = epoll_create1(EPOLL_CLOEXEC)) == -1)
+		goto fail;
+	ev.data.u32 = 0;
+	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, sig, &ev) == -1)
+		goto fail;
+	ev.data.u32 = 1;
+	if (fd >= 0 && epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) == -1)
+		goto fail;
+	if (tick_ms > 0) {
+		if ((s->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC |
+		    TFD_NONBLOCK)) == -1 ||
+		    timerfd_settime(s->tfd, 0, &it, NULL) == -1)
+			goto fail;
+		ev.data.u32 = 2;
+		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->tfd, &ev) == -1)
+			goto fail;
+	}
+	return 0;
+fail:
+	PyErr_SetFromErrno(PyExc_OSError);
+	return -1;
+}
+
+static void
+ctl_close(struct stream *s)
+{
+	if (s->epfd >= 0)
+		close(s->epfd);
+	if (s->tfd >= 0)
+		close(s->tfd);
+}
+
+/* run(next, done, ctl=None, ctl_fd=-1, tick_ms=0): next() returns (key,
+ * bytes), None (the end, once the items in flight end) or ... (nothing
+ * now: ask again after an item ends or ctl() runs); done(key, status,
+ * code, out) as each ends; ctl(), when ctl_fd is readable or every
+ * tick_ms, returns None (go on), CTL_CANCEL or CTL_KILL. */
+PyObject *
+gpy_run(PoolObject *self, PyObject *args, PyObject *kw)
+{
+	static char	*kwlist[] = { "next", "done", "ctl", "ctl_fd",
+			    "tick_ms", NULL };
+	struct stream	 s = { self, NULL, NULL, NULL, -1, -1, NULL, NULL,
+			    NULL, NULL };
 	struct gp_feed	 f = { .next = feed_next, .done = feed_done,
 			    .in_fd = -1, .ctl_fd = self->sig[0],
 			    .ctl = feed_ctl, .arg = &s };
 	struct call	 c = { NULL, NULL };
 	PyObject	*ref = (PyObject *)self;
-	int		 rc, sig;
+	int		 rc, sig, fd = -1, tick = 0;
 
-	if (!PyArg_ParseTuple(args, "OO:run", &s.next, &s.done))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|Oii:run", kwlist,
+	    &s.next, &s.done, &s.ctl, &fd, &tick))
 		return NULL;
-	if (call_begin(self, &c, self->sig) < 0)
+	if (s.ctl == Py_None)
+		s.ctl = NULL;
+	if (s.ctl != NULL && !PyCallable_Check(s.ctl)) {
+		PyErr_SetString(PyExc_TypeError, "ctl must be callable");
 		return NULL;
+	}
+	if (s.ctl != NULL && ctl_open(&s, self->sig[0], fd, tick) < 0) {
+		ctl_close(&s);
+		return NULL;
+	}
+	if (s.ctl != NULL)
+		f.ctl_fd = s.epfd;
+	if (call_begin(self, &c, self->sig) < 0) {
+		ctl_close(&s);
+		return NULL;
+	}
 	s.ts = PyEval_SaveThread();
 	rc = gp_pool_run(self->pool, gpy_worker_fn, &ref, sizeof(ref), &f);
 	PyEval_RestoreThread(s.ts);
+	ctl_close(&s);
 	sig = call_end(self, &c);
 	if (s.et != NULL) {
-		/* next or done raised first: theirs is the exception. */
+		/* next, done or ctl raised first: theirs is the exception. */
 		if (sig < 0)
 			PyErr_Clear();
 		PyErr_Restore(s.et, s.ev, s.etb);

@@ -69,6 +69,15 @@ class PoolError(Error):
     pool's max_msg)."""
 
 
+class RankLost(PoolError):
+    """The MPI rank running the item was lost (it died, left or fell
+    silent for rank_timeout), and retries= did not allow another try:
+    the message names the rank and its host."""
+
+
+RANK_LOST = -1000  # a status of gpupool._ranks' own: out is the reason
+
+
 class EncodingError(Error, pickle.PicklingError, MaybeEncodingError):
     """An item's result (or its exception) could not be pickled in the
     worker: pickle.PicklingError as ProcessPoolExecutor raises, and
@@ -134,9 +143,11 @@ def attach_traceback(exc, tb):
     return exc
 
 
-def from_status(status, code):
+def from_status(status, code, out=None):
     """The exception for a C item that did not end OK (every element of
     its chunk shares it)."""
+    if status == RANK_LOST:
+        return RankLost(bytes(out).decode(errors="replace"))
     if status == _gpupool.CRASHED:
         return WorkerCrashed(code)
     if status == _gpupool.TIMEDOUT:

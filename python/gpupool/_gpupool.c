@@ -457,9 +457,13 @@ Pool_dealloc(PoolObject *self)
 }
 
 static PyMethodDef Pool_methods[] = {
-	{ "run", (PyCFunction)gpy_run, METH_VARARGS,
-	  "run(next, done): stream; next() -> (key, bytes) or None; "
-	  "done(key, status, code, out) as each item ends" },
+	{ "run", (PyCFunction)(void (*)(void))gpy_run,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "run(next, done, ctl=None, ctl_fd=-1, tick_ms=0): stream; "
+	  "next() -> (key, bytes), ... (none now) or None (the end); "
+	  "done(key, status, code, out) as each item ends; ctl() when "
+	  "ctl_fd is readable or every tick_ms -> None, CTL_CANCEL or "
+	  "CTL_KILL" },
 	{ "size", (PyCFunction)Pool_size, METH_NOARGS, "number of workers" },
 	{ "info", (PyCFunction)Pool_info, METH_NOARGS,
 	  "list of dicts: where each worker runs" },
@@ -581,7 +585,8 @@ static const char mod_doc[] =
 "current() -> dict in a worker, None in the caller; strerror(code);\n"
 "frame(pickle, buffers), unframe(payload, copy): pickle protocol 5\n"
 "  with out-of-band buffers as one item;\n"
-"OK FAILED CRASHED TIMEDOUT CANCELED ERROR NOTRUN; InitError.";
+"OK FAILED CRASHED TIMEDOUT CANCELED ERROR NOTRUN; CTL_CANCEL CTL_KILL;\n"
+"InitError.";
 
 static struct PyModuleDef mod_def = {
 	PyModuleDef_HEAD_INIT,
@@ -600,7 +605,8 @@ PyInit__gpupool(void)
 		{ "OK", GP_OK }, { "FAILED", GP_FAILED },
 		{ "CRASHED", GP_CRASHED }, { "TIMEDOUT", GP_TIMEDOUT },
 		{ "CANCELED", GP_CANCELED }, { "ERROR", GP_ERROR },
-		{ "NOTRUN", GP_NOTRUN },
+		{ "NOTRUN", GP_NOTRUN }, { "CTL_CANCEL", GP_CTL_CANCEL },
+		{ "CTL_KILL", GP_CTL_KILL },
 	};
 	PyObject	*m;
 	size_t		 i;

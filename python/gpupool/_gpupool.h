@@ -58,7 +58,7 @@ void	 gpy_args_release(struct gpy_args *g);
 PyObject *gpy_parse_size(PyObject *mod, PyObject *arg);
 
 /* _call.c */
-PyObject *gpy_run(PoolObject *self, PyObject *args);
+PyObject *gpy_run(PoolObject *self, PyObject *args, PyObject *kw);
 
 /* _buf.c */
 /* Results from this size on come as Out when the pool has view set. */

@@ -22,6 +22,9 @@ class _Record:
     def __setattr__(self, name, value):
         raise AttributeError("%s is read-only" % type(self).__name__)
 
+    def __getitem__(self, name):
+        return self._d[name]
+
     def as_dict(self):
         return dict(self._d)
 

@@ -34,7 +34,7 @@ def values_of(fn, status, code, out, n):
     succeeded, else (values, {index: exception}), each exception with the
     worker's traceback attached (a crash or timeout: every index)."""
     if status != _gpupool.OK:
-        e = _errors.from_status(status, code)
+        e = _errors.from_status(status, code, out)
         return [None] * n, dict.fromkeys(range(n), e)
     values, errors = _task.decode(out, n)
     if not errors:

@@ -34,6 +34,7 @@ from . import _errors
 from . import _gpupool
 from . import _jobs
 from . import _progress
+from . import _ranks
 from . import _start
 from . import _task
 from ._drive import Driver, _Future
@@ -138,6 +139,14 @@ class Pool(Driver):
     CUDA_VISIBLE_DEVICES). The GPUs are watched by NVML in a monitor
     child, never in this process; gpus() and monitor say what it sees.
 
+    Across nodes: in a script run by `python -m gpupool` under an MPI
+    launcher, the pool spans every rank (ranks=False: this machine
+    only): each rank makes this same pool on its own GPUs and runs the
+    items rank 0 hands it; info() says each worker's rank and host. A
+    rank silent for rank_timeout seconds (default 10) is written off:
+    what it ran runs again elsewhere if retries allows, else fails with
+    RankLost (docs/cluster.md, "From Python").
+
     Forked workers are fastest: create the pool before starting threads
     or using CUDA in this process, and it forks.
     """
@@ -149,8 +158,14 @@ class Pool(Driver):
                  wait_free=False, busy_pct=None, busy_util=None,
                  gpu_mem=None,
                  gpus_per_worker=1, max_msg=None, start_method=None,
-                 nice=None):
+                 nice=None, ranks=True, rank_timeout=10.0):
         _start.not_in_a_clean_start()
+        if not (isinstance(rank_timeout, (int, float)) and
+                rank_timeout > 0):
+            raise ValueError("rank_timeout=%r: a positive number of seconds"
+                             % (rank_timeout,))
+        # What the other ranks make the same pool with (_ranks.Cluster).
+        mine = dict(locals())
         _check_processes(processes)
         if initializer is not None and not callable(initializer):
             raise TypeError("initializer must be a callable")
@@ -172,6 +187,7 @@ class Pool(Driver):
             gpus, per_gpu = _spread(processes, gpus, per_gpu, plan_kw)
         self._timeout = timeout
         self._retries = retries
+        self._init_fn, self._init_args = initializer, initargs
         self._max_tasks = max_tasks
         # The functions of __main__ the workers will have: taken before
         # they fork (a replacement forks later, and has them too).
@@ -201,7 +217,31 @@ class Pool(Driver):
         self._inflight = 0     # items sent and not yet done
         self._refresh = False  # self._pids may miss a replacement
         self._pids = [i["pid"] for i in self._c.info()]
+        if ranks and _ranks.world is not None:
+            self._spread_ranks(mine)
         _live.add(self)
+
+    def _spread_ranks(self, kw):
+        """The pool spans every rank (_ranks.py): functions travel as to
+        workers that started clean (by name, or by value), and the C
+        pool's place is taken by a Cluster over it and the other ranks."""
+        for k in ("self", "context", "ranks", "initializer", "initargs",
+                  "maxtasksperchild"):
+            kw.pop(k, None)
+        kw["start_method"] = self.start_method
+        kw["max_tasks_per_worker"] = self._max_tasks
+        if self._init_fn is not None:
+            kw["_init"] = (_task.dumps_fn(self._init_fn),
+                           _task.dumps_value(self._init_args))
+        try:
+            self._c = _ranks.Cluster(_ranks.world, self._c,
+                                     _task.dumps_value(kw),
+                                     kw["rank_timeout"], self._retries)
+        except BaseException:
+            self._close_pipes()
+            raise
+        self._forked = None
+        self._size = self._c.size()
 
     def _start_c(self, method, initializer, initargs, wait_free, c_kw):
         """The C pool, with c_kw its options, its workers started (forked,

@@ -315,6 +315,14 @@ def dumps_fn(fn, forked=None):
             "module." % (fn, e)) from e
 
 
+def dumps_value(obj):
+    """obj for another process that has the caller's modules (another
+    rank): by value with cloudpickle where it has one, else plainly."""
+    if cloudpickle is not None:
+        return cloudpickle.dumps(obj, protocol=_PROTO)
+    return pickle.dumps(obj, protocol=_PROTO)
+
+
 def _view(buf, fmt, shape):
     """A memoryview again, over the buffer that carried it (bytes when it
     was read only, bytearray when writable, or a view of the caller's

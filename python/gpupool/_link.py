@@ -1,0 +1,254 @@
+"""A rank's link to its MPI process, for `python -m gpupool` under an MPI
+launcher (gpupool/_ranks.py and _serve.py use it).
+
+MPI lives in a process of its own, gpupool/_mpiproc (src/cli/mpi_proc.c,
+the same as gpupool-run's), started here before anything else: MPI_Init
+starts threads, and the process that forks a pool's workers must not have
+MPI's. It inherits the launcher's wire-up variables, so it is the rank as
+far as MPI is concerned, and it dies with this process (PR_SET_PDEATHSIG).
+The two talk over a socketpair, one frame per message: a header (type,
+peer, length: src/cli/ranks.h's struct frame), then its bytes; when each
+peer was last heard from, and which peers to beat every second, they
+share through a memfd (int64 heard[size], then uint8 talk[size]).
+Consecutive TASKS or RESULTS frames for one peer travel as one MPI
+message, so their payloads are records that can be joined end to end.
+"""
+
+import mmap
+import os
+import select
+import socket
+import struct
+import subprocess
+import time
+
+# src/cli/ranks.h: enum rmsg_type (RM_POOL is the Python side's own) and
+# enum frame_type.
+HELLO, TASKS, RESULTS, CTL, BEAT, BYE, POOL = 1, 2, 3, 4, 5, 6, 7
+FR_READY, FR_ERR, FR_START, FR_END, FR_DONE = 100, 101, 102, 103, 104
+_HDR = struct.Struct("=iiQ")
+_READ = 1 << 20
+
+# The variables an MPI launcher sets (src/cli/launcher.c).
+_WIRE = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE")
+_PROCS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS")
+
+
+class LinkError(OSError):
+    """MPI could not start, or its process is gone."""
+
+
+def launcher():
+    """(wired, procs, var): whether an MPI launcher's wire-up variables
+    are set, and how many processes its variables claim (1: none)."""
+    wired = any(v in os.environ for v in _WIRE)
+    most, var = 1, ""
+    for v in _PROCS:
+        try:
+            n = int(os.environ.get(v, ""))
+        except ValueError:
+            continue
+        if n > most:
+            most, var = n, v
+    return wired, most, var
+
+
+def program():
+    """The package's MPI process: GPUPOOL_MPIPROC, else gpupool/_mpiproc
+    (built when MPI was found at install time), else None."""
+    p = os.environ.get("GPUPOOL_MPIPROC") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "_mpiproc")
+    return p if os.access(p, os.X_OK) else None
+
+
+class Link:
+    """This rank's MPI process: start() it, then send() and recv()
+    messages; end() it."""
+
+    def __init__(self):
+        self.rank = self.size = 0
+        self.proc = None
+        self.sock = None
+        self.shm = None
+        self.buf = bytearray()
+        self.start_ns = time.monotonic_ns()
+
+    def start(self):
+        prog = program()
+        if prog is None:
+            raise LinkError(
+                "this gpupool was installed without MPI, so it cannot run "
+                "across ranks: install MPI's headers (Debian: apt-get "
+                "install libopenmpi-dev) and pip install gpupool again")
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        memfd = os.memfd_create("gpupool-ranks")
+        try:
+            self.proc = subprocess.Popen(
+                [prog, str(theirs.fileno()), str(memfd), str(os.getpid())],
+                pass_fds=(theirs.fileno(), memfd), stdin=subprocess.DEVNULL)
+        finally:
+            theirs.close()
+        self.sock = mine
+        try:
+            t, _, d = self._first()
+            if t == FR_ERR:
+                raise LinkError(d[4:].rstrip(b"\0").decode(errors="replace"))
+            if t != FR_READY or len(d) != 8:
+                raise LinkError("MPI did not start: a bad frame (type %d) "
+                                "from its process" % t)
+            self.rank, self.size = struct.unpack("=ii", d)
+            self.shm = mmap.mmap(memfd, self.size * 9)
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            os.close(memfd)
+        self.sock.setblocking(False)
+        self.fd = self.sock.fileno()
+        self._frame(FR_START, 0, b"")
+
+    def _first(self):
+        while True:
+            f = self._take()
+            if f is not None:
+                return f
+            b = self.sock.recv(_READ)
+            if not b:
+                raise LinkError("MPI did not start: its process (pid %d) "
+                                "ended" % self.proc.pid)
+            self.buf += b
+
+    def _take(self):
+        if len(self.buf) < _HDR.size:
+            return None
+        t, peer, n = _HDR.unpack_from(self.buf)
+        if len(self.buf) < _HDR.size + n:
+            return None
+        d = bytes(memoryview(self.buf)[_HDR.size:_HDR.size + n])
+        del self.buf[:_HDR.size + n]
+        return t, peer, d
+
+    def _frame(self, t, peer, data):
+        hdr = _HDR.pack(t, peer, len(data))
+        self.sock.setblocking(True)
+        try:
+            if len(data) < 4096:
+                self.sock.sendall(hdr + bytes(data))
+            else:
+                self.sock.sendall(hdr)
+                self.sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # recv() says it is gone
+        finally:
+            self.sock.setblocking(False)
+
+    def send(self, peer, t, data=b""):
+        self._frame(t, peer, data)
+
+    def recv(self):
+        """The messages that have come: a list of (type, peer, bytes).
+        Raises LinkError when the MPI process failed or is gone."""
+        while True:
+            try:
+                b = self.sock.recv(_READ)
+            except BlockingIOError:
+                break
+            except ConnectionResetError:
+                b = b""
+            if not b:
+                raise LinkError("the MPI process of this rank is gone")
+            self.buf += b
+            if len(b) < _READ:
+                break
+        out = []
+        while True:
+            f = self._take()
+            if f is None:
+                return out
+            if f[0] == FR_ERR:
+                raise LinkError(f[2][4:].rstrip(b"\0").decode(
+                    errors="replace"))
+            out.append(f)
+
+    def wait(self, secs):
+        """Wait up to secs for something from the MPI process."""
+        if self.buf:
+            return
+        try:
+            select.select([self.fd], [], [], secs)
+        except InterruptedError:
+            pass
+
+    def talk(self, peer, on):
+        """Beat peer every second (on), or stop: it is done or lost."""
+        self.shm[self.size * 8 + peer] = 1 if on else 0
+
+    def silent(self, peer):
+        """Seconds since peer was last heard from (since start if never)."""
+        heard, = struct.unpack_from("=q", self.shm, 8 * peer)
+        return (time.monotonic_ns() - max(heard, self.start_ns)) / 1e9
+
+    def end(self, clean, rc):
+        """MPI_Finalize if clean (every rank said bye), else, on rank 0,
+        MPI_Abort(rc): the launcher ends the job. Waits for the MPI
+        process."""
+        self._frame(FR_END, 0, struct.pack("=ii", 1 if clean else 0, rc))
+        if clean:
+            deadline = time.monotonic() + 30
+            done = False
+            while not done and time.monotonic() < deadline:
+                self.wait(0.5)
+                try:
+                    done = any(t == FR_DONE for t, _, _ in self.recv())
+                except LinkError:
+                    break
+        self.close()
+
+    def close(self):
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.proc is not None:
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+
+
+# The payloads (host byte order; every record can follow another):
+#   TASKS   0 -> r: per item: pool id, item id, length, then the C item
+#   RESULTS r -> 0: per item: pool id, item id, status, code, length, out
+#   CTL     0 -> r: pool id, what (below); pool id 0 with C_END: leave
+#   POOL    0 -> r: a pickle: {"id", "kw"}: make the pool's part there
+#   HELLO   r -> 0: a pickle: {"id", "host", "info"} or {"id", "host",
+#                   "error"}: its part is up, or could not start
+#   BYE     r -> 0: empty: it leaves (every result sent)
+C_CANCEL, C_KILL, C_CLOSE, C_END = 1, 2, 3, 4
+TASK = struct.Struct("=IQQ")
+RESULT = struct.Struct("=IQiiQ")
+CTLREC = struct.Struct("=Ii")
+
+
+def task_records(d):
+    """(pool, item, payload bytes) for each record of a TASKS payload."""
+    off, n = 0, len(d)
+    m = memoryview(d)
+    while off < n:
+        pool, item, k = TASK.unpack_from(d, off)
+        off += TASK.size
+        yield pool, item, bytes(m[off:off + k])
+        off += k
+
+
+def result_records(d):
+    """(pool, item, status, code, out) for each record of RESULTS; out a
+    memoryview of d."""
+    off, n = 0, len(d)
+    m = memoryview(d)
+    while off < n:
+        pool, item, status, code, k = RESULT.unpack_from(d, off)
+        off += RESULT.size
+        yield pool, item, status, code, m[off:off + k]
+        off += k

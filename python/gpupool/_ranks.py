@@ -1,0 +1,325 @@
+"""One Pool over every rank of an MPI job: rank 0's side (the other ranks'
+is _serve.py; the link to MPI, the messages and their payloads are
+_link.py's; `python -m gpupool` sets it up, __main__.py).
+
+Under `python -m gpupool SCRIPT` with several ranks, rank 0 runs the
+script and `world` is its World. A Pool made there (ranks=True, the
+default) becomes a Cluster: its own C pool, as on one machine, plus a
+part on every other rank, made there with the same keyword arguments
+(POOL; the rank answers HELLO with its workers, or why it could not).
+The Cluster stands where the C pool stood (Pool._c): Pool's jobs and
+submit queue drive it through run(next, done) as they drive a C pool,
+so every promise of the one-machine pool is kept by the same code.
+
+run() drives the local C pool with next() and done() of its own, and a
+ctl() the C pool calls whenever the MPI process has something (and on a
+tick): ctl() takes in the ranks' results (done() for each, in this
+thread) and hands items to the ranks with room in their window (a few
+per worker, more when items are short, as gpupool-run's coord.c). An
+item a rank holds when it is lost (dead, left, or silent for
+rank_timeout) runs again elsewhere while retries= allows, else it fails
+with RankLost naming the rank and host. Items travel as the C pool's
+own items: the same bytes a local worker gets.
+"""
+
+import collections
+import pickle
+import socket
+import sys
+import threading
+import time
+
+from . import _errors
+from . import _gpupool
+from . import _link
+from ._link import C_CANCEL, C_CLOSE, C_END, C_KILL, CTLREC, TASK
+
+world = None  # rank 0's World under `python -m gpupool` with ranks
+
+_TICK_MS = 250
+_QUEUE_S = 0.02  # work queued per worker on a rank, as coord.c
+_QUEUE_MAX = 64
+
+
+class World:
+    """Rank 0's view of the job: the link, the other ranks, the pools.
+    Messages are read by whichever pool's thread asks (pump()) and kept
+    for the pool they belong to."""
+
+    def __init__(self, link):
+        self.link = link
+        self.lock = threading.RLock()
+        self.host = socket.gethostname()
+        self.hosts = {0: self.host}
+        self.lost = {}        # rank -> why
+        self.gone = set()     # ranks that said bye
+        self.pools = {}       # id -> Cluster
+        self.next_id = 1
+        self.timeout = None   # the shortest rank_timeout of the pools
+        for r in self.others():
+            link.talk(r, True)
+
+    def others(self):
+        return [r for r in range(1, self.link.size)
+                if r not in self.lost and r not in self.gone]
+
+    def name(self, r):
+        return "rank %d (%s)" % (r, self.hosts.get(r, "?"))
+
+    def send(self, r, t, data=b""):
+        with self.lock:
+            self.link.send(r, t, data)
+
+    def pump(self):
+        """Read what came; route it to its pool; write off the silent."""
+        with self.lock:
+            try:
+                msgs = self.link.recv()
+            except _link.LinkError as e:
+                for r in self.others():
+                    self.lose(r, str(e))
+                return
+            for t, peer, d in msgs:
+                self._route(t, peer, d)
+            if self.timeout is not None:
+                for r in self.others():
+                    s = self.link.silent(r)
+                    if s >= self.timeout:
+                        self.lose(r, "no word from it for %.1f s "
+                                  "(rank_timeout)" % s)
+
+    def _route(self, t, peer, d):
+        if peer in self.lost or peer in self.gone:
+            return
+        if t == _link.HELLO:
+            m = pickle.loads(d)
+            self.hosts[peer] = m["host"]
+            p = self.pools.get(m["id"])
+            if p is not None:
+                p.inbox.append(("hello", peer, m))
+        elif t == _link.RESULTS:
+            for rec in _link.result_records(d):
+                p = self.pools.get(rec[0])
+                if p is not None:
+                    p.inbox.append(("result", peer, rec))
+        elif t == _link.BYE:
+            self.gone.add(peer)
+            self.link.talk(peer, False)
+            self._tell(peer, "it left the job")
+
+    def lose(self, r, why):
+        if r in self.lost or r in self.gone:
+            return
+        self.lost[r] = why
+        self.link.talk(r, False)
+        print("gpupool: %s is lost: %s" % (self.name(r), why),
+              file=sys.stderr, flush=True)
+        self._tell(r, why)
+
+    def _tell(self, r, why):
+        for p in self.pools.values():
+            p.inbox.append(("lost", r, why))
+
+    def finish(self, rc):
+        """The script is over: every rank leaves (C_END, then its BYE), and
+        MPI ends: MPI_Finalize when all left, else MPI_Abort(rc)."""
+        for r in self.others():
+            self.send(r, _link.CTL, CTLREC.pack(0, C_END))
+        deadline = time.monotonic() + (self.timeout or 10.0)
+        while self.others() and time.monotonic() < deadline:
+            self.link.wait(0.2)
+            self.pump()
+        clean = not self.others() and not self.lost
+        self.link.end(clean, rc)
+
+
+class Cluster:
+    """A Pool's C pool and its parts on the other ranks, with the C pool's
+    methods (Pool._c)."""
+
+    def __init__(self, w, local, kw, rank_timeout, retries):
+        self.w = w
+        self.local = local
+        self.retries = retries
+        self.inbox = collections.deque()
+        self.parts = {}      # rank -> its workers' info (from HELLO)
+        self.out = {}        # item id -> [key, payload, rank, tries, t]
+        self.held = collections.defaultdict(set)  # rank -> item ids
+        self.requeue = collections.deque()
+        self.mean = None     # seconds an item takes, from send to result
+        self.next_item = 1
+        self.stop = 0        # CTL_CANCEL or CTL_KILL from cancel()
+        with w.lock:
+            self.id = w.next_id
+            w.next_id += 1
+            w.pools[self.id] = self
+            if w.timeout is None or rank_timeout < w.timeout:
+                w.timeout = rank_timeout
+        try:
+            self._open(kw)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, kw):
+        msg = pickle.dumps({"id": self.id, "kw": kw}, protocol=5)
+        waiting = set(self.w.others())
+        for r in waiting:
+            self.w.send(r, _link.POOL, msg)
+        failed = []
+        while waiting:
+            self.w.link.wait(0.2)
+            self.w.pump()
+            while self.inbox:
+                kind, r, m = self.inbox.popleft()
+                waiting.discard(r)
+                if kind == "hello" and "error" in m:
+                    failed.append("%s: %s" % (self.w.name(r), m["error"]))
+                elif kind == "hello":
+                    self.parts[r] = m["info"]
+                elif kind == "lost":
+                    failed.append("%s is lost: %s" % (self.w.name(r), m))
+        if failed:
+            raise _errors.InitError(
+                "gpupool.Pool(): the pool could not start on every rank, "
+                "so none was created: " + "; ".join(failed))
+
+    # -- the C pool's methods --------------------------------------------
+
+    def size(self):
+        return self.local.size() + sum(len(i) for i in self.parts.values())
+
+    def info(self):
+        out = []
+        for d in self.local.info():
+            d = dict(d)
+            d.update(rank=0, host=self.w.host)
+            out.append(d)
+        for r in sorted(self.parts):
+            out.extend(self.parts[r])
+        return out
+
+    def gpus(self):
+        return self.local.gpus()
+
+    @property
+    def monitor(self):
+        return self.local.monitor
+
+    def cancel(self):
+        self.stop = max(self.stop, _gpupool.CTL_CANCEL)
+        self.local.cancel()
+
+    def kill(self):
+        """terminate(): the parts' items are killed, not waited for."""
+        self.stop = _gpupool.CTL_KILL
+        self.local.cancel()
+
+    def close(self):
+        with self.w.lock:
+            if self.w.pools.pop(self.id, None) is not None:
+                for r in self.parts:
+                    if r in self.w.others():
+                        self.w.send(r, _link.CTL, CTLREC.pack(self.id,
+                                                               C_CLOSE))
+        self.local.close()
+
+    # -- run ---------------------------------------------------------------
+
+    def run(self, next_item, done):
+        self.stop = 0
+
+        def take():
+            if self.requeue:
+                return self.requeue.popleft()
+            r = next_item()
+            return None if r is None else [r[0], r[1], 0, 0]
+
+        def nxt():
+            self._events(done)
+            it = take()
+            self._fill(take)
+            if it is not None:
+                return it[0], it[1]
+            return ... if self.out else None
+
+        def ctl():
+            self.w.pump()
+            self._events(done)
+            self._fill(take)
+            return self.stop or None
+
+        try:
+            self.local.run(nxt, done, ctl=ctl, ctl_fd=self.w.link.fd,
+                           tick_ms=_TICK_MS)
+        finally:
+            if self.out:
+                # The call ended early (a failure, Ctrl-C, terminate()):
+                # what the ranks hold stops there; its results, if any
+                # come, belong to no one.
+                how = C_KILL if self.stop == _gpupool.CTL_KILL else C_CANCEL
+                for r in {v[2] for v in self.out.values()}:
+                    if r in self.w.others():
+                        self.w.send(r, _link.CTL, CTLREC.pack(self.id, how))
+                self.out.clear()
+                self.held.clear()
+            self.requeue.clear()
+
+    def _window(self, r):
+        nw = len(self.parts[r])
+        if self.mean is None:
+            return 2 * nw
+        q = _QUEUE_MAX if self.mean <= 0 else min(_QUEUE_MAX,
+                                                   _QUEUE_S / self.mean)
+        return nw * (1 + int(q))
+
+    def _fill(self, take):
+        """Hand items to the ranks with room, the emptiest first."""
+        if self.stop:
+            return
+        live = [r for r in self.parts if r in self.w.others()]
+        while live:
+            r = max(live, key=lambda r: self._window(r) - len(self.held[r]))
+            if self._window(r) <= len(self.held[r]):
+                return
+            it = take()
+            if it is None:
+                return
+            i = self.next_item
+            self.next_item += 1
+            it[2], it[4:] = r, [time.monotonic()]
+            self.out[i] = it
+            self.held[r].add(i)
+            self.w.send(r, _link.TASKS, TASK.pack(self.id, i, len(it[1])) +
+                        it[1])
+
+    def _events(self, done):
+        while self.inbox:
+            kind, r, m = self.inbox.popleft()
+            if kind == "result":
+                _, i, status, code, out = m
+                it = self.out.pop(i, None)
+                if it is None:
+                    continue
+                self.held[r].discard(i)
+                t = time.monotonic() - it[4]
+                self.mean = t if self.mean is None else \
+                    0.9 * self.mean + 0.1 * t
+                done(it[0], status, code, out if status == _gpupool.OK or
+                     len(out) else None)
+            elif kind == "lost":
+                self._reclaim(r, m, done)
+
+    def _reclaim(self, r, why, done):
+        """Rank r is lost: what it held runs again, or fails."""
+        ids = self.held.pop(r, set())
+        self.parts.pop(r, None)
+        for i in sorted(ids):
+            it = self.out.pop(i)
+            if it[3] < self.retries and not self.stop:
+                it[3] += 1
+                self.requeue.append(it[:4])
+            else:
+                done(it[0], _errors.RANK_LOST, r, (
+                    "%s was lost while it ran the item: %s" % (
+                        self.w.name(r), why)).encode())
