@@ -25,6 +25,7 @@ cancels what is queued and running and then joins.
 import errno
 import math
 import os
+import socket
 import threading
 import weakref
 
@@ -334,14 +335,20 @@ class Pool(Driver):
         return self._size
 
     def info(self):
-        """Where each worker runs: a list of WorkerInfo. The C library
+        """Where each worker runs: a list of WorkerInfo, with its rank and
+        host (rank 0 and this host on one machine). The C library
         allows it only while no call runs (a call replaces dead workers),
         so this waits for a running map to end."""
         self._acquire_runner()
         try:
-            return [WorkerInfo(d) for d in self._c.info()]
+            info = self._c.info()
         finally:
             self._release_runner()
+        host = socket.gethostname()
+        for d in info:
+            d.setdefault("rank", 0)  # a Cluster's name their rank
+            d.setdefault("host", host)
+        return [WorkerInfo(d) for d in info]
 
     def gpus(self):
         """Each GPU of the pool as last seen: a list of GpuState. The
