@@ -220,6 +220,16 @@ def one(argv):
     return x[0] if x else {}
 
 
+def pip_install(py, pkg):
+    """pip install pkg into interpreter py (the bench's own venv): None,
+    or why it failed."""
+    r = subprocess.run([py, "-m", "pip", "install", "-q",
+                        "--disable-pip-version-check", pkg],
+                       capture_output=True, text=True, cwd="/")
+    return None if r.returncode == 0 else (
+        r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1][-200:]
+
+
 def install_peers(notes):
     argv = ["apt-get", "install", "-y", "parallel", "task-spooler"]
     if os.geteuid() != 0:

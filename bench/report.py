@@ -39,6 +39,8 @@ def markdown(res):
         L += md_python(res["python"], res["config"])
     if res.get("mpi"):
         L += md_mpi(res["mpi"])
+    if res.get("ranks"):
+        L += md_ranks(res["ranks"])
     L += md_notes(res["notes"])
     return tree_relative("\n".join(L))
 
@@ -407,6 +409,86 @@ def md_mpi(mp):
              "task at once; no joblog. A ceiling on dispatch, not a task "
              "rate (docs/cluster.md).")
     L.append("")
+    return L
+
+
+RANKS_HOW = {"gpupool": "gpupool Pool.map (default chunks)",
+             "futures": "MPIPoolExecutor.map, -np 3",
+             "futures4": "MPIPoolExecutor.map, -np 4"}
+
+
+def ranks_rows(rk, case, n):
+    """The items/s rows of one case of the ranks section."""
+    L = []
+    for row, x in sorted(rk[case]["rows"].items(),
+                         key=lambda kv: (kv[0] != "gpupool", kv[0])):
+        key, _, cs = row.partition("/")
+        chunk = {"": "its default",
+                 "auto": "len / %d" % (4 * x["workers"]),
+                 "best": "the round's fastest of the above"}.get(cs, cs)
+        if case == "trivial" and cs == "1":
+            chunk += " (N=%s)" % fmt_n(rk["trivial"]["c1_n"])
+        L.append("| %s | %d | %s | %s |%s %s |" % (
+            RANKS_HOW[key], x["workers"], chunk, fmt_si(x["items_per_s"]),
+            " %s |" % fmt_m(x["of_ideal"]) if case == "ms" else "",
+            fmt_m(x["gpupool_over"])))
+    return L
+
+
+def md_ranks(rk):
+    """One Pool across 3 local MPI ranks against MPIPoolExecutor."""
+    cfg, mib = rk["config"], rk["mib"]
+    L = ["### One Pool across 3 MPI ranks (`python -m gpupool`) against "
+         "mpi4py.futures", "",
+         "Interpreter: %s (gpupool from %s; mpi4py %s). gpupool: "
+         "`gpupool.Pool(fake_gpus=1)` over `mpirun -np 3`: a worker on "
+         "every rank, rank 0's included, 3 in all. MPIPoolExecutor under "
+         "`mpirun -np 3 python -m mpi4py.futures`: rank 0 is the master, "
+         "2 workers; under `-np 4`, 3 workers, as many as gpupool's." % (
+             rk["interpreter"], rk["probe"].get("gpupool_file"),
+             rk["probe"].get("mpi4py") or "not installed"), "",
+         "#### Ranks: trivial items (x * 2 on an int, N=%s), items/s" %
+         fmt_n(rk["trivial"]["n"]), "",
+         "| how | workers | chunk size | items/s | gpupool faster by |",
+         "| --- | --- | --- | --- | --- |"]
+    L += ranks_rows(rk, "trivial", rk["trivial"]["n"])
+    L += ["", "#### Ranks: 1 ms items (time.sleep(0.001), N=%s), items/s"
+          % fmt_n(rk["ms"]["n"]), "",
+          "| how | workers | chunk size | items/s | of workers x 1000/s | "
+          "gpupool faster by |", "| --- | --- | --- | --- | --- | --- |"]
+    L += ranks_rows(rk, "ms", rk["ms"]["n"])
+    L += ["", "#### Ranks: %d items of 1 MiB, each function returning its "
+          "len(), MB/s of item bytes delivered" % mib["n"], "",
+          "| items | gpupool | of it over MPI (items) | MPIPoolExecutor -np 3 "
+          "| -np 4 | MPI Send/Recv | gpupool / MPI | over MPI / MPI |",
+          "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for kind, x in mib["rows"].items():
+        g = x["gpupool"]
+        L.append("| %s | %s | %s (%s) | %s | %s | %s | %s | %s |" % (
+            kind, fmt_s(g["mb_per_s"], "%.0f"),
+            fmt_s(g["mpi_mb_per_s"], "%.0f"),
+            fmt_m(g["items_over_mpi"], "%.0f"),
+            fmt_s(x["futures"]["mb_per_s"], "%.0f"),
+            fmt_s(x["futures4"]["mb_per_s"], "%.0f"),
+            fmt_s(mib["p2p_mb_per_s"], "%.0f"),
+            fmt_m(x["mb_per_s_over_p2p"], "%.3f"),
+            fmt_m(x["mpi_mb_per_s_over_p2p"], "%.3f")))
+    L += ["", "Each job is a fresh `mpirun --oversubscribe` (3 local ranks; "
+          "MPI Send/Recv: 2), the jobs of a round in rotated order; each "
+          "warms its pool up, then times one map per case and checks every "
+          "result (bench/py_ranks.py). MPIPoolExecutor's chunksize=1 (its "
+          "default) runs on N=%s trivial items, the tuned sizes on all of "
+          "them; its 1 MiB items go one a message (chunksize=1). gpupool's "
+          "1 MiB function also returns the rank it ran on: *over MPI* "
+          "counts the items that went to ranks 1-2 (the rest ran on rank "
+          "0's own worker). MPI Send/Recv: mpi4py `comm.Send` of one 1 MiB "
+          "buffer %d times, rank 0 to rank 1, the median of %d passes a "
+          "job; ratios: medians of per-round ratios. MB/s: 10^6 B a "
+          "second. Rounds: %d. Load average before/after the section: "
+          "%s / %s." % (
+              fmt_n(cfg["c1_n"]), cfg["p2p_n"], cfg["p2p_passes"],
+              cfg["rounds"], " ".join("%.2f" % x for x in rk["load"][0]),
+              " ".join("%.2f" % x for x in rk["load"][1])), ""]
     return L
 
 

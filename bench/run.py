@@ -4,7 +4,8 @@ use instead, on the same work, on this machine, in one run.
 
     python3 bench/run.py [--quick] [--install-peers] [--out DIR]
                          [--build DIR] [--no-build] [--publish]
-                         [--sections cmd,pool,mpi,python] [--python PY]
+                         [--sections cmd,pool,mpi,python,ranks]
+                         [--python PY]
 
 Writes DIR/results.json (machine, versions, git revision, every figure with
 median, min and max over repeats), DIR/results.md (tables, targets with
@@ -18,7 +19,8 @@ round runs every contender once, in a rotated order), and the median of
 the per-round ratios is quoted. Peers that are not installed are skipped
 with a note; --install-peers installs the Debian ones first (GNU parallel,
 task-spooler) with apt-get, and the Python ones (loky, mpire, numpy, and
-scipy for the warm rows' real import) with pip into the bench's venv.
+scipy for the warm rows' real import, and mpi4py for the ranks section)
+with pip into the bench's venv.
 """
 import argparse
 import datetime
@@ -43,6 +45,7 @@ from sec_cmd import cmd_section  # noqa: E402
 from sec_mpi import mpi_section  # noqa: E402
 from sec_pool import pool_section  # noqa: E402
 from sec_python import python_section  # noqa: E402
+from sec_ranks import ranks_section  # noqa: E402
 from supervise import become_subreaper  # noqa: E402
 from targets import targets  # noqa: E402
 
@@ -63,8 +66,9 @@ def arguments():
                          "set up with -Dbuildtype=release if missing)")
     ap.add_argument("--no-build", action="store_true",
                     help="use --build as it is; do not run meson/ninja")
-    ap.add_argument("--sections", default="cmd,pool,mpi,python",
-                    help="some of cmd, pool, mpi, python (default: all)")
+    ap.add_argument("--sections", default="cmd,pool,mpi,python,ranks",
+                    help="some of cmd, pool, mpi, python, ranks (default: "
+                         "all)")
     ap.add_argument("--python", metavar="PYTHON",
                     default=os.environ.get("GPUPOOL_BENCH_PYTHON"),
                     help="python section: an interpreter that imports "
@@ -135,6 +139,9 @@ def run_sections(a, cfg, build, res, notes):
         if "python" in sections:
             python_section(cfg, build, work, res, notes, a.python,
                            a.install_peers)
+        if "ranks" in sections:
+            ranks_section(cfg, build, work, res, notes, a.python,
+                          a.install_peers)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return skipped

@@ -3,7 +3,7 @@ whose inputs were not measured)."""
 import functools
 
 from common import MIB, med
-from fmt import fmt_n, fmt_si
+from fmt import fmt_m, fmt_n, fmt_si
 from sec_pool import pair_ratios_of
 
 
@@ -24,6 +24,8 @@ def targets(res, skipped):
         targets_checkpoint(out, ck, na)
     if res.get("mpi"):
         targets_mpi(out, res["mpi"])
+    if res.get("ranks") or res.get("ranks_skipped"):
+        targets_ranks(out, res.get("ranks"), res.get("ranks_skipped"))
     return out
 
 
@@ -260,6 +262,45 @@ def targets_mpi(out, mp):
         "median over rounds of null tasks run by ranks 1-2 per second",
         fmt="%.0f tasks/s", context="%s tasks/s in all, rank 0's own "
         "slots included" % fmt_si(mp["per_s"]))
+
+
+def targets_ranks(out, rk, na):
+    """One Pool across 3 local MPI ranks (issue 27); na: why the section
+    was skipped, or None."""
+    add = functools.partial(add_target, out)
+    na = na or (rk and rk["missing"].get("mpi4py") and
+                "mpi4py " + rk["missing"]["mpi4py"])
+    tr = rk and rk["trivial"]["rows"]
+    b, g = tr and tr.get("futures/best"), tr and tr.get("gpupool")
+    f4, f1 = tr and tr.get("futures4/best"), tr and tr.get("futures/1")
+    add("ranks: gpupool.Pool.map over 3 ranks >= 3x MPIPoolExecutor.map "
+        "(-np 3, its best tuned chunksize), trivial items (x*2, N=%s)" % (
+            fmt_n(rk["trivial"]["n"]) if rk else "10^6"),
+        b and med(b["gpupool_over"]), ">=", 3.0,
+        "median of per-round items/s ratios; each round the executor's "
+        "fastest of its tuned chunk sizes", why_na=na, context=b and
+        "%s items/s against %s; gpupool 3 workers, the executor 2; "
+        "against -np 4 (3 workers): %sx; against chunksize=1: %sx" % (
+            fmt_si(g and g["items_per_s"]), fmt_si(b["items_per_s"]),
+            fmt_m(f4 and f4["gpupool_over"]),
+            fmt_m(f1 and f1["gpupool_over"], "%.0f")))
+    mib = rk and rk["mib"]
+    for kind in (mib["kinds"] if mib else ["bytes"]):
+        row = mib and mib["rows"][kind]
+        p2p = mib and mib["p2p_mb_per_s"]
+        add("ranks: 1 MiB items (%s) delivered to the workers of 3 ranks "
+            ">= 0.5x MPI's point-to-point bandwidth" % kind,
+            row and med(row["mb_per_s_over_p2p"]), ">=", 0.5,
+            "median of per-round ratios of item MB/s to comm.Send/Recv "
+            "MB/s of 1 MiB buffers, rank 0 to rank 1", fmt="%.3f",
+            why_na=na, context=row and p2p and
+            "%s MB/s against MPI's %s MB/s; of it over MPI to ranks "
+            "1-2: %s MB/s (%s of %d items), %sx" % (
+                fmt_m(row["gpupool"]["mb_per_s"], "%.0f"),
+                fmt_m(p2p, "%.0f"),
+                fmt_m(row["gpupool"]["mpi_mb_per_s"], "%.0f"),
+                fmt_m(row["gpupool"]["items_over_mpi"], "%.0f"), mib["n"],
+                fmt_m(row["mpi_mb_per_s_over_p2p"], "%.3f")))
 
 
 def best_peer(impls):
