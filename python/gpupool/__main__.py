@@ -115,7 +115,7 @@ def main(argv):
     try:
         try:
             _import_main(argv[0])
-        except Exception as e:
+        except (Exception, SystemExit) as e:
             # Served all the same: each Pool then says why, on rank 0.
             traceback.print_exc()
             broken = "".join(traceback.format_exception_only(type(e), e))

@@ -205,9 +205,8 @@ class Link:
         self.close()
 
     def close(self):
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
+        """Wait for the MPI process (it ends on FR_END, or dies with us),
+        then close our end: closed first, it would see the rank gone."""
         if self.proc is not None:
             try:
                 self.proc.wait(60)
@@ -215,6 +214,9 @@ class Link:
                 self.proc.kill()
                 self.proc.wait()
             self.proc = None
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
 
 
 # The payloads (host byte order; every record can follow another):

@@ -102,3 +102,11 @@ def _spread(processes, gpus, per_gpu, plan_kw):
             processes, g, "GPUs" if plan_kw.get("gpus_per_worker", 1) == 1
             else "groups of GPUs", g, g))
 
+
+
+def _check_rank_timeout(secs):
+    """Pool(rank_timeout=): seconds a rank may be silent (_ranks.py)."""
+    if isinstance(secs, bool) or not isinstance(secs, (int, float)) or \
+            not secs > 0:
+        raise ValueError("rank_timeout=%r: a positive number of seconds"
+                         % (secs,))

@@ -25,6 +25,7 @@ cancels what is queued and running and then joins.
 import errno
 import math
 import os
+import socket
 import threading
 import weakref
 
@@ -40,8 +41,8 @@ from . import _task
 from ._drive import Driver, _Future
 # WorkerInfo, GpuState, current: gpupool's names, found here.
 from ._info import GpuState, WorkerInfo, current  # noqa: F401
-from ._options import (_check_processes, _gpu_mem,  # noqa: F401
-                       _gpus_arg, _max_tasks, _spread)
+from ._options import (_check_processes, _check_rank_timeout,  # noqa: F401
+                       _gpu_mem, _gpus_arg, _max_tasks, _spread)
 
 
 _MAX_CHUNK = 16384  # map's default chunks: len / (4 x workers), capped
@@ -160,12 +161,8 @@ class Pool(Driver):
                  gpus_per_worker=1, max_msg=None, start_method=None,
                  nice=None, ranks=True, rank_timeout=10.0):
         _start.not_in_a_clean_start()
-        if not (isinstance(rank_timeout, (int, float)) and
-                rank_timeout > 0):
-            raise ValueError("rank_timeout=%r: a positive number of seconds"
-                             % (rank_timeout,))
-        # What the other ranks make the same pool with (_ranks.Cluster).
-        mine = dict(locals())
+        _check_rank_timeout(rank_timeout)
+        mine = dict(locals())  # the other ranks' same pool (_ranks.spread)
         _check_processes(processes)
         if initializer is not None and not callable(initializer):
             raise TypeError("initializer must be a callable")
@@ -218,30 +215,8 @@ class Pool(Driver):
         self._refresh = False  # self._pids may miss a replacement
         self._pids = [i["pid"] for i in self._c.info()]
         if ranks and _ranks.world is not None:
-            self._spread_ranks(mine)
+            _ranks.spread(self, mine)
         _live.add(self)
-
-    def _spread_ranks(self, kw):
-        """The pool spans every rank (_ranks.py): functions travel as to
-        workers that started clean (by name, or by value), and the C
-        pool's place is taken by a Cluster over it and the other ranks."""
-        for k in ("self", "context", "ranks", "initializer", "initargs",
-                  "maxtasksperchild"):
-            kw.pop(k, None)
-        kw["start_method"] = self.start_method
-        kw["max_tasks_per_worker"] = self._max_tasks
-        if self._init_fn is not None:
-            kw["_init"] = (_task.dumps_fn(self._init_fn),
-                           _task.dumps_value(self._init_args))
-        try:
-            self._c = _ranks.Cluster(_ranks.world, self._c,
-                                     _task.dumps_value(kw),
-                                     kw["rank_timeout"], self._retries)
-        except BaseException:
-            self._close_pipes()
-            raise
-        self._forked = None
-        self._size = self._c.size()
 
     def _start_c(self, method, initializer, initargs, wait_free, c_kw):
         """The C pool, with c_kw its options, its workers started (forked,
@@ -334,14 +309,20 @@ class Pool(Driver):
         return self._size
 
     def info(self):
-        """Where each worker runs: a list of WorkerInfo. The C library
+        """Where each worker runs: a list of WorkerInfo, with its rank and
+        host (rank 0 and this host on one machine). The C library
         allows it only while no call runs (a call replaces dead workers),
         so this waits for a running map to end."""
         self._acquire_runner()
         try:
-            return [WorkerInfo(d) for d in self._c.info()]
+            info = self._c.info()
         finally:
             self._release_runner()
+        host = socket.gethostname()
+        for d in info:
+            d.setdefault("rank", 0)  # a Cluster's name their rank
+            d.setdefault("host", host)
+        return [WorkerInfo(d) for d in info]
 
     def gpus(self):
         """Each GPU of the pool as last seen: a list of GpuState. The

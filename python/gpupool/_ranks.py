@@ -41,6 +41,30 @@ _QUEUE_S = 0.02  # work queued per worker on a rank, as coord.c
 _QUEUE_MAX = 64
 
 
+def spread(pool, kw):
+    """A Pool made with ranks=True under `python -m gpupool` spans every
+    rank: kw (its __init__'s arguments) goes to the others, functions
+    travel as to workers that started clean (by name, or by value), and a
+    Cluster over its C pool and the other ranks takes the C pool's place."""
+    from . import _task
+    for k in ("self", "context", "ranks", "initializer", "initargs",
+              "maxtasksperchild"):
+        kw.pop(k, None)
+    kw["start_method"] = pool.start_method
+    kw["max_tasks_per_worker"] = pool._max_tasks
+    if pool._init_fn is not None:
+        kw["_init"] = (_task.dumps_fn(pool._init_fn),
+                       _task.dumps_value(pool._init_args))
+    try:
+        pool._c = Cluster(world, pool._c, _task.dumps_value(kw),
+                          kw["rank_timeout"], pool._retries)
+    except BaseException:
+        pool._close_pipes()
+        raise
+    pool._forked = None
+    pool._size = pool._c.size()
+
+
 class World:
     """Rank 0's view of the job: the link, the other ranks, the pools.
     Messages are read by whichever pool's thread asks (pump()) and kept
