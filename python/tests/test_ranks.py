@@ -40,6 +40,7 @@ RANKS = 3
 GPUS = 2
 WAIT = 120      # seconds: a bound on a wait, never a pace
 GONE = 15       # seconds: what a job may take to leave no process
+LOST_END = 30   # seconds: from a rank's loss to the end of the job
 HOST = socket.gethostname()
 
 
@@ -168,9 +169,12 @@ class Job:
         try:
             p.wait(timeout)
         except subprocess.TimeoutExpired:
+            left = marked(self.token)
             self.kill()
-            pytest.fail("hang: %r did not end within %d s; stderr: %s"
-                        % (p.args, timeout, self.stderr()[-3000:]))
+            pytest.fail("hang: %r did not end within %d s; its processes "
+                        "then (pid, comm, state): %r; stdout: %s; stderr: "
+                        "%s" % (p.args, timeout, left, self.stdout()[-1000:],
+                                self.stderr()[-3000:]))
         self.out.close()
         self.err.close()
         return p.returncode, self.stdout(), self.stderr()
@@ -342,32 +346,37 @@ def test_worker_crash_on_rank_2(job):
     assert o["after_ranks"] == ["0", "1", "2"], o["after_ranks"]
 
 
-@pytest.mark.parametrize("retries", [1, 0])
-def test_rank_killed_mid_map(job, retries):
-    """Rank 2's process SIGKILLed mid-map under mpirun --enable-recovery,
-    Pool(retries=R, rank_timeout=2), while every worker of every rank
-    runs an item. retries=1: the map completes with every result right,
-    the items rank 2 held run again on ranks 0 and 1 (and only those run
-    twice), and the job says "rank 2" is lost. retries=0: the items rank 2
+@pytest.mark.parametrize("sig,retries", [("SIGKILL", 1), ("SIGKILL", 0),
+                                         ("SIGSTOP", 1)])
+def test_rank_lost_mid_map(job, sig, retries):
+    """Rank 2's process SIGKILLed (dead) or SIGSTOPped (alive but silent)
+    mid-map under mpirun --enable-recovery, Pool(retries=R,
+    rank_timeout=2), while every worker of every rank runs an item.
+    retries=1: the map completes with every result right, the items rank
+    2 held run again on ranks 0 and 1 (and only those run twice), and
+    the job says "rank 2 (HOST)" is lost. retries=0: the items rank 2
     held fail with gpupool.RankLost (a PoolError) whose message names
     "rank 2 (HOST)" and says it was lost; they did not run elsewhere;
     every other result is right. Either way the pool goes on with ranks 0
     and 1 (a later map runs there only), the script ends normally, and
-    no process of the job is left."""
+    the job ends with it (mpirun exits 0 within 30 s of the signal)
+    leaving no process, the stopped rank's included."""
     p = job.start(mpirun("--enable-recovery") +
                   script("ranklost.py", str(retries)))
     ranks = rank_pids(p.pid)
     busy = wait_for("every worker busy", lambda: all_busy(job.path("runs")),
                     p)
-    os.kill(ranks[2], signal.SIGKILL)
+    os.kill(ranks[2], getattr(signal, sig))
     at_kill = lines(job.path("runs"))
     held = {int(w[0]) for w in at_kill if w[1] == "2"}
     with open(job.path("go"), "w"):
         pass
     t = time.monotonic()
-    rc, out, err = job.finish(p)
-    print("ended %.1f s after the kill, exit %d; workers %r"
-          % (time.monotonic() - t, rc, busy))
+    # The script is over some 3 s after the signal (rank_timeout, the
+    # retries, a short map): the job ends with it.
+    rc, out, err = job.finish(p, LOST_END)
+    print("ended %.1f s after the %s, exit %d; workers %r"
+          % (time.monotonic() - t, sig, rc, busy))
     assert "MAP ENDED" in out, err[-3000:]
     assert rc == 0, "mpirun: exit %d (the script ended normally): %s" \
         % (rc, err[-3000:])
@@ -383,8 +392,8 @@ def test_rank_killed_mid_map(job, retries):
     assert set(runs) | failed == set(range(60)), "items never run: %r" % (
         set(range(60)) - set(runs) - failed)
     later = lines(job.path("runs"))[len(at_kill):]
-    assert all(w[1] != "2" for w in later), "rank 2 ran items after its " \
-        "death: %r" % later
+    assert all(w[1] != "2" for w in later), "rank 2 ran items after the " \
+        "%s: %r" % (sig, later)
     if retries:
         assert res == [3 * i for i in range(60)], res
         assert "rank 2 (%s)" % HOST in out + err, err[-3000:]
