@@ -391,16 +391,25 @@ def test_rank_lost_mid_map(job, sig, retries):
     failed = {i for i, v in enumerate(res) if v != 3 * i}
     assert set(runs) | failed == set(range(60)), "items never run: %r" % (
         set(range(60)) - set(runs) - failed)
-    later = lines(job.path("runs"))[len(at_kill):]
-    assert all(w[1] != "2" for w in later), "rank 2 ran items after the " \
-        "%s: %r" % (sig, later)
+    later = [w for w in lines(job.path("runs"))[len(at_kill):]
+             if w[1] == "2"]
+    if sig == "SIGKILL":
+        assert not later, "rank 2 ran items after the %s: %r" % (sig, later)
+    else:
+        # A stopped rank's workers are not stopped: they go on with the
+        # items already handed to them (a batch), whose results never
+        # reach rank 0; each of those runs again elsewhere.
+        assert all(any(r != "2" for r in runs[int(w[0])]) for w in later), \
+            "rank 2's late runs: %r; runs: %r" % (later, runs)
     if retries:
         assert res == [3 * i for i in range(60)], res
         assert "rank 2 (%s)" % HOST in out + err, err[-3000:]
         for i, rs in runs.items():
-            assert len(rs) <= 2 and all(r == "2" for r in rs[:-1]), \
+            assert len(rs) <= 2 and sum(r != "2" for r in rs) <= 1 and \
+                (sig == "SIGSTOP" or all(r == "2" for r in rs[:-1])), \
                 "item %d ran on ranks %r" % (i, rs)
-        assert held <= {i for i, rs in runs.items() if rs[-1] != "2"}, \
+        assert held <= {i for i, rs in runs.items()
+                        if rs != ["2"] * len(rs)}, \
             "items held by rank 2 at its death: %r; runs: %r" % (held, runs)
     else:
         assert held and held <= failed, (held, failed)
