@@ -111,7 +111,7 @@ def main(argv):
         rc = run_script(argv)
         _ranks.world.finish(rc)
         return rc
-    rc, broken = 1, None
+    rc, broken, server = 1, None, None
     try:
         try:
             _import_main(argv[0])
@@ -119,12 +119,13 @@ def main(argv):
             # Served all the same: each Pool then says why, on rank 0.
             traceback.print_exc()
             broken = "".join(traceback.format_exception_only(type(e), e))
-        rc = _serve.Server(link, broken).serve()
+        server = _serve.Server(link, broken)
+        rc = server.serve()
     except KeyboardInterrupt:
         rc = 130
     except BaseException:
         traceback.print_exc()
-    link.end(rc == 0, rc)
+    link.end(rc == 0 and server is not None and server.finalize, rc)
     return rc
 
 

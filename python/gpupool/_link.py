@@ -222,12 +222,14 @@ class Link:
 # The payloads (host byte order; every record can follow another):
 #   TASKS   0 -> r: per item: pool id, item id, length, then the C item
 #   RESULTS r -> 0: per item: pool id, item id, status, code, length, out
-#   CTL     0 -> r: pool id, what (below); pool id 0 with C_END: leave
+#   CTL     0 -> r: pool id, what (below); pool id 0 with C_END: leave,
+#                   C_END_LOST: leave without MPI_Finalize (a rank was
+#                   lost, and MPI_Finalize would wait for it)
 #   POOL    0 -> r: a pickle: {"id", "kw"}: make the pool's part there
 #   HELLO   r -> 0: a pickle: {"id", "host", "info"} or {"id", "host",
 #                   "error"}: its part is up, or could not start
 #   BYE     r -> 0: empty: it leaves (every result sent)
-C_CANCEL, C_KILL, C_CLOSE, C_END = 1, 2, 3, 4
+C_CANCEL, C_KILL, C_CLOSE, C_END, C_END_LOST = 1, 2, 3, 4, 5
 TASK = struct.Struct("=IQQ")
 RESULT = struct.Struct("=IQiiQ")
 CTLREC = struct.Struct("=Ii")

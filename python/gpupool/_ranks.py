@@ -32,7 +32,8 @@ import time
 from . import _errors
 from . import _gpupool
 from . import _link
-from ._link import C_CANCEL, C_CLOSE, C_END, C_KILL, CTLREC, TASK
+from ._link import (C_CANCEL, C_CLOSE, C_END, C_END_LOST, C_KILL, CTLREC,
+                    TASK)
 
 world = None  # rank 0's World under `python -m gpupool` with ranks
 
@@ -147,8 +148,9 @@ class World:
     def finish(self, rc):
         """The script is over: every rank leaves (C_END, then its BYE), and
         MPI ends: MPI_Finalize when all left, else MPI_Abort(rc)."""
+        how = C_END_LOST if self.lost else C_END
         for r in self.others():
-            self.send(r, _link.CTL, CTLREC.pack(0, C_END))
+            self.send(r, _link.CTL, CTLREC.pack(0, how))
         deadline = time.monotonic() + (self.timeout or 10.0)
         while self.others() and time.monotonic() < deadline:
             self.link.wait(0.2)

@@ -24,7 +24,8 @@ import traceback
 
 from . import _gpupool
 from . import _link
-from ._link import C_CANCEL, C_CLOSE, C_END, C_KILL, CTLREC, RESULT
+from ._link import (C_CANCEL, C_CLOSE, C_END, C_END_LOST, C_KILL, CTLREC,
+                    RESULT)
 
 _TICK_MS = 250
 _DEFAULT_TIMEOUT = 10.0
@@ -48,6 +49,7 @@ class Server:
         self.host = socket.gethostname()
         self.parts = {}
         self.leave = False
+        self.finalize = True  # MPI_Finalize at the end: no rank was lost
         self.lost0 = None   # why rank 0 was written off
         self.timeout = _DEFAULT_TIMEOUT
         link.talk(0, True)
@@ -100,8 +102,9 @@ class Server:
                           % self.link.silent(0))
 
     def _ctl(self, pid, how):
-        if pid == 0 and how == C_END:
+        if pid == 0 and how in (C_END, C_END_LOST):
             self.leave = True
+            self.finalize = how == C_END
             return
         p = self.parts.get(pid)
         if p is None:

@@ -80,6 +80,6 @@ echo "== pytest in $full (workers start clean)"
 
 # The example, as its docstring runs it: 100 jobs, each once.
 n=$(cd "$src" && GPUPOOL_FAKE_GPUS=4 "$full/bin/python" examples/python_sweep.py |
-    grep -c '^job .* ran on GPU [0-3] (CUDA_VISIBLE_DEVICES=fake[0-3])$')
+    grep -c '^job .* ran on rank 0, GPU [0-3] (CUDA_VISIBLE_DEVICES=fake[0-3])$')
 [ "$n" = 100 ] || { echo "examples/python_sweep.py: $n of 100 jobs"; exit 1; }
 echo "examples/python_sweep.py: 100 jobs ran"
