@@ -71,6 +71,7 @@ class Link:
         self.sock = None
         self.shm = None
         self.buf = bytearray()
+        self.big = None  # a big message being read: type, peer, body, got
         self.start_ns = time.monotonic_ns()
 
     def start(self):
@@ -128,52 +129,99 @@ class Link:
         del self.buf[:_HDR.size + n]
         return t, peer, d
 
-    def _frame(self, t, peer, data):
-        hdr = _HDR.pack(t, peer, len(data))
+    def _frame(self, t, peer, data, head=b""):
+        hdr = _HDR.pack(t, peer, len(head) + len(data))
         self.sock.setblocking(True)
         try:
             if len(data) < 4096:
-                self.sock.sendall(hdr + bytes(data))
-            else:
-                self.sock.sendall(hdr)
+                self.sock.sendall(hdr + head + bytes(data))
+            else:  # a big one goes from where it is
+                self.sock.sendall(hdr + head)
                 self.sock.sendall(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # recv() says it is gone
         finally:
             self.sock.setblocking(False)
 
-    def send(self, peer, t, data=b""):
-        self._frame(t, peer, data)
+    def send(self, peer, t, data=b"", head=b""):
+        """One message: head (a record's header), then data (any
+        buffer)."""
+        self._frame(t, peer, data, head)
 
     def recv(self):
-        """The messages that have come: a list of (type, peer, bytes).
-        Raises LinkError when the MPI process failed or is gone."""
-        while True:
-            try:
-                b = self.sock.recv(_READ)
-            except BlockingIOError:
-                break
-            except ConnectionResetError:
-                b = b""
-            if not b:
-                raise LinkError("the MPI process of this rank is gone")
-            self.buf += b
-            if len(b) < _READ:
-                break
+        """The messages that have come: a list of (type, peer, bytes-like).
+        Raises LinkError when the MPI process failed or is gone. A big
+        message is read straight into a buffer of its own."""
         out = []
         while True:
-            f = self._take()
-            if f is None:
-                return out
-            if f[0] == FR_ERR:
-                raise LinkError(f[2][4:].rstrip(b"\0").decode(
-                    errors="replace"))
-            out.append(f)
+            if self.big is not None:
+                t, peer, body, got = self.big
+                n = self._read_into(memoryview(body)[got:])
+                if n is None:
+                    break
+                got += n
+                self.big = (t, peer, body, got) if got < len(body) else None
+                if self.big is None:
+                    self._deliver(out, t, peer, body)
+                continue
+            b = self._read()
+            if b is None:
+                break
+            self.buf += b
+            self._parse(out)
+            if self.big is None and len(b) < _READ:
+                break
+        return out
+
+    def _read(self):
+        try:
+            b = self.sock.recv(_READ)
+        except BlockingIOError:
+            return None
+        except ConnectionResetError:
+            b = b""
+        if not b:
+            raise LinkError("the MPI process of this rank is gone")
+        return b
+
+    def _read_into(self, view):
+        try:
+            n = self.sock.recv_into(view)
+        except BlockingIOError:
+            return None
+        except ConnectionResetError:
+            n = 0
+        if not n:
+            raise LinkError("the MPI process of this rank is gone")
+        return n
+
+    def _parse(self, out):
+        """The whole frames at the head of buf into out; a big one begun
+        continues in a buffer of its own."""
+        buf, off, n = self.buf, 0, len(self.buf)
+        while n - off >= _HDR.size:
+            t, peer, k = _HDR.unpack_from(buf, off)
+            start = off + _HDR.size
+            if n - start < k:
+                if k >= _READ:
+                    body = bytearray(k)
+                    body[:n - start] = buf[start:]
+                    self.big = (t, peer, body, n - start)
+                    off = n
+                break
+            self._deliver(out, t, peer, bytes(buf[start:start + k]))
+            off = start + k
+        del buf[:off]
+
+    @staticmethod
+    def _deliver(out, t, peer, d):
+        if t == FR_ERR:
+            raise LinkError(bytes(d[4:]).rstrip(b"\0").decode(
+                errors="replace"))
+        out.append((t, peer, d))
 
     def wait(self, secs):
         """Wait up to secs for something from the MPI process."""
-        if self.buf:
-            return
         try:
             select.select([self.fd], [], [], secs)
         except InterruptedError:

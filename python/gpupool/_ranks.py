@@ -91,9 +91,9 @@ class World:
     def name(self, r):
         return "rank %d (%s)" % (r, self.hosts.get(r, "?"))
 
-    def send(self, r, t, data=b""):
+    def send(self, r, t, data=b"", head=b""):
         with self.lock:
-            self.link.send(r, t, data)
+            self.link.send(r, t, data, head)
 
     def pump(self):
         """Read what came; route it to its pool; write off the silent."""
@@ -316,8 +316,8 @@ class Cluster:
             it[2], it[4:] = r, [time.monotonic()]
             self.out[i] = it
             self.held[r].add(i)
-            self.w.send(r, _link.TASKS, TASK.pack(self.id, i, len(it[1])) +
-                        it[1])
+            self.w.send(r, _link.TASKS, it[1],
+                        TASK.pack(self.id, i, len(it[1])))
 
     def _events(self, done):
         while self.inbox:

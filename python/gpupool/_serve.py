@@ -182,9 +182,9 @@ class Server:
 
         def done(i, status, code, out):
             p.inflight -= 1
-            n = 0 if out is None else len(memoryview(out))
-            self.link.send(0, _link.RESULTS, RESULT.pack(
-                p.id, i, status, code, n) + (bytes(out) if n else b""))
+            out = memoryview(b"" if out is None else out).cast("B")
+            self.link.send(0, _link.RESULTS, out, RESULT.pack(
+                p.id, i, status, code, out.nbytes))
 
         def ctl():
             self.handle()

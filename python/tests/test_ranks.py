@@ -550,6 +550,18 @@ def test_srun(job):
     job.no_leftovers("after srun")
 
 
+def test_big_items(job):
+    """Items and results of 1 to 3 MiB (bytes, and numpy arrays where
+    numpy is installed) cross ranks whole: every result of a map over 3
+    ranks is its item reversed, and every rank ran some."""
+    rc, out, err = job.run(mpirun() + script("big.py"))
+    assert rc == 0, err[-3000:]
+    o = job.result()
+    assert o["ok"], o
+    assert o["ranks"] == ["0", "1", "2"], o
+    job.no_leftovers("after the script")
+
+
 def test_no_launcher(job):
     """Without a launcher, `PYTHON -m gpupool SCRIPT ARGS` runs SCRIPT here
     as __main__ with sys.argv [SCRIPT, ARGS...]: a Pool of this machine's

@@ -292,4 +292,15 @@ MUTANTS = [
       "python/gpupool/_ckfile.py",
       "os.register_at_fork(after_in_child=_close_in_child)", "pass",
       "pytest", timeout=1800),
+    # 61. A Pool across ranks: each result once, and right.
+    M("rank-lost-items-never-retried", 61, "python/gpupool/_ranks.py",
+      "if it[3] < self.retries and not self.stop:", "if False:",
+      "pytest", timeout=1800),
+    M("rank-result-taken-twice", 61, "python/gpupool/_ranks.py",
+      "it = self.out.pop(i, None)", "it = self.out.get(i)",
+      "pytest", timeout=1800),
+    # 62. No process left on any rank.
+    M("ranks-finalize-after-a-loss", 62, "python/gpupool/_ranks.py",
+      "how = C_END_LOST if self.lost else C_END", "how = C_END",
+      "pytest", timeout=1800),
 ]
