@@ -16,10 +16,10 @@ from supervise import kill_tree, reap_all
 # cores). chunks: MPIPoolExecutor.map's tuned chunk sizes ("auto": len /
 # (4 x workers)); c1_n: its chunksize=1 run, on fewer items.
 RANKS_FULL = dict(rounds=5, triv_n=10**6, c1_n=4000, ms_n=2000, mib_n=128,
-                  p2p_n=512, p2p_passes=3, chunks="1000,10000,auto",
+                  p2p_n=512, p2p_passes=5, chunks="1000,10000,auto",
                   timeout_s=120)
 RANKS_QUICK = dict(rounds=2, triv_n=10**5, c1_n=2000, ms_n=1000, mib_n=64,
-                   p2p_n=256, p2p_passes=3, chunks="1000,10000,auto",
+                   p2p_n=256, p2p_passes=5, chunks="1000,10000,auto",
                    timeout_s=90)
 RANKS_JOBS = [
     ("gpupool", 3, "gpupool.Pool(fake_gpus=1).map over 3 ranks: 3 workers, "
