@@ -346,6 +346,22 @@ def test_worker_crash_on_rank_2(job):
     assert o["after_ranks"] == ["0", "1", "2"], o["after_ranks"]
 
 
+def test_timeout_on_rank_2(job):
+    """timeout= acts on the rank that runs the item: an item hanging on
+    rank 2 under Pool(timeout=1) ends as gpupool.Timeout, alone (every
+    other result is right), well before the hour it would sleep; the pool
+    goes on, rank 2 (its worker replaced) included."""
+    rc, out, err = job.run(mpirun() + script("timeout.py"))
+    assert rc == 0, err[-3000:]
+    o = job.result()
+    claim = _read(job.path("claim"), "r")
+    assert claim, "no item ran on rank 2"
+    assert o["bad"] == [[int(claim), "Timeout", True]], o["bad"]
+    assert o["secs"] < 60, o["secs"]
+    assert o["after"] == ["0", "1", "2"], o["after"]
+    job.no_leftovers("after the script")
+
+
 @pytest.mark.parametrize("sig,retries", [("SIGKILL", 1), ("SIGKILL", 0),
                                          ("SIGSTOP", 1)])
 def test_rank_lost_mid_map(job, sig, retries):
