@@ -27,6 +27,8 @@ import uuid
 
 import pytest
 
+from test_checkpoint import covered  # item -> records covering it
+
 import gpupool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -476,17 +478,6 @@ def test_ctrl_c(job, to):
     else:
         assert rc != 0, err[-3000:]
     assert took < GONE, "mpirun took %.1f s to end" % took
-
-
-def covered(path):
-    """Item -> how many of the checkpoint's chunk records cover it."""
-    from gpupool import _checkpoint
-    _, recs = _checkpoint.records(path)
-    out = {}
-    for start, count, _ in recs:
-        for i in range(start, start + count):
-            out[i] = out.get(i, 0) + 1
-    return out
 
 
 @pytest.mark.parametrize("victim", ["mpirun", "every process"])
