@@ -15,7 +15,7 @@
  * once by a frame from the rank. It never blocks on the rank (what the
  * rank has not read yet waits in a buffer). It keeps the rank's signals
  * blocked, dies with it (PR_SET_PDEATHSIG) and leaves only by _exit(),
- * MPI_Abort() or after MPI_Finalize().
+ * an abort (mp_abort()) or after MPI_Finalize().
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -111,6 +111,29 @@ mp_fail_mpi(struct mproc *mp, int rc, const char *what)
 	if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS)
 		snprintf(s, sizeof(s), "error %d", rc);
 	mp_fail(mp, -EIO, "MPI: %s: %s", what, s);
+}
+
+/*
+ * End the job: the launcher kills every rank. Open MPI's MPI_Abort() first
+ * sends its "MPI_ABORT was invoked" banner to mpirun as a PMIx log request,
+ * and Open MPI 4.1's mpirun handles that on its PMIx thread, where it can
+ * crash (SIGSEGV in pmix_server_log_fn, seen in CI after a lost rank, while
+ * the other ranks were leaving). ompi_mpi_abort() is the abort that follows
+ * the banner, without it; our own line has said why the job ends.
+ */
+#ifdef OPEN_MPI
+extern int ompi_mpi_abort(MPI_Comm, int) __attribute__((weak));
+#endif
+
+static void __attribute__((noreturn))
+mp_abort(int rc)
+{
+#ifdef OPEN_MPI
+	if (ompi_mpi_abort != NULL)
+		(void)ompi_mpi_abort(MPI_COMM_WORLD, rc);
+#endif
+	(void)MPI_Abort(MPI_COMM_WORLD, rc);
+	_exit(rc == 0 ? 1 : rc);
 }
 
 /* Start-up failed: say why, and leave. */
@@ -478,6 +501,6 @@ mproc_main(int fd, int memfd, pid_t parent)
 	 * hung, and a launcher that lets the job go on waits for it. */
 	(void)mp_flush(&mp);
 	if (mp.rank == 0)
-		MPI_Abort(MPI_COMM_WORLD, mp.end.rc);
+		mp_abort(mp.end.rc);
 	_exit(1);
 }

@@ -351,6 +351,10 @@ def t_rank_lost(gr, probe, sig=signal.SIGKILL):
     check("rank 2 (" in err and "is lost" in err, "no word of the lost "
           "rank: %s" % err[-2000:])
     check("60 ok, 0 failed" in err, "summary: %s" % err[-1500:])
+    # Ended without MPI_Abort's banner, the PMIx log message Open MPI
+    # 4.1's mpirun can crash on (mpi_proc.c's mp_abort).
+    check("MPI_ABORT was invoked" not in err, "the job ended by "
+          "MPI_Abort's banner: %s" % err[-1500:])
     recs = once(d + "/jl", 60)
     lost = [r for r in recs if not ok(r)]
     check(lost and all(r["sig"] == signal.SIGKILL for r in lost),

@@ -97,6 +97,8 @@ MUTANTS = [
     M("silent-rank-never-lost", 12, "src/cli/coord.c",
       "if (r->peer[i].lost || r->peer[i].bye || !rank_silent(r, i))",
       "if (r->peer[i].lost || r->peer[i].bye || 1)", "rank-stopped"),
+    M("abort-with-banner", 12, "src/cli/mpi_proc.c",
+      "\tif (ompi_mpi_abort != NULL)\n", "\tif (0)\n", "rank-lost"),
     # 14. Each rank uses the GPUs it was given (an inherited list).
     M("given-ids-not-remapped", 14, "src/gpu.c", "\tif (inh == NULL) {\n",
       "\tif (1) {\n", "check_place", "rank-gpus"),
