@@ -572,6 +572,44 @@ def test_big_items(job):
     job.no_leftovers("after the script")
 
 
+FAKE_NVML = os.path.join(os.path.dirname(sys.prefix), "test",
+                         "libnvidia-ml.so.1")
+
+
+def test_busy_gpus_per_rank(job):
+    """gpus="free" and its thresholds act on every rank, each on its own
+    machine (a fake NVML state per rank): rank 0 has both GPUs free, rank
+    1 has GPU 1 used by a process not ours, rank 2 has 2 of 8 GiB of each
+    GPU used by others (25%). Pool(gpus="free", busy_pct=50) is 5 workers,
+    rank 1's on fake0 only, and items run on those 5 and no other GPU;
+    Pool(gpus="free") (10%) cannot start on rank 2: InitError naming rank
+    2, its host and why, and nothing is left."""
+    if not os.path.exists(FAKE_NVML):
+        pytest.skip("no fake NVML at %s (built by meson as "
+                    "test/libnvidia-ml.so.1; run through run.sh)" % FAKE_NVML)
+    for r, state in enumerate([
+            "gpu - - 8G 0 0\ngpu - - 8G 0 0\n",
+            "gpu - - 8G 0 0\ngpu - - 8G 3G 50\nproc 1 1 3G\n",
+            "gpu - - 8G 2G 0\ngpu - - 8G 2G 0\n"]):
+        with open(job.path("nvml.%d" % r), "w") as f:
+            f.write(state)
+    job.env["GPUPOOL_NVML"] = FAKE_NVML
+    rc, out, err = job.run(mpirun() + script("busy.py"))
+    assert rc == 0, err[-3000:]
+    o = job.result()
+    mine = [["0", "fake0"], ["0", "fake1"], ["1", "fake0"], ["2", "fake0"],
+            ["2", "fake1"]]
+    assert o["free"]["size"] == 5, o
+    assert o["free"]["workers"] == mine, o
+    assert o["free"]["ran"] == mine, o
+    s = o["strict"]
+    assert s is not None and s["init"], o
+    assert "rank 2 (%s)" % HOST in s["msg"] and "no free GPU" in s["msg"], s
+    assert "others use 2.0 of 8.0 GiB" in s["msg"], s
+    assert "rank 1" not in s["msg"], s
+    job.no_leftovers("after the script")
+
+
 def test_no_launcher(job):
     """Without a launcher, `PYTHON -m gpupool SCRIPT ARGS` runs SCRIPT here
     as __main__ with sys.argv [SCRIPT, ARGS...]: a Pool of this machine's

@@ -305,4 +305,8 @@ MUTANTS = [
     M("ranks-finalize-after-a-loss", 62, "python/gpupool/_ranks.py",
       "how = C_END_LOST if self.lost else C_END", "how = C_END",
       "pytest", timeout=1800),
+    # 64. Every rank makes the pool rank 0 makes, on its own machine.
+    M("rank-pool-drops-thresholds", 64, "python/gpupool/_serve.py",
+      'kw["ranks"] = False', 'kw["ranks"] = False; kw.pop("busy_pct", None)',
+      "pytest", timeout=1800),
 ]
