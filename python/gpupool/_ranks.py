@@ -42,6 +42,16 @@ _QUEUE_S = 0.02  # work queued per worker on a rank, as coord.c
 _QUEUE_MAX = 64
 
 
+class _Item:
+    """An item of a Cluster's call: the C pool's key and payload, and where
+    it went (rank), how often it ran again (tries), when it was sent."""
+    __slots__ = ("key", "data", "rank", "tries", "sent")
+
+    def __init__(self, key, data):
+        self.key, self.data = key, data
+        self.rank, self.tries, self.sent = 0, 0, 0.0
+
+
 def spread(pool, kw):
     """A Pool made with ranks=True under `python -m gpupool` spans every
     rank: kw (its __init__'s arguments) goes to the others, functions
@@ -169,7 +179,7 @@ class Cluster:
         self.retries = retries
         self.inbox = collections.deque()
         self.parts = {}      # rank -> its workers' info (from HELLO)
-        self.out = {}        # item id -> [key, payload, rank, tries, t]
+        self.out = {}        # item id -> _Item at another rank
         self.held = collections.defaultdict(set)  # rank -> item ids
         self.requeue = collections.deque()
         self.mean = None     # seconds an item takes, from send to result
@@ -259,14 +269,14 @@ class Cluster:
             if self.requeue:
                 return self.requeue.popleft()
             r = next_item()
-            return None if r is None else [r[0], r[1], 0, 0]
+            return None if r is None else _Item(r[0], r[1])
 
         def nxt():
             self._events(done)
             it = take()
             self._fill(take)
             if it is not None:
-                return it[0], it[1]
+                return it.key, it.data
             return ... if self.out else None
 
         def ctl():
@@ -284,7 +294,7 @@ class Cluster:
                 # what the ranks hold stops there; its results, if any
                 # come, belong to no one.
                 how = C_KILL if self.stop == _gpupool.CTL_KILL else C_CANCEL
-                for r in {v[2] for v in self.out.values()}:
+                for r in {v.rank for v in self.out.values()}:
                     if r in self.w.others():
                         self.w.send(r, _link.CTL, CTLREC.pack(self.id, how))
                 self.out.clear()
@@ -313,11 +323,11 @@ class Cluster:
                 return
             i = self.next_item
             self.next_item += 1
-            it[2], it[4:] = r, [time.monotonic()]
+            it.rank, it.sent = r, time.monotonic()
             self.out[i] = it
             self.held[r].add(i)
-            self.w.send(r, _link.TASKS, it[1],
-                        TASK.pack(self.id, i, len(it[1])))
+            self.w.send(r, _link.TASKS, it.data,
+                        TASK.pack(self.id, i, len(it.data)))
 
     def _events(self, done):
         while self.inbox:
@@ -328,10 +338,10 @@ class Cluster:
                 if it is None:
                     continue
                 self.held[r].discard(i)
-                t = time.monotonic() - it[4]
+                t = time.monotonic() - it.sent
                 self.mean = t if self.mean is None else \
                     0.9 * self.mean + 0.1 * t
-                done(it[0], status, code, out if status == _gpupool.OK or
+                done(it.key, status, code, out if status == _gpupool.OK or
                      len(out) else None)
             elif kind == "lost":
                 self._reclaim(r, m, done)
@@ -342,10 +352,10 @@ class Cluster:
         self.parts.pop(r, None)
         for i in sorted(ids):
             it = self.out.pop(i)
-            if it[3] < self.retries and not self.stop:
-                it[3] += 1
-                self.requeue.append(it[:4])
+            if it.tries < self.retries and not self.stop:
+                it.tries += 1
+                self.requeue.append(it)
             else:
-                done(it[0], _errors.RANK_LOST, r, (
+                done(it.key, _errors.RANK_LOST, r, (
                     "%s was lost while it ran the item: %s" % (
                         self.w.name(r), why)).encode())

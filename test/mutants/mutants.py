@@ -296,7 +296,7 @@ MUTANTS = [
       "pytest", timeout=1800),
     # 61. A Pool across ranks: each result once, and right.
     M("rank-lost-items-never-retried", 61, "python/gpupool/_ranks.py",
-      "if it[3] < self.retries and not self.stop:", "if False:",
+      "if it.tries < self.retries and not self.stop:", "if False:",
       "pytest", timeout=1800),
     M("rank-result-taken-twice", 61, "python/gpupool/_ranks.py",
       "it = self.out.pop(i, None)", "it = self.out.get(i)",
