@@ -92,8 +92,6 @@ class Link:
         self.sock = mine
         try:
             t, _, d = self._first()
-            if t == FR_ERR:
-                raise LinkError(d[4:].rstrip(b"\0").decode(errors="replace"))
             if t != FR_READY or len(d) != 8:
                 raise LinkError("MPI did not start: a bad frame (type %d) "
                                 "from its process" % t)
@@ -109,25 +107,17 @@ class Link:
         self._frame(FR_START, 0, b"")
 
     def _first(self):
-        while True:
-            f = self._take()
-            if f is not None:
-                return f
+        """The MPI process's first frame, waited for (FR_ERR raises);
+        what follows it stays in buf for recv()."""
+        out = []
+        while not out:
             b = self.sock.recv(_READ)
             if not b:
                 raise LinkError("MPI did not start: its process (pid %d) "
                                 "ended" % self.proc.pid)
             self.buf += b
-
-    def _take(self):
-        if len(self.buf) < _HDR.size:
-            return None
-        t, peer, n = _HDR.unpack_from(self.buf)
-        if len(self.buf) < _HDR.size + n:
-            return None
-        d = bytes(memoryview(self.buf)[_HDR.size:_HDR.size + n])
-        del self.buf[:_HDR.size + n]
-        return t, peer, d
+            self._parse(out, most=1)
+        return out[0]
 
     def _frame(self, t, peer, data, head=b""):
         hdr = _HDR.pack(t, peer, len(head) + len(data))
@@ -156,7 +146,7 @@ class Link:
         while True:
             if self.big is not None:
                 t, peer, body, got = self.big
-                n = self._read_into(memoryview(body)[got:])
+                n = self._recv(self.sock.recv_into, memoryview(body)[got:])
                 if n is None:
                     break
                 got += n
@@ -164,7 +154,7 @@ class Link:
                 if self.big is None:
                     self._deliver(out, t, peer, body)
                 continue
-            b = self._read()
+            b = self._recv(self.sock.recv, _READ)
             if b is None:
                 break
             self.buf += b
@@ -173,37 +163,29 @@ class Link:
                 break
         return out
 
-    def _read(self):
+    def _recv(self, how, arg):
+        """how(arg) (sock.recv or sock.recv_into) once: what it gave, or
+        None when nothing waits; LinkError when the MPI process is gone."""
         try:
-            b = self.sock.recv(_READ)
+            r = how(arg)
         except BlockingIOError:
             return None
         except ConnectionResetError:
-            b = b""
-        if not b:
+            r = 0
+        if not r:
             raise LinkError("the MPI process of this rank is gone")
-        return b
+        return r
 
-    def _read_into(self, view):
-        try:
-            n = self.sock.recv_into(view)
-        except BlockingIOError:
-            return None
-        except ConnectionResetError:
-            n = 0
-        if not n:
-            raise LinkError("the MPI process of this rank is gone")
-        return n
-
-    def _parse(self, out):
-        """The whole frames at the head of buf into out; a big one begun
-        continues in a buffer of its own."""
+    def _parse(self, out, most=None):
+        """The whole frames at the head of buf into out (at most `most`);
+        without a limit, a big one begun continues in a buffer of its
+        own."""
         buf, off, n = self.buf, 0, len(self.buf)
-        while n - off >= _HDR.size:
+        while n - off >= _HDR.size and (most is None or len(out) < most):
             t, peer, k = _HDR.unpack_from(buf, off)
             start = off + _HDR.size
             if n - start < k:
-                if k >= _READ:
+                if k >= _READ and most is None:
                     body = bytearray(k)
                     body[:n - start] = buf[start:]
                     self.big = (t, peer, body, n - start)
