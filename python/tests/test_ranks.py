@@ -32,6 +32,9 @@ from test_checkpoint import covered  # item -> records covering it
 import gpupool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "stress"))
+from stresslib import children, comm, stat  # noqa: E402 (/proc, as mpi.py)
+
 SCRIPTS = os.path.join(HERE, "ranks")
 SLURM_SH = os.path.join(HERE, "..", "..", "test", "mpi", "slurm.sh")
 PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(gpupool.__file__)))
@@ -75,29 +78,6 @@ def _read(path, mode="rb"):
         return None
 
 
-def _state(pid):
-    s = _read("/proc/%d/stat" % pid, "r")
-    return None if s is None else s[s.rindex(")") + 2:].split()[0]
-
-
-def comm(pid):
-    c = _read("/proc/%d/comm" % pid, "r")
-    return None if c is None else c.strip()
-
-
-def children(pid):
-    out = []
-    try:
-        tasks = os.listdir("/proc/%d/task" % pid)
-    except OSError:
-        return out
-    for t in tasks:
-        c = _read("/proc/%d/task/%s/children" % (pid, t), "r")
-        if c:
-            out += [int(x) for x in c.split()]
-    return out
-
-
 def environ(pid):
     e = _read("/proc/%d/environ" % pid)
     return e.split(b"\0") if e else []
@@ -113,9 +93,9 @@ def marked(token):
             continue
         pid = int(p)
         if needle in environ(pid):
-            st = _state(pid)
-            if st is not None and st not in "ZX":
-                out.append((pid, comm(pid), st))
+            st = stat(pid)
+            if st is not None and st[0] not in "ZX":
+                out.append((pid, comm(pid), st[0]))
     return out
 
 
