@@ -1,12 +1,12 @@
-"""A rank lost mid-map (test_ranks.py, test_rank_killed_*).
+"""A rank lost mid-map (test_ranks.py, test_rank_lost_mid_map).
 
     ranklost.py RETRIES
 
 Pool(fake_gpus=2, retries=RETRIES, rank_timeout=2) maps gated() over 60
 items, one per chunk. Each run of an item appends "i rank pid" to
 $GP_DIR/runs when it starts, then waits for $GP_DIR/go (the test makes
-it once it has SIGKILLed rank 2). out.json: per item, its value or its
-exception (type, message); then a map after the loss.
+it once it has SIGKILLed or SIGSTOPped rank 2). out.json: per item, its
+value or its exception (type, message); then a map after the loss.
 """
 import json
 import os

@@ -1,4 +1,4 @@
-"""Ctrl-C during a map over 3 ranks (test_ranks.py, test_ctrl_c_*).
+"""Ctrl-C during a map over 3 ranks (test_ranks.py, test_ctrl_c).
 
 Items append "i rank pid" to $GP_DIR/runs and then wait for a file that
 never comes. A KeyboardInterrupt in the script prints INTERRUPTED and
