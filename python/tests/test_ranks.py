@@ -28,6 +28,7 @@ import uuid
 import pytest
 
 from test_checkpoint import covered  # item -> records covering it
+from test_gpus import FAKE_NVML, needs_fake_nvml  # the build's fake NVML
 
 import gpupool
 
@@ -552,10 +553,7 @@ def test_big_items(job):
     job.no_leftovers("after the script")
 
 
-FAKE_NVML = os.path.join(os.path.dirname(sys.prefix), "test",
-                         "libnvidia-ml.so.1")
-
-
+@needs_fake_nvml
 def test_busy_gpus_per_rank(job):
     """gpus="free" and its thresholds act on every rank, each on its own
     machine (a fake NVML state per rank): rank 0 has both GPUs free, rank
@@ -564,9 +562,6 @@ def test_busy_gpus_per_rank(job):
     rank 1's on fake0 only, and items run on those 5 and no other GPU;
     Pool(gpus="free") (10%) cannot start on rank 2: InitError naming rank
     2, its host and why, and nothing is left."""
-    if not os.path.exists(FAKE_NVML):
-        pytest.skip("no fake NVML at %s (built by meson as "
-                    "test/libnvidia-ml.so.1; run through run.sh)" % FAKE_NVML)
     for r, state in enumerate([
             "gpu - - 8G 0 0\ngpu - - 8G 0 0\n",
             "gpu - - 8G 0 0\ngpu - - 8G 3G 50\nproc 1 1 3G\n",
