@@ -8,7 +8,7 @@ import time
 
 from common import HERE, REPO, SLOTS, log, med, pair_ratios, rotate, sh, stats
 from fmt import fmt_bytes, fmt_n
-from peers import base_env, one
+from peers import base_env, one, pip_install
 
 
 PY_TRIVIAL = [
@@ -170,15 +170,13 @@ def py_have(py, probe, install, notes, pkg, what):
         return True
     if install and os.path.dirname(os.path.dirname(py)).endswith("pyvenv"):
         log("python: pip install %s into %s" % (pkg, py))
-        r = subprocess.run([py, "-m", "pip", "install", "-q",
-                            "--disable-pip-version-check", pkg],
-                           capture_output=True, text=True, cwd="/")
-        p = py_probe(py) if r.returncode == 0 else None
+        err = pip_install(py, pkg)
+        p = py_probe(py) if err is None else None
         if p and p.get(pkg):
             probe[pkg] = p[pkg]
             return True
-        notes.append("python: pip install %s failed: %s" % (pkg, (
-            r.stderr.strip().splitlines() or ["?"])[-1][-200:]))
+        notes.append("python: pip install %s failed: %s" % (pkg, err or (
+            "installed, but %s does not import it" % py)))
         return False
     notes.append("python: %s not importable by %s: %s not measured "
                  "(--install-peers installs it into the bench's venv)" % (
