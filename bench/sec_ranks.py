@@ -6,7 +6,7 @@ import os
 import shutil
 import subprocess
 
-from common import HERE, log, rotate, stats
+from common import HERE, log, pair_ratios, rotate, stats
 from fmt import fmt_n
 from peers import base_env, pip_install
 from sec_python import python_env
@@ -161,9 +161,9 @@ def merged(rounds, case, metric):
         vals[row] = stats([rd[case].get(row, {}).get(metric)
                            for rd in rounds])
         if g and row != g:
-            over[row] = stats([rd[case][g][metric] / rd[case][row][metric]
-                               for rd in rounds if rd[case].get(g) and
-                               rd[case].get(row)])
+            over[row] = pair_ratios([rd[case].get(g, {}) for rd in rounds],
+                                    [rd[case].get(row, {}) for rd in rounds],
+                                    metric)
     return vals, over
 
 
