@@ -388,32 +388,42 @@ struct paths {
 
 static struct paths	*paths;
 
-/* The worker's mappings, as /proc/self/maps last said: read again only
- * for an address in none of them (a new mapping), since reading it for
- * every item makes an item slower than batches of two allow under
- * valgrind (the batch size follows measured item times). */
+/* This process's mappings, as /proc/self/maps last said (spans_read()):
+ * shared_at() reads it again only for an address in none of them (a new
+ * mapping), since reading it for every item makes an item slower than
+ * batches of two allow under valgrind (the batch size follows measured
+ * item times). */
 static struct span {
 	uintptr_t	 lo, hi;
-	int		 shared;
-}			 spans[1024];
+	char		 perm[8];
+}			 spans[4096];
 static size_t		 nspans;
 
-static void
+/* 0, or -1 when the file cannot be read or has more lines than spans. */
+static int
 spans_read(void)
 {
 	FILE		*f = fopen("/proc/self/maps", "re");
 	unsigned long	 lo, hi;
-	char		 perm[8], line[512];
+	char		 perm[8], line[4096];
+	int		 rc = 0;
 
 	nspans = 0;
 	if (f == NULL)
-		return;
-	while (nspans < sizeof(spans) / sizeof(spans[0]) &&
-	    fgets(line, sizeof(line), f) != NULL)
-		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perm) == 3)
-			spans[nspans++] = (struct span){ lo, hi,
-			    perm[3] == 's' };
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perm) != 3)
+			continue;
+		if (nspans == sizeof(spans) / sizeof(spans[0])) {
+			rc = -1;
+			break;
+		}
+		spans[nspans].lo = lo;
+		spans[nspans].hi = hi;
+		memcpy(spans[nspans++].perm, perm, sizeof(perm));
+	}
 	fclose(f);
+	return rc;
 }
 
 /* The start of the shared mapping holding p, or NULL. */
@@ -427,7 +437,7 @@ shared_at(const void *p)
 	for (read = 0; read < 2; read++) {
 		for (i = 0; i < nspans; i++)
 			if (a >= spans[i].lo && a < spans[i].hi)
-				return spans[i].shared ?
+				return spans[i].perm[3] == 's' ?
 				    (const uint8_t *)spans[i].lo : NULL;
 		if (read == 0)
 			spans_read();
@@ -758,26 +768,24 @@ END_TEST
 static int
 regions(size_t size, uintptr_t *start, int max, const void *p, int *in)
 {
-	FILE		*f = fopen("/proc/self/maps", "re");
-	char		 line[4096], perm[8];
-	unsigned long	 a, b;
+	size_t		 i;
 	int		 n = 0;
 
-	if (f == NULL)
+	if (spans_read() != 0)
 		return -1;
 	if (in != NULL)
 		*in = 0;
-	while (fgets(line, sizeof(line), f) != NULL) {
-		if (sscanf(line, "%lx-%lx %7s", &a, &b, perm) != 3 ||
-		    strcmp(perm, "rw-s") != 0 || b - a != size)
+	for (i = 0; i < nspans; i++) {
+		if (strcmp(spans[i].perm, "rw-s") != 0 ||
+		    spans[i].hi - spans[i].lo != size)
 			continue;
 		if (n < max)
-			start[n] = a;
+			start[n] = spans[i].lo;
 		n++;
-		if (in != NULL && (uintptr_t)p >= a && (uintptr_t)p < b)
+		if (in != NULL && (uintptr_t)p >= spans[i].lo &&
+		    (uintptr_t)p < spans[i].hi)
 			*in = 1;
 	}
-	fclose(f);
 	return n;
 }
 
