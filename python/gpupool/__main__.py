@@ -46,7 +46,9 @@ def run_script(argv):
     sys.argv = list(argv)
     sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
     try:
-        runpy.run_path(argv[0], run_name="__main__")
+        # __file__ absolute, as python SCRIPT makes it: the script is
+        # found again after an os.chdir() (clean workers run it again)
+        runpy.run_path(os.path.abspath(argv[0]), run_name="__main__")
         return 0
     except SystemExit as e:
         return _status(e.code)
@@ -64,15 +66,17 @@ def run_script(argv):
 
 
 def _import_main(path):
-    """SCRIPT as __mp_main__ and __main__, as multiprocessing's spawn
-    does: a Pool made at its top level fails clearly."""
-    from multiprocessing import process, spawn
+    """SCRIPT as __mp_main__ and __main__, as a clean worker runs it
+    (gpupool._spawn.run_main): a Pool made at its top level fails
+    clearly."""
+    from multiprocessing import process
+    from . import _spawn
     sys.argv = [path]
     sys.path[0] = os.path.dirname(os.path.abspath(path))
     me = process.current_process()
     me._inheriting = True
     try:
-        spawn.prepare({"init_main_from_path": os.path.abspath(path)})
+        _spawn.run_main("init_main_from_path", os.path.abspath(path))
     finally:
         me._inheriting = False
 

@@ -174,7 +174,10 @@ def argv():
     (-O, -X, -W ...), running gpupool._spawn from this very package."""
     import subprocess
     pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    prog = ("import sys; sys.path.insert(0, %r); "
+    # sys.path without -c's '' (the working directory) until the
+    # caller's is put in place: a script there named like a module the
+    # worker imports first (runpy.py) is not taken for it
+    prog = ("import sys; sys.path = [%r] + [p for p in sys.path if p]; "
             "from gpupool import _spawn; _spawn.main()" % pkg)
     exe = sys.executable
     if not exe or not os.access(exe, os.X_OK):
@@ -183,11 +186,54 @@ def argv():
     return [exe] + subprocess._args_from_interpreter_flags() + ["-c", prog]
 
 
+def main_source():
+    """(key, value) for multiprocessing's preparation data, saying how a
+    clean worker runs this process's __main__ again as spawn does:
+    ("init_main_from_name", "pkg.mod") under python -m pkg.mod,
+    ("init_main_from_path", file) for a script; or (None, why not) when
+    there is nothing to run again. Its functions then cannot be found
+    by name there: they travel by value."""
+    from multiprocessing import process
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    if name is not None:
+        if name == "__main__" or name.endswith(".__main__"):
+            # spawn does not run it again either: such files do their
+            # work unguarded
+            return None, "__main__ is %s, not run again in a worker" % (
+                "pkg/__main__.py (python -m pkg)" if name != "__main__"
+                else "a directory's or zip file's __main__.py")
+        return "init_main_from_name", name
+    path = getattr(main, "__file__", None)
+    if not isinstance(path, str):
+        return None, ("__main__ has no file (python -c, an interactive "
+                      "session or a notebook)")
+    if path.startswith("<"):
+        return None, "__main__ was read from %s, not a file" % (
+            "standard input (python -)" if path == "<stdin>" else path)
+    if not os.path.isabs(path) and process.ORIGINAL_DIR is not None:
+        path = os.path.join(process.ORIGINAL_DIR, path)
+    path = os.path.normpath(path)
+    if not os.path.isfile(path):
+        return None, "__main__'s file %s is gone" % path
+    if os.path.splitext(os.path.basename(path))[0] == "ipython":
+        return None, "__main__ is IPython's"  # spawn skips it too
+    return "init_main_from_path", path
+
+
 def payload(initializer_bytes):
     """What gpupool._spawn.init() gets: multiprocessing's preparation data
-    for the caller's __main__ and sys.path (plain pickle: it is read
-    before the caller's modules can be found), then the Initializer."""
+    for sys.path, the working directory and the caller's __main__ (what
+    main_source() says: a script read from standard input is not run
+    again, where spawn would fail to find it), plain pickle, as it is
+    read before the caller's modules can be found; then the
+    Initializer."""
     from multiprocessing import spawn
     prep = spawn.get_preparation_data("gpupool-worker")
     prep.pop("authkey", None)  # bytes of this process: not needed there
+    prep.pop("init_main_from_name", None)
+    prep.pop("init_main_from_path", None)
+    key, value = main_source()
+    if key is not None:
+        prep[key] = value
     return pickle.dumps((prep, initializer_bytes), protocol=5)

@@ -6,11 +6,13 @@ the workers already have (importable, or of __main__ and there when the
 pool forked) by reference, so it runs as the worker's own, with the
 worker's globals; any other by value (cloudpickle), its globals rebound
 in the worker to the worker's module (_rebind). Workers that start clean
-(gpupool._spawn) have none of the caller's memory: only importable
-functions go by reference, every function of __main__ by value (rebound
-to the worker's __main__, the script run again), as does the
-initializer (dumps_fn, load_init). Without cloudpickle,
-functions travel by reference only. star is 0 for fn(x) per element, 1 for fn(*args, **kwargs)
+(gpupool._spawn) have none of the caller's memory but run the script
+again: importable functions go by reference, and so do the script's
+top-level functions, as multiprocessing's spawn sends them
+(gpupool._byname); the others of __main__ by value (rebound to the
+worker's __main__), as does the initializer (dumps_fn, load_init).
+Without cloudpickle, functions travel by reference only. star is 0 for
+fn(x) per element, 1 for fn(*args, **kwargs)
 with elements [(args, kwargs)]. The worker answers with
 pickle.dumps((values, errors)): values one per element (None where it
 failed), errors None when every element succeeded (the common case, kept
@@ -49,7 +51,7 @@ try:
 except ImportError:  # optional: gpupool works without it
     cloudpickle = None
 
-from . import _gpupool
+from . import _byname, _gpupool
 
 _PROTO = 5  # out-of-band buffers (Python 3.8 and later)
 OOB_MIN = 64 * 1024  # smaller buffers stay in band: a frame costs more
@@ -86,7 +88,9 @@ class Forked:
         if e is None or e[0] is not fn or fn.__code__ is not e[1]:
             return None
         if e[2] is None:
-            e[2] = pickle.dumps(_FnRef(fn), protocol=_PROTO)
+            e[2] = pickle.dumps(_byname.Ref(_resolve_ref, fn.__qualname__,
+                                            id(fn), id(fn.__code__)),
+                                protocol=_PROTO)
         return e[2]
 
     def lost(self, fn):
@@ -97,30 +101,15 @@ class Forked:
                 and "<" not in fn.__qualname__ and self.ref(fn) is None)
 
 
-class _FnRef:
-    """A function of __main__ by name, with the ids it had in the caller
-    (a forked worker has the same object at the same address)."""
-
-    def __init__(self, fn):
-        self.args = (fn.__qualname__, id(fn), id(fn.__code__))
-
-    def __reduce__(self):
-        return _resolve_ref, self.args
-
-
 def _resolve_ref(qualname, fid, cid):
-    """In a worker: __main__'s qualname, if it is the caller's object."""
+    """In a forked worker: __main__'s qualname, if it is the caller's
+    object (a fork has it at the same address)."""
     fn = getattr(sys.modules.get("__main__"), qualname, None)
     if fn is None or id(fn) != fid or id(getattr(fn, "__code__", None)) != cid:
         raise AttributeError("__main__.%s is not the function the caller "
                              "sent: defined, deleted or changed in the "
                              "caller after the pool forked" % qualname)
     return fn
-
-
-# In a worker, per module dict: the names _rebind() set there (the
-# caller's, refreshed at each call), as opposed to the worker's own.
-_injected = {}
 
 
 def _rebind(fn):
@@ -158,21 +147,19 @@ def _rebound(fn, g, memo):
     new.__doc__ = fn.__doc__
     new.__annotations__ = fn.__annotations__
     new.__dict__.update(fn.__dict__)
-    mine = _injected.setdefault(id(g), set())
-    for k, v in fn.__globals__.items():
-        if k[:2] == "__" or (k in g and k not in mine):
-            continue
+
+    def helper(v):  # a function of the same module sent along
         if type(v) is types.FunctionType and v.__module__ == fn.__module__ \
                 and v.__globals__ is not g:
-            v = _rebound(v, g, memo)
-        g[k] = v
-        mine.add(k)
+            return _rebound(v, g, memo)
+        return v
+    _byname.inject(g, ((k, v) for k, v in fn.__globals__.items()
+                       if k[:2] != "__"), helper)
     return new
 
 
 _byref = {}    # in the caller: fn -> its pickle, for functions sent by name
 _byvalue = {}  # fn -> (state, its pickle), for plain functions by value
-_SCALARS = (int, float, complex, str, bytes, bool, type(None))
 
 
 def _state(fn):
@@ -189,52 +176,36 @@ def _state(fn):
     if fn.__kwdefaults__ is not None:
         return None
     for v in fn.__defaults__ or ():
-        if type(v) not in _SCALARS:
+        if type(v) not in _byname.SCALARS:
             return None
     for c in fn.__closure__ or ():
         try:
             v = c.cell_contents
         except ValueError:  # empty cell
             return None
-        if type(v) not in _SCALARS:
+        if type(v) not in _byname.SCALARS:
             return None
         parts.append(v)
-    codes = [code]
-    while codes:
-        co = codes.pop()
-        for name in co.co_names:
-            if name in g:
-                v = g[name]
-                if type(v) is types.ModuleType:
-                    # by name only: importable, not registered by value
-                    name_ = v.__name__
-                    if sys.modules.get(name_) is not v or \
-                            name_ == "__main__" or name_ in getattr(
-                                cloudpickle.cloudpickle,
-                                "_PICKLE_BY_VALUE_MODULES", ()):
-                        return None
-                elif type(v) not in _SCALARS:
+    for name in _byname.names(code):
+        if name in g:
+            v = g[name]
+            if type(v) is types.ModuleType:
+                # by name only: importable, not registered by value
+                name_ = v.__name__
+                if sys.modules.get(name_) is not v or \
+                        name_ == "__main__" or name_ in getattr(
+                            cloudpickle.cloudpickle,
+                            "_PICKLE_BY_VALUE_MODULES", ()):
                     return None
-                parts.append(name)
-                parts.append(v)
-        codes.extend(c for c in co.co_consts if type(c) is types.CodeType)
+            elif type(v) not in _byname.SCALARS:
+                return None
+            parts.append(name)
+            parts.append(v)
     return parts
 
 
 def _same(a, b):
     return len(a) == len(b) and all(x is y for x, y in zip(a, b))
-
-
-def _cacheable(fn):
-    """Whether fn's pickle by name may be kept: it holds no object whose
-    life the cache would extend (a bound method holds its instance)."""
-    t = type(fn)
-    if t is types.FunctionType or isinstance(fn, type):
-        return True
-    if t is types.MethodType:  # a classmethod holds only its class
-        return isinstance(fn.__self__, type)
-    return t is types.BuiltinFunctionType and \
-        type(getattr(fn, "__self__", None)) in (types.ModuleType, type(None))
 
 
 def _of_main(fn):
@@ -263,56 +234,85 @@ def _by_name(fn):
         return None
 
 
+def _keep(cache, fn, value):
+    if len(cache) >= 256:
+        cache.clear()
+    cache[fn] = value
+
+
 def dumps_fn(fn, forked=None):
     """Pickle fn in the caller; a clear error when it cannot travel.
-    forked: the pool's Forked (functions of __main__ it has).
+    forked: the pool's Forked (functions of __main__ it has); None for
+    workers whose __main__ is the script run again (_byname.dumps).
 
     Kept between calls (a submit then skips cloudpickle, 2-11 us): the
-    pickle of a function sent by name (_by_name), and that of a plain
-    function sent by value whose state (_state) is unchanged, object for
-    object. Anything else is pickled at
-    each call, as what it refers to may have changed since."""
+    pickle of a function sent by name (_by_name, _byname.dumps), and that
+    of a plain function sent by value whose state (_state) is unchanged,
+    object for object. Anything else is pickled at each call, as what it
+    refers to may have changed since."""
+    why = None  # why fn cannot go by name, when it goes by value
     if forked is not None:
         b = forked.ref(fn)
         if b is not None:
             return b
-        if cloudpickle is None and forked.lost(fn):
-            raise _lost_in_caller(fn)
-    if cloudpickle is not None:
-        try:
-            b = _byref.get(fn)
-        except TypeError:  # unhashable callable
-            return cloudpickle.dumps(fn, protocol=_PROTO)
-        if b is not None:
-            return b
-        b = _by_name(fn)
-        if b is not None:
-            if _cacheable(fn):
-                if len(_byref) >= 256:
-                    _byref.clear()
-                _byref[fn] = b
-            return b
-        st = _state(fn)
-        if st is not None:
-            hit = _byvalue.get(fn)
-            if hit is not None and _same(hit[0], st):
-                return hit[1]
-        b = cloudpickle.dumps(fn, protocol=_PROTO)
-        if st is not None:
-            if len(_byvalue) >= 256:
-                _byvalue.clear()
-            _byvalue[fn] = (st, b)
-        return b
+        if forked.lost(fn):
+            if cloudpickle is None:
+                raise _lost_in_caller(fn)
+            why = "the workers were forked before it was defined or changed"
+        elif cloudpickle is None:
+            try:
+                return pickle.dumps(fn, protocol=_PROTO)
+            except Exception as e:
+                raise pickle.PicklingError(
+                    "gpupool cannot send %r to the workers (%s): plain "
+                    "pickle sends functions by name only, so lambdas, "
+                    "closures and functions of an interactive session do "
+                    "not travel. Fix: pip install cloudpickle (gpupool then "
+                    "sends them by value), or define the function at the "
+                    "top level of a module." % (fn, e)) from e
     try:
-        return pickle.dumps(fn, protocol=_PROTO)
+        b = _byref.get(fn)
+    except TypeError:  # an unhashable callable
+        b = None
+    if b is not None:
+        return b
+    b = _by_name(fn)
+    if b is not None:
+        if _byname.cacheable(fn):
+            _keep(_byref, fn, b)
+        return b
+    if forked is None:
+        b, why = _byname.dumps(fn)
+        if b is not None:
+            return b
+        if cloudpickle is None:
+            raise pickle.PicklingError(
+                "gpupool cannot send %s to workers that start clean (or "
+                "serve another rank): they find by name only what a module "
+                "or the script file's top level defines, and %s; without "
+                "cloudpickle functions travel by name only. Fix: pip "
+                "install cloudpickle (gpupool then sends it by value), or "
+                "define it with def in a module, or at the top level of "
+                "a script file (not under if __name__ == '__main__':)."
+                % (_byname.name_of(fn), why))
+    st = _state(fn)
+    if st is not None:
+        hit = _byvalue.get(fn)
+        if hit is not None and _same(hit[0], st):
+            return hit[1]
+    try:
+        b = cloudpickle.dumps(fn, protocol=_PROTO)
     except Exception as e:
         raise pickle.PicklingError(
-            "gpupool cannot send %r to the workers (%s): plain pickle "
-            "sends functions by name only, so lambdas, closures and "
-            "functions of an interactive session do not travel. "
-            "Fix: pip install cloudpickle (gpupool then sends them by "
-            "value), or define the function at the top level of a "
-            "module." % (fn, e)) from e
+            "gpupool cannot send %s to the workers by value (%s: %s)%s"
+            % (_byname.name_of(fn), type(e).__name__, e,
+               ", nor by name: %s" % why if why else "")) from e
+    if len(b) >= _byname.BIG:
+        _byname.say_big(fn, len(b), why, lambda v: cloudpickle.dumps(
+            v, protocol=_PROTO))
+    if st is not None:
+        _keep(_byvalue, fn, (st, b))
+    return b
 
 
 def dumps_value(obj):
@@ -577,13 +577,15 @@ def lost_function_error(fn, exc):
     """The clear error for _LostFunction, raised in the caller."""
     return pickle.PicklingError(
         "the workers cannot find %r (%s): it was sent by name, and the "
-        "workers do not have it: they were forked before it was defined "
-        "(a function of __main__ defined after Pool(), in a script or a "
-        "notebook), or, started clean, they ran the script again without "
-        "what it defines under if __name__ == '__main__'. Fix: pip "
-        "install cloudpickle (gpupool then sends functions by value), or "
-        "define the function at the top level, before creating the Pool."
-        % (getattr(fn, "__qualname__", fn), exc))
+        "workers do not have it as the caller does: they were forked "
+        "before it was defined, or, started clean, the script they ran "
+        "again defines it otherwise (changed on disk since it started?) "
+        "or its module does not import there. Fix: define the function "
+        "at the top level of a module or script, before creating the "
+        "Pool%s." % (getattr(fn, "__qualname__", fn), exc,
+                     "" if cloudpickle is not None else ", or pip install "
+                     "cloudpickle (gpupool then sends the functions of "
+                     "__main__ it cannot send by name by value)"))
 
 
 def load_init(b):
