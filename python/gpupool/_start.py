@@ -79,12 +79,12 @@ def _jax_seen():
 
 def _threads_seen():
     """Python threads alive beside this one that neither gpupool nor a
-    notebook's kernel started."""
-    me = threading.current_thread()
+    notebook's kernel started; the main thread too when this one is not
+    it (it runs on, and may hold any lock, while Pool() forks)."""
+    me, main = threading.current_thread(), threading.main_thread()
     names = []
     for t in threading.enumerate():
-        if t is me or t is threading.main_thread() or \
-                t.name.startswith("gpupool-"):
+        if t is me or t is main or t.name.startswith("gpupool-"):
             continue
         mod = (getattr(type(t), "__module__", "") or "").split(".")[0]
         target = getattr(t, "_target", None)
@@ -92,11 +92,15 @@ def _threads_seen():
         if mod in _KERNEL_MODULES or tmod in _KERNEL_MODULES:
             continue
         names.append(t.name)
+    seen = []
+    if me is not main and main.is_alive():
+        seen.append("Pool() is called from thread %s, not the main thread, "
+                    "which runs on" % me.name)
     if names:
-        return "%d thread%s started here (%s)" % (
+        seen.append("%d thread%s started here (%s)" % (
             len(names), "" if len(names) == 1 else "s",
-            ", ".join(sorted(names)[:4]))
-    return None
+            ", ".join(sorted(names)[:4])))
+    return "; ".join(seen) or None
 
 
 def fork_unsafe():

@@ -119,6 +119,61 @@ def test_a_thread_of_the_callers_chooses_a_clean_start():
         t.join()
 
 
+def test_a_pool_made_off_the_main_thread_counts_it(tmp_path):
+    """Pool() from another thread while the main thread holds a lock the
+    items take: the workers start clean (the lock is theirs, not a held
+    copy) and the map works. Before: the main thread was not counted,
+    the pool forked with the lock held, and every item ended in
+    Timeout."""
+    out = _run(tmp_path, """
+import threading, gpupool
+LOCK = threading.Lock()
+def take(x):
+    with LOCK:
+        return x + 1
+if __name__ == "__main__":
+    got = []
+    def run():
+        with gpupool.Pool(fake_gpus=2, timeout=10) as p:
+            got.append((p.start_method, p.map(take, range(4), chunksize=1,
+                                              return_exceptions=True)))
+    with LOCK:
+        t = threading.Thread(target=run, name="maker")
+        t.start()
+        t.join()
+    print(got)
+""")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["[('spawn', [1, 2, 3, 4])]"]
+    assert out.stderr.splitlines() == [
+        "gpupool: workers start clean (spawn), not forked: Pool() is called "
+        "from thread maker, not the main thread, which runs on"]
+
+
+def test_off_the_main_thread_a_kernels_threads_still_do_not_count():
+    """A notebook kernel's threads (their class's or target's module is
+    ipykernel's, zmq's ...) do not count, from the main thread or from
+    another; from another, the main thread does."""
+    class IOPubThread(threading.Thread):
+        pass
+    IOPubThread.__module__ = "ipykernel.iostream"
+    stop = threading.Event()
+    kernel = IOPubThread(target=stop.wait, name="IOPub")
+    kernel.start()
+    got = []
+    try:
+        assert _start.fork_unsafe() is None
+        cell = threading.Thread(
+            target=lambda: got.append(_start.fork_unsafe()), name="cell")
+        cell.start()
+        cell.join()
+    finally:
+        stop.set()
+        kernel.join()
+    assert got == ["Pool() is called from thread cell, not the main "
+                   "thread, which runs on"]
+
+
 def test_openblas_threads_alone_keep_fork():
     """numpy's OpenBLAS starts its threads at import: native threads, safe
     across fork (its atfork handlers): still forked, nothing said."""
