@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -528,9 +529,22 @@ record(struct run *r, const struct task *t, struct attempt *oc)
 	return cancel;
 }
 
-/* Whether --halt's condition is met: N tasks failed, succeeded or ended,
- * or N% of all the tasks (GNU parallel's rule: of the tasks to run,
- * counted before the run, which main.c makes sure of). */
+/* How many tasks --halt waits for: N, or N% of all the tasks (counted
+ * before the run, which main.c makes sure of, those a resume skips
+ * included, as parallel counts them), in GNU parallel's floating point:
+ * 7% of 100 is 7.000000000000001, which 7 failures do not reach. */
+static double
+halt_limit(const struct run *r)
+{
+	const struct opts	*o = r->o;
+
+	return o->halt_pct ? (double)(r->total + (long)r->resumed) *
+	    ((double)o->halt_fail / 100.0) : (double)o->halt_fail;
+}
+
+/* Whether --halt's condition is met: N tasks failed, succeeded or ended
+ * (parallel counts those a resume skips as ended well), or N% of all
+ * the tasks. */
 static int
 halt_due(const struct run *r, unsigned long *n)
 {
@@ -539,11 +553,34 @@ halt_due(const struct run *r, unsigned long *n)
 	if (o->halt == HALT_NEVER || r->halting)
 		return 0;
 	*n = o->halt_on == HALT_ON_FAIL ? r->failed : o->halt_on ==
-	    HALT_ON_SUCCESS ? r->ok : r->ok + r->failed;
-	if (!o->halt_pct)
-		return *n >= (unsigned long)o->halt_fail;
-	return *n * 100 >= (unsigned long)r->total *
-	    (unsigned long)o->halt_fail;
+	    HALT_ON_SUCCESS ? r->ok + r->resumed : r->ok + r->failed +
+	    r->resumed;
+	return (double)*n >= halt_limit(r);
+}
+
+/* GNU parallel's exit status for a run --halt halts (should_we_halt()),
+ * fixed when the condition is met, whatever ends after it: 0 for
+ * success=; when one task was enough (fail=1, done=1, or a percentage
+ * that is one task), that task's own status (255 for a timeout, as
+ * parallel's exit(-1)); else the tasks failed so
+ * far: their share of all the tasks, rounded up, for a percentage, else
+ * their number (parallel's 101 for done=N when none failed is its bug:
+ * 0 here). */
+static int
+halt_status(const struct run *r, const struct attempt *oc)
+{
+	const struct opts	*o = r->o;
+
+	if (o->halt_on == HALT_ON_SUCCESS)
+		return 0;
+	if (halt_limit(r) == 1.0)	/* a timeout is parallel's Exitval -1 */
+		return oc->kind == K_OK ? 0 : oc->flags & R_TIMEDOUT ? 255 :
+		    oc->exitval > 0 ? oc->exitval & 0xff : oc->signal > 0 ?
+		    128 + oc->signal : 1;
+	if (o->halt_pct)
+		return (int)ceil((double)r->failed / (double)(r->total +
+		    (long)r->resumed) * 100.0);
+	return r->failed > 100 ? 101 : (int)r->failed;
 }
 
 /* Count an attempt that is final, and halt on --halt's condition.
@@ -577,13 +614,7 @@ count(struct run *r, const struct task *t, const struct attempt *oc,
 	}
 	if (!halt_due(r, &n))
 		return 0;
-	/* GNU parallel's exit status then: the failing task's own for
-	 * fail=1, 0 for success= (exit_code()). */
-	if (r->o->halt_on == HALT_ON_FAIL && !r->o->halt_pct &&
-	    r->o->halt_fail == 1)
-		r->halt_rc = oc->exitval > 0 ? oc->exitval & 0xff : oc->signal >
-		    0 ? 128 + oc->signal : 1;
-	r->halt_ok = r->o->halt_on == HALT_ON_SUCCESS;
+	r->halt_rc = halt_status(r, oc);
 	out_note(r, "halting after %lu %s task%s (--halt %s): %s", n,
 	    what[r->o->halt_on], n == 1 ? "" : "s", r->o->halt_arg,
 	    now ? "stopping the running ones" : "letting the running ones "

@@ -227,7 +227,19 @@ grid_total(struct run *r, const struct grid *g, char *err, size_t errlen)
 		    off : 0)) != 0;
 	}
 	gp_buf_release(&b);
+	r->resumed = done;
 	return rc < 0 ? rc : (long)(g->nrow - done);
+}
+
+/* tasks_scan()'s skip: feed_skip(), each task it skips counted. */
+static int
+scan_skip(void *arg, unsigned long seq, const char *cmd)
+{
+	struct run	*r = arg;
+	int		 skip = feed_skip(r, seq, cmd);
+
+	r->resumed += skip != 0;
+	return skip;
 }
 
 /* --retry-failed's tasks: those whose last attempt the joblog records as
@@ -336,7 +348,7 @@ inputs_open(struct run *r, const struct opts *o, struct grid *g)
 	 * checked by grid_parse(), and is counted without its product. */
 	n = r->in.grid != NULL ? grid_total(r, r->in.grid, err, sizeof(err)) :
 	    o->retry_failed ? failed_total(&r->jl) : r->in.rd.regular ?
-	    tasks_scan(o->file, feed_skip, r, err, sizeof(err)) : -1;
+	    tasks_scan(o->file, scan_skip, r, err, sizeof(err)) : -1;
 	if (n < -1) {
 		out_err("%s", err);
 		return -1;

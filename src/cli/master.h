@@ -452,9 +452,8 @@ struct run {
 	int		 halting;	/* start nothing new */
 	int		 killing;	/* a second signal: kill now */
 	int		 fatal;		/* exit 255 */
-	int		 halt_rc;	/* --halt fail=1: the failing task's
-					   status, the exit status */
-	int		 halt_ok;	/* --halt success= halted: exit 0 */
+	int		 halt_rc;	/* the exit status --halt's condition
+					   fixed when met; -1: not met */
 	int		 warned_change;
 	int		 jl_broken;	/* a joblog write failed */
 	int		 rlock;		/* --results DIR's lock file, or -1 */
@@ -462,6 +461,9 @@ struct run {
 	unsigned long	 notrun;	/* handed out, stopped before they ran */
 	unsigned long	 nlost;		/* ranks lost */
 	long		 total;		/* tasks to run; -1: unknown */
+	unsigned long	 resumed;	/* tasks a resume skips, counted with
+					   total: GNU parallel's --halt counts
+					   them among the tasks, as done */
 	struct peer	*peer;		/* per rank; [0] is this one */
 	int		 npeer;
 	int		 ended;		/* RC_END sent to every rank */

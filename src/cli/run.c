@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -399,9 +400,9 @@ ranks_wait(struct run *r, int want_bye)
 }
 
 /* GNU parallel's: 0 all succeeded, else the tasks that failed (101 for
- * more than 100); under --halt, 0 when success= halted the run, the
- * failing task's status when fail=1 did, and with a percentage the
- * share that failed (rounded up, as parallel's). */
+ * more than 100); under --halt, what its condition fixed when it was met
+ * (feed.c), and when it never was, with a percentage, the share of the
+ * attempts run that failed, rounded up (parallel's halt()). */
 static int
 exit_code(const struct run *r)
 {
@@ -409,13 +410,11 @@ exit_code(const struct run *r)
 		return 128 + r->sig;
 	if (r->fatal)
 		return EXIT_FATAL;
-	if (r->halt_ok)
-		return 0;
-	if (r->o->halt_pct && r->failed > 0 && r->total > 0)
-		return (int)((r->failed * 100 + (unsigned long)r->total - 1) /
-		    (unsigned long)r->total);
-	if (r->halt_rc > 0)
+	if (r->halt_rc >= 0)
 		return r->halt_rc;
+	if (r->o->halt != HALT_NEVER && r->o->halt_pct)
+		return (int)ceil((double)r->failed / (double)(r->rt_n > 0 ?
+		    r->rt_n : 1) * 100.0);
 	if (r->failed > 100)
 		return 101;
 	return (int)r->failed;
@@ -616,6 +615,7 @@ run_init(struct run *r, const struct opts *o)
 	r->o = o;
 	r->fn = spawn_task;
 	r->total = -1;
+	r->halt_rc = -1;
 	r->sfd = r->epfd = r->tfd = r->rlock = r->dfd = -1;
 	r->live.rfd = r->live.wfd = -1;
 	r->oq.fd = STDOUT_FILENO;

@@ -1,7 +1,7 @@
 /*
  * check_extras.c: the GNU parallel options gpupool-run keeps with their
  * meaning: --delay (starts spaced), --halt with percentages and with
- * success= and done=, --timeout N% (of the median runtime of the tasks
+ * success= and done=, and its exit status as parallel's, --timeout N% (of the median runtime of the tasks
  * that succeeded), --resume of a joblog in completion order, end to end
  * on fake GPUs (check_median.c tests the
  * median itself). One slot where the order of tasks must be
@@ -200,6 +200,92 @@ START_TEST(halt_success_and_done)
 	    tasks);
 	ck_assert_msg(res.code == 1, "exit %d: %s", res.code, res.err);
 	ck_assert_int_eq(read_joblog(jl, j, 16, NULL), 4);
+	tmp_remove();
+}
+END_TEST
+
+/* GNU parallel's exit status under --halt (issue 33, point 11): what the
+ * condition fixed when it was met, whatever ends after it (before: the
+ * failures counted at the end, 30 where parallel says 20). Three slots:
+ * tasks 2 and 3 fail at once, task 1 fails only once task 3 has run, so
+ * the third failure always comes after the second, which halts the run;
+ * soon lets it end. */
+START_TEST(halt_status_is_fixed_when_met)
+{
+	static const char *const halt[] = { "soon,fail=20%", "20",
+	    "soon,fail=2", "2" };
+	struct res	 res;
+	struct jrec	 j[16];
+	char		*tasks, *jl, *go;
+	size_t		 k;
+	int		 n, i, failed;
+
+	setup("", &tasks, &jl);
+	go = pathf("go");
+	for (k = 0; k < sizeof(halt) / sizeof(halt[0]); k += 2) {
+		unlink(go);
+		puts_file(tasks, cmdf("i=0; while [ ! -e %s ] && [ $i -lt "
+		    "1200 ]; do sleep 0.05; i=$((i+1)); done; exit 1\n"
+		    "exit 1\ntouch %s; exit 1\ntrue\ntrue\ntrue\ntrue\ntrue\n"
+		    "true\ntrue\n", go, go));
+		RUN(&res, "--fake-gpus", "3", "--halt", halt[k], "--joblog",
+		    jl, tasks);
+		ck_assert_msg(res.code == atoi(halt[k + 1]), "--halt %s: exit "
+		    "%d, not %s: %s", halt[k], res.code, halt[k + 1],
+		    res.err);
+		n = read_joblog(jl, j, 16, NULL);
+		for (i = 0, failed = 0; i < n; i++)
+			failed += j[i].exitval != 0;
+		ck_assert_msg(failed == 3, "--halt %s: %d failed", halt[k],
+		    failed);
+	}
+	tmp_remove();
+}
+END_TEST
+
+/* The rest of parallel's rule, each checked against parallel 20221122:
+ * one task enough to halt (done=1, a percentage that is one task) is
+ * that task's status, 0 when it succeeded; a percentage is of the tasks
+ * a resume skips too (10, not 8); 7% of 100 is, in parallel's floating
+ * point, more than 7 tasks; a run the condition never halted exits with
+ * the share of its attempts that failed (retries counted). */
+START_TEST(halt_status_as_parallel_counts)
+{
+	struct res	 res;
+	char		*tasks, *jl, *hundred;
+	int		 i;
+
+	setup("true\nexit 7\ntrue\ntrue\ntrue\ntrue\ntrue\ntrue\ntrue\n"
+	    "true\n", &tasks, &jl);
+	RUN(&res, "--fake-gpus", "1", "--halt", "soon,fail=10%", tasks);
+	ck_assert_msg(res.code == 7, "exit %d: %s", res.code, res.err);
+	RUN(&res, "--fake-gpus", "1", "--halt", "now,done=1", tasks);
+	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
+	puts_file(tasks, "exit 3\ntrue\n");
+	RUN(&res, "--fake-gpus", "1", "--halt", "now,done=1", tasks);
+	ck_assert_msg(res.code == 3, "exit %d: %s", res.code, res.err);
+	/* Tasks 1 and 2 done before; 3 and 10 fail: 2 of 10. */
+	puts_file(tasks, "true\ntrue\n");
+	RUN(&res, "--fake-gpus", "1", "--joblog", jl, tasks);
+	puts_file(tasks, "true\ntrue\nfalse\ntrue\ntrue\ntrue\ntrue\ntrue\n"
+	    "true\nfalse\n");
+	RUN(&res, "--fake-gpus", "1", "--resume", "--halt", "soon,fail=20%",
+	    "--joblog", jl, tasks);
+	ck_assert_msg(res.code == 20, "exit %d: %s", res.code, res.err);
+	hundred = calloc(1, 600);
+	ck_assert_ptr_nonnull(hundred);
+	for (i = 0; i < 100; i++)
+		strcat(hundred, i < 7 || i == 8 ? "false\n" : "true\n");
+	puts_file(tasks, hundred);
+	free(hundred);
+	RUN(&res, "--fake-gpus", "1", "--halt", "soon,fail=7%", "--joblog",
+	    jl, tasks);
+	ck_assert_msg(res.code == 8, "exit %d: %s", res.code, res.err);
+	ck_assert_ptr_nonnull(strstr(res.err, "halting after 8 failed"));
+	puts_file(tasks, "false\ntrue\ntrue\ntrue\n");
+	RUN(&res, "--fake-gpus", "1", "--retries", "1", "--halt",
+	    "soon,fail=50%", tasks);
+	ck_assert_msg(res.code == 20, "exit %d: %s", res.code, res.err);
 	tmp_remove();
 }
 END_TEST
@@ -411,6 +497,8 @@ main(void)
 	tcase_add_test(tc, halt_percent_reached_exactly);
 	tcase_add_test(tc, halt_success_and_done);
 	tcase_add_test(tc, halt_percent_from_a_pipe_is_refused);
+	tcase_add_test(tc, halt_status_is_fixed_when_met);
+	tcase_add_test(tc, halt_status_as_parallel_counts);
 	tcase_add_test(tc, timeout_percent_stops_the_outlier);
 	tcase_add_test(tc, timeout_percent_is_set_at_start);
 	tcase_add_test(tc, resume_reads_a_joblog_in_any_order);
