@@ -77,6 +77,11 @@ struct grid_conf {
 	int		 quote;		/* -q: COMMAND's words each quoted */
 	long		 per_task;	/* -N: rows per task (1); 0: -N0, one
 					   row inserting nothing */
+	char		 nopt;		/* 'N' or 'n' gave per_task, or 0: a
+					   cap on -m's and -X's tasks */
+	int		 ctx;		/* REPL_CTX with -X or -N (not -n, nor
+					   -m alone): GNU parallel's context
+					   replace; else 0 */
 	enum grid_pack	 pack;		/* -m, -X */
 	size_t		 max_chars;	/* -s: the length -m and -X fill */
 	const char	**argfile;	/* -a FILE..., the first sources */
@@ -112,6 +117,8 @@ struct grid {
 	int		 sfd;		/* ... its fd until tasks.c takes it */
 	int		 ended;		/* every source read to its end */
 	int		 ready;		/* columns known: names, -q, -m base */
+	int		 rflags;	/* what every expansion takes:
+					   REPL_CTX or 0 */
 	unsigned long	 nread;		/* records of the stream, for messages */
 	unsigned long	*cut;		/* -m, -X: task k ends before row
 					   cut[k - 1] */
@@ -170,7 +177,8 @@ void	grid_release(struct grid *g);
 enum repl_flags {
 	REPL_RAW = (1 << 0),	/* values unquoted, {%} is slot, nothing
 				   appended: --tagstring's text */
-	REPL_CTX = (1 << 1),	/* -X: a word holding {} once per row */
+	REPL_CTX = (1 << 1),	/* -X, -N: a word holding {} once per
+				   value */
 };
 
 struct repl_args {
@@ -184,7 +192,6 @@ struct repl_args {
 					   last task) expand to nothing */
 	int		 nname;		/* names; 0: ncol */
 	int		 flags;		/* enum repl_flags */
-	int		 unit;		/* REPL_CTX: values per row */
 	int		 slot;		/* REPL_RAW: {%}, from 1; 0: kept */
 };
 

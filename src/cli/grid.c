@@ -334,6 +334,7 @@ rows_check(const struct grid *g, char *err, size_t errlen)
 	rs.errlen = errlen;
 	rs.a.name = (const char *const *)g->name;
 	rs.a.ncol = rs.a.nname = rs.a.decl = g->ncol;
+	rs.a.flags = g->rflags;
 	if ((rs.idx = calloc((size_t)g->nsrc, sizeof(*rs.idx))) != NULL &&
 	    (rs.far = calloc((size_t)g->nsrc, sizeof(*rs.far))) != NULL &&
 	    (rs.used = calloc((size_t)(g->ncol + g->nsrc), 1)) != NULL &&
@@ -371,8 +372,7 @@ pack_base(struct grid *g, struct repl_args *a, char *err, size_t errlen)
 	for (i = 0; i < 2 * g->ncol; i++)
 		x[i] = "x";
 	a->val = x;
-	a->unit = g->ncol;
-	a->flags = g->gc->pack == PACK_X ? REPL_CTX : 0;
+	a->flags = g->rflags;
 	for (i = 0; i < 3 && rc == 0; i++) {
 		a->ncol = i * g->ncol;
 		if ((rc = repl_expand(g->tmpl, a, &g->scratch, err,
@@ -407,6 +407,7 @@ grid_prepare(struct grid *g, char *err, size_t errlen)
 	memset(&a, 0, sizeof(a));
 	a.name = (const char *const *)g->name;
 	a.nname = a.decl = g->ncol;
+	a.flags = g->rflags;
 	if (g->gc->quote) {
 		if ((rc = repl_quote_words(g->word, g->nword, &a, &g->scratch,
 		    err, errlen)) < 0)
@@ -442,8 +443,9 @@ cut_at(struct grid *g, unsigned long u)
 }
 
 /* -m, -X: the rows not yet in a task into tasks, each as long as -s
- * allows (pack_base() says what a row adds), at least one row each,
- * however long. The last task is cut once the input has ended. */
+ * allows (pack_base() says what a row adds) and of at most -N's (or
+ * -n's) rows, as in parallel, at least one row each, however long. The
+ * last task is cut once the input has ended. */
 static int
 pack_more(struct grid *g, char *err, size_t errlen)
 {
@@ -454,8 +456,8 @@ pack_more(struct grid *g, char *err, size_t errlen)
 
 	memset(&a, 0, sizeof(a));
 	a.name = (const char *const *)g->name;
-	a.nname = a.ncol = a.decl = a.unit = g->ncol;
-	a.flags = g->gc->pack == PACK_X ? REPL_CTX : 0;
+	a.nname = a.ncol = a.decl = g->ncol;
+	a.flags = g->rflags;
 	for (; g->packed < g->nunit; g->packed++) {
 		a.val = (const char *const *)g->src[0].val + g->packed *
 		    (unsigned long)g->ncol;
@@ -466,8 +468,10 @@ pack_more(struct grid *g, char *err, size_t errlen)
 		d = g->scratch.len - 1 >= g->base ? g->scratch.len - 1 -
 		    g->base : 0;
 		last = g->ncut ? g->cut[g->ncut - 1] : 0;
-		if (g->packed > last && g->packlen + d + g->blank >
-		    g->gc->max_chars && cut_at(g, g->packed) < 0)
+		if (g->packed > last && (g->packlen + d + g->blank >
+		    g->gc->max_chars || (g->gc->nopt && g->gc->per_task > 0 &&
+		    g->packed - last >= (unsigned long)g->gc->per_task)) &&
+		    cut_at(g, g->packed) < 0)
 			goto nomem;
 		g->packlen += d + (g->packed > (g->ncut ? g->cut[g->ncut - 1] :
 		    0) ? g->blank : 0);
@@ -531,8 +535,7 @@ task_args(const struct grid *g, unsigned long seq, struct repl_args *a,
 	a->ncol = n == 0 ? 0 : (int)(u1 - u0) * g->ncol;
 	a->decl = n > 1 ? (n > GRID_DECL_MAX / (g->ncol > 0 ? g->ncol : 1) ?
 	    GRID_DECL_MAX : (int)n * g->ncol) : n == 0 ? 0 : g->ncol;
-	a->unit = g->ncol;
-	a->flags = g->gc->pack == PACK_X ? REPL_CTX : 0;
+	a->flags = g->rflags;
 	a->seq = seq;
 	return 0;
 }
@@ -547,6 +550,7 @@ grid_parse(struct grid *g, char **argv, int argc, const struct grid_conf *gc,
 
 	memset(g, 0, sizeof(*g));
 	g->gc = gc;
+	g->rflags = gc->ctx;
 	g->sfd = -1;
 	for (i = 0; i < argc && !gridsrc_word(gc, argv[i]); i++)
 		n += strlen(argv[i]) + 1;
@@ -638,7 +642,7 @@ grid_tag(const struct grid *g, unsigned long seq, const char *fmt, int slot,
 	buf[0] = '\0';
 	if (task_args(g, seq, &a, &val) < 0)
 		return 0;
-	a.flags = REPL_RAW;
+	a.flags = REPL_RAW | (g->rflags & REPL_CTX);
 	a.slot = slot;
 	if (repl_expand(fmt, &a, &b, err, sizeof(err)) == 0) {
 		n = b.len - 1 < len ? b.len - 1 : len - 1;

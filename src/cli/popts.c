@@ -145,7 +145,13 @@ opt_counts(int c, const char *arg, struct opts *o)
 			    "task (0 to 2^30)", c, arg);
 			return -1;
 		}
-		o->gc.per_task = n;
+		/* parallel's -N (--max-replace-args) wins over -n. */
+		if (c == 'N' || o->gc.nopt != 'N') {
+			o->gc.per_task = n;
+			o->gc.nopt = (char)c;
+		}
+		if (c == 'N')
+			o->gc.ctx = REPL_CTX;
 	} else {
 		if (popt_count(arg, 1, LINE_MAX_BYTES, &n) < 0) {
 			out_err("-s: '%s' is not a line length (1 to %u)",
@@ -215,6 +221,8 @@ popt_set(int c, const char *arg, struct opts *o)
 	case 'm':
 	case 'X':
 		o->gc.pack = c == 'm' ? PACK_M : PACK_X;
+		if (c == 'X')
+			o->gc.ctx = REPL_CTX;
 		break;
 	case 'r':
 		o->gc.no_empty = 1;

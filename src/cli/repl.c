@@ -7,7 +7,7 @@
  * worker, which calls repl_slot() just before the spawn; the quoting here
  * makes sure that no argument can spell "{%}" in the line it gets. The
  * same expansion, unquoted, makes --tagstring's text (REPL_RAW), and
- * repeats a word that holds {} once per row for -X (REPL_CTX).
+ * repeats a word that holds {} once per value for -X and -N (REPL_CTX).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -281,11 +281,12 @@ add_all(struct gp_buf *b, const struct repl_args *a, enum rmod mod)
 	return add_vals(b, a, 0, a->ncol, mod);
 }
 
-/* tmpl[p..end) expanded onto b; *any set when it holds a replacement
- * string. */
+/* tmpl[p..end) expanded onto b, {} all the values, or only value one
+ * when one >= 0 (the other replacement strings all of them); *any set
+ * when it holds a replacement string. */
 static int
 expand_span(const char *p, const char *end, const struct repl_args *a,
-    struct gp_buf *b, int *any, char *err, size_t errlen)
+    int one, struct gp_buf *b, int *any, char *err, size_t errlen)
 {
 	struct rtok	 t;
 	const char	*q;
@@ -307,7 +308,8 @@ expand_span(const char *p, const char *end, const struct repl_args *a,
 		} else if (k == 0 || t.kind == R_SLOT)	/* {%}: the worker's */
 			rc = gp_buf_add(b, q, k ? t.len : 1);
 		else if (t.kind == R_ALL)
-			rc = add_all(b, a, t.mod);
+			rc = one >= 0 ? add_vals(b, a, one, one + 1, t.mod) :
+			    add_all(b, a, t.mod);
 		else
 			rc = add_col(b, a, t.col, t.mod);
 	}
@@ -334,16 +336,16 @@ has_all(const char *p, const char *end, const struct repl_args *a,
 	return 0;
 }
 
-/* -X (REPL_CTX): each word of tmpl[p..end) that holds {} once per row
- * of a->unit values, blank-separated, {} that row's; the other words
- * once, as they are. */
+/* -X, -N (REPL_CTX, GNU parallel's context replace): each word of
+ * tmpl[p..end) that holds {} once per value, blank-separated, {} that
+ * value, {1} or {#} still the task's; the other words once, as they
+ * are. */
 static int
 expand_ctx(const char *p, const char *end, const struct repl_args *a,
     struct gp_buf *b, int *any, char *err, size_t errlen)
 {
-	struct repl_args	 one = *a;
 	const char		*w;
-	int			 rc = 0, u, unit = a->unit > 0 ? a->unit : 1;
+	int			 rc = 0, u;
 
 	while (rc == 0 && p < end) {
 		for (w = p; p < end && (*p == ' ' || *p == '\t'); p++)
@@ -354,18 +356,16 @@ expand_ctx(const char *p, const char *end, const struct repl_args *a,
 			;
 		if ((rc = has_all(w, p, a, err, errlen)) <= 0) {
 			if (rc == 0)
-				rc = expand_span(w, p, a, b, any, err, errlen);
+				rc = expand_span(w, p, a, -1, b, any, err,
+				    errlen);
 			continue;
 		}
 		*any = 1;
-		for (u = 0, rc = 0; u * unit < a->ncol && rc == 0; u++) {
-			one.val = a->val + u * unit;
-			one.ncol = a->ncol - u * unit < unit ? a->ncol - u * unit :
-			    unit;
+		for (u = 0, rc = 0; u < a->ncol && rc == 0; u++) {
 			if (u > 0)
 				rc = gp_buf_add(b, " ", 1);
 			if (rc == 0)
-				rc = expand_span(w, p, &one, b, any, err,
+				rc = expand_span(w, p, a, u, b, any, err,
 				    errlen);
 		}
 	}
@@ -381,8 +381,11 @@ expand(const char *tmpl, size_t n, const struct repl_args *a, int append,
 	int	 rc, any = 0;
 
 	b->off = b->len = 0;
-	rc = (a->flags & REPL_CTX) ? expand_ctx(tmpl, tmpl + n, a, b, &any,
-	    err, errlen) : expand_span(tmpl, tmpl + n, a, b, &any, err, errlen);
+	/* -N0 inserts nothing: its words are not repeated away. */
+	if ((a->flags & REPL_CTX) && a->ncol > 0)
+		rc = expand_ctx(tmpl, tmpl + n, a, b, &any, err, errlen);
+	else
+		rc = expand_span(tmpl, tmpl + n, a, -1, b, &any, err, errlen);
 	if (rc == -EINVAL)
 		return rc;
 	/* No replacement string: the arguments go at the end. */

@@ -9,7 +9,8 @@
  * come, -a, -0 with odd bytes, empty input with and without -r, -k with
  * its output held over a ^C, -j, the shell tasks run in, --nice,
  * PARALLEL_SEQ and PARALLEL_JOBSLOT, --retry-failed, --resume from
- * --results alone, -N, -X and -m with odd lengths, --tagstring and -v,
+ * --results alone, -N, -X and -m with odd lengths and -N as their cap,
+ * -N's context replace, --tagstring and -v,
  * and the options refused with their reason. Tasks write what they saw
  * into files or standard output, read once the run is over; every wait
  * has a deadline. The helpers are cli_test.h's.
@@ -474,6 +475,48 @@ START_TEST(tasks_run_in_parallels_shell)
 }
 END_TEST
 
+/* -m and -X take -N (or -n) as a cap, as parallel does (issue 33, point
+ * 12; before: -N was ignored, one task); -N, as -X, repeats each word
+ * that holds {} once per value (parallel's context replace), {1} in it
+ * still the task's; -n does not; with --colsep, once per column. */
+START_TEST(m_and_x_take_n_as_a_cap)
+{
+	static const char *const c[] = {
+		"-m -N 3", "echo", "a b c\nd e f\ng\n",
+		"-X -N 3", "echo x{}y", "xay xby xcy\nxdy xey xfy\nxgy\n",
+		"-m -N 3", "echo x{}y", "xay xby xcy\nxdy xey xfy\nxgy\n",
+		"-m -n 3", "echo x{}y", "xa b cy\nxd e fy\nxgy\n",
+		"-X -n 4", "echo x{}y", "xay xby xcy xdy\nxey xfy xgy\n",
+		"-N 3 -n 2", "echo x{}y{1}", "xaya xbya xcya\nxdyd xeyd xfyd\n"
+		    "xgyg\n",
+		"-n 2", "echo x{}y", "xa by\nxc dy\nxe fy\nxgy\n",
+		"-m -N 3 -s 12", "echo", "a b c\nd e f\ng\n",
+		"-m -N 2 -s 10", "echo", "a b\nc d\ne f\ng\n",
+	};
+	struct res	 res;
+	char		*cmd;
+	size_t		 i;
+
+	tmp_make();
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i += 3) {
+		cmd = cmdf("%s --fake-gpus 1 --quiet -k %s %s ::: a b c d e f "
+		    "g", GPUPOOL_RUN, c[i], c[i + 1]);
+		run_bash(cmd, &res);
+		ck_assert_msg(res.code == 0 && strcmp(res.out, c[i + 2]) == 0,
+		    "%s: exit %d, '%s', not '%s' %s", cmd, res.code, res.out,
+		    c[i + 2], res.err);
+	}
+	RUN(&res, "--fake-gpus", "1", "--quiet", "-k", "-N1", "echo", "x{}y",
+	    ":::", "a", "b", ":::", "1");
+	OUT_IS(res, 0, "xay x1y\nxby x1y\n");
+	puts_file(pathf("csv"), "a,b\nc,d\n");
+	RUN(&res, "--fake-gpus", "1", "--quiet", "-X", "--colsep", ",", "echo",
+	    "x{}y", "::::", pathf("csv"));
+	OUT_IS(res, 0, "xay xby xcy xdy\n");
+	tmp_remove();
+}
+END_TEST
+
 /* --nice N: each task runs at niceness N, absolute (parallel's
  * setpriority(0, 0, N)), as its own /proc/self/stat says; one out of
  * setpriority()'s range is refused with the library's reason. */
@@ -760,6 +803,7 @@ parallel_suite(void)
 	tcase_add_test(tc, refused_with_the_reason);
 	tcase_add_test(tc, tagstring_and_verbose);
 	tcase_add_test(tc, several_arguments_per_task);
+	tcase_add_test(tc, m_and_x_take_n_as_a_cap);
 	tcase_add_test(tc, arg_files_and_tasks_files);
 	suite_add_tcase(s, tc);
 	return s;

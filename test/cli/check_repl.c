@@ -78,7 +78,7 @@ expand(const char *tmpl, int ncol, const char *const *val,
     const char *const *name)
 {
 	static struct gp_buf	 b;
-	struct repl_args	 a = { val, name, ncol, 7, 0, 0, 0, 0, 0 };
+	struct repl_args	 a = { val, name, ncol, 7, 0, 0, 0, 0 };
 	static char		 err[200];
 
 	if (repl_expand(tmpl, &a, &b, err, sizeof(err)) < 0)
@@ -265,12 +265,12 @@ END_TEST
 
 /* What a task of several rows makes: -N's missing arguments expand to
  * nothing, {-N} counts from the last, -X repeats the word that holds {}
- * per row, --tagstring's text is unquoted with {%} filled, -q quotes
+ * per value, --tagstring's text is unquoted with {%} filled, -q quotes
  * each of COMMAND's words and keeps its replacement strings. */
 START_TEST(rows_of_a_task)
 {
 	static const char *const v[] = { "a b", "c" };
-	struct repl_args	 a = { v, NULL, 1, 3, 2, 0, 0, 0, 0 };
+	struct repl_args	 a = { v, NULL, 1, 3, 2, 0, 0, 0 };
 	struct gp_buf		 b = { 0 };
 	char			 err[200], *w[] = { "printf", "<%s>", "x {} y",
 				    "{1}" };
@@ -280,10 +280,14 @@ START_TEST(rows_of_a_task)
 	ck_assert_str_eq((char *)b.data, "e 'a b'--'a b'");
 	a.ncol = 2;
 	a.flags = REPL_CTX;
-	a.unit = 1;
 	ck_assert_int_eq(repl_expand("e p{}q {#}", &a, &b, err, sizeof(err)),
 	    0);
 	ck_assert_str_eq((char *)b.data, "e p'a b'q pcq 3");
+	/* In a word it repeats, {1} and {-1} are still the task's (GNU
+	 * parallel's -N2 echo x{}y{1} ::: a b: xaya xbya). */
+	ck_assert_int_eq(repl_expand("e {}{1}{-1}", &a, &b, err, sizeof(err)),
+	    0);
+	ck_assert_str_eq((char *)b.data, "e 'a b''a b'c c'a b'c");
 	a.flags = REPL_RAW;
 	a.slot = 4;
 	ck_assert_int_eq(repl_expand("{}/{%}/{1}", &a, &b, err, sizeof(err)),
