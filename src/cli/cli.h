@@ -82,6 +82,8 @@ struct grid_conf {
 	int		 ctx;		/* REPL_CTX with -X or -N (not -n, nor
 					   -m alone): GNU parallel's context
 					   replace; else 0 */
+	const char	*shell;		/* what runs the lines: how values
+					   are quoted (repl_shell()) */
 	enum grid_pack	 pack;		/* -m, -X */
 	size_t		 max_chars;	/* -s: the length -m and -X fill */
 	const char	**argfile;	/* -a FILE..., the first sources */
@@ -117,8 +119,8 @@ struct grid {
 	int		 sfd;		/* ... its fd until tasks.c takes it */
 	int		 ended;		/* every source read to its end */
 	int		 ready;		/* columns known: names, -q, -m base */
-	int		 rflags;	/* what every expansion takes:
-					   REPL_CTX or 0 */
+	int		 rflags;	/* what every expansion takes: the
+					   shell's quoting, REPL_CTX */
 	unsigned long	 nread;		/* records of the stream, for messages */
 	unsigned long	*cut;		/* -m, -X: task k ends before row
 					   cut[k - 1] */
@@ -179,6 +181,9 @@ enum repl_flags {
 				   appended: --tagstring's text */
 	REPL_CTX = (1 << 1),	/* -X, -N: a word holding {} once per
 				   value */
+	REPL_CSH = (1 << 2),	/* values quoted for (t)csh, */
+	REPL_RC = (1 << 3),	/* for rc, */
+	REPL_FISH = (1 << 4),	/* for fish (else for sh): repl_shell() */
 };
 
 struct repl_args {
@@ -196,9 +201,15 @@ struct repl_args {
 };
 
 /* s[0..n) as one shell word into b: bare when it holds only
- * [A-Za-z0-9_+=/.,:@%^-], else single-quoted ('\'' for a quote), never
- * spelling "{%}". 0 or -ENOMEM. */
-int	repl_quote(struct gp_buf *b, const char *s, size_t n);
+ * [A-Za-z0-9_+=/.,:@%^-], else single-quoted ('\'' for a quote); with
+ * REPL_CSH, REPL_RC or REPL_FISH in flags, as GNU parallel quotes for
+ * (t)csh and rc, and as fish reads quotes (\\ and \'). Never spelling
+ * "{%}". 0 or -ENOMEM. */
+int	repl_quote(struct gp_buf *b, const char *s, size_t n, int flags);
+/* The quoting shell takes, by its name: REPL_CSH for one that holds
+ * "csh" (GNU parallel's rule), REPL_RC for rc, REPL_FISH for fish, 0 for
+ * sh's (the Bourne shells, and any other; NULL too). */
+int	repl_shell(const char *shell);
 /* tmpl with its replacement strings ({}, {N}, {name}, {#}, each with .,
  * /, // or /. after it for a path's parts) replaced by a's values,
  * quoted; {%} is left for repl_slot(); text such as {print} stays. With
@@ -285,7 +296,7 @@ double	median_get(const struct median *m);
 /* Free m's arrays; m is empty again. */
 void	median_release(struct median *m);
 
-#define SHELL_MAX	256		/* the shell's path, with its NUL */
+#define SHELL_MAX	4096		/* the shell's path, with its NUL */
 
 /* Between a master and its workers: the run's settings a worker gets
  * when the pool forks it (struct run_conf), then per task a struct

@@ -550,7 +550,7 @@ grid_parse(struct grid *g, char **argv, int argc, const struct grid_conf *gc,
 
 	memset(g, 0, sizeof(*g));
 	g->gc = gc;
-	g->rflags = gc->ctx;
+	g->rflags = gc->ctx | repl_shell(gc->shell);
 	g->sfd = -1;
 	for (i = 0; i < argc && !gridsrc_word(gc, argv[i]); i++)
 		n += strlen(argv[i]) + 1;

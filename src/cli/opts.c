@@ -640,7 +640,7 @@ opts_check(int argc, char **argv, struct opts *o)
 		    "--ungroup (-u)");
 		return -1;
 	}
-	return popt_operands(argc, argv, optind, o);
+	return popt_operands(argc, argv, optind, o) < 0 ? -1 : popt_shell(o);
 }
 
 /* --halt's older forms, as GNU parallel still takes them: 0, 1, 2, -1,

@@ -64,6 +64,7 @@ struct opts {
 					   2), as parallel prints it */
 	const char	*tagstring;	/* --tagstring STR */
 	const char	*shell;		/* --shell PATH */
+	char		 sh[SHELL_MAX];	/* the shell chosen: popt_shell() */
 	int		 retry_failed;	/* --retry-failed: the joblog's failed
 					   tasks are the tasks */
 	/* GNU parallel's --delay, --halt ...=N% and --timeout N% (feed.c). */
@@ -109,12 +110,12 @@ int	popt_file(char **w, int n, const struct opts *o);
  * after saying why. */
 int	popt_operands(int argc, char **argv, int first, struct opts *o);
 
-/* The shell tasks run in (popts.c): --shell, else $PARALLEL_SHELL, else
- * the shell gpupool-run was started from (its parent, when that is a
- * POSIX shell: sh, bash, dash, ksh, mksh, zsh, ash, yash, posh), else
- * /bin/sh, into buf. 0, or -1 after saying why (too long, not a program
- * that can be run). */
-int	popt_shell(const struct opts *o, char *buf, size_t len);
+/* The shell tasks run in (popts.c), as GNU parallel chooses it: --shell,
+ * else $PARALLEL_SHELL, else the first of gpupool-run's (grand)parents
+ * that is a shell (parallel's list: bash, zsh, tcsh, fish, ...), found on
+ * $PATH, else $SHELL, else /bin/sh; into o->sh, and o->gc.shell points
+ * to it. 0, or -1 after saying why (not a program, too long). */
+int	popt_shell(struct opts *o);
 /* Free what opts_parse() allocated (-a's list, -d's delimiter). */
 void	popt_release(struct opts *o);
 

@@ -9,6 +9,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,52 +267,194 @@ popt_release(struct opts *o)
 	o->gc.nargfile = 0;
 }
 
-/* The program a parent pid runs, when it is a POSIX shell (a task may
- * be a function it exported, or use its syntax): its path into buf. */
-static int
-parent_shell(char *buf, size_t len)
+/* GNU parallel's shells (parent_shell()): the first (grand)parent named
+ * as one of them is the shell tasks run in. */
+static const char *const shells[] = { "ash", "bash", "bsd-csh", "csh",
+    "dash", "fdsh", "fish", "fizsh", "ksh", "ksh93", "lksh", "mksh", "pdksh",
+    "posh", "rbash", "rc", "rush", "rzsh", "sash", "sh", "static-sh", "tcsh",
+    "yash", "zsh", "-sh", "-csh", "-bash", "-sh (sh)", NULL };
+
+#define SHELL_HOPS	4096	/* parents walked up, at most */
+
+/* A shell's name at p, as parallel's regexp takes it: "-" (a login
+ * shell: *dash) or not, the name, then close (']', or 0: none), then
+ * only blanks, or a blank and anything but '('. NULL when none. */
+static const char *
+shell_at(const char *p, char close, int *dash)
 {
-	static const char *const posix[] = { "sh", "bash", "dash", "ksh",
-	    "ksh93", "mksh", "pdksh", "zsh", "ash", "yash", "posh", NULL };
+	const char	*e;
+	int		 d, i;
+
+	for (d = *p == '-'; d >= 0; d--)
+		for (i = 0; shells[i] != NULL; i++) {
+			e = p + d + strlen(shells[i]);
+			if (strncmp(p + d, shells[i], strlen(shells[i])) != 0 ||
+			    (close && *e++ != close))
+				continue;
+			if (e[strspn(e, " ")] == '\0' || (*e == ' ' &&
+			    e[1] != '(')) {
+				*dash = d;
+				return shells[i];
+			}
+		}
+	return NULL;
+}
+
+/* The shell argv0 (a process's first word) names, as parallel's regexp
+ * finds it: "[name]", "name", "dir/name" or "busybox name". */
+static const char *
+shell_named(const char *argv0, int *dash)
+{
+	const char	*name = NULL;
+	size_t		 i = strcspn(argv0, " \t\n\r\f\v");
+
+	if (*argv0 == '[')
+		name = shell_at(argv0 + 1, ']', dash);
+	if (name == NULL)
+		name = shell_at(argv0, 0, dash);
+	for (; name == NULL && i >= 2; i--)	/* \S+/, the longest first */
+		if (argv0[i - 1] == '/')
+			name = shell_at(argv0 + i, 0, dash);
+	if (name == NULL && strncmp(argv0, "busybox ", 8) == 0)
+		name = shell_at(argv0 + 8, 0, dash);
+	return name;
+}
+
+/* prog's path, as parallel's which() finds it: prog itself when it has
+ * a '/', else the first $PATH directory that has it (an empty one is
+ * "/"): a program, not a directory. Into buf; 0 when none. */
+static int
+which(const char *prog, char *buf, size_t len)
+{
+	const char	*p = getenv("PATH"), *e;
+	struct stat	 st;
+
+	if (strchr(prog, '/') != NULL)
+		return snprintf(buf, len, "%s", prog) < (int)len &&
+		    access(buf, X_OK) == 0 && stat(buf, &st) == 0 &&
+		    !S_ISDIR(st.st_mode);
+	for (; p != NULL && *p != '\0'; p = *e ? e + 1 : e) {
+		e = p + strcspn(p, ":");
+		if (snprintf(buf, len, "%.*s/%s", (int)(e - p), p, prog) <
+		    (int)len && access(buf, X_OK) == 0 && stat(buf, &st) ==
+		    0 && !S_ISDIR(st.st_mode))
+			return 1;
+	}
+	return 0;
+}
+
+/* Where the shell that process pid runs as name lies, as parallel finds
+ * it: a login "-sh" by its /proc/PID/exe when that is a shell (dash),
+ * else name (or the names it may stand for) on $PATH. 0 when none. */
+static int
+shell_path(long pid, const char *name, int dash, char *buf, size_t len)
+{
+	static const char *const alias[][3] = { { "-sh (sh)", "sh" },
+	    { "-sh", "sh" }, { "-csh", "tcsh", "csh" }, { "-bash", "bash",
+	    "sh" } };
 	char		 link[64];
 	const char	*b;
 	ssize_t		 n;
-	int		 i;
+	int		 i, k;
 
-	snprintf(link, sizeof(link), "/proc/%ld/exe", (long)getppid());
-	if ((n = readlink(link, buf, len - 1)) <= 0 || (size_t)n >= len - 1)
-		return 0;
-	buf[n] = '\0';
-	b = strrchr(buf, '/') != NULL ? strrchr(buf, '/') + 1 : buf;
-	for (i = 0; posix[i] != NULL; i++)
-		if (strcmp(b, posix[i]) == 0)
-			return 1;
+	snprintf(link, sizeof(link), "/proc/%ld/exe", pid);
+	if (dash && strcmp(name, "sh") == 0 && (n = readlink(link, buf,
+	    len - 1)) > 0 && (size_t)n < len - 1) {
+		buf[n] = '\0';
+		b = strrchr(buf, '/');
+		for (i = 0; b != NULL && shells[i] != NULL; i++)
+			if (strcmp(b + 1, shells[i]) == 0)
+				return 1;
+	}
+	if (which(name, buf, len))
+		return 1;
+	for (i = 0; i < (int)(sizeof(alias) / sizeof(alias[0])); i++)
+		for (k = 1; strcmp(alias[i][0], name) == 0 && k < 3 &&
+		    alias[i][k] != NULL; k++)
+			if (which(alias[i][k], buf, len))
+				return 1;
+	return 0;
+}
+
+/* /proc/PID/what's first bytes, NUL-terminated, into buf: empty when
+ * it cannot be read (the process is gone, or hidden). */
+static void
+proc_read(long pid, const char *what, char *buf, size_t len)
+{
+	char	 path[64];
+	ssize_t	 n = -1;
+	int	 fd;
+
+	snprintf(path, sizeof(path), "/proc/%ld/%s", pid, what);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+		n = read(fd, buf, len - 1);
+		close(fd);
+	}
+	buf[n > 0 ? n : 0] = '\0';
+}
+
+/* The first (grand)parent that is a shell, as parallel's parent_shell()
+ * walks them (/proc/PID/cmdline's first word, /proc/PID/stat's parent):
+ * its path into buf. 0 when there is none, or it is not on $PATH (then
+ * parallel looks no further). */
+static int
+parent_shell(char *buf, size_t len)
+{
+	char		 word[4096];
+	const char	*name, *c;
+	long		 pid = (long)getppid();
+	int		 hops, dash;
+
+	for (hops = 0; pid > 0 && hops < SHELL_HOPS; hops++) {
+		proc_read(pid, "cmdline", word, sizeof(word));
+		/* A first word that fills word may go on: not a name. */
+		if (strlen(word) < sizeof(word) - 1 &&
+		    (name = shell_named(word, &dash)) != NULL)
+			return shell_path(pid, name, dash, buf, len);
+		proc_read(pid, "stat", word, sizeof(word));
+		/* "pid (comm) state ppid": comm may hold anything. */
+		if ((c = strrchr(word, ')')) == NULL ||
+		    sscanf(c + 1, " %*c %ld", &pid) != 1)
+			return 0;
+	}
 	return 0;
 }
 
 int
-popt_shell(const struct opts *o, char *buf, size_t len)
+popt_shell(struct opts *o)
 {
-	const char	*s = o->shell, *what = "--shell";
+	const char	*s = o->shell, *what = "--shell",
+			*ps = getenv("PARALLEL_SHELL"), *env = getenv("SHELL");
+	char		*buf = o->sh;
+	size_t		 len = sizeof(o->sh);
 
-	if (s == NULL && (s = getenv("PARALLEL_SHELL")) != NULL && *s != '\0')
+	/* GNU parallel's order: $PARALLEL_SHELL, the first shell among
+	 * the parents, $SHELL, /bin/sh (--shell, gpupool-run's own, before
+	 * them); each variable only when it is not empty. */
+	o->gc.shell = buf;
+	if (s == NULL && ps != NULL && *ps != '\0') {
+		s = ps;
 		what = "PARALLEL_SHELL";
-	else if (s == NULL) {
-		if (!parent_shell(buf, len))
-			snprintf(buf, len, "/bin/sh");
+	} else if (s == NULL && parent_shell(buf, len))
 		return 0;
+	else if (s == NULL && env != NULL && *env != '\0') {
+		s = env;
+		what = "SHELL";
+	} else if (s == NULL) {
+		s = "/bin/sh";
+		what = "the default shell";
 	}
-	if (strlen(s) >= len) {
-		out_err("%s: '%.40s...' is longer than %zu bytes", what, s,
-		    len - 1);
+	if (!which(s, buf, len)) {
+		out_err("%s: cannot run '%.200s%s': %s", what, s,
+		    strlen(s) > 200 ? "..." : "", strlen(s) >= len ?
+		    "too long" : strchr(s, '/') == NULL ? "not found in $PATH" :
+		    access(s, X_OK) != 0 ? strerror(errno) : "a directory");
 		return -1;
 	}
-	/* A name without '/' is looked up in $PATH when a task starts. */
-	if (strchr(s, '/') != NULL && access(s, X_OK) != 0) {
-		out_err("%s: cannot run '%s': %s", what, s, strerror(errno));
-		return -1;
-	}
-	snprintf(buf, len, "%s", s);
+	/* A name stays a name, found on $PATH when a task starts, as
+	 * parallel keeps it. */
+	if (strchr(s, '/') == NULL)
+		snprintf(buf, len, "%s", s);
 	return 0;
 }
 

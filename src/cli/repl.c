@@ -28,28 +28,78 @@ struct rtok {
 	size_t		 len;		/* of the token, braces included */
 };
 
-/* Characters that need no quoting (GNU parallel leaves them bare). */
+/* Characters that need no quoting (GNU parallel leaves them bare); for
+ * fish, not % nor ^ either. */
 static int
-bare(unsigned char c)
+bare(unsigned char c, int flags)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	    (c >= '0' && c <= '9') || strchr("_-+=/.,:@%^", c) != NULL;
+	    (c >= '0' && c <= '9') || (c != '\0' &&
+	    strchr((flags & REPL_FISH) ? "_-+=/.,:@" : "_-+=/.,:@%^", c) !=
+	    NULL);
+}
+
+/* What (t)csh and rc would read in a word, as GNU parallel lists it:
+ * newlines and other controls, blanks, quotes, metacharacters and bytes
+ * from 0x82 up. */
+static int
+csh_special(unsigned char c)
+{
+	return (c >= 2 && c <= 26) || c >= 0x82 ||
+	    (c != '\0' && strchr("\\#?`(){}[]^*<=>~|; \"!$&'", c) != NULL);
+}
+
+/* s[0..n) for (t)csh (a backslash before each special) or rc (each run
+ * of specials in quotes, a quote doubled), as GNU parallel quotes for
+ * them; but csh reads a backslash-newline (parallel's) as a blank, and
+ * keeps a newline only quoted, after a backslash. "{%}" comes out with
+ * '{' or '}' escaped. */
+static int
+quote_csh_rc(struct gp_buf *b, const char *s, size_t n, int rcsh)
+{
+	size_t	 i;
+	int	 rc = 0, in = 0;
+
+	if (n == 0)
+		return gp_buf_add(b, "''", 2);
+	for (i = 0; i < n && rc == 0; i++) {
+		if (!rcsh && s[i] == '\n') {
+			rc = gp_buf_add(b, "'\\\n'", 4);
+			continue;
+		}
+		if (!rcsh && csh_special((unsigned char)s[i]))
+			rc = gp_buf_add(b, "\\", 1);
+		else if (rcsh && in != csh_special((unsigned char)s[i])) {
+			in = !in;
+			rc = gp_buf_add(b, "'", 1);
+		}
+		if (rc == 0 && rcsh && s[i] == '\'')
+			rc = gp_buf_add(b, "'", 1);
+		if (rc == 0)
+			rc = gp_buf_add(b, s + i, 1);
+	}
+	return rc == 0 && in ? gp_buf_add(b, "'", 1) : rc;
 }
 
 int
-repl_quote(struct gp_buf *b, const char *s, size_t n)
+repl_quote(struct gp_buf *b, const char *s, size_t n, int flags)
 {
 	size_t	 i;
-	int	 rc = 0;
+	int	 rc = 0, fish = flags & REPL_FISH;
 
-	for (i = 0; i < n && bare((unsigned char)s[i]); i++)
+	if (flags & (REPL_CSH | REPL_RC))
+		return quote_csh_rc(b, s, n, flags & REPL_RC);
+	for (i = 0; i < n && bare((unsigned char)s[i], flags); i++)
 		;
 	if (i == n && n > 0)
 		return gp_buf_add(b, s, n);
 	rc = gp_buf_add(b, "'", 1);
 	for (i = 0; i < n && rc == 0; i++) {
 		if (s[i] == '\'')
-			rc = gp_buf_add(b, "'\\''", 4);
+			rc = fish ? gp_buf_add(b, "\\'", 2) :
+			    gp_buf_add(b, "'\\''", 4);
+		else if (fish && s[i] == '\\')
+			rc = gp_buf_add(b, "\\\\", 2);
 		else if (s[i] == '%' && i > 0 && s[i - 1] == '{')
 			/* '{''%}': the same word, but never "{%}". */
 			rc = gp_buf_add(b, "''%", 3);
@@ -57,6 +107,18 @@ repl_quote(struct gp_buf *b, const char *s, size_t n)
 			rc = gp_buf_add(b, s + i, 1);
 	}
 	return rc == 0 ? gp_buf_add(b, "'", 1) : rc;
+}
+
+int
+repl_shell(const char *shell)
+{
+	const char	*base;
+
+	if (shell == NULL)
+		return 0;
+	base = strrchr(shell, '/') != NULL ? strrchr(shell, '/') + 1 : shell;
+	return strstr(base, "csh") != NULL ? REPL_CSH : strcmp(base, "rc") ==
+	    0 ? REPL_RC : strcmp(base, "fish") == 0 ? REPL_FISH : 0;
 }
 
 /* The modifier at the end of body[0..n): its kind and length. */
@@ -243,7 +305,7 @@ add_val(struct gp_buf *b, const struct repl_args *a, const char *v,
 		return gp_buf_add(b, ".", 1);
 	if (a->flags & REPL_RAW)
 		return gp_buf_add(b, v + off, n);
-	return repl_quote(b, v + off, n);
+	return repl_quote(b, v + off, n, a->flags);
 }
 
 /* Column col (from the end when negative): nothing when the row lacks
@@ -468,7 +530,8 @@ repl_quote_words(char *const *word, int n, const struct repl_args *a,
 			if (k == 0 && *q != '\0')
 				continue;
 			if (q > lit)
-				rc = repl_quote(b, lit, (size_t)(q - lit));
+				rc = repl_quote(b, lit, (size_t)(q - lit),
+				    a->flags);
 			if (rc == 0 && k)
 				rc = gp_buf_add(b, q, t.len);
 			if (*q == '\0')

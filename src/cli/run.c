@@ -443,8 +443,7 @@ run_setup(struct run *r, struct run_conf *conf, struct gp_pool **pool)
 	conf->mpi = r->rk != NULL;
 	conf->grid = o->grid_argv != NULL;
 	conf->threads = o->threads;
-	if (popt_shell(o, conf->shell, sizeof(conf->shell)) < 0)
-		return -1;
+	snprintf(conf->shell, sizeof(conf->shell), "%s", o->sh);
 	/* Workers are forked with the results directory open. */
 	if (o->results != NULL && (conf->results_fd =
 	    resdir_open(r, o->results)) < 0)

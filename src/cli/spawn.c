@@ -278,8 +278,7 @@ task_parse(const void *in, size_t inlen, struct task_hdr *h)
 
 /* Open the task's outputs (--results files, else pipes) and start it:
  * without a shell if it needs none and can be, else with the run's shell
- * (rc->shell: --shell, $PARALLEL_SHELL, the one gpupool-run was started
- * from, or /bin/sh) and -c.
+ * (rc->shell, as popt_shell() chose it) and -c.
  * *t0 is when it started. -1 if it did not start: msg says why. */
 static int
 task_start(const struct run_conf *rc, uint64_t seq, const char *cmd,
@@ -317,13 +316,17 @@ task_start(const struct run_conf *rc, uint64_t seq, const char *cmd,
 		e = strlen(cmd) < ARG_ONE_MAX ? spawn(pid, sh[0], sh, ofd, efd,
 		    -1) : -E2BIG;
 	}
-	if (e == -E2BIG)
+	/* The script is read with "." and closes fd 3 as sh does: not
+	 * in (t)csh, rc or fish. */
+	if (e == -E2BIG && repl_shell(rc->shell) == 0)
 		e = spawn_long(pid, rc->shell, cmd, ofd, efd);
 	close(ofd);
 	close(efd);
 	if (e < 0) {
 		snprintf(msg, mlen, "cannot run '%s': %s", rc->shell,
-		    strerror(-e));
+		    e == -E2BIG && repl_shell(rc->shell) ? "a line over 128 "
+		    "KiB runs as a script, which only a POSIX shell reads (say "
+		    "--shell /bin/sh)" : strerror(-e));
 		rp->exitval = 127;
 		return -1;
 	}

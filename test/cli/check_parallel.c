@@ -7,7 +7,8 @@
  * with a newline is two arguments and --halt's exit statuses), tasks
  * from a redirected standard input, arguments on standard input as they
  * come, -a, -0 with odd bytes, empty input with and without -r, -k with
- * its output held over a ^C, -j, the shell tasks run in, --nice,
+ * its output held over a ^C, -j, the shell tasks run in (found among
+ * the parents as parallel finds it), --nice,
  * PARALLEL_SEQ and PARALLEL_JOBSLOT, --retry-failed, --resume from
  * --results alone, -N, -X and -m with odd lengths and -N as their cap,
  * -N's context replace, --tagstring and -v,
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -475,6 +477,86 @@ START_TEST(tasks_run_in_parallels_shell)
 }
 END_TEST
 
+/* bash -c script with chain.sh in the temporary directory: "chain.sh
+ * NAME... -- CMD" runs CMD under one timeout(1) per NAME, which bash's
+ * exec -a names so, the last NAME CMD's parent; no bash is left between
+ * them. */
+static void
+run_chain(const char *script, struct res *res)
+{
+	puts_file(pathf("chain.sh"), "n=$1; shift; [ \"$n\" = -- ] && exec "
+	    "\"$@\"; exec -a \"$n\" /usr/bin/timeout 100 /bin/bash \"$0\" "
+	    "\"$@\"\n");
+	run_bash(script, res);
+}
+
+/* The shell, as GNU parallel finds it (issue 33, point 10): the first
+ * (grand)parent named as one of parallel's shells ("ksh", "-ksh",
+ * "/dir/ksh", "[ksh]", "ksh -l"), its name looked up on $PATH, not its
+ * path; a parent so named that is not on $PATH ends the search; then
+ * $SHELL, then /bin/sh; $PARALLEL_SHELL first, a name kept as a name;
+ * each variable only when not empty (before: the direct parent alone,
+ * by its executable, else /bin/sh). $PATH is bin/, whose only program is
+ * ksh, a link to bash: no shell above this test can be found on it.
+ * Each task prints its $0 (and its argument). */
+START_TEST(shell_is_found_as_parallel_finds_it)
+{
+	static const char *const c[] = {
+		/* variables, the parents' names (the nearest last), $0 */
+		"", "ksh timeout", "BIN/ksh",
+		"", "timeout -ksh timeout", "BIN/ksh",
+		"", "/opt/none/ksh", "BIN/ksh",
+		"", "'[ksh]'", "BIN/ksh",
+		"", "'ksh -l'", "BIN/ksh",
+		"", "ksh zsh", "/bin/bash",
+		"", "kshx 'ksh (x)' xksh", "/bin/bash",
+		"SHELL=", "kshx", "/bin/sh",
+		"PARALLEL_SHELL=ksh", "ksh", "ksh",
+		"PARALLEL_SHELL=", "ksh", "BIN/ksh",
+	};
+	struct res	 res;
+	char		*bin, *want;
+	size_t		 i;
+
+	if (access("/bin/bash", X_OK) != 0 ||
+	    access("/usr/bin/timeout", X_OK) != 0)
+		return;
+	tmp_make();
+	bin = pathf("bin");
+	ck_assert_int_eq(mkdir(bin, 0755), 0);
+	ck_assert_int_eq(symlink("/bin/bash", pathf("bin/ksh")), 0);
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i += 3) {
+		run_chain(cmdf("export PATH=%s SHELL=/bin/bash %s; exec "
+		    "/bin/bash %s %s -- %s --fake-gpus 1 --quiet 'echo $0' ::: "
+		    "1", bin, c[i], pathf("chain.sh"), c[i + 1], GPUPOOL_RUN),
+		    &res);
+		want = strncmp(c[i + 2], "BIN", 3) == 0 ? cmdf("%s%s 1\n",
+		    bin, c[i + 2] + 3) : cmdf("%s 1\n", c[i + 2]);
+		ck_assert_msg(res.code == 0 && strcmp(res.out, want) == 0,
+		    "%s, parents %s: exit %d, $0 %s, not %s%s", c[i],
+		    c[i + 1], res.code, res.out, want, res.err);
+	}
+	/* A shell that cannot be run is refused before anything runs. */
+	run_chain(cmdf("export PATH=%s SHELL=/nonexistent; exec /bin/bash %s "
+	    "kshx -- %s --fake-gpus 1 'echo $0' ::: 1", bin,
+	    pathf("chain.sh"), GPUPOOL_RUN), &res);
+	OUT_IS(res, 255, "");
+	ck_assert_str_eq(res.err, "gpupool-run: SHELL: cannot run "
+	    "'/nonexistent': No such file or directory\n");
+	run_bash(cmdf("PARALLEL_SHELL=nosuch %s --fake-gpus 1 'echo $0' ::: "
+	    "1", GPUPOOL_RUN), &res);
+	OUT_IS(res, 255, "");
+	ck_assert_str_eq(res.err, "gpupool-run: PARALLEL_SHELL: cannot run "
+	    "'nosuch': not found in $PATH\n");
+	/* bash, then a program that is no shell (python's subprocess,
+	 * make): bash's exported function runs. */
+	run_bash(cmdf("f() { echo fn $1; }; export -f f; /usr/bin/timeout 60 "
+	    "%s --fake-gpus 1 --quiet f ::: 1; exit $?", GPUPOOL_RUN), &res);
+	OUT_IS(res, 0, "fn 1\n");
+	tmp_remove();
+}
+END_TEST
+
 /* -m and -X take -N (or -n) as a cap, as parallel does (issue 33, point
  * 12; before: -N was ignored, one task); -N, as -X, repeats each word
  * that holds {} once per value (parallel's context replace), {1} in it
@@ -796,6 +878,7 @@ parallel_suite(void)
 	tcase_add_test(tc, keep_order_and_ctrl_c);
 	tcase_add_test(tc, j_is_slots_in_all);
 	tcase_add_test(tc, tasks_run_in_parallels_shell);
+	tcase_add_test(tc, shell_is_found_as_parallel_finds_it);
 	tcase_add_test(tc, nice_runs_the_tasks_at_that_niceness);
 	tcase_add_test(tc, parallel_variables);
 	tcase_add_test(tc, retry_failed_reruns_the_failures);

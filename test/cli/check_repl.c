@@ -10,13 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "opts.h"
 #include "check_main.h"
 
-/* What sh -c 'printf "<%s>" WORD' prints for a quoted word. */
+/* What shell -c 'printf "<%s>" WORD' prints for a quoted word. */
 static char *
-sh_sees(const char *word)
+shell_sees(const char *shell, const char *word)
 {
 	static char	 out[512];
 	char		 cmd[1024];
@@ -25,7 +26,8 @@ sh_sees(const char *word)
 
 	snprintf(cmd, sizeof(cmd), "printf '<%%s>' %s", word);
 	ck_assert_int_ge(setenv("GP_CMD", cmd, 1), 0);
-	p = popen("/bin/sh -c \"$GP_CMD\"", "r");
+	snprintf(out, sizeof(out), "%s -c \"$GP_CMD\" 2>&1", shell);
+	p = popen(out, "r");
 	ck_assert_ptr_nonnull(p);
 	n = fread(out, 1, sizeof(out) - 1, p);
 	out[n] = '\0';
@@ -33,27 +35,50 @@ sh_sees(const char *word)
 	return out;
 }
 
+static char *
+sh_sees(const char *word)
+{
+	return shell_sees("/bin/sh", word);
+}
+
+/* Each word, quoted for each shell (sh's quoting for /bin/sh, bash, dash
+ * and zsh; GNU parallel's for tcsh, csh and rc; fish's), is that word to
+ * the shell, and never spells {%}. A shell not installed is left out
+ * (before: every value was quoted for sh; csh read "q!w" as history, rc
+ * and fish a backslash). */
 START_TEST(quoting_is_one_inert_word)
 {
 	static const char *const words[] = { "plain", "a b", "it's", "\"q\"",
 	    "$HOME", "x;y", "*", "-n", "`id`", "a\\b", "", "{%}", "a{%}b",
-	    "'", "''", "tab\there", "new\nline", "~", "#c", "{1}" };
+	    "'", "''", "tab\there", "new\nline", "~", "#c", "{1}", "q!w",
+	    "!", "x\\", "\\'", "\\\\", "%1", "^x", "caf\xc3\xa9", "{a,b}",
+	    "a=b", "(x)", "[a]", "<>|&", "\\\n" };
+	static const char *const shells[] = { "/bin/sh", "/bin/bash",
+	    "/bin/dash", "/usr/bin/zsh", "/usr/bin/tcsh", "/usr/bin/bsd-csh",
+	    "/usr/bin/rc", "/usr/bin/fish" };
 	struct gp_buf	 b = { 0 };
 	char		 want[256];
-	size_t		 i;
+	size_t		 i, k;
 
-	for (i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
-		b.off = b.len = 0;
-		ck_assert_int_eq(repl_quote(&b, words[i], strlen(words[i])),
-		    0);
-		ck_assert_int_eq(gp_buf_add(&b, "", 1), 0);
-		ck_assert_msg(strstr((char *)b.data, "{%}") == NULL,
-		    "'%s' spells {%%}", (char *)b.data);
-		snprintf(want, sizeof(want), "<%s>", words[i]);
-		ck_assert_str_eq(sh_sees((char *)b.data), want);
+	for (k = 0; k < sizeof(shells) / sizeof(shells[0]); k++) {
+		if (access(shells[k], X_OK) != 0)
+			continue;
+		for (i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+			b.off = b.len = 0;
+			ck_assert_int_eq(repl_quote(&b, words[i],
+			    strlen(words[i]), repl_shell(shells[k])), 0);
+			ck_assert_int_eq(gp_buf_add(&b, "", 1), 0);
+			ck_assert_msg(strstr((char *)b.data, "{%}") == NULL,
+			    "'%s' spells {%%}", (char *)b.data);
+			snprintf(want, sizeof(want), "<%s>", words[i]);
+			ck_assert_msg(strcmp(shell_sees(shells[k],
+			    (char *)b.data), want) == 0, "%s: %s is %s, not "
+			    "%s", shells[k], (char *)b.data, shell_sees(
+			    shells[k], (char *)b.data), want);
+		}
 	}
 	b.off = b.len = 0;
-	ck_assert_int_eq(repl_quote(&b, "lr=0.1,x:y/z@%^+", 16), 0);
+	ck_assert_int_eq(repl_quote(&b, "lr=0.1,x:y/z@%^+", 16, 0), 0);
 	ck_assert_int_eq(gp_buf_add(&b, "", 1), 0);
 	ck_assert_str_eq((char *)b.data, "lr=0.1,x:y/z@%^+");	/* bare */
 	gp_buf_release(&b);
