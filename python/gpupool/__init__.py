@@ -16,6 +16,7 @@ futures. See docs/python.md.
 
 import atexit
 import importlib
+import os
 import threading
 
 from . import _gpupool
@@ -56,6 +57,17 @@ __all__ = [
 
 _default = None
 _default_lock = threading.Lock()
+
+
+def _default_in_child():
+    """A fork makes its own default pool on first use: the parent's is
+    the parent's (and its lock may have been held by another thread)."""
+    global _default, _default_lock
+    _default = None
+    _default_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_default_in_child)
 
 
 def _default_pool():

@@ -2,6 +2,8 @@
 gpus= as text, gpu_mem= as bytes, maxtasksperchild, and processes=N
 spread over the GPUs the pool would use."""
 
+import operator
+
 from . import _gpupool
 from . import _task
 
@@ -102,6 +104,64 @@ def _spread(processes, gpus, per_gpu, plan_kw):
             processes, g, "GPUs" if plan_kw.get("gpus_per_worker", 1) == 1
             else "groups of GPUs", g, g))
 
+
+
+# Pool()'s whole-number keywords: the range each takes (hi None: no
+# bound of ours; the library's, where it has one, says more). A bool, a
+# str or a float is refused as CPython's Pool refuses
+# maxtasksperchild="2": ValueError, naming the keyword.
+_INT_MAX = (1 << 31) - 1  # the C pool's int fields
+_COUNTS = {"per_gpu": (1, _INT_MAX), "retries": (0, _INT_MAX),
+           "fake_gpus": (0, _INT_MAX), "max_tasks_per_worker": (0, None),
+           "gpus_per_worker": (1, 1024), "busy_pct": (1, 100),
+           "busy_util": (0, 100), "nice": (-20, 19)}
+# The C pool counts in whole milliseconds, 32 bits of them.
+_MAX_SECONDS = ((1 << 32) - 1) // 1000
+# No item fits in less: the smallest (abs(None), by name) pickles to 54.
+_MIN_MSG = 64
+
+
+def _int_in(name, v, lo, hi, none=""):
+    """v None, or an int lo .. hi (hi None: lo or more); else ValueError
+    naming it, none saying what None means."""
+    if v is None:
+        return
+    try:  # numpy's ints too, as anything with __index__
+        n = None if isinstance(v, bool) else operator.index(v)
+    except TypeError:
+        n = None
+    if n is None or n < lo or (hi is not None and n > hi):
+        raise ValueError("%s=%r: must be an int %s%s" % (
+            name, v, "from %d to %d" % (lo, hi) if hi is not None
+            else "of %d or more" % lo, none))
+
+
+def _check_counts(kw):
+    """Pool()'s numeric keywords, each in its range (kw: their values)."""
+    for name, (lo, hi) in _COUNTS.items():
+        _int_in(name, kw[name], lo, hi)
+    for name in ("timeout", "grace"):
+        secs = kw[name]
+        if secs is None:
+            continue
+        # 0, a negative value or NaN would become a 1 ms limit, inf an
+        # OverflowError: refused, naming the argument.
+        if isinstance(secs, bool) or not isinstance(secs, (int, float)) \
+                or not 0 < secs <= _MAX_SECONDS:
+            raise ValueError("%s=%r: must be a positive number of seconds, "
+                             "at most %d (49 days), or None (no limit)"
+                             % (name, secs, _MAX_SECONDS))
+    _int_in("max_msg", kw["max_msg"], _MIN_MSG, None,
+            " (bytes: no item fits in less), or None (the machine's "
+            "memory)")
+
+
+def _check_call(chunksize, window=None):
+    """A map's chunksize and an imap's window: None (automatic) or an
+    int, 1 or more, as CPython's imap asks ("Chunksize must be 1+");
+    anything else would hang, or read as an empty input."""
+    _int_in("chunksize", chunksize, 1, None, ", or None (automatic)")
+    _int_in("window", window, 1, None, ", or None (automatic)")
 
 
 def _check_rank_timeout(secs):

@@ -41,8 +41,9 @@ from . import _task
 from ._drive import Driver, _Future
 # WorkerInfo, GpuState, current: gpupool's names, found here.
 from ._info import GpuState, WorkerInfo, current  # noqa: F401
-from ._options import (_check_processes, _check_rank_timeout,  # noqa: F401
-                       _gpu_mem, _gpus_arg, _max_tasks, _spread)
+from ._options import (_check_call, _check_counts,  # noqa: F401
+                       _check_processes, _check_rank_timeout, _gpu_mem,
+                       _gpus_arg, _max_tasks, _spread)
 
 
 _MAX_CHUNK = 16384  # map's default chunks: len / (4 x workers), capped
@@ -79,6 +80,19 @@ def _python_exit():
             p.terminate()
 
 
+def _forget_in_child():
+    """A fork of this process (os.fork(), a multiprocessing child, a
+    ProcessPoolExecutor's worker, one of our own workers) has copies of
+    the pools, not the pools: their workers, threads and locks are the
+    parent's. Its exit stops and joins none of them (design.md,
+    invariant 75), and a call on a copy says whose it is (_mine())."""
+    global _exiting
+    _exiting = False
+    _live.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
 try:
     threading._register_atexit(_python_exit)
 except AttributeError:  # not CPython's threading
@@ -105,7 +119,8 @@ class Pool(Driver):
     so guard its work with if __name__ == "__main__"; "forkserver" is the
     same here), or None: fork, unless forking this process would break
     the workers (CUDA initialised by any framework, JAX started, threads
-    started here), when they start clean and one line on stderr says why.
+    started here, or Pool() called off the main thread), when they start
+    clean and one line on stderr says why.
     A forced "fork" in that case is refused, saying why. Env
     GPUPOOL_START_METHOD sets the default. start_method says which was
     taken. Either way each worker's OpenMP/BLAS thread pools are sized to
@@ -161,6 +176,7 @@ class Pool(Driver):
                  gpus_per_worker=1, max_msg=None, start_method=None,
                  nice=None, ranks=True, rank_timeout=10.0):
         _start.not_in_a_clean_start()
+        self._pid = os.getpid()
         _check_rank_timeout(rank_timeout)
         mine = dict(locals())  # the other ranks' same pool (_ranks.spread)
         _check_processes(processes)
@@ -170,12 +186,7 @@ class Pool(Driver):
         self.start_method = method
         max_tasks = _max_tasks(maxtasksperchild, max_tasks_per_worker)
         gpu_mem = _gpu_mem(gpu_mem)
-        for name, secs in (("timeout", timeout), ("grace", grace)):
-            # The C pool takes whole milliseconds, at least 1: 0, a
-            # negative value or NaN would become a 1 ms limit.
-            if secs is not None and not secs > 0:
-                raise ValueError("%s=%r: a positive number of seconds, or "
-                                 "None" % (name, secs))
+        _check_counts(mine)
         gpus = _gpus_arg(gpus)
         plan_kw = dict(fake_gpus=fake_gpus, wait_free=wait_free,
                        busy_pct=busy_pct, busy_util=busy_util,
@@ -287,7 +298,23 @@ class Pool(Driver):
             os.close(fd)
         self._keep = []
 
+    def _mine(self):
+        """False in a fork of the process that made the pool: there a
+        call gets RuntimeError (_check_mine()), and close(), join() and
+        terminate() do nothing: the copy's workers, threads and locks
+        are the parent's, and a lock another thread held at the fork
+        stays held here."""
+        return self._pid == os.getpid()
+
+    def _check_mine(self):
+        if self._pid != os.getpid():
+            raise RuntimeError(
+                "gpupool: this Pool belongs to process %d, which made it; "
+                "this is a fork of it (process %d): make a Pool here"
+                % (self._pid, os.getpid()))
+
     def _check_open(self):
+        self._check_mine()
         if self._state != "open":
             raise ValueError("Pool not running (gpupool: the pool is %s: "
                              "no new work)" % self._state)
@@ -313,6 +340,7 @@ class Pool(Driver):
         host (rank 0 and this host on one machine). The C library
         allows it only while no call runs (a call replaces dead workers),
         so this waits for a running map to end."""
+        self._check_mine()
         self._acquire_runner()
         try:
             info = self._c.info()
@@ -329,6 +357,7 @@ class Pool(Driver):
         monitor samples while a call runs (and once at creation), so
         between calls this is the state at the end of the last one. As
         info(), this waits for a running call to end."""
+        self._check_mine()
         self._acquire_runner()
         try:
             return [GpuState(d) for d in self._c.gpus()]
@@ -341,6 +370,7 @@ class Pool(Driver):
         why not: "no NVML: libnvidia-ml.so.1: cannot open shared object
         file ...", or the monitor ended. Waits for a running call to end,
         as info()."""
+        self._check_mine()
         self._acquire_runner()
         try:
             return self._c.monitor
@@ -365,6 +395,7 @@ class Pool(Driver):
         docs/python.md, Checkpoints).
         """
         self._check_open()
+        _check_call(chunksize)
         # A list, tuple or range is read as it is (no copy; a range's
         # chunks travel as ranges); anything else is read into a list.
         items = (iterable if type(iterable) in (list, tuple, range)
@@ -403,6 +434,7 @@ class Pool(Driver):
     def _stream(self, fn, iterable, chunksize, ordered, return_exceptions,
                 progress, window, checkpoint):
         self._check_open()
+        _check_call(chunksize, window)
         cs = chunksize or 1
         win = window or max(4 * self._size * cs, 2 * cs)
         bar = _progress.make(progress, None)
@@ -541,6 +573,7 @@ class Pool(Driver):
         or raises the first failure (when every chunk has ended, as
         multiprocessing's)."""
         self._check_open()
+        _check_call(chunksize)
         items = (iterable if type(iterable) in (list, tuple, range)
                  else list(iterable))
         cs = chunksize or self._chunksize(len(items)) if items else 1
@@ -557,6 +590,8 @@ class Pool(Driver):
     def close(self):
         """No new work; what is queued or running goes on (and the
         callbacks of what ends). join() waits for it."""
+        if not self._mine():
+            return
         with self._cv:
             if self._state == "open":
                 self._state = "closed"
@@ -566,6 +601,8 @@ class Pool(Driver):
         """Wait for queued and running work (submits, imap generators
         still being read), then stop the workers and reap them. Call
         close() or terminate() first."""
+        if not self._mine():
+            return
         if self._state == "open":
             raise ValueError("gpupool: close() or terminate() the pool "
                              "before join()")
@@ -586,6 +623,8 @@ class Pool(Driver):
     def terminate(self):
         """Cancel queued work (its futures raise Canceled) and running
         work, stop the workers now and reap them."""
+        if not self._mine():
+            return
         with self._cv:
             if self._state == "joined":
                 return
@@ -678,6 +717,8 @@ class Pool(Driver):
         """Leaving the block normally: close() and join() (queued futures
         complete). On an exception (KeyboardInterrupt included):
         terminate()."""
+        if not self._mine():
+            return False
         if exc_type is None:
             self.close()
             self._cancel_streams()

@@ -117,12 +117,52 @@ def test_processes_is_spread_evenly_over_the_gpus():
     ((1,), {"fake_gpus": 1, "context": "vfork"}, ValueError),
     ((1,), {"fake_gpus": 1, "start_method": "fork",
             "context": multiprocessing.get_context("spawn")}, ValueError),
+    # gpupool's own keywords: ValueError naming the keyword, never
+    # accepted as something else (issue 33, point 8).
+    ((), {"fake_gpus": 1, "per_gpu": 0}, ValueError),
+    ((), {"fake_gpus": 1, "nice": "5"}, ValueError),
+    ((), {"fake_gpus": 1, "max_msg": 1}, ValueError),
+    ((), {"fake_gpus": 1, "retries": "2"}, ValueError),
+    ((), {"fake_gpus": 1, "retries": 10 ** 20}, ValueError),
+    ((), {"fake_gpus": 2.5}, ValueError),
 ])
 def test_bad_arguments_are_refused_before_any_fork(args, kw, exc):
     before = _fds()
-    with pytest.raises(exc):
+    with pytest.raises(exc) as e:
         gpupool.Pool(*args, **kw)
     assert _fds() == before
+    if not args:  # gpupool's keywords: the message names the bad one
+        bad = [k for k in kw if k != "fake_gpus"] or ["fake_gpus"]
+        assert str(e.value).startswith(bad[0] + "="), str(e.value)
+
+
+@pytest.mark.parametrize("call", [
+    lambda p: p.map(abs, range(10), chunksize=-1),
+    lambda p: p.map(abs, range(10), chunksize=0),
+    lambda p: p.map(abs, range(10), chunksize=1.5),
+    lambda p: p.map_async(abs, range(10), chunksize=-1),
+    lambda p: p.starmap_async(abs, [(1,)], chunksize=-1),
+    lambda p: p.imap(abs, range(10), chunksize=-1),
+    lambda p: p.imap_unordered(abs, range(10), window=-5),
+    lambda p: p.imap(abs, range(10), window=0),
+])
+def test_bad_chunksize_or_window_is_a_value_error(call):
+    """As CPython's imap ("Chunksize must be 1+"), at the call: no hang,
+    no empty list, no "changed size"."""
+    with gpupool.Pool(fake_gpus=1) as p:
+        with pytest.raises(ValueError, match="chunksize|window"):
+            call(p)
+        assert p.map(abs, [-1, -2], chunksize=_np_int(1)) == [1, 2]
+
+
+def _np_int(n):
+    """A numpy int where numpy is installed (chunksize=len(a) // 4 of
+    an array): taken as the int it is."""
+    try:
+        import numpy
+    except ImportError:
+        return n
+    return numpy.int64(n)
 
 
 def test_positional_arguments_are_multiprocessings(tmp_path):
@@ -503,11 +543,16 @@ def test_ctrl_c_while_waiting_stops_what_is_queued(tmp_path, wait, names,
 
 
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
-def test_workers_outlive_the_thread_that_made_them(start_method):
+def test_workers_outlive_the_thread_that_made_them(start_method,
+                                                  monkeypatch):
     """PR_SET_PDEATHSIG fires when the thread that forked a worker ends:
     before, a pool made in a thread (or a worker replaced by imap's
     helper thread) lost its workers when that thread ended, and an item
-    of the next call could fail with WorkerCrashed (SIGKILL)."""
+    of the next call could fail with WorkerCrashed (SIGKILL). (A fork
+    off the main thread is refused as unsafe: this case forces it, the
+    main thread holding no lock the items take.)"""
+    if start_method == "fork":
+        monkeypatch.setattr(gpupool._start, "fork_unsafe", lambda: None)
     made = {}
 
     def make():
