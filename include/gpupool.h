@@ -691,11 +691,15 @@ GP_API const struct gp_worker_info *gp_ctx_info(const struct gp_ctx *ctx);
 GP_API int	gp_ctx_stop_fd(const struct gp_ctx *ctx);
 
 /* In a worker: declare the process group of a task the current item
- * started (0 when it is gone). Whenever the master must SIGKILL this worker
- * (grace over, GP_CTL_KILL, destroy) or finds it dead, it SIGKILLs that
- * group too, so no task outlives its worker. If the master itself dies,
- * only the worker can: use GP_POOL_NO_PDEATHSIG and watch the stop fd, as
- * gpupool-run does. */
+ * started (0 when it is gone), or, from init, a group the worker leads
+ * itself (setpgid(0, 0) first), declared for its whole life. Whenever the
+ * master must SIGKILL this worker (grace over, GP_CTL_KILL, destroy) or
+ * finds its channel closed (a crash, an exit, the end of a QUIT), it
+ * SIGKILLs that group too, before it reaps the worker, so no task
+ * outlives its worker. If the master itself dies, only the worker can: a
+ * worker that leads its own group takes it down as it dies with its
+ * master (PR_SET_PDEATHSIG); for a task's group, use GP_POOL_NO_PDEATHSIG
+ * and watch the stop fd, as gpupool-run does. */
 GP_API void	gp_ctx_set_pgid(struct gp_ctx *ctx, pid_t pgid);
 
 /* In a worker, inside fn: the CUDA_VISIBLE_DEVICES value for the

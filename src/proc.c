@@ -271,6 +271,12 @@ gp_proc_reap(struct gp_worker *w, int *status)
 	pid_t	 r;
 	int	 pg;
 
+	/* Its channel closed with a task group of its item still declared
+	 * (or its own, for its whole life): the group goes first, while the
+	 * worker is unreaped, so that a group id that is the worker's pid
+	 * cannot name another process's group by the time of the kill. */
+	if ((pg = atomic_exchange(&w->shm->pgid, 0)) > 0)
+		kill(-pg, SIGKILL);
 	if ((r = wait_worker(w, status, WNOHANG)) == 0) {
 		/* EOF but still alive (fn closed its channel?): end it. */
 		gp_proc_kill(w);
@@ -280,9 +286,6 @@ gp_proc_reap(struct gp_worker *w, int *status)
 	 * status is gone. Say "unknown", never a made-up exit 0. */
 	if (r != w->pid)
 		*status = GP_WSTATUS_UNKNOWN;
-	/* It died with a task group of its item still declared. */
-	if ((pg = atomic_exchange(&w->shm->pgid, 0)) > 0)
-		kill(-pg, SIGKILL);
 	gp_proc_close_fds(w);
 	w->pid = 0;
 	w->state = GP_W_DEAD;

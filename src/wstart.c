@@ -49,13 +49,17 @@ static pid_t	 death_master;
 /* GP_DEATH_SIG came: the thread that forked this process ended. It kills
  * only when the master itself is gone (the parent is then another
  * process: a subreaper, or init); a master thread that ended (a pool
- * made or driven from a thread of its own) leaves it be. */
+ * made or driven from a thread of its own) leaves it be. A worker that
+ * leads a process group of its own (the Python binding's: gpupool.3,
+ * gp_ctx_set_pgid()) takes that group down with it: what its items
+ * started must not outlive the master, and nobody else is left to kill
+ * it. All four calls are async-signal-safe. */
 static void
 on_parent_thread_end(int sig)
 {
 	(void)sig;
 	if (getppid() != death_master)
-		(void)kill(getpid(), SIGKILL);
+		(void)kill(getpgrp() == getpid() ? 0 : getpid(), SIGKILL);
 }
 
 /* PR_SET_PDEATHSIG's signal, caught (internal.h, GP_DEATH_SIG); leaves

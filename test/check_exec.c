@@ -669,6 +669,105 @@ START_TEST(idle_exec_workers_leave_without_pdeathsig)
 }
 END_TEST
 
+/* init: the worker leads a process group of its own and declares it for
+ * its whole life, as the Python binding's workers do. */
+static int
+lead_group(struct gp_ctx *ctx, void *arg)
+{
+	(void)arg;
+	if (setpgid(0, 0) < 0)
+		return 1;
+	gp_ctx_set_pgid(ctx, getpid());
+	return 0;
+}
+
+/* Forks a child that waits for ever, says its worker's pid and the
+ * child's, and waits too. */
+static int
+fork_then_wait(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	pid_t	 pids[2];
+	int	 fd;
+
+	(void)ctx;
+	(void)len;
+	(void)arg;
+	memcpy(&fd, in, sizeof(fd));
+	if ((pids[1] = fork()) == 0)
+		for (;;)
+			pause();
+	pids[0] = getpid();
+	if (write(fd, pids, sizeof(pids)) != sizeof(pids))
+		return 1;
+	for (;;)
+		pause();
+	return 0;
+}
+
+/* An intermediate master whose workers lead their own groups, each busy
+ * with an item that started a child, is SIGKILLed: each worker takes its
+ * group down as it dies with its master (wstart.c), the child included.
+ * Out of the test's group, a survivor is killed here before the case
+ * fails. Before: the workers died, their children ran on. */
+static void
+own_group_dies_with_master(int execd)
+{
+	pid_t	 m, pids[4];
+	int	 fds[2], i, left = 0;
+	int64_t	 t0;
+
+	ck_assert_int_eq(pipe(fds), 0);	/* the items write to it */
+	if ((m = fork()) == 0) {
+		struct gp_pool_opts	 o = { .fake_gpus = 2,
+					       .init = lead_group };
+		struct gp_exec		 x;
+		struct gp_pool		*p;
+		struct gp_item		 it[2];
+
+		close(fds[0]);
+		if (execd) {
+			exec_opts(&o, &x);
+			x.keep_fds = &fds[1];
+			x.nkeep = 1;
+		}
+		if (gp_pool_create(&p, &o) < 0)
+			_exit(1);
+		for (i = 0; i < 2; i++)
+			gp_item_init(&it[i], &fds[1], sizeof(fds[1]));
+		gp_pool_map(p, fork_then_wait, NULL, 0, it, 2);
+		_exit(1);
+	}
+	close(fds[1]);
+	for (i = 0; i < 2; i++)
+		ck_assert_int_eq(read(fds[0], &pids[2 * i], 2 * sizeof(pid_t)),
+		    2 * sizeof(pid_t));
+	close(fds[0]);
+	kill(m, SIGKILL);
+	ck_assert_int_eq(waitpid(m, NULL, 0), m);
+	t0 = now_ms();
+	for (i = 0; i < 4; i++) {
+		while (!gone(pids[i]) && now_ms() - t0 < 10000)
+			usleep(10000);
+		if (!gone(pids[i]) && kill(pids[i], SIGKILL) == 0)
+			left = pids[i];
+	}
+	ck_assert_msg(left == 0, "%s %d outlived the master",
+	    left == pids[0] || left == pids[2] ? "worker" : "item's child",
+	    (int)left);
+}
+
+START_TEST(own_group_dies_with_master_forked)
+{
+	own_group_dies_with_master(0);
+}
+END_TEST
+
+START_TEST(own_group_dies_with_master_execd)
+{
+	own_group_dies_with_master(1);
+}
+END_TEST
+
 /* What is not a worker of this pool is refused, saying why: no such
  * program, bytes without a length, a worker of another protocol, a
  * program that is not a gpupool worker at all. */
@@ -760,6 +859,8 @@ main(int argc, char **argv)
 	tcase_add_test(tc, exec_workers_time_out_and_recycle);
 	tcase_add_test(tc, busy_exec_workers_die_with_their_master);
 	tcase_add_test(tc, idle_exec_workers_leave_without_pdeathsig);
+	tcase_add_test(tc, own_group_dies_with_master_forked);
+	tcase_add_test(tc, own_group_dies_with_master_execd);
 	tcase_add_test(tc, programs_that_cannot_be_workers_are_refused);
 	tcase_add_test(tc, fn_of_a_library_is_loaded_in_the_worker);
 	suite_add_tcase(s, tc);
