@@ -568,8 +568,12 @@ gp_worker_enter(void)
 	if (s == NULL)
 		return;
 	spec(s, fd);
-	/* What this worker starts must not take itself for a worker. */
+	/* What this worker starts must not take itself for a worker, nor
+	 * hold its channel across an exec (a forked worker's pipes are
+	 * close-on-exec): a shell an item runs, or an item that execs. */
 	(void)unsetenv(ENV_NAME);
+	(void)fcntl(fd[0], F_SETFD, FD_CLOEXEC);
+	(void)fcntl(fd[1], F_SETFD, FD_CLOEXEC);
 	if (gp_read_full(fd[0], &hd, sizeof(hd)) < 0)
 		_exit(0);	/* the master is gone */
 	if (hd.type != GP_MSG_HELLO || hd.len < sizeof(struct hello) ||

@@ -123,30 +123,39 @@ START_TEST(exec_workers_are_fresh_images)
 }
 END_TEST
 
-/* {fds open, whether fd arg[0] is, whether fd arg[1] is} */
+/* {fds open, whether fd arg[0] is, whether fd arg[1] is, the first fd
+ * over 2 but arg[1] that is not close-on-exec or -1} */
 static int
 report_fds(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 {
 	const int	*fd = arg;
-	int		 r[3] = { count_fds(), fcntl(fd[0], F_GETFD) != -1,
-			       fcntl(fd[1], F_GETFD) != -1 };
+	int		 r[4] = { count_fds(), fcntl(fd[0], F_GETFD) != -1,
+			       fcntl(fd[1], F_GETFD) != -1, -1 };
+	int		 i, fl;
 
 	(void)in;
 	(void)len;
+	for (i = 3; i < 256 && r[3] < 0; i++)
+		if (i != fd[1] && (fl = fcntl(i, F_GETFD)) != -1 &&
+		    !(fl & FD_CLOEXEC))
+			r[3] = i;
 	return gp_ctx_reply(ctx, r, sizeof(r));
 }
 
 /* Only what it needs crosses the exec: 0, 1, 2, its two pipe ends and
  * the descriptors the caller asked it to keep; never one of the host's
  * that is not close-on-exec (a forked worker would hold it). The master
- * holds a memfd per slot and one for the shared slots, all CLOEXEC. */
+ * holds a memfd per slot and one for the shared slots, all CLOEXEC. Its
+ * pipes are close-on-exec again once it runs: what an item execs (a
+ * shell, or the item itself) does not hold its channel, as in a forked
+ * worker. */
 START_TEST(exec_workers_keep_only_their_fds)
 {
 	struct gp_pool_opts	 o = { .fake_gpus = 3 };
 	struct gp_exec		 x;
 	struct gp_pool		*p;
 	struct gp_item		 it[9];
-	int			 fd[2], before, r[3], i;
+	int			 fd[2], before, r[4], i;
 	char			 had[256];
 
 	exec_opts(&o, &x);
@@ -175,6 +184,8 @@ START_TEST(exec_workers_keep_only_their_fds)
 		ck_assert_msg(!r[1], "the host's fd %d reached the worker",
 		    fd[0]);
 		ck_assert_msg(r[2], "kept fd %d did not", fd[1]);
+		ck_assert_msg(r[3] == -1, "the worker's fd %d is not "
+		    "close-on-exec", r[3]);
 	}
 	gp_items_release(it, 9);
 	gp_pool_destroy(p);
