@@ -514,6 +514,12 @@ START_TEST(shell_is_found_as_parallel_finds_it)
 		"PARALLEL_SHELL=ksh", "ksh", "ksh",
 		"PARALLEL_SHELL=", "ksh", "BIN/ksh",
 	};
+	static const char *const other[] = {
+		/* a shell, a task that only it runs */
+		"/usr/bin/tcsh", "set v={}; echo $v",
+		"/usr/bin/fish", "set v {}; echo $v",
+		"/usr/bin/rc", "v={}; echo $v",
+	};
 	struct res	 res;
 	char		*bin, *want;
 	size_t		 i;
@@ -535,6 +541,22 @@ START_TEST(shell_is_found_as_parallel_finds_it)
 		ck_assert_msg(res.code == 0 && strcmp(res.out, want) == 0,
 		    "%s, parents %s: exit %d, $0 %s, not %s%s", c[i],
 		    c[i + 1], res.code, res.out, want, res.err);
+	}
+	/* From tcsh, fish or rc (where installed): its syntax, and the
+	 * arguments quoted as it reads them (sh's quotes would make "q!w" a
+	 * history event for tcsh, end a word at "\\'" for fish). */
+	for (i = 0; i < sizeof(other) / sizeof(other[0]); i += 2) {
+		if (access(other[i], X_OK) != 0)
+			continue;
+		ck_assert_int_eq(symlink(other[i], pathf("bin/%s",
+		    strrchr(other[i], '/') + 1)), 0);
+		run_chain(cmdf("export PATH=%s; exec /bin/bash %s %s -- %s "
+		    "--fake-gpus 1 --quiet -k '%s' ::: 'q!w' \"it's\" 'x;y' "
+		    "%s", bin, pathf("chain.sh"), strrchr(other[i], '/') + 1,
+		    GPUPOOL_RUN, other[i + 1], strstr(other[i], "fish") ?
+		    "'x\\'" : ""), &res);
+		OUT_IS(res, 0, strstr(other[i], "fish") ? "q!w\nit's\nx;y\n"
+		    "x\\\n" : "q!w\nit's\nx;y\n");
 	}
 	/* A shell that cannot be run is refused before anything runs. */
 	run_chain(cmdf("export PATH=%s SHELL=/nonexistent; exec /bin/bash %s "
