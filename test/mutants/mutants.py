@@ -170,7 +170,7 @@ MUTANTS = [
       "gp_wstart_reset_signals(master, 0);", "check_mon"),
     # 33. An argument is one inert word.
     M("quote-not-escaped", 33, "src/cli/repl.c",
-      "rc = gp_buf_add(b, \"'\\\\''\", 4);", "rc = gp_buf_add(b, \"'\", 1);",
+      "gp_buf_add(b, \"'\\\\''\", 4);", "gp_buf_add(b, \"'\", 1);",
       "check_repl", "check_grid"),
     # 34. Row N of the product, the first source slowest.
     M("grid-first-source-fastest", 34, "src/cli/grid.c",
@@ -192,8 +192,8 @@ MUTANTS = [
       "check_extras"),
     # 40. --halt N% of all the tasks, at the boundary.
     M("halt-percent-strict", 40, "src/cli/feed.c",
-      "return *n * 100 >= (unsigned long)r->total *",
-      "return *n * 100 > (unsigned long)r->total *", "check_extras"),
+      "return (double)*n >= halt_limit(r);",
+      "return (double)*n > halt_limit(r);", "check_extras"),
     # 41. --timeout N% only after a success.
     M("timeout-percent-before-a-success", 41, "src/cli/median.c",
       "return m->nlo > 0 ? m->lo[0] : -1;", "return m->nlo > 0 ? m->lo[0] : 0.001;",
@@ -308,5 +308,46 @@ MUTANTS = [
     # 64. Every rank makes the pool rank 0 makes, on its own machine.
     M("rank-pool-drops-thresholds", 64, "python/gpupool/_serve.py",
       'kw["ranks"] = False', 'kw["ranks"] = False; kw.pop("busy_pct", None)',
+      "pytest", timeout=1800),
+    # 65. The shell as parallel finds it, its arguments quoted for it.
+    M("shell-parent-only", 65, "src/cli/popts.c",
+      "for (hops = 0; pid > 0 && hops < SHELL_HOPS; hops++) {",
+      "for (hops = 0; pid > 0 && hops < 1; hops++) {", "check_parallel"),
+    M("shell-quoted-for-sh", 65, "src/cli/grid.c",
+      "g->rflags = gc->ctx | repl_shell(gc->shell);",
+      "g->rflags = gc->ctx;", "check_parallel"),
+    # 66. --halt's exit status fixed when met.
+    M("halt-status-counted-at-end", 66, "src/cli/run.c",
+      "if (r->halt_rc >= 0)", "if (r->halt_rc >= 0 && !r->o->halt_pct)",
+      "check_extras"),
+    # 67. -N caps -m and -X; -N repeats the words holding {}.
+    M("pack-cap-one-more", 67, "src/cli/grid.c",
+      "g->packed - last >= (unsigned long)g->gc->per_task)) &&",
+      "g->packed - last > (unsigned long)g->gc->per_task)) &&",
+      "check_parallel"),
+    M("n-no-context", 67, "src/cli/popts.c", "if (c == 'N')",
+      "if (c == 'Q')", "check_parallel"),
+    # 52. (amended) the main thread counts off the main thread.
+    M("main-thread-not-counted", 52, "python/gpupool/_start.py",
+      "if me is not main and main.is_alive():", "if False:", "pytest",
+      timeout=1800),
+    # 71. Clean workers: __main__'s top-level functions by name.
+    M("main-never-by-name", 71, "python/gpupool/_task.py",
+      "b, why = _byname.dumps(fn)", 'b, why = None, "mutant"',
+      "pytest", timeout=1800),
+    M("main-rerun-in-runpy-copy", 71, "python/gpupool/_spawn.py",
+      "run_main(*main[0])", "spawn.prepare(dict(main))", "pytest",
+      timeout=1800),
+    M("by-name-code-unchecked", 71, "python/gpupool/_byname.py",
+      "f.__code__.co_firstlineno == line and _crc(f.__code__) == crc",
+      "True", "pytest", timeout=1800),
+    # 72. By value where by name cannot; a stdin __main__ starts clean.
+    M("stdin-main-run-again", 72, "python/gpupool/_start.py",
+      'if path.startswith("<"):', "if False:", "pytest", timeout=1800),
+    M("big-by-value-never-said", 72, "python/gpupool/_byname.py",
+      "BIG = 1 << 20", "BIG = 1 << 30", "pytest", timeout=1800),
+    # 75. A fork of the caller runs none of the pool's teardown.
+    M("forks-run-the-parents-teardown", 75, "python/gpupool/_pool.py",
+      "os.register_at_fork(after_in_child=_forget_in_child)", "pass",
       "pytest", timeout=1800),
 ]
