@@ -211,6 +211,50 @@ report_init_error(PoolObject *self)
 	print_exc();
 }
 
+/*
+ * First in a worker's init, forked or clean, before the caller's
+ * initializer: the worker leads a process group of its own, declared to
+ * the library for its whole life (gp_ctx_set_pgid()). What the
+ * initializer and the items start (subprocess, multiprocessing, a shell
+ * and its pipeline, their children) is in it unless it leaves it (a new
+ * session or group); the master SIGKILLs the group whenever it kills the
+ * worker (timeout, cancel, terminate()) or finds it gone (a crash, an
+ * exit, the end of a clean QUIT: close(), max_tasks), and the worker
+ * takes it down itself when its master dies (wstart.c). A group apart is
+ * never the terminal's foreground one, so SIGTTOU and SIGTTIN are
+ * ignored first (through the signal module, which keeps its own table):
+ * under `stty tostop` its output is written, and a read of the terminal
+ * fails (EIO), where either would stop the worker for good (no shell
+ * continues a group it does not know). 0, or -1 with an exception.
+ */
+static int
+lead_group(struct gp_ctx *ctx)
+{
+	PyObject	*sig, *ign, *r = NULL;
+	int		 i, sigs[2] = { SIGTTOU, SIGTTIN };
+
+	if ((sig = PyImport_ImportModule("signal")) == NULL)
+		return -1;
+	if ((ign = PyObject_GetAttrString(sig, "SIG_IGN")) != NULL)
+		for (i = 0; i < 2; i++) {
+			Py_XDECREF(r);
+			if ((r = PyObject_CallMethod(sig, "signal", "iO",
+			    sigs[i], ign)) == NULL)
+				break;
+		}
+	Py_XDECREF(ign);
+	Py_DECREF(sig);
+	if (r == NULL)
+		return -1;
+	Py_DECREF(r);
+	if (setpgid(0, 0) < 0) {
+		PyErr_SetFromErrno(PyExc_OSError);
+		return -1;
+	}
+	gp_ctx_set_pgid(ctx, getpid());
+	return 0;
+}
+
 /* The library's init in every worker: os.environ first, then the
  * caller's init, if any. arg is the Pool in this copy of memory. */
 int
@@ -223,7 +267,7 @@ gpy_worker_init(struct gp_ctx *ctx, void *arg)
 
 	self_info = gp_ctx_info(ctx);
 	ENTER();
-	if (sync_environ() < 0)
+	if (lead_group(ctx) < 0 || sync_environ() < 0)
 		goto out;
 	if (self->init != Py_None) {
 		if ((r = PyObject_CallNoArgs(self->init)) == NULL)
@@ -323,7 +367,7 @@ gpy_spawn_init(struct gp_ctx *ctx, void *arg)
 	spawned.init = Py_None;
 	self_info = gp_ctx_info(ctx);
 	ENTER();
-	if (sync_environ() < 0 ||
+	if (lead_group(ctx) < 0 || sync_environ() < 0 ||
 	    (m = PyImport_ImportModule("gpupool._task")) == NULL)
 		goto out;
 	spawned.worker = PyObject_GetAttrString(m, "worker_entry");
