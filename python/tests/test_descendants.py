@@ -12,6 +12,7 @@ run beside it; no assertion waits on a sleep, each polls with a deadline
 a loaded machine meets. Each case runs with forked and with clean
 workers."""
 
+import errno
 import multiprocessing
 import os
 import random
@@ -262,3 +263,68 @@ def test_master_death_kills_what_items_started(tmp_path, method, state,
         m.kill()
         m.wait()
     gone(marker)
+
+
+TERMINAL = textwrap.dedent("""
+    import os, sys, termios
+    import gpupool
+
+    def item(i):
+        print("item %d says hello" % i, flush=True)
+        try:
+            return sys.stdin.readline()
+        except OSError as e:
+            return "read: errno %d" % e.errno
+
+    if __name__ == "__main__":
+        a = termios.tcgetattr(1)
+        a[3] |= termios.TOSTOP
+        termios.tcsetattr(1, termios.TCSANOW, a)
+        with gpupool.Pool(fake_gpus=1, start_method=sys.argv[1]) as p:
+            print(p.map(item, [1, 2]), flush=True)
+        print("DONE", flush=True)
+""")
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_terminal_io_never_stops_a_worker(tmp_path, method):
+    """At a terminal, its own group is never the foreground one: under
+    `stty tostop` a worker's output would stop it with SIGTTOU, and a read
+    of the terminal with SIGTTIN, for good (no shell continues a group it
+    does not know). They are ignored: the output goes through, the read
+    fails with EIO, and the map ends."""
+    import pty
+    import select
+    script = tmp_path / "terminal.py"
+    script.write_text(TERMINAL)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    pid, fd = pty.fork()
+    if pid == 0:  # a session of its own, the pty its terminal
+        try:
+            os.execve(sys.executable, [sys.executable, str(script), method],
+                      env)
+        finally:
+            os._exit(127)
+    out = b""
+    end = time.monotonic() + DEADLINE
+    try:
+        while b"DONE" not in out and time.monotonic() < end:
+            if select.select([fd], [], [], 0.1)[0]:
+                try:
+                    b = os.read(fd, 4096)
+                except OSError:  # EIO: the session has ended
+                    break
+                if not b:
+                    break
+                out += b
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        os.waitpid(pid, 0)
+        os.close(fd)
+    text = out.decode(errors="replace")
+    assert "DONE" in text, "the map never ended:\n" + text
+    assert "item 1 says hello" in text and "item 2 says hello" in text
+    assert text.count("read: errno %d" % errno.EIO) == 2, text
