@@ -542,6 +542,10 @@ void	gp_wstart_reset_signals(pid_t master, int die);
 /* gp_wstart_reset_signals() for a worker of p (die unless
  * GP_POOL_NO_PDEATHSIG). */
 void	gp_wstart_signals(const struct gp_pool *p);
+/* The master is gone: leave (_exit(0)), and SIGKILL the process group
+ * this worker leads, if it leads one (gp_ctx_set_pgid()): nobody else is
+ * left to end what its items started. Async-signal-safe. */
+void	gp_wstart_leave(void) __attribute__((noreturn));
 /* Bind to w's place unless GP_POOL_NO_BIND: 0 or -errno each. */
 void	gp_wstart_bind(struct gp_pool *p, struct gp_worker *w, int *cpu_rc,
 	    int *mem_rc);

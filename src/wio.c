@@ -29,16 +29,16 @@ gp_wio_wait(int fd, short events)
 
 	while (poll(pfd, 2, -1) == -1)
 		if (errno != EINTR)
-			_exit(0);
+			gp_wstart_leave();
 	if (pfd[1].revents)
-		_exit(0);	/* the master is gone */
+		gp_wstart_leave();	/* the master is gone */
 }
 
 void
 gp_wio_sendv(int fd, struct iovec *iov, int n)
 {
 	if (gp_writev_watch(fd, iov, n, master_pidfd) < 0)
-		_exit(0);	/* the master is gone */
+		gp_wstart_leave();	/* the master is gone */
 }
 
 void
@@ -55,7 +55,7 @@ void
 gp_wio_read(int fd, void *p, size_t n)
 {
 	if (gp_read_watch(fd, p, n, master_pidfd) < 0)
-		_exit(0);	/* EOF, or the master is gone */
+		gp_wstart_leave();	/* EOF, or the master is gone */
 }
 
 void
@@ -90,7 +90,7 @@ gp_wio_next(int fd, struct gp_buf *in, size_t max, struct gp_msg_hdr *h,
 			continue;
 		}
 		if (r <= 0)
-			_exit(0);	/* EOF: the master is gone */
+			gp_wstart_leave();	/* EOF: the master is gone */
 		in->len += (size_t)r;
 	}
 	*payload = in->data + in->off + sizeof(*h);

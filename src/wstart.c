@@ -62,6 +62,16 @@ on_parent_thread_end(int sig)
 		(void)kill(getpgrp() == getpid() ? 0 : getpid(), SIGKILL);
 }
 
+/* The master is gone (EOF, a failed write, its pidfd): as
+ * on_parent_thread_end(), the group this worker leads goes with it. */
+void
+gp_wstart_leave(void)
+{
+	if (getpgrp() == getpid())
+		(void)kill(0, SIGKILL);
+	_exit(0);
+}
+
 /* PR_SET_PDEATHSIG's signal, caught (internal.h, GP_DEATH_SIG); leaves
  * at once if master is gone already. */
 static void

@@ -693,38 +693,40 @@ lead_group(struct gp_ctx *ctx, void *arg)
 }
 
 /* Forks a child that waits for ever, says its worker's pid and the
- * child's, and waits too. */
+ * child's, and waits too if in holds {fd, 1}, else returns. */
 static int
 fork_then_wait(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 {
 	pid_t	 pids[2];
-	int	 fd;
+	int	 fd[2];
 
 	(void)ctx;
 	(void)len;
 	(void)arg;
-	memcpy(&fd, in, sizeof(fd));
+	memcpy(fd, in, sizeof(fd));
 	if ((pids[1] = fork()) == 0)
 		for (;;)
 			pause();
 	pids[0] = getpid();
-	if (write(fd, pids, sizeof(pids)) != sizeof(pids))
+	if (write(fd[0], pids, sizeof(pids)) != sizeof(pids))
 		return 1;
-	for (;;)
+	while (fd[1])
 		pause();
 	return 0;
 }
 
 /* An intermediate master whose workers lead their own groups, each busy
- * with an item that started a child, is SIGKILLed: each worker takes its
- * group down as it dies with its master (wstart.c), the child included.
- * Out of the test's group, a survivor is killed here before the case
- * fails. Before: the workers died, their children ran on. */
+ * with an item that started a child, or idle after it, is SIGKILLed:
+ * each worker takes its group down as it dies with its master (wstart.c:
+ * PR_SET_PDEATHSIG's handler, or the EOF an idle one most often sees
+ * first), the child included. Out of the test's group, a survivor is
+ * killed here before the case fails. Before: the workers died, their
+ * children ran on. */
 static void
-own_group_dies_with_master(int execd)
+own_group_dies_with_master(int execd, int busy)
 {
 	pid_t	 m, pids[4];
-	int	 fds[2], i, left = 0;
+	int	 fds[2], arg[2], i, left = 0;
 	int64_t	 t0;
 
 	ck_assert_int_eq(pipe(fds), 0);	/* the items write to it */
@@ -743,10 +745,13 @@ own_group_dies_with_master(int execd)
 		}
 		if (gp_pool_create(&p, &o) < 0)
 			_exit(1);
+		arg[0] = fds[1];
+		arg[1] = busy;
 		for (i = 0; i < 2; i++)
-			gp_item_init(&it[i], &fds[1], sizeof(fds[1]));
+			gp_item_init(&it[i], arg, sizeof(arg));
 		gp_pool_map(p, fork_then_wait, NULL, 0, it, 2);
-		_exit(1);
+		for (;;)
+			pause();
 	}
 	close(fds[1]);
 	for (i = 0; i < 2; i++)
@@ -769,13 +774,15 @@ own_group_dies_with_master(int execd)
 
 START_TEST(own_group_dies_with_master_forked)
 {
-	own_group_dies_with_master(0);
+	own_group_dies_with_master(0, 1);
+	own_group_dies_with_master(0, 0);
 }
 END_TEST
 
 START_TEST(own_group_dies_with_master_execd)
 {
-	own_group_dies_with_master(1);
+	own_group_dies_with_master(1, 1);
+	own_group_dies_with_master(1, 0);
 }
 END_TEST
 

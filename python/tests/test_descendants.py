@@ -243,12 +243,13 @@ MASTER = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("state", ["busy"])
+@pytest.mark.parametrize("state", ["busy", "idle"])
 def test_master_death_kills_what_items_started(tmp_path, method, state,
                                                marker):
     """The master SIGKILLed (a time limit, the OOM killer) while its
-    worker's item runs (busy): the worker takes its group down as it dies
-    with its master."""
+    worker's item runs (busy: PR_SET_PDEATHSIG's handler) or after it
+    returned (idle: the EOF the worker sees first, most often): the
+    worker takes its group down as it dies with its master."""
     script = tmp_path / "master.py"
     script.write_text(MASTER)
     # The marker in the environment: the master's (and its forked
