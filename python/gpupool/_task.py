@@ -622,6 +622,9 @@ class Initializer:
         self.forked = True  # False in a worker that started clean
 
     def __call__(self):
+        if not self.forked:
+            # It crossed the exec: what the items exec must not hold it.
+            os.set_inheritable(self.pid_fd, False)
         try:  # tell the caller this worker's pid (terminate() kills by it)
             os.write(self.pid_fd, os.getpid().to_bytes(4, "little"))
         except OSError:  # full (the caller drains it) or closed

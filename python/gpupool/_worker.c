@@ -362,6 +362,8 @@ gpy_spawn_init(struct gp_ctx *ctx, void *arg)
 	int			 rc = 1;
 
 	memcpy(&h, arg, sizeof(h));
+	/* It crossed the exec: what the items exec must not hold it. */
+	(void)fcntl(h.initerr, F_SETFD, FD_CLOEXEC);
 	spawned.initerr[1] = h.initerr;
 	spawned.view = h.view;
 	spawned.init = Py_None;

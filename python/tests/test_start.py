@@ -233,6 +233,36 @@ def die_on_3(x):
     return x, os.getpid()
 
 
+def inheritable_fds(_=None):
+    """The descriptors of this process a program it execs would get,
+    past 0, 1 and 2 (what an item's os.system() or os.exec*() keeps)."""
+    import fcntl
+    out = []
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            if fd > 2 and not fcntl.fcntl(fd, fcntl.F_GETFD) & \
+                    fcntl.FD_CLOEXEC:
+                out.append((fd, os.readlink("/proc/self/fd/" + name)))
+        except OSError:  # the listing's own descriptor, closed by now
+            pass
+    return out
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_worker_holds_no_inheritable_descriptor(method):
+    """Every descriptor of a worker is close-on-exec, a clean one's too
+    once it runs (its pid and error pipes crossed the exec without it),
+    replacements included: what an item execs holds none of the pool's
+    pipes."""
+    with gpupool.Pool(fake_gpus=2, start_method=method,
+                      maxtasksperchild=1) as p:
+        # A forked worker has this process's (fork copies them all).
+        mine = set(inheritable_fds()) if method == "fork" else set()
+        for fds in p.map(inheritable_fds, range(6), chunksize=1):
+            assert set(fds) <= mine, fds
+
+
 def test_clean_worker_killed_mid_item_is_replaced():
     with gpupool.Pool(fake_gpus=2, start_method="spawn") as p:
         first = p.map(die_on_3, range(8), chunksize=1,
