@@ -3,6 +3,7 @@ serves a job and the submit queue (Pool._drive()), the dispatcher thread
 that drives the queue when no other call runs, and a submit's future,
 which drives it in the waiting thread (see _pool.py's docstring)."""
 
+import sys
 import threading
 from concurrent.futures import Future
 
@@ -11,9 +12,53 @@ from . import _gpupool
 from . import _jobs
 
 
+# What run() raises (a RuntimeError) when every worker is gone: the
+# library's text for GP_ENOWORKER (include/gpupool.h).
+_GONE = _gpupool.strerror(-10003)
+
+
 class Driver:
     """Pool's methods that drive the C pool (self._c) under
     self._runner."""
+
+    _lost = False  # every worker is gone: the pool can run nothing more
+    _driving = None  # the job of the C call running, under self._cv
+
+    def _gone(self):
+        """What a call on a pool that lost every worker raises, and each
+        of its items that never ran holds."""
+        return _errors.NotRun(
+            "gpupool: the item never ran: every worker of the pool is "
+            "gone. Workers died (a crash, a timeout, a kill) and none "
+            "could be replaced: the respawn budget (64 replacements per "
+            "worker over the pool's life) is spent, or a replacement "
+            "failed while it started (its initializer raised, say). This "
+            "pool can run nothing more: make a new Pool")
+
+    def _own_thread(self):
+        """This thread is one that join() waits for: the dispatcher, an
+        imap's helper, or the thread in a C call. A done callback of a
+        future runs in it (the thread that ended the future)."""
+        t = threading.current_thread()
+        return (t is self._dispatcher or t in self._helpers or
+                self._owner == t.ident)
+
+    def _hand_over(self, stop):
+        """join() or terminate() called in a thread it would wait for (a
+        future's done callback runs in the thread that ended the future:
+        the dispatcher, an imap's helper, the thread in a C call): stop()
+        goes on in a thread of its own, and this one returns, sees the
+        stop once the callback returns, and ends. (CPython raises
+        RuntimeError("cannot join current thread") there.) At interpreter
+        exit the main thread joins every pool already."""
+        from ._pool import _exiting  # (_pool imports this module)
+        if _exiting or sys.is_finalizing():
+            return
+        try:
+            threading.Thread(target=stop, name="gpupool-stop",
+                             daemon=True).start()
+        except RuntimeError:  # the interpreter is shutting down: as above
+            pass
 
     def _acquire_runner(self):
         if self._owner == threading.get_ident():
@@ -36,85 +81,42 @@ class Driver:
 
     def _drive(self, job, serve_submits=True, locked=False):
         """One C call over job (None: submits only) and the submit queue,
-        in this thread. Returns when job has nothing more to send now and
-        the items in flight have ended; raises what the call raised.
-        locked: the caller holds the runner lock already (it is released
-        here all the same)."""
-        subs = self._sub_inflight
-
-        def send(item):
-            """Count item in flight, unless terminate() came first: under
-            self._cv, so that terminate() sees either no item sent after
-            its stop or the count of those that were."""
-            with self._cv:
-                if self._stop.is_set():
-                    raise _jobs.Abort(_errors.Canceled("the pool was "
-                                                       "terminated"))
-                self._inflight += 1
-            return item
-
-        def next_item():
-            if self._refresh:
-                self._refresh_pids()
-            if serve_submits:
-                with self._cv:  # as send(), with the pop in the same hold
-                    if self._stop.is_set():
-                        raise _jobs.Abort(_errors.Canceled(
-                            "the pool was terminated"))
-                    if job is None and self._waiting:
-                        return None  # the dispatcher gives way
-                    s = self._subq.next_item()
-                    if s is not None:
-                        self._inflight += 1
-                        subs.add(s[0][0])
-                        return (None, s[0]), s[1]
-            if job is None:
-                return None
-            j = job.next_item()
-            return None if j is None else send(((job, j[0]), j[1]))
-
-        def done(key, status, code, out):
-            with self._cv:
-                self._inflight -= 1
-            if status in (_gpupool.CRASHED, _gpupool.TIMEDOUT):
-                self._refresh = True  # a replacement has a new pid
-            src, k = key
-            if src is None:
-                subs.discard(k[0])
-                _jobs.SubmitQueue.finish(k, status, code, out)
-            else:
-                src.finish(k, status, code, out)
-            if self._stop.is_set():
-                raise _jobs.Abort(_errors.Canceled("the pool was "
-                                                   "terminated"))
-
+        in this thread (its callbacks: _Call). Returns when job has
+        nothing more to send now and the items in flight have ended;
+        raises what the call raised, or the job's end (an Abort: its
+        first failure, or its reader gone). locked: the caller holds the
+        runner lock already (it is released here all the same)."""
+        call = _Call(self, job, serve_submits)
         if not locked:
             self._acquire_runner()
         try:
+            with self._cv:
+                self._driving = job
             self._check_usable()
-            self._c.run(next_item, done)
+            lost = self._lost
+            if not lost:
+                try:
+                    self._c.run(call.next_item, call.done)
+                except RuntimeError as e:
+                    if str(e) != _GONE:
+                        raise
+                    lost = self._lost = True
+            if lost:
+                call.not_run()
         except BaseException as e:
-            # The call ended without done() for its items in flight (an
-            # exception of a callback, Ctrl-C): their futures fail too.
-            if subs:
-                exc = e
-                if isinstance(e, _jobs.Abort) or not isinstance(e, Exception):
-                    exc = _errors.Canceled(
-                        "the C call that ran it ended early (%r)"
-                        % (getattr(e, "exc", e),))
-                for fut in list(subs):
-                    if not fut.done():
-                        fut.set_exception(exc)
-                subs.clear()
+            call.fail_submits(e)
             raise
         finally:
             with self._cv:
                 self._inflight = 0
+                self._driving = None
             # A worker's pid changes only when it is replaced: after a
             # crash or timeout, or after max_tasks_per_worker items.
             if self._refresh or self._max_tasks:
                 self._refresh_pids()
             self._release_runner()
+        if call.ended is not None:
+            raise call.ended
 
     def _help(self):
         """A wait without a timeout on a submitted call (Future.result(),
@@ -138,7 +140,8 @@ class Driver:
             pass
         except Exception as e:  # the pool failed: fail the rest
             with self._cv:
-                self._subq.cancel_all(e)
+                futs = self._subq.take()
+            _jobs.fail(futs, e)
 
     def _refresh_pids(self):
         """The workers' pids, for terminate() to kill while a call runs in
@@ -152,11 +155,28 @@ class Driver:
         self._pids = pids
         self._refresh = 0 in pids
 
+    def _check_stop(self):
+        """In a C call's next() or done(): terminate() ends the call."""
+        if self._stop.is_set():
+            raise _jobs.Abort(_errors.Canceled("the pool was terminated"))
+
     def _check_usable(self):
         if self._state == "joined":
             raise ValueError("gpupool: the pool is closed and joined")
         if self._stop.is_set():
             raise _errors.Canceled("the pool was terminated")
+
+    def _cancel_streams_call(self):
+        """After _cancel_streams() (the with block or the interpreter
+        ends): the C call of an imap nobody reads any more is canceled
+        now, its items stopped (one may never end, and join() would wait
+        for it). Not while submits it took run: they end first, and
+        _drive's done() cancels it after the last."""
+        with self._cv:
+            job = self._driving
+            if (isinstance(job, _jobs.StreamJob) and job.canceled and
+                    not self._sub_inflight):
+                self._c.cancel()
 
     def _interrupt(self):
         """Ctrl-C reached a thread waiting on this pool's results
@@ -165,8 +185,9 @@ class Driver:
         drives it, is canceled now (its items stop: grace, then SIGKILL),
         as Ctrl-C during map() does."""
         with self._cv:
-            self._subq.cancel_pending()
+            futs = self._subq.take()
             running = self._owner is not None
+        _jobs.cancel(futs)
         if running:
             self._c.cancel()
 
@@ -189,7 +210,130 @@ class Driver:
                 pass
             except BaseException as e:  # the pool failed: fail the rest
                 with self._cv:
-                    self._subq.cancel_all(e)
+                    futs = self._subq.take()
+                _jobs.fail(futs, e)
+
+
+class _Call:
+    """One C call of Driver._drive(): its next() and done(), the items in
+    flight, and the end of its job (None: the call serves submits only).
+
+    A job's end is its own: once it has failed or was stopped (an Abort
+    from its next_item(), finish() or check()), it sends nothing more and
+    the call takes no new submit, but the submits already taken run to
+    their end (their callers are others, maybe in other threads); then
+    the call is canceled, which stops the job's items still running.
+
+    On a pool that lost every worker, each item (in flight then, or asked
+    for since) ends NOTRUN at once, with a NotRun saying why (not_run()),
+    so that every call keeps what was computed and fails fast."""
+
+    def __init__(self, pool, job, serve_submits):
+        self.pool = pool
+        self.job = job
+        self.serve_submits = serve_submits
+        self.subs = pool._sub_inflight  # submits' futures in flight
+        self.flying = {}  # id(key) -> key: every item sent, not yet done
+        self.ended = None  # the job's Abort, once it has ended
+
+    def end_job(self, a):
+        if self.ended is None:
+            self.ended = a
+        if not self.subs:
+            raise self.ended
+
+    def job_call(self, method, *args):
+        """The job's next_item(), finish() or check(): what it raises ends
+        the job, not the call."""
+        try:
+            return method(*args)
+        except _jobs.Abort as a:
+            self.end_job(a)
+        except Exception as e:
+            self.end_job(_jobs.Abort(e))
+        return None
+
+    def send(self, key, data):
+        """Count an item in flight, unless terminate() came first: under
+        the pool's lock, so that terminate() sees either no item sent
+        after its stop or the count of those that were."""
+        p = self.pool
+        with p._cv:
+            p._check_stop()
+            p._inflight += 1
+        self.flying[id(key)] = key
+        return key, data
+
+    def next_item(self):
+        p, job = self.pool, self.job
+        if p._refresh:
+            p._refresh_pids()
+        if self.serve_submits:
+            with p._cv:  # as send(), with the pop in the same hold
+                p._check_stop()
+                if job is not None and self.ended is None:
+                    # Under the lock, as _cancel_streams_call() looks.
+                    self.job_call(job.check)
+                if self.ended is not None:
+                    return None
+                if job is None and p._waiting:
+                    return None  # the dispatcher gives way
+                s = p._subq.next_item()
+                if s is not None:
+                    p._inflight += 1
+                    self.subs.add(s[0][0])
+                    key = (None, s[0])
+                    self.flying[id(key)] = key
+                    return key, s[1]
+        if job is None or self.ended is not None:
+            return None
+        j = self.job_call(job.next_item)
+        return None if j is None else self.send((job, j[0]), j[1])
+
+    def done(self, key, status, code, out):
+        p, job = self.pool, self.job
+        with p._cv:
+            p._inflight -= 1
+        self.flying.pop(id(key), None)
+        if status in (_gpupool.CRASHED, _gpupool.TIMEDOUT):
+            p._refresh = True  # a replacement has a new pid
+        src, k = key
+        if src is None:
+            self.subs.discard(k[0])
+            _jobs.SubmitQueue.finish(k, status, code, out)
+            if job is not None and self.ended is None:
+                self.job_call(job.check)  # its reader left meanwhile
+        elif self.ended is None:
+            self.job_call(src.finish, k, status, code, out)
+        p._check_stop()
+        if self.ended is not None and not self.subs:
+            raise self.ended  # the job's items still running stop
+
+    def not_run(self):
+        """run() on a pool that lost every worker: each item in flight
+        when the library said so (it calls no done() for them), then each
+        item next() gives, ends at once as NOTRUN, as the library ends
+        an item it could not run, its out the NotRun that says why."""
+        for key in list(self.flying.values()):
+            self.done(key, _gpupool.NOTRUN, 0, self.pool._gone())
+        while True:
+            item = self.next_item()
+            if item is None:
+                return
+            self.done(item[0], _gpupool.NOTRUN, 0, self.pool._gone())
+
+    def fail_submits(self, e):
+        """The call ended without done() for its items in flight (the
+        pool was terminated, Ctrl-C; never the job's end alone): their
+        futures fail too."""
+        exc = e
+        if not isinstance(e, Exception):
+            exc = _errors.Canceled("the C call that ran it ended early "
+                                   "(%r)" % (getattr(e, "exc", e),))
+        for fut in list(self.subs):
+            if not fut.done():
+                fut.set_exception(exc)
+        self.subs.clear()
 
 
 class _Future(Future):

@@ -10,12 +10,11 @@ future (WorkerCrashed, a BrokenProcessPool) instead of breaking the
 executor.
 """
 
-import sys
 import threading
 import time
 from concurrent import futures
 
-from . import _pool as _pool_mod
+from . import _jobs
 from ._pool import Pool, _Star
 
 
@@ -76,22 +75,22 @@ class Executor(futures.Executor):
     def shutdown(self, wait=True, *, cancel_futures=False):
         """No new calls. cancel_futures: the calls not started are
         canceled (cancelled() is True). wait: return once the others have
-        ended and the workers are stopped; else at once (they are
+        ended and the workers are stopped (but at once in a future's done
+        callback, which runs in a thread the stop waits for: the stop
+        then goes on in a thread of its own); else at once (they are
         stopped when the last call ends, or at interpreter exit)."""
         with self._lock:
             self._shutdown = True
         pool = self._pool
         if cancel_futures:
             with pool._cv:
-                pool._subq.cancel_pending()
+                queued = pool._subq.take()
+            _jobs.cancel(queued)
         pool.close()
         if wait:
-            pool.join()
-        elif not (_pool_mod._exiting or sys.is_finalizing()):
-            # (At exit the interpreter joins every pool itself, and can
-            # start no thread.)
-            threading.Thread(target=pool.join, name="gpupool-shutdown",
-                             daemon=True).start()
+            pool.join()  # in a done callback: handed over (Pool.join)
+        else:
+            pool._hand_over(pool.join)
 
 
     def __del__(self):

@@ -7,7 +7,8 @@ to the job or future that sent it. The key of a C item is (job, index).
 
 A job's next_item() returns a pickled chunk, or None when it has nothing
 to send now (input exhausted, or a stream's window full); None ends the C
-call once the items in flight are done. Jobs are driven from the thread
+call once the items in flight are done. check() raises Abort once the job
+was ended from outside (an imap's reader left). Jobs are driven from the thread
 that runs the C call and read by the caller's thread: a stream job's
 state is under its own Condition.
 """
@@ -21,8 +22,11 @@ from . import _task
 
 
 class Abort(BaseException):
-    """Raised from done() to cancel the C call; carries what the caller
-    then raises (the first failure of a map, or Canceled)."""
+    """A job is over: raised by its next_item(), finish() or check() (its
+    first failure, or its reader gone), or by Pool._drive() (the pool
+    terminated); carries what the caller then raises. The C call sends
+    nothing more of the job and is canceled once no submit it took is
+    still running."""
 
     def __init__(self, exc):
         super().__init__(exc)
@@ -32,9 +36,12 @@ class Abort(BaseException):
 def values_of(fn, status, code, out, n):
     """One C item's n values and its errors: (values, None) when all
     succeeded, else (values, {index: exception}), each exception with the
-    worker's traceback attached (a crash or timeout: every index)."""
+    worker's traceback attached (a crash or timeout: every index). An
+    item of a pool that lost every worker is NOTRUN with out the NotRun
+    that says why (_drive.py, _Call.not_run())."""
     if status != _gpupool.OK:
-        e = _errors.from_status(status, code, out)
+        e = (out if isinstance(out, _errors.NotRun) else
+             _errors.from_status(status, code, out))
         return [None] * n, dict.fromkeys(range(n), e)
     values, errors = _task.decode(out, n)
     if not errors:
@@ -73,6 +80,9 @@ class MapJob:
         self.n = len(items)
         self.results = [None] * self.n
         self.pos = 0
+
+    def check(self):
+        """A map ends by its own failure only (finish())."""
 
     def next_item(self):
         if self.pos >= self.n:
@@ -135,10 +145,16 @@ class StreamJob:
         self.canceled = False   # the caller stopped early
         self.finished = False   # the driving thread is done
 
+    def check(self):
+        """Abort once the reader has stopped (left its loop, or the with
+        block ended): the stream is over. Called under the pool's lock
+        too (Pool._drive), so only a bool is read."""
+        if self.canceled:
+            raise Abort(_errors.Canceled("imap was stopped"))
+
     def next_item(self):
         with self.cv:
-            if self.canceled:
-                raise Abort(_errors.Canceled("imap was stopped"))
+            self.check()
             room = self.window - (self.taken - self.consumed)
             if self.exhausted or room <= 0:
                 return None
@@ -180,8 +196,7 @@ class StreamJob:
             else:
                 self.ready.extend(res)
             self.cv.notify_all()
-            if self.canceled:
-                raise Abort(_errors.Canceled("imap was stopped"))
+            self.check()
         if self.progress is not None:
             self.progress.update(n)
 
@@ -274,18 +289,13 @@ class SubmitQueue:
                 return (fut, fn, n), payload
         return None
 
-    def cancel_all(self, exc):
-        """Every queued future fails with exc (terminate())."""
-        while self.q:
-            fut = self.q.popleft()[0]
-            if fut.set_running_or_notify_cancel():
-                fut.set_exception(exc)
-
-    def cancel_pending(self):
-        """Every queued future is canceled: cancelled() is True
-        (shutdown(cancel_futures=True), Ctrl-C)."""
-        while self.q:
-            self.q.popleft()[0].cancel()
+    def take(self):
+        """Under the pool's lock: every queued future, out of the queue.
+        End them with cancel() or fail() once the lock is released: their
+        done callbacks run then, and may call the pool (terminate() it)."""
+        futs = [e[0] for e in self.q]
+        self.q.clear()
+        return futs
 
     @staticmethod
     def finish(key, status, code, out):
@@ -298,3 +308,17 @@ class SubmitQueue:
             fut.set_result(v)
         else:
             fut.set_exception(v)
+
+
+def cancel(futs):
+    """Futures taken from the queue are canceled: cancelled() is True
+    (terminate(), shutdown(cancel_futures=True), Ctrl-C)."""
+    for fut in futs:
+        fut.cancel()
+
+
+def fail(futs, exc):
+    """Futures taken from the queue fail with exc (the pool failed)."""
+    for fut in futs:
+        if fut.set_running_or_notify_cancel():
+            fut.set_exception(exc)

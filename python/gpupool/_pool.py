@@ -606,6 +606,8 @@ class Pool(Driver):
         if self._state == "open":
             raise ValueError("gpupool: close() or terminate() the pool "
                              "before join()")
+        if self._own_thread():  # a done callback: see _hand_over()
+            return self._hand_over(self.join)
         with self._cv:
             while self._dispatcher is not None or self._helpers:
                 self._cv.wait()
@@ -630,9 +632,12 @@ class Pool(Driver):
                 return
             self._state = "terminating"
             self._stop.set()
-            self._subq.cancel_pending()
+            queued = self._subq.take()
             busy = self._inflight > 0
             self._cv.notify_all()
+        _jobs.cancel(queued)
+        if self._own_thread():  # a done callback: see _hand_over()
+            return self._hand_over(self.terminate)
         me = threading.get_ident()
         with self._cv:
             while busy and (self._dispatcher is not None or self._helpers
@@ -694,14 +699,7 @@ class Pool(Driver):
         if self._state != "joined":
             self.close()
             self._cancel_streams()
-            with self._cv:
-                streams = bool(self._helpers)
-            if streams:
-                # An imap nobody reads any more: its items are stopped,
-                # not waited for (one may never end, and hold back the
-                # submits queued behind it). Submits its C call had taken
-                # fail with Canceled; the queued ones run.
-                self._c.cancel()
+            self._cancel_streams_call()
             self.join()
 
     def __enter__(self):
@@ -722,6 +720,7 @@ class Pool(Driver):
         if exc_type is None:
             self.close()
             self._cancel_streams()
+            self._cancel_streams_call()
             self.join()
         else:
             self.terminate()
