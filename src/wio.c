@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -34,11 +35,23 @@ gp_wio_wait(int fd, short events)
 		gp_wstart_leave();	/* the master is gone */
 }
 
+/* SIGPIPE is held while the worker writes to its master: the master's
+ * pipes close as it exits, before the kernel sends the death signal, so a
+ * reply cut by its death would otherwise kill the worker there and then,
+ * and the process group it leads would outlive both (gp_wstart_leave()).
+ * A write that succeeded raised none, so the old mask comes back as it
+ * was; one that failed leaves with it pending. */
 void
 gp_wio_sendv(int fd, struct iovec *iov, int n)
 {
+	sigset_t	 pipe, old;
+
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	(void)sigprocmask(SIG_BLOCK, &pipe, &old);
 	if (gp_writev_watch(fd, iov, n, master_pidfd) < 0)
 		gp_wstart_leave();	/* the master is gone */
+	(void)sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
 void
