@@ -225,18 +225,23 @@ report_init_error(PoolObject *self)
  * ignored first (through the signal module, which keeps its own table):
  * under `stty tostop` its output is written, and a read of the terminal
  * fails (EIO), where either would stop the worker for good (no shell
- * continues a group it does not know). 0, or -1 with an exception.
+ * continues a group it does not know). SIGPIPE and SIGXFSZ too, as
+ * CPython ignores them at its start (the library reset every signal to
+ * its default): a write to a closed pipe raises BrokenPipeError in the
+ * item, as in multiprocessing's workers, instead of killing the worker;
+ * subprocess gives them back to what it starts. 0, or -1 with an
+ * exception.
  */
 static int
 lead_group(struct gp_ctx *ctx)
 {
 	PyObject	*sig, *ign, *r = NULL;
-	int		 i, sigs[2] = { SIGTTOU, SIGTTIN };
+	int		 i, sigs[] = { SIGTTOU, SIGTTIN, SIGPIPE, SIGXFSZ };
 
 	if ((sig = PyImport_ImportModule("signal")) == NULL)
 		return -1;
 	if ((ign = PyObject_GetAttrString(sig, "SIG_IGN")) != NULL)
-		for (i = 0; i < 2; i++) {
+		for (i = 0; i < (int)(sizeof(sigs) / sizeof(sigs[0])); i++) {
 			Py_XDECREF(r);
 			if ((r = PyObject_CallMethod(sig, "signal", "iO",
 			    sigs[i], ign)) == NULL)

@@ -471,6 +471,35 @@ def test_functions_see_the_workers_globals_without_cloudpickle(tmp_path):
         "pip install cloudpickle" in lines[2]
 
 
+# -- signals in an item --------------------------------------------------------
+
+def write_to_a_closed_pipe(_):
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        os.write(w, b"x")
+    except BrokenPipeError:
+        return "BrokenPipeError"
+    finally:
+        os.close(w)
+    return "written"
+
+
+def yes_into_head(_):
+    return subprocess.run(["sh", "-c", "yes | head -1"], timeout=60,
+                          capture_output=True, text=True).stdout
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_sigpipe_is_pythons_in_an_item(start_method):
+    """As in multiprocessing's workers (and any Python process): a write
+    to a closed pipe raises BrokenPipeError (the worker died of SIGPIPE
+    before), and what the item runs gets SIGPIPE back (yes | head ends)."""
+    with gpupool.Pool(fake_gpus=1, start_method=start_method) as p:
+        assert p.map(write_to_a_closed_pipe, [0, 1]) == ["BrokenPipeError"] * 2
+        assert p.map(yes_into_head, [0]) == ["y\n"]
+
+
 # -- Ctrl-C -------------------------------------------------------------------
 
 _CTRL_C = """
