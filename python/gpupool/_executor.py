@@ -49,6 +49,7 @@ class Executor(futures.Executor):
         return self._pool.gpus()
 
     def submit(self, fn, /, *args, **kwargs):
+        self._pool._check_mine()  # before a lock a fork may hold
         with self._lock:
             if self._shutdown:
                 raise RuntimeError("cannot schedule new futures after "
@@ -61,6 +62,7 @@ class Executor(futures.Executor):
         results come in order as they are read. Past timeout seconds
         (from this call) the next read raises TimeoutError; leaving the
         loop early, or a failure, cancels the calls not started."""
+        self._pool._check_mine()
         if chunksize < 1:
             raise ValueError("chunksize must be >= 1.")
         end = None if timeout is None else timeout + time.monotonic()
@@ -78,7 +80,11 @@ class Executor(futures.Executor):
         ended and the workers are stopped (but at once in a future's done
         callback, which runs in a thread the stop waits for: the stop
         then goes on in a thread of its own); else at once (they are
-        stopped when the last call ends, or at interpreter exit)."""
+        stopped when the last call ends, or at interpreter exit). In a
+        fork of the process that made it: nothing (its pool is the
+        parent's, Pool._mine())."""
+        if not self._pool._mine():
+            return
         with self._lock:
             self._shutdown = True
         pool = self._pool

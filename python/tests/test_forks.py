@@ -104,13 +104,14 @@ def test_multiprocessing_children_exit(tmp_path):
 
 
 def test_a_copy_of_the_pool_says_whose_it_is(tmp_path):
-    """In the child the parent's pool refuses work, naming both
-    processes, and close/join/terminate and its with block end at once:
-    its workers are the parent's."""
+    """In the child the parent's pool and executor refuse work, the
+    message naming both processes, and close/join/terminate, shutdown
+    and the with block end at once: the workers are the parent's."""
     out = _run(tmp_path, """
         import os, gpupool
         if __name__ == "__main__":
-            with gpupool.Pool() as p:
+            with gpupool.Executor() as ex:
+                p = ex.pool
                 p.submit(abs, -1).result()
                 pid = os.fork()
                 if pid == 0:
@@ -126,6 +127,13 @@ def test_a_copy_of_the_pool_says_whose_it_is(tmp_path):
                     with p:
                         pass
                     p.close(); p.join(); p.terminate()
+                    for call in (lambda: ex.submit(abs, 1),
+                                 lambda: ex.map(abs, [1])):
+                        try:
+                            call()
+                        except RuntimeError:
+                            print("refused too")
+                    ex.shutdown(cancel_futures=True)
                     print("copy ended")
                     os._exit(0)
                 os.waitpid(pid, 0)
@@ -133,7 +141,7 @@ def test_a_copy_of_the_pool_says_whose_it_is(tmp_path):
     """)
     msg = [x for x in out if x.startswith("refused:")]
     assert msg and "this is a fork of it" in msg[0], out
-    assert out.count("refused too") == 2, out
+    assert out.count("refused too") == 4, out
     assert "copy ended" in out
     assert "parent [4] 2" in out
 
