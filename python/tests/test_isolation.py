@@ -286,11 +286,6 @@ def double(x):
 def boom(x):
     raise ValueError(x)
 
-def block(path):
-    open(path + ".in", "w").close()
-    with open(path) as f:
-        return f.read()
-
 """
 
 
@@ -413,39 +408,35 @@ def test_a_stopped_pool_has_no_worker_once_the_callback_returned(tmp_path):
     assert "children 0 joined" in r.stdout
 
 
-def test_a_queued_futures_callback_may_terminate_during_terminate(tmp_path):
-    """terminate() cancels the queued futures outside the pool's lock:
-    a callback of one that terminates too, while a map in another thread
-    waits to run, neither deadlocks nor fails. Before: the callback's
-    terminate() held the lock while it waited for the map's thread,
-    which needed the lock to end."""
-    fifo_path = fifo(tmp_path, "block")
-    r = _run_script(tmp_path, """
-        fifo = %r
-        p = gpupool.Pool(fake_gpus=1)
-        first = p.submit(block, fifo)
-        while not os.path.exists(fifo + ".in"):
-            time.sleep(0.01)
-        futs = [p.submit(double, i) for i in range(3)]
-        seen = []
-        def cb(f):
-            p.terminate()
-            seen.append(f.cancelled())
-        futs[-1].add_done_callback(cb)
-        def m():
-            try:
-                p.map(double, range(10))
-            except (gpupool.Canceled, ValueError):
-                pass
-        t = threading.Thread(target=m)
+def test_queued_futures_are_canceled_outside_the_pools_lock(tmp_path):
+    """terminate() cancels the queued futures once it has let go of the
+    pool's lock, so that their callbacks may call the pool (terminate()
+    it too). Before: they ran under the lock, and a callback's terminate()
+    could wait for a map's thread that needed the lock."""
+    block = fifo(tmp_path, "block")
+    p = gpupool.Pool(fake_gpus=1, grace=0.1)
+    first = p.submit(wait_on, block)
+    until(lambda: os.path.exists(block + ".in"), "the first call runs")
+    queued = p.submit(double, 1)
+    free = []
+
+    def probe():  # another thread takes the pool's lock
+        got = p._cv.acquire(timeout=10)
+        free.append(got)
+        if got:
+            p._cv.release()
+
+    def cb(f):
+        t = threading.Thread(target=probe)
         t.start()
-        while not p._waiting:  # the map waits for the running call
-            time.sleep(0.01)
-        p.terminate()
         t.join()
-        print("callback", seen, "children", kids(), flush=True)
-    """ % fifo_path)
-    assert "callback [True] children 0" in r.stdout
+        p.terminate()
+    queued.add_done_callback(cb)
+    p.terminate()
+    assert free == [True]
+    assert queued.cancelled()
+    assert isinstance(first.exception(DEADLINE),
+                      (gpupool.Canceled, gpupool.WorkerCrashed))
 
 
 # -- 6. A pool that loses every worker keeps what it computed ------------
