@@ -314,6 +314,16 @@ _STOPS = {
 # the future (the dispatcher; the caller, whose result() drives the pool;
 # a map's thread or an imap's helper, whose C call carried the submit);
 # an AsyncResult's in the result thread.
+_CARRIED = """
+    def later():
+        time.sleep(0.2)  # (after the call ended: the dispatcher case)
+        ex.submit(double, 1).add_done_callback(cb)
+    threading.Thread(target=later).start()
+    try:
+        %s
+    except gpupool.Canceled:
+        pass
+"""
 _CALLERS = {
     "dispatcher": """
         f = ex.submit(double, 1)
@@ -332,27 +342,8 @@ _CALLERS = {
         f.add_done_callback(cb)
         f.exception()
     """,
-    "map": """
-        def later():
-            time.sleep(0.2)  # (after the map ended: the dispatcher case)
-            ex.submit(double, 1).add_done_callback(cb)
-        threading.Thread(target=later).start()
-        try:
-            p.map(time.sleep, [0.05] * 40, chunksize=1)
-        except gpupool.Canceled:
-            pass
-    """,
-    "imap": """
-        def later():
-            time.sleep(0.2)  # (after the imap ended: the dispatcher case)
-            ex.submit(double, 1).add_done_callback(cb)
-        threading.Thread(target=later).start()
-        try:
-            for _ in p.imap(time.sleep, [0.05] * 40, chunksize=1):
-                pass
-        except gpupool.Canceled:
-            pass
-    """,
+    "map": _CARRIED % "p.map(time.sleep, [0.05] * 40, chunksize=1)",
+    "imap": _CARRIED % "list(p.imap(time.sleep, [0.05] * 40, chunksize=1))",
     "apply_async": "p.apply_async(double, (1,), callback=cb).wait(60)",
     "error_callback": "p.apply_async(boom, (1,), error_callback=cb).wait(60)",
     "map_async": "p.map_async(double, range(8), callback=cb).wait(60)",
@@ -361,7 +352,8 @@ _CALLERS = {
 
 @pytest.mark.parametrize("caller,stop", [
     ("dispatcher", s) for s in sorted(_STOPS)] + [
-    ("dispatcher_busy", "terminate"), ("result", "terminate"), ("result", "shutdown"),
+    ("dispatcher_busy", "terminate"),
+    ("result", "terminate"), ("result", "shutdown"),
     ("map", "terminate"), ("map", "close_join"),
     ("imap", "terminate"), ("imap", "close_join"),
     ("apply_async", "terminate"), ("apply_async", "close_join"),
