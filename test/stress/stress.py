@@ -578,7 +578,11 @@ def t_fds_umask(gr, bdir=None, *_):
     fdlist = os.path.join(bdir or "", "fdlist")
     d = tmpdir("fds")
     tasks = os.path.join(d, "tasks")
-    lines = ["ls /proc/$$/fd"]            # sh's own fds (dash opens none)
+    # sh's own fds (dash opens none), as the shell: bash, the one found
+    # among the parents of a run under CI, execs a lone command, and
+    # $$ is then ls, with the directory it reads open.
+    env = dict(ENV, PARALLEL_SHELL="/bin/sh")
+    lines = ["ls /proc/$$/fd"]
     if bdir and os.access(fdlist, os.X_OK):
         lines += [fdlist, "%s; true" % fdlist]  # direct exec, then via sh
     else:
@@ -591,7 +595,7 @@ def t_fds_umask(gr, bdir=None, *_):
             try:
                 rc, out, err = run([gr, "--fake-gpus", "2", "--per-gpu",
                                     "2", "--quiet", "--joblog", jl] + extra +
-                                   [tasks], 30, env=ENV)
+                                   [tasks], 30, env=env)
             finally:
                 os.umask(0o022)
             check(rc == 0, "umask %o %r: exit %d: %s" % (mask, extra, rc,
