@@ -61,8 +61,8 @@ def run_script(argv):
     finally:
         # Its pools end here, while the other ranks still listen (as at
         # interpreter exit, which comes later).
-        from . import _pool
-        _pool._python_exit()
+        from . import _exit
+        _exit.python_exit()
 
 
 def _import_main(path):

@@ -8,6 +8,7 @@ import threading
 from concurrent.futures import Future
 
 from . import _errors
+from . import _exit
 from . import _gpupool
 from . import _jobs
 
@@ -51,8 +52,7 @@ class Driver:
         stop once the callback returns, and ends. (CPython raises
         RuntimeError("cannot join current thread") there.) At interpreter
         exit the main thread joins every pool already."""
-        from ._pool import _exiting  # (_pool imports this module)
-        if _exiting or sys.is_finalizing():
+        if _exit.exiting or sys.is_finalizing():
             return
         try:
             threading.Thread(target=stop, name="gpupool-stop",

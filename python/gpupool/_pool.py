@@ -27,11 +27,11 @@ import math
 import os
 import socket
 import threading
-import weakref
 
 from . import _async
 from . import _checkpoint
 from . import _errors
+from . import _exit
 from . import _gpupool
 from . import _jobs
 from . import _progress
@@ -60,44 +60,6 @@ def _read_report(fd):
             break
         chunks.append(b)
     return b"".join(chunks).decode(errors="replace")
-
-
-_live = weakref.WeakSet()  # pools not joined, joined at interpreter exit
-_exiting = False
-
-
-def _python_exit():
-    """Before the interpreter waits for its threads (as
-    concurrent.futures does): no new work; what was submitted runs to its
-    end; then every pool's workers are stopped. Ctrl-C here terminates
-    instead."""
-    global _exiting
-    _exiting = True
-    for p in list(_live):
-        try:
-            p._at_exit()
-        except KeyboardInterrupt:
-            p.terminate()
-
-
-def _forget_in_child():
-    """A fork of this process (os.fork(), a multiprocessing child, a
-    ProcessPoolExecutor's worker, one of our own workers) has copies of
-    the pools, not the pools: their workers, threads and locks are the
-    parent's. Its exit stops and joins none of them (design.md,
-    invariant 75), and a call on a copy says whose it is (_mine())."""
-    global _exiting
-    _exiting = False
-    _live.clear()
-
-
-os.register_at_fork(after_in_child=_forget_in_child)
-
-try:
-    threading._register_atexit(_python_exit)
-except AttributeError:  # not CPython's threading
-    import atexit
-    atexit.register(_python_exit)
 
 
 class Pool(Driver):
@@ -227,7 +189,7 @@ class Pool(Driver):
         self._pids = [i["pid"] for i in self._c.info()]
         if ranks and _ranks.world is not None:
             _ranks.spread(self, mine)
-        _live.add(self)
+        _exit.live.add(self)
 
     def _start_c(self, method, initializer, initargs, wait_free, c_kw):
         """The C pool, with c_kw its options, its workers started (forked,
@@ -515,7 +477,7 @@ class Pool(Driver):
         """Queue one call or chunk (a pickle) for the dispatcher; payload
         an exception instead: fut fails with it at once."""
         with self._cv:
-            if _exiting:
+            if _exit.exiting:
                 raise RuntimeError("cannot schedule new futures after "
                                    "interpreter shutdown")
             self._check_open()
@@ -617,7 +579,7 @@ class Pool(Driver):
                 self._state = "joined"
                 self._c.close()
                 self._close_pipes()
-                _live.discard(self)
+                _exit.live.discard(self)
         finally:
             self._release_runner()
         self._results.stop()
@@ -694,7 +656,7 @@ class Pool(Driver):
                 pass
 
     def _at_exit(self):
-        """At interpreter exit (_python_exit): as leaving a with block,
+        """At interpreter exit (_exit.python_exit()): as leaving a with block,
         so that what was submitted still runs."""
         if self._state != "joined":
             self.close()
@@ -725,8 +687,6 @@ class Pool(Driver):
         else:
             self.terminate()
         return False
-
-
 
 
 class _Star:

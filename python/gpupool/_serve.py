@@ -56,7 +56,7 @@ class Server:
 
     def serve(self):
         """Until rank 0 ends the job (0) or is lost or MPI fails (1)."""
-        from . import _pool
+        from . import _exit
         try:
             while not self.leave and self.lost0 is None:
                 self.link.wait(_TICK_MS / 1000)
@@ -67,7 +67,7 @@ class Server:
         finally:
             for p in list(self.parts.values()):
                 self._close(p, kill=not self.leave)
-            _pool._python_exit()
+            _exit.python_exit()
             if self.lost0 is None:
                 self.link.send(0, _link.BYE)
         if self.lost0 is not None:

@@ -76,7 +76,8 @@ echo "== pytest in $full (workers start clean)"
     -rs -p no:cacheprovider python/tests/test_core.py \
     python/tests/test_api.py python/tests/test_compat.py \
     python/tests/test_buffers.py python/tests/test_timeouts.py \
-    python/tests/test_gpus.py)
+    python/tests/test_gpus.py python/tests/test_isolation.py \
+    python/tests/test_forks.py)
 
 # The example, as its docstring runs it: 100 jobs, each once.
 n=$(cd "$src" && GPUPOOL_FAKE_GPUS=4 "$full/bin/python" examples/python_sweep.py |

@@ -331,6 +331,18 @@ MUTANTS = [
     M("main-thread-not-counted", 52, "python/gpupool/_start.py",
       "if me is not main and main.is_alive():", "if False:", "pytest",
       timeout=1800),
+    # 68. A call's failure or early end is its own.
+    M("job-end-cancels-carried-submits", 68, "python/gpupool/_drive.py",
+      "        if not self.subs:\n", "        if True:\n", "pytest",
+      timeout=1800),
+    # 69. Stopping the pool from a callback never waits for its thread.
+    M("callback-terminate-waits-for-its-thread", 69,
+      "python/gpupool/_pool.py", "return self._hand_over(self.terminate)",
+      "pass", "pytest", timeout=2400),
+    # 70. A pool that lost every worker keeps what it computed.
+    M("lost-pool-raises-runtimeerror", 70, "python/gpupool/_drive.py",
+      "                    if str(e) != _GONE:\n",
+      "                    if True:\n", "pytest", timeout=1800),
     # 71. Clean workers: __main__'s top-level functions by name.
     M("main-never-by-name", 71, "python/gpupool/_task.py",
       "b, why = _byname.dumps(fn)", 'b, why = None, "mutant"',
@@ -370,7 +382,7 @@ MUTANTS = [
       "\t(void)fcntl(fd[1], F_SETFD, FD_CLOEXEC);\n", "\t(void)0;\n",
       "check_exec"),
     # 75. A fork of the caller runs none of the pool's teardown.
-    M("forks-run-the-parents-teardown", 75, "python/gpupool/_pool.py",
-      "os.register_at_fork(after_in_child=_forget_in_child)", "pass",
+    M("forks-run-the-parents-teardown", 75, "python/gpupool/_exit.py",
+      "os.register_at_fork(after_in_child=forget_in_child)", "pass",
       "pytest", timeout=1800),
 ]
