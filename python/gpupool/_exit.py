@@ -1,8 +1,7 @@
-"""Every pool not yet joined, and what becomes of it when the interpreter
-exits (joined, as concurrent.futures joins its executors) or this process
-forks (forgotten in the child: its copies are the parent's)."""
+"""Every pool not yet joined, joined when the interpreter exits, as
+concurrent.futures joins its executors (a fork's copies excepted: they
+are the parent's, Pool._mine())."""
 
-import os
 import threading
 import weakref
 
@@ -23,19 +22,6 @@ def python_exit():
         except KeyboardInterrupt:
             p.terminate()
 
-
-def forget_in_child():
-    """A fork of this process (os.fork(), a multiprocessing child, a
-    ProcessPoolExecutor's worker, one of our own workers) has copies of
-    the pools, not the pools: their workers, threads and locks are the
-    parent's. Its exit stops and joins none of them (design.md,
-    invariant 75), and a call on a copy says whose it is (Pool._mine())."""
-    global exiting
-    exiting = False
-    live.clear()
-
-
-os.register_at_fork(after_in_child=forget_in_child)
 
 try:
     threading._register_atexit(python_exit)

@@ -656,9 +656,10 @@ class Pool(Driver):
                 pass
 
     def _at_exit(self):
-        """At interpreter exit (_exit.python_exit()): as leaving a with block,
-        so that what was submitted still runs."""
-        if self._state != "joined":
+        """At interpreter exit (_exit.python_exit()): as leaving a with
+        block, what was submitted still runs. Not in a fork (invariant
+        75): a multiprocessing child runs this hook too."""
+        if self._mine() and self._state != "joined":
             self.close()
             self._cancel_streams()
             self._cancel_streams_call()
