@@ -13,11 +13,6 @@ from . import _gpupool
 from . import _jobs
 
 
-# What run() raises (a RuntimeError) when every worker is gone: the
-# library's text for GP_ENOWORKER (include/gpupool.h).
-_GONE = _gpupool.strerror(-10003)
-
-
 class Driver:
     """Pool's methods that drive the C pool (self._c) under
     self._runner."""
@@ -97,9 +92,7 @@ class Driver:
             if not lost:
                 try:
                     self._c.run(call.next_item, call.done)
-                except RuntimeError as e:
-                    if str(e) != _GONE:
-                        raise
+                except _gpupool.NoWorkerError:
                     lost = self._lost = True
             if lost:
                 call.not_run()

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 PyObject	*gpy_InitError;
+PyObject	*gpy_NoWorkerError;
 
 /* Pools not closed yet, destroyed at interpreter exit (Py_AtExit: after
  * finalisation, which may never deallocate them). Changed with the GIL. */
@@ -108,7 +109,8 @@ destroy_all(void)
 }
 
 /* Raise for a library error code: -EINVAL ValueError, -EBUSY
- * RuntimeError, -ENOMEM MemoryError, GP_EINIT InitError, others OSError;
+ * RuntimeError, GP_ENOWORKER NoWorkerError (a RuntimeError), -ENOMEM
+ * MemoryError, GP_EINIT InitError, others OSError;
  * with msg (errbuf) when there is one. */
 PyObject *
 gpy_raise_code(int rc, const char *msg)
@@ -120,8 +122,10 @@ gpy_raise_code(int rc, const char *msg)
 		return PyErr_NoMemory();
 	if (rc == -EINVAL)
 		PyErr_SetString(PyExc_ValueError, text);
-	else if (rc == -EBUSY || rc == GP_EPLAN || rc == GP_ENOWORKER)
+	else if (rc == -EBUSY || rc == GP_EPLAN)
 		PyErr_SetString(PyExc_RuntimeError, text);
+	else if (rc == GP_ENOWORKER)
+		PyErr_SetString(gpy_NoWorkerError, text);
 	else if (rc == GP_EINIT)
 		PyErr_SetString(gpy_InitError, text);
 	else if ((a = Py_BuildValue("(is)", rc == GP_ENOGPU ? ENODEV : -rc,
@@ -621,8 +625,12 @@ PyInit__gpupool(void)
 		goto fail;
 	gpy_InitError = PyErr_NewExceptionWithDoc("gpupool._gpupool.InitError",
 	    "a worker's init failed (Pool())", PyExc_RuntimeError, NULL);
-	if (gpy_InitError == NULL ||
+	gpy_NoWorkerError = PyErr_NewExceptionWithDoc(
+	    "gpupool._gpupool.NoWorkerError", "every worker of the pool is "
+	    "gone (GP_ENOWORKER)", PyExc_RuntimeError, NULL);
+	if (gpy_InitError == NULL || gpy_NoWorkerError == NULL ||
 	    PyModule_AddObjectRef(m, "InitError", gpy_InitError) < 0 ||
+	    PyModule_AddObjectRef(m, "NoWorkerError", gpy_NoWorkerError) < 0 ||
 	    PyModule_AddObjectRef(m, "Pool", (PyObject *)&PoolType) < 0 ||
 	    PyModule_AddObjectRef(m, "Out", (PyObject *)&gpy_OutType) < 0)
 		goto fail;

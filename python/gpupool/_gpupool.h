@@ -41,6 +41,7 @@ typedef struct {
 
 /* _gpupool.c */
 extern PyObject	*gpy_InitError;
+extern PyObject	*gpy_NoWorkerError;
 PyObject *gpy_raise_code(int rc, const char *msg);
 
 /* _args.c: Pool()'s arguments, from one table. The objects are
