@@ -269,7 +269,7 @@ class Pool(Driver):
         return self._pid == os.getpid()
 
     def _check_mine(self):
-        if self._pid != os.getpid():
+        if not self._mine():
             raise RuntimeError(
                 "gpupool: this Pool belongs to process %d, which made it; "
                 "this is a fork of it (process %d): make a Pool here"
