@@ -91,6 +91,9 @@ enum gp_error {
 	GP_EINIT = -10002,	/* a worker's initialiser or binding failed */
 	GP_ENOWORKER = -10003,	/* every worker is gone (respawn budget spent) */
 	GP_EPLAN = -10004,	/* the pool was created with GP_POOL_PLAN_ONLY */
+	GP_ECLAIM = -10005,	/* the pool's GPUs were not claimed within
+				   claim_timeout_ms, or the wait for them
+				   was canceled (see errbuf) */
 };
 
 /* What became of one item (struct gp_item.status). */
@@ -220,6 +223,10 @@ enum gp_pool_flags {
 					   libraries already loaded (a
 					   forked worker's) told so; see
 					   gp_worker_info.threads */
+	GP_POOL_CLAIM_ITEMS = (1 << 12),/* claim a GPU per item, while it
+					   runs there, rather than each GPU
+					   for the pool's life (workers that
+					   hold no CUDA context: gpupool-run) */
 };
 
 /*
@@ -374,8 +381,16 @@ struct gp_pool_opts {
 					   the workers fail to start:
 					   GP_EINIT, errbuf saying why. (It
 					   and pad were reserved[0]) */
-	int		 pad;		/* must be 0 */
-	uint64_t	 reserved[1];	/* must be 0: room for later options */
+	int		 claim_timeout_ms;/* how long gp_pool_create() waits
+					   for its GPUs' claims (host-wide:
+					   see "Claims" below): 0 as long as
+					   it takes, < 0 not at all; then
+					   GP_ECLAIM. (It was pad) */
+	const char	*claims;	/* the claims directory; NULL:
+					   $GPUPOOL_CLAIMS, else
+					   /run/lock/gpupool; "none": no
+					   claims. (It was reserved[0]: no
+					   reserved word is left) */
 };
 
 /* Where a worker runs (gp_pool_info(), gp_ctx_info()). */

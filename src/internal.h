@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "gpupool.h"
+#include "claim.h"
 #include "gate.h"
 #include "gpu.h"
 #include "io.h"
@@ -161,6 +162,7 @@ struct gp_worker {
 	struct gp_piece		 pres;		/* a result coming in pieces */
 	int			*iset;		/* GPUs its item holds (watch.c) */
 	int			 niset, capset;	/* 0: no item counted */
+	int			 claimed;	/* its item claimed iset (hold.c) */
 	uint64_t		 imem;		/* bytes that item declared */
 };
 
@@ -195,7 +197,7 @@ struct gp_job {
 /* loop.c's poll set, rebuilt each turn; kept with the pool, not on the
  * stack of each call. */
 struct gp_pollset {
-	struct pollfd		*pfd;		/* 3 x nw + 3 entries */
+	struct pollfd		*pfd;		/* 3 x nw + 5 entries */
 	struct gp_pollref {
 		struct gp_worker	*w;	/* NULL: a fd of the call's */
 		pid_t			 pid;	/* its pid then: reaped (and
@@ -206,6 +208,7 @@ struct gp_pollset {
 	int			 cfd, kfd, ffd;	/* cancel_fd, ctl_fd, in_fd:
 						   their entry, or -1 */
 	int			 mfd;		/* the monitor's, or -1 */
+	int			 lfd;		/* the claims', or -1 */
 };
 
 struct gp_pool {
@@ -252,6 +255,16 @@ struct gp_pool {
 		struct gp_gate_policy pol;	/* what makes a GPU busy
 						   (opts.c fills it) */
 	}			 wt;
+	struct gp_hold {			/* hold.c */
+		struct gp_claimer *cl;		/* NULL: no claims */
+		int		*set;		/* ngpus: 0 .. ngpus - 1 */
+		int		*pend;		/* ngpus: claimed by the last
+						   gp_hold_set(), for the item
+						   placed next */
+		int		 npend;
+		uint64_t	 pmem;		/* their bytes each */
+		int		 waiting;	/* an item waits for claims */
+	}			 hd;
 };
 
 /* dispatch.c: batches out to idle workers. 0 or a negative errno (the
@@ -406,6 +419,36 @@ int	gp_watch_fd(struct gp_pool *p, const struct gp_job *job, int64_t now,
 	    int64_t *due);
 /* The monitor's fd is readable: read, and fold a whole snapshot in. */
 void	gp_watch_read(struct gp_pool *p);
+
+/*
+ * hold.c: the pool's claims on its GPUs (claim.c), for its life or, under
+ * GP_POOL_CLAIM_ITEMS, for each item while it runs. Master only.
+ */
+/* Before the first worker starts: the claimer, the GPUs named, and, for
+ * a life claim, every GPU claimed (waiting its turn, claim_timeout_ms,
+ * GP_ECLAIM). 0 or a negative code with err set. */
+int	gp_hold_start(struct gp_pool *p, char *err, size_t errlen);
+/* Whether items claim their GPUs (GP_POOL_CLAIM_ITEMS and claims on). */
+int	gp_hold_items(const struct gp_pool *p);
+/* An item of mem bytes wants `want` of the n GPUs of set: claimed (the
+ * count; which, in p->hd.pend until gp_watch_start() takes them), or 0
+ * with why in p->wt.wait. Without item claims: want. */
+int	gp_hold_set(struct gp_pool *p, const int *set, int n, int want,
+	    uint64_t mem);
+/* The item placed has started: whether it took claims (then its own,
+ * given back by gp_hold_end()). */
+int	gp_hold_taken(struct gp_pool *p);
+/* Claims taken for an item that did not start go back. */
+void	gp_hold_unplace(struct gp_pool *p);
+/* The item of mem bytes on the n GPUs of set ended: its claims go. */
+void	gp_hold_end(struct gp_pool *p, const int *set, int n, uint64_t mem);
+/* Nothing waits for a GPU any more: leave the queue. */
+void	gp_hold_idle(struct gp_pool *p);
+/* Poll: the claims' fd while an item waits for claims (-1: none), and
+ * when to look again regardless. */
+int	gp_hold_fd(struct gp_pool *p, int64_t now, int64_t *due);
+void	gp_hold_read(struct gp_pool *p);
+void	gp_hold_release(struct gp_pool *p);
 
 /*
  * data.c: each worker slot's region, the shared memory big items and

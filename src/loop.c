@@ -299,13 +299,13 @@ run_done(const struct gp_pool *p, const struct gp_job *job)
 	return gp_job_done(job);
 }
 
-/* The loop's poll set, kept with the pool (at most 3 x GP_MAX_WORKERS + 3
+/* The loop's poll set, kept with the pool (at most 3 x GP_MAX_WORKERS + 5
  * entries: too much for the stack of every call); freed by
  * gp_loop_release(). */
 static int
 pollset_alloc(struct gp_pool *p)
 {
-	size_t	 cap = 3 * (size_t)p->nw + 4;
+	size_t	 cap = 3 * (size_t)p->nw + 5;
 
 	if ((p->ps.pfd = calloc(cap, sizeof(*p->ps.pfd))) == NULL)
 		return -ENOMEM;
@@ -348,10 +348,11 @@ static int
 fill(struct gp_pool *p, struct gp_job *job, int64_t now, int64_t *due)
 {
 	struct gp_pollset	*ps = &p->ps;
-	int			 i, mfd;
+	int64_t			 hdue = -1;
+	int			 i, mfd, lfd;
 
 	ps->n = 0;
-	ps->cfd = ps->kfd = ps->ffd = ps->mfd = -1;
+	ps->cfd = ps->kfd = ps->ffd = ps->mfd = ps->lfd = -1;
 	*due = -1;
 	for (i = 0; i < p->nw; i++) {
 		if (p->w[i].state == GP_W_DEAD)
@@ -367,6 +368,10 @@ fill(struct gp_pool *p, struct gp_job *job, int64_t now, int64_t *due)
 		return ps->n;
 	if ((mfd = gp_watch_fd(p, job, now, due)) >= 0)
 		ps->mfd = pollset_add(ps, mfd, POLLIN, NULL);
+	if ((lfd = gp_hold_fd(p, now, &hdue)) >= 0)
+		ps->lfd = pollset_add(ps, lfd, POLLIN, NULL);
+	if (hdue >= 0 && (*due < 0 || hdue < *due))
+		*due = hdue;
 	if (!job->canceled && (p->o.flags & GP_POOL_CANCEL_FD))
 		ps->cfd = pollset_add(ps, p->o.cancel_fd, POLLIN, NULL);
 	if (job->feed != NULL && job->feed->ctl != NULL &&
@@ -388,6 +393,8 @@ on_call_fds(struct gp_pool *p, struct gp_job *job)
 
 	if (ps->mfd >= 0 && ps->pfd[ps->mfd].revents)
 		gp_watch_read(p);
+	if (ps->lfd >= 0 && ps->pfd[ps->lfd].revents)
+		gp_hold_read(p);
 	if (ps->cfd >= 0 && ps->pfd[ps->cfd].revents)
 		job->cancel_req = 1;
 	if (ps->ffd >= 0 && ps->pfd[ps->ffd].revents)
@@ -464,8 +471,11 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 			if ((rc = gp_dispatch(p, job)) < 0)
 				return rc;
 		}
-		if (run_done(p, job))
+		if (run_done(p, job)) {
+			if (job != NULL)
+				gp_hold_idle(p);
 			return 0;
+		}
 		if (job != NULL && gp_proc_live(p) == 0)
 			return GP_ENOWORKER;
 		now = gp_now_ns();
@@ -520,6 +530,7 @@ gp_loop_abandon(struct gp_pool *p, struct gp_job *job, int rc)
 		gp_watch_end(p, w);
 		batch_reset(w);
 	}
+	gp_hold_idle(p);
 	gp_job_abandon(job);
 }
 

@@ -20,16 +20,17 @@
 				 GP_POOL_PLAN_ONLY | GP_POOL_NO_PDEATHSIG | \
 				 GP_POOL_GPUS_FREE | GP_POOL_WAIT_FREE | \
 				 GP_POOL_MONITOR | GP_POOL_OUT_BUFFERS | \
-				 GP_POOL_OUT_VIEW | GP_POOL_FIT_THREADS)
+				 GP_POOL_OUT_VIEW | GP_POOL_FIT_THREADS | \
+				 GP_POOL_CLAIM_ITEMS)
 
-/* busy_util fills the hole after flags, nice and pad the first reserved
- * word: no other field moved. No hole is left; the next option takes
- * pad, or reserved[0]. */
+/* busy_util fills the hole after flags, nice and claim_timeout_ms the
+ * first reserved word, claims the second: no other field moved. No room
+ * is left. */
 #if UINTPTR_MAX == UINT64_MAX
 _Static_assert(offsetof(struct gp_pool_opts, busy_util) == 92 &&
     offsetof(struct gp_pool_opts, errbuf) == 96, "gp_pool_opts layout");
 _Static_assert(offsetof(struct gp_pool_opts, nice) == 160 &&
-    offsetof(struct gp_pool_opts, reserved) == 168, "gp_pool_opts layout");
+    offsetof(struct gp_pool_opts, claims) == 168, "gp_pool_opts layout");
 #endif
 
 #define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
@@ -37,9 +38,10 @@ _Static_assert(offsetof(struct gp_pool_opts, nice) == 160 &&
 #define DEFAULT_BUSY_PCT 10
 #define NICE_MIN	(-20)		/* setpriority()'s range */
 #define NICE_MAX	19
+#define CLAIM_WAIT_MAX	2000000		/* seconds: an int of ms */
 
 /* The options gp_pool_opts_set() takes, by the names errbuf uses. */
-enum kind { K_GPUS, K_COUNT, K_INT, K_SIZE, K_FLAG };
+enum kind { K_GPUS, K_COUNT, K_INT, K_SIZE, K_FLAG, K_TEXT, K_SECS };
 static const struct opt {
 	const char	*name;
 	enum kind	 kind;
@@ -61,6 +63,12 @@ static const struct opt {
 	    GP_POOL_WAIT_FREE, 0, NULL },
 	{ "nice", K_INT, offsetof(struct gp_pool_opts, nice), NICE_MIN,
 	    NICE_MAX, "a niceness" },
+	{ "claims", K_TEXT, offsetof(struct gp_pool_opts, claims), 0, 0,
+	    NULL },
+	{ "claim_timeout", K_SECS, offsetof(struct gp_pool_opts,
+	    claim_timeout_ms), 0, CLAIM_WAIT_MAX, NULL },
+	{ "claim_items", K_FLAG, offsetof(struct gp_pool_opts, flags),
+	    GP_POOL_CLAIM_ITEMS, 0, NULL },
 };
 
 int
@@ -157,6 +165,23 @@ count(const char *s, long lo, long hi, long *v)
 	return 0;
 }
 
+/* claim_timeout as seconds (a decimal, "0": do not wait) into ms. */
+static int
+secs(struct gp_pool_opts *o, const char *s, char *err, size_t errlen)
+{
+	char	*end;
+	double	 v;
+
+	errno = 0;
+	v = *s >= '0' && *s <= '9' ? strtod(s, &end) : -1;
+	if (v < 0 || errno || *end != '\0' || v > CLAIM_WAIT_MAX)
+		return gp_errf(err, errlen, -EINVAL, "'%s' is not a number of "
+		    "seconds (0 to %d; 0: do not wait)", s, CLAIM_WAIT_MAX);
+	o->claim_timeout_ms = v == 0 ? -1 : v * 1000 < 1 ? 1 :
+	    (int)(v * 1000);
+	return 0;
+}
+
 int
 gp_pool_opts_set(struct gp_pool_opts *o, const char *name, const char *value,
     char *err, size_t errlen)
@@ -202,6 +227,11 @@ gp_pool_opts_set(struct gp_pool_opts *o, const char *name, const char *value,
 			    value, why);
 		memcpy(at, &b, sizeof(b));
 		return 0;
+	case K_TEXT:
+		memcpy(at, &value, sizeof(value));
+		return 0;
+	case K_SECS:
+		return secs(o, value, err, errlen);
 	case K_FLAG:
 		if (count(value, 0, 1, &v) < 0)
 			return gp_errf(err, errlen, -EINVAL, "'%s' is not 0 or "
@@ -299,10 +329,6 @@ gpu_policy(struct gp_pool_opts *o, char *err, size_t errlen)
 static int
 resolve(struct gp_pool_opts *o, char *err, size_t errlen)
 {
-	if (!gp_opts_zeroed(o->reserved, NELEM(o->reserved)) || o->pad != 0)
-		return gp_errf(err, errlen, -EINVAL, "pool options: reserved "
-		    "fields are not zero (options not zeroed, or from a "
-		    "gpupool.h newer than this library, %s)", GP_VERSION);
 	if (o->flags & ~(unsigned)GP_POOL_FLAGS_ALL)
 		return gp_errf(err, errlen, -EINVAL, "pool options: unknown "
 		    "flags %#x (from a gpupool.h newer than this library, %s?)",

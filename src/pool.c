@@ -118,6 +118,7 @@ pool_free(struct gp_pool *p)
 		hwloc_topology_destroy(p->topo);
 	gp_loop_release(p);
 	gp_watch_release(p);
+	gp_hold_release(p);
 	free(p->w);
 	free(p->gpus);
 	free(p->xml);
@@ -231,6 +232,8 @@ start(struct gp_pool *p, char *err, size_t errlen)
 {
 	int	 i, rc;
 
+	if ((rc = gp_hold_start(p, err, errlen)) < 0)
+		return rc;
 	p->shmlen = (size_t)p->nw * sizeof(struct gp_shm);
 	p->shm = gp_data_shared(p, p->shmlen, 0, p->xp ? &p->xp->shmfd : &i);
 	if (p->shm == MAP_FAILED) {

@@ -265,7 +265,8 @@ int
 gp_watch_gated(const struct gp_pool *p, const struct gp_job *job)
 {
 	return (p->o.flags & GP_POOL_GPUS_FREE) || p->o.item_mem > 0 ||
-	    (job->feed != NULL && job->feed->need != NULL);
+	    (job->feed != NULL && job->feed->need != NULL) ||
+	    gp_hold_items(p);
 }
 
 /* Whether every GPU of w's own set admits mem bytes more. */
@@ -385,6 +386,58 @@ place_many(struct gp_pool *p, uint64_t mem, int m)
 	return idle_on(p, p->wt.pick[0]);
 }
 
+/* An item on one worker's own GPUs, which are claimed per item: the
+ * idle workers it fits in turn, the first whose GPUs are claimed (or
+ * free to claim: one claim for all the one-GPU workers' GPUs at once,
+ * the first of them the claims allow). */
+static struct gp_worker *
+place_claimed(struct gp_pool *p, uint64_t mem, struct gp_job *job)
+{
+	struct gp_worker	*w, *first = NULL;
+	int			 j, g, n = 0, *set = p->wt.avail;
+
+	for (g = 0; g < p->ngpus; g++)
+		set[g] = 0;
+	for (j = 0; j < p->nw; j++) {
+		w = &p->w[(p->rr + j) % p->nw];
+		if (w->state != GP_W_IDLE || !home_fits(p, w, mem))
+			continue;
+		if (w->nhome > 1) {	/* a set of its own: all or none */
+			if (gp_hold_set(p, w->home, w->nhome, w->nhome, mem))
+				break;
+			continue;
+		}
+		if (first == NULL)
+			first = w;
+		set[w->home[0]] = 1;
+	}
+	if (j < p->nw)
+		w = &p->w[(p->rr + j) % p->nw];
+	else if (first == NULL)
+		w = NULL;
+	else {
+		for (g = 0; g < p->ngpus; g++)
+			if (set[g])
+				p->wt.pick[n++] = g;
+		w = NULL;
+		if (gp_hold_set(p, p->wt.pick, n, 1, mem) == 1)
+			for (j = 0; j < p->nw && w == NULL; j++) {
+				w = &p->w[(p->rr + j) % p->nw];
+				if (w->state != GP_W_IDLE ||
+				    w->home[0] != p->hd.pend[0] ||
+				    !home_fits(p, w, mem))
+					w = NULL;
+			}
+	}
+	if (w == NULL && first == NULL)
+		wait_reason(p, mem, 1);
+	else if (w != NULL) {
+		p->wt.wait[0] = '\0';
+		job->need_for = NULL;
+	}
+	return w;
+}
+
 struct gp_worker *
 gp_watch_place(struct gp_pool *p, struct gp_job *job, const struct gp_item *it,
     int *bad)
@@ -405,8 +458,13 @@ gp_watch_place(struct gp_pool *p, struct gp_job *job, const struct gp_item *it,
 		job->need_for = NULL;
 		return NULL;
 	}
-	if (m > 1 && k == 1)
-		w = place_many(p, mem, m);
+	gp_hold_unplace(p);
+	if (m > 1 && k == 1) {
+		if ((w = place_many(p, mem, m)) != NULL &&
+		    gp_hold_set(p, p->wt.pick, m, m, mem) == 0)
+			return NULL;	/* claimed by others: why said */
+	} else if (gp_hold_items(p))
+		return place_claimed(p, mem, job);
 	else
 		for (j = 0, w = NULL; j < p->nw && w == NULL; j++) {
 			w = &p->w[(p->rr + j) % p->nw];
@@ -442,6 +500,7 @@ gp_watch_start(struct gp_pool *p, struct gp_worker *w)
 	memcpy(w->iset, set, (size_t)n * sizeof(*set));
 	w->niset = n;
 	w->imem = p->wt.pmem;
+	w->claimed = gp_hold_taken(p);
 	for (i = 0; i < n; i++) {
 		p->wt.gs[set[i]].running++;
 		p->wt.gs[set[i]].declared += w->imem;
@@ -465,6 +524,9 @@ gp_watch_end(struct gp_pool *p, struct gp_worker *w)
 		p->wt.gs[w->iset[i]].declared -= w->imem;
 		p->wt.gs[w->iset[i]].held -= many;
 	}
+	if (w->claimed)
+		gp_hold_end(p, w->iset, w->niset, w->imem);
+	w->claimed = 0;
 	w->niset = 0;
 	p->wt.busy[w->idx] = 0;
 }

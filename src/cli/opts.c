@@ -143,7 +143,7 @@ enum {
 	OPT_DELAY,
 	OPT_TIMELINE, OPT_FROMJL,
 	OPT_LINEBUF, OPT_UNGROUP, OPT_TAG, OPT_QUIET, OPT_NOOP,
-	OPT_THREADS, OPT_NICE,
+	OPT_THREADS, OPT_NICE, OPT_CLAIMS, OPT_CLAIMTMO,
 };
 
 static const struct option longopts[] = {
@@ -169,6 +169,8 @@ static const struct option longopts[] = {
 	{ "busy-pct",		required_argument, NULL, OPT_BUSYPCT },
 	{ "busy-util",		required_argument, NULL, OPT_BUSYUTIL },
 	{ "mem",		required_argument, NULL, OPT_MEM },
+	{ "claims",		required_argument, NULL, OPT_CLAIMS },
+	{ "claim-timeout",	required_argument, NULL, OPT_CLAIMTMO },
 	{ "gpus-per-task",	required_argument, NULL, OPT_GPT },
 	{ "colsep",		required_argument, NULL, OPT_COLSEP },
 	{ "header",		required_argument, NULL, OPT_HEADER },
@@ -343,6 +345,8 @@ static const struct pool_opt {
 	{ OPT_BUSYUTIL, "busy_util", "--busy-util" },
 	{ OPT_WAITFREE, "wait_free", "--wait-free" },
 	{ OPT_NICE, "nice", "--nice" },
+	{ OPT_CLAIMS, "claims", "--claims" },
+	{ OPT_CLAIMTMO, "claim_timeout", "--claim-timeout" },
 };
 #define NPOOL_OPTS	(sizeof(pool_opts) / sizeof(pool_opts[0]))
 #define WORD(c)		(isalnum((unsigned char)(c)) || (c) == '_')

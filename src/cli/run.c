@@ -118,7 +118,8 @@ pool_opts(const struct opts *o, struct gp_pool_opts *po, unsigned flags,
 	po->init = worker_init;
 	/* The monitor is cheap without NVML (one fork, a failed dlopen) and
 	 * gives every task its GPU columns with it. */
-	po->flags |= GP_POOL_NO_PDEATHSIG | GP_POOL_MONITOR | flags;
+	po->flags |= GP_POOL_NO_PDEATHSIG | GP_POOL_MONITOR |
+	    GP_POOL_CLAIM_ITEMS | flags;
 	po->errbuf = err;
 	po->errlen = errlen;
 }

@@ -1,0 +1,170 @@
+/*
+ * hold.c: a pool's claims on its GPUs (claim.c holds the host's table).
+ * A pool claims each of its GPUs for its life, before its first worker
+ * starts (its workers may hold CUDA contexts), waiting its turn; under
+ * GP_POOL_CLAIM_ITEMS (gpupool-run, whose workers hold no context) it
+ * claims a GPU for each item that runs there and gives it back when the
+ * item ends, so that others waiting get their turn between items.
+ * Master only.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "claim.h"
+#include "internal.h"
+
+/* A GPU's name in the claims table: fake GPUs by their fake id, real ones
+ * by UUID, else bus id, else what CUDA_VISIBLE_DEVICES says. */
+static const char *
+key(const struct gp_gpu *g)
+{
+	if (g->fake)
+		return g->visible;
+	return g->uuid[0] ? g->uuid : g->busid[0] ? g->busid : g->visible;
+}
+
+/* What a pool's life claim declares on each GPU: its workers' items. */
+static uint64_t
+life_mem(const struct gp_pool *p)
+{
+	return p->o.item_mem * (uint64_t)p->o.per_gpu;
+}
+
+int
+gp_hold_start(struct gp_pool *p, char *err, size_t errlen)
+{
+	struct gp_claim_req	 r = { 0 };
+	char			 why[300];
+	int			 i, rc;
+
+	if ((rc = gp_claim_open(&p->hd.cl, p->o.claims, err, errlen)) < 0 ||
+	    p->hd.cl == NULL)
+		return rc;
+	if ((p->hd.set = calloc((size_t)p->ngpus, sizeof(int))) == NULL ||
+	    (p->hd.pend = calloc((size_t)p->ngpus, sizeof(int))) == NULL)
+		return -ENOMEM;
+	for (i = 0; i < p->ngpus; i++) {
+		if ((rc = gp_claim_gpu(p->hd.cl, key(&p->gpus[i]),
+		    p->wt.gs[i].total ? p->wt.gs[i].total :
+		    p->gpus[i].mem_bytes)) < 0)
+			return gp_errf(err, errlen, rc, "claims: more than %d "
+			    "GPUs", GP_CLAIM_MAXG);
+		p->hd.set[i] = i;
+	}
+	if (p->o.flags & GP_POOL_CLAIM_ITEMS)
+		return 0;
+	r.n = r.nset = p->ngpus;
+	r.set = p->hd.set;
+	r.mem = life_mem(p);
+	rc = gp_claim_wait(p->hd.cl, &r, p->hd.pend, p->o.claim_timeout_ms,
+	    (p->o.flags & GP_POOL_CANCEL_FD) ? p->o.cancel_fd : -1, why,
+	    sizeof(why));
+	if (rc == -ETIMEDOUT)
+		return gp_errf(err, errlen, GP_ECLAIM, "the pool's %d GPU%s "
+		    "could not be claimed %s: %s", p->ngpus, p->ngpus > 1 ?
+		    "s" : "", p->o.claim_timeout_ms < 0 ? "at once" :
+		    "in claim_timeout", why);
+	if (rc == -ECANCELED)
+		return gp_errf(err, errlen, GP_ECLAIM, "canceled while "
+		    "waiting for GPUs: %s", why);
+	return rc < 0 ? gp_errf(err, errlen, rc, "claims: %s",
+	    strerror(-rc)) : 0;
+}
+
+int
+gp_hold_items(const struct gp_pool *p)
+{
+	return p->hd.cl != NULL && (p->o.flags & GP_POOL_CLAIM_ITEMS);
+}
+
+int
+gp_hold_set(struct gp_pool *p, const int *set, int n, int want, uint64_t mem)
+{
+	struct gp_claim_req	 r = { .n = want, .partial = 0, .mem = mem,
+				    .set = set, .nset = n };
+	char			 why[300];
+	int			 rc;
+
+	if (!gp_hold_items(p))
+		return want;
+	gp_hold_unplace(p);
+	if ((rc = gp_claim_try(p->hd.cl, &r, p->hd.pend, why,
+	    sizeof(why))) > 0) {
+		p->hd.waiting = 0;
+		p->hd.npend = rc;
+		p->hd.pmem = mem;
+		return rc;
+	}
+	p->hd.waiting = 1;
+	snprintf(p->wt.wait, sizeof(p->wt.wait), "claimed by others: %s", why);
+	return 0;
+}
+
+int
+gp_hold_taken(struct gp_pool *p)
+{
+	int	 n = p->hd.npend;
+
+	p->hd.npend = 0;
+	return n > 0;
+}
+
+void
+gp_hold_unplace(struct gp_pool *p)
+{
+	if (p->hd.npend > 0)
+		gp_hold_end(p, p->hd.pend, p->hd.npend, p->hd.pmem);
+	p->hd.npend = 0;
+}
+
+void
+gp_hold_end(struct gp_pool *p, const int *set, int n, uint64_t mem)
+{
+	int	 i;
+
+	if (!gp_hold_items(p))
+		return;
+	for (i = 0; i < n; i++)
+		gp_claim_drop(p->hd.cl, set[i], mem);
+}
+
+void
+gp_hold_idle(struct gp_pool *p)
+{
+	gp_hold_unplace(p);
+	if (gp_hold_items(p) && p->hd.waiting) {
+		gp_claim_unwait(p->hd.cl);
+		p->hd.waiting = 0;
+	}
+}
+
+int
+gp_hold_fd(struct gp_pool *p, int64_t now, int64_t *due)
+{
+	int	 fd;
+
+	if (!gp_hold_items(p) || !p->hd.waiting)
+		return -1;
+	fd = gp_claim_fd(p->hd.cl);
+	/* Without inotify (its limit reached), or to be sure: look again. */
+	*due = now + (fd < 0 ? GP_CLAIM_POLL_MS : 1000) * 1000000LL;
+	return fd;
+}
+
+void
+gp_hold_read(struct gp_pool *p)
+{
+	gp_claim_drain(p->hd.cl);
+}
+
+void
+gp_hold_release(struct gp_pool *p)
+{
+	gp_claim_close(p->hd.cl);
+	p->hd.cl = NULL;
+	free(p->hd.set);
+	free(p->hd.pend);
+	p->hd.set = p->hd.pend = NULL;
+}
