@@ -660,13 +660,62 @@ GP_API int	gp_pool_gpu_state(const struct gp_pool *p, int gpu,
  * "monitor not asked for"). A static or pool-owned string. */
 GP_API const char *gp_pool_monitor(const struct gp_pool *p);
 /* 1 when the next item waits for a GPU (busy, or its memory does not fit
- * yet), with the reason in why; 0 otherwise. From the thread making
+ * yet, or, starting with GP_CLAIM_WAITING, claimed by other gpupools),
+ * with the reason in why; 0 otherwise. From the thread making
  * calls, e.g. in feed->ctl or a timer's callback. */
 GP_API int	gp_pool_waiting(const struct gp_pool *p, char *why, size_t len);
 /* GPU figures of the item worker ran last (or runs now): call it from
  * feed->done with item->worker. 0 or -EINVAL. */
 GP_API int	gp_pool_usage(const struct gp_pool *p, int worker,
 		    struct gp_usage *out);
+
+/*
+ * Claims: host-wide, between gpupools. Every pool (and gp_claim()) takes
+ * a GPU's claim before it places work there: a pool for its life, before
+ * its workers start (waiting its turn, claim_timeout_ms, saying so once
+ * on stderr); under GP_POOL_CLAIM_ITEMS for each item while it runs. The
+ * claims live in one file of a directory every local user can write
+ * (claims; $GPUPOOL_CLAIMS; /run/lock/gpupool), keyed by UUID, else bus
+ * id, fake GPUs by their fake id; a claim is its process's, and the
+ * kernel drops it when the process is gone (exit, SIGKILL). Exclusive,
+ * but for claims that declare their memory (item_mem, gp_need.mem),
+ * which share a GPU while their sum fits it. Waiters are served in the
+ * order they came. Pools of one process never wait for each other.
+ */
+#define GP_CLAIM_WAITING	"claimed elsewhere: "	/* gp_pool_waiting() */
+struct gp_claim_info {
+	char		 gpu[56];	/* its key: UUID, bus id or "fakeK" */
+	int		 queue;		/* 0: holds it; k > 0: k-th in line */
+	int		 pid;		/* as this process's namespace sees it,
+					   if it does */
+	uint32_t	 uid;
+	char		 user[32];	/* uid's name, or "" */
+	char		 cmd[40];	/* its command line, cut */
+	int64_t		 since_ms;	/* CLOCK_REALTIME: claimed, or came */
+	uint64_t	 mem;		/* declared bytes; 0: the whole GPU */
+	uint64_t	 total;		/* the GPU's memory; 0: unknown */
+	char		 reserved[32];
+};
+/* Every live claim and waiter of dir's table (NULL: as pools find it;
+ * "none": none), holders before waiters, waiters in order: up to max in
+ * out. Returns how many there are (which may be more than max), or a
+ * negative errno with a reason in err (a table that cannot be read). */
+GP_API int	gp_claims_list(const char *dir, struct gp_claim_info *out,
+		    int max, char *err, size_t errlen);
+/* For a process that is not a pool: wait its turn for n of the GPUs a
+ * pool of o would have (o->gpus, fake_gpus, claims, claim_timeout_ms,
+ * item_mem: a declared size shares), hold their claims until the process
+ * ends, and set CUDA_VISIBLE_DEVICES to them (UUIDs; CUDA_DEVICE_ORDER
+ * PCI_BUS_ID), also written to visible. Call it before any thread starts
+ * (setenv). Returns n, or GP_ECLAIM (timeout), GP_ENOGPU, -EINVAL (n
+ * over the GPUs there are), -EALREADY (claimed before), with errbuf. */
+GP_API int	gp_claim(const struct gp_pool_opts *o, int n, char *visible,
+		    size_t len);
+/* Give gp_claim()'s GPUs back before the process ends. Refused, -EBUSY,
+ * once CUDA was loaded here (libcuda mapped): its memory stays on the
+ * GPUs until the process exits, and the next holder would find them
+ * full. 0, or -ENOENT when nothing was claimed. */
+GP_API int	gp_unclaim(void);
 
 /* Set up an item to run: in and inlen as given (in is read, not copied:
  * keep it valid until the call that runs the item returns, or until done()

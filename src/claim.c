@@ -99,6 +99,7 @@ static struct {
 	char		 path[4096];
 	char		 bad[300];	/* fd -1: why */
 	uint64_t	 token;
+	char		 cmd[40];	/* its command line, for people */
 	int		 users;
 	int		 ng;		/* keys read so far */
 	struct cl_gpu	 g[GP_CLAIM_MAXG];
@@ -122,14 +123,20 @@ lockb(off_t at, short type, int wait)
 
 /* Whether slot i's owner lives (a lock on its byte by another OFD). */
 static int
-alive(int i)
+alive_on(int fd, int i)
 {
 	struct flock	 l = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
 			    .l_start = CL_LOCKS + 1 + i, .l_len = 1 };
 
-	if (fcntl(P.fd, F_OFD_GETLK, &l) < 0)
+	if (fcntl(fd, F_OFD_GETLK, &l) < 0)
 		return 1;
 	return l.l_type != F_UNLCK;
+}
+
+static int
+alive(int i)
+{
+	return alive_on(P.fd, i);
 }
 
 static int64_t
@@ -386,28 +393,40 @@ free_slot(int i)
 	(void)lockb(CL_LOCKS + 1 + i, F_UNLCK, 0);
 }
 
+/* This process's command line for people: the program's base name,
+ * then its words, cut. */
 static void
-fill_slot(struct cl_slot *s, int kind, uint64_t mem)
+read_cmd(char *cmd, size_t len)
 {
-	char	 buf[sizeof(s->cmd)];
+	char	 all[512], *b;
 	ssize_t	 n, k;
 	int	 fd;
 
+	memset(cmd, 0, len);
+	if ((fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	n = read(fd, all, sizeof(all) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	all[n] = '\0';
+	b = strrchr(all, '/') ? strrchr(all, '/') + 1 : all;
+	for (k = 0; k < n - 1; k++)
+		if (all[k] == '\0')
+			all[k] = ' ';
+	snprintf(cmd, len, "%s", b);
+}
+
+static void
+fill_slot(struct cl_slot *s, int kind, uint64_t mem)
+{
 	s->token = P.token;
 	s->kind = (uint32_t)kind;
 	s->uid = (uint32_t)getuid();
 	s->pid = (int32_t)getpid();
 	s->mem = mem;
 	s->since_ms = wall_ms();
-	memset(buf, 0, sizeof(buf));
-	if ((fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC)) >= 0) {
-		n = read(fd, buf, sizeof(buf) - 1);
-		for (k = 0; k < n - 1; k++)
-			if (buf[k] == '\0')
-				buf[k] = ' ';
-		close(fd);
-	}
-	memcpy(s->cmd, buf, sizeof(s->cmd));
+	memcpy(s->cmd, P.cmd, sizeof(s->cmd));
 }
 
 /* Room on each GPU: taken whole, or the declared bytes taken. */
@@ -532,6 +551,9 @@ holder_of(int g)
 	return NULL;
 }
 
+static int	may(const struct gp_claimer *, const struct room *, int,
+		    uint64_t);
+
 /* uid's name, or its number. */
 static void
 user_name(uid_t uid, char *buf, size_t len)
@@ -563,7 +585,8 @@ describe(const struct cl_slot *h, char *buf, size_t len)
 	    h->cmd, when, mem);
 }
 
-/* Who stands in the way, for people. */
+/* Who stands in the way, for people: of all c's GPUs, those it could
+ * not have now, and the first one's holder. */
 static void
 say_why(const struct gp_claimer *c, const struct gp_claim_req *r,
     const struct room *rm, char *why, size_t len)
@@ -574,21 +597,20 @@ say_why(const struct gp_claimer *c, const struct gp_claim_req *r,
 
 	if (why == NULL || len == 0)
 		return;
-	for (i = 0; i < r->nset; i++)
-		if (!fits(rm, c->gpu[r->set[i]].tix, r->mem)) {
+	for (i = 0; i < c->ng; i++)
+		if (c->gpu[i].tix >= 0 && !may(c, rm, i, r->mem)) {
 			held++;
-			if (h == NULL && (h = holder_of(c->gpu[r->set[i]].tix))
-			    != NULL)
-				first = r->set[i];
+			if (h == NULL && (h = holder_of(c->gpu[i].tix)) != NULL)
+				first = i;
 		}
 	if (h == NULL) {
-		snprintf(why, len, "%s%d of %d held or kept for earlier "
-		    "waiters", held == r->nset ? "all " : "", held, r->nset);
+		snprintf(why, len, "%s%d of %d GPUs held or kept for earlier "
+		    "waiters", held == c->ng ? "all " : "", held, c->ng);
 		return;
 	}
 	describe(h, desc, sizeof(desc));
-	snprintf(why, len, "%s%d of %d held (GPU %d: %s)", held == r->nset ?
-	    "all " : "", held, r->nset, first, desc);
+	snprintf(why, len, "%s%d of %d held (GPU %d: %s)", held == c->ng ?
+	    "all " : "", held, c->ng, first, desc);
 }
 
 static int
@@ -609,23 +631,36 @@ end(void)
 	pthread_mutex_unlock(&cl_mu);
 }
 
+/* The directory in effect: dir, else $GPUPOOL_CLAIMS, else the default;
+ * NULL for none. *dirp set, or -EINVAL with err. */
+static int
+claims_dir(const char **dirp, char *err, size_t errlen)
+{
+	const char	*dir = *dirp;
+
+	if (dir == NULL || dir[0] == '\0')
+		dir = getenv("GPUPOOL_CLAIMS");
+	if (dir == NULL || dir[0] == '\0')
+		dir = default_dir();
+	*dirp = strcmp(dir, "none") == 0 ? NULL : dir;
+	if (*dirp != NULL && (dir[0] != '/' || strlen(dir) > 4000))
+		return gp_errf(err, errlen, -EINVAL, "claims directory '%s': "
+		    "give an absolute path, or none", dir);
+	return 0;
+}
+
 int
 gp_claim_open(struct gp_claimer **out, const char *dir, char *err,
     size_t errlen)
 {
 	struct gp_claimer	*c;
 	size_t			 n;
+	int			 rc;
 
 	*out = NULL;
-	if (dir == NULL || dir[0] == '\0')
-		dir = getenv("GPUPOOL_CLAIMS");
-	if (dir == NULL || dir[0] == '\0')
-		dir = default_dir();
-	if (strcmp(dir, "none") == 0)
-		return 0;
-	if (dir[0] != '/' || (n = strlen(dir)) > 4000)
-		return gp_errf(err, errlen, -EINVAL, "claims directory '%s': "
-		    "give an absolute path, or none", dir);
+	if ((rc = claims_dir(&dir, err, errlen)) < 0 || dir == NULL)
+		return rc;
+	n = strlen(dir);
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return -ENOMEM;
 	c->pid = getpid();
@@ -643,6 +678,7 @@ gp_claim_open(struct gp_claimer **out, const char *dir, char *err,
 			P.token = (uint64_t)wall_ms() ^ ((uint64_t)getpid() <<
 			    40) ^ 1;
 		open_table(dir);
+		read_cmd(P.cmd, sizeof(P.cmd));
 		P.pid = getpid();
 	} else if (strncmp(P.path, dir, n) != 0 || strcmp(P.path + n,
 	    "/" CL_FILE) != 0) {
@@ -1001,4 +1037,98 @@ gp_claim_wait(struct gp_claimer *c, const struct gp_claim_req *r, int *got,
 		}
 		gp_claim_drain(c);
 	}
+}
+
+/* One entry of gp_claims_list(). */
+static void
+info(struct gp_claim_info *o, const struct cl_slot *s, const struct cl_gpu *g,
+    int queue)
+{
+	memset(o, 0, sizeof(*o));
+	snprintf(o->gpu, sizeof(o->gpu), "%s", g->key);
+	o->queue = queue;
+	o->pid = s->pid;
+	o->uid = s->uid;
+	user_name((uid_t)s->uid, o->user, sizeof(o->user));
+	memcpy(o->cmd, s->cmd, sizeof(o->cmd));
+	o->cmd[sizeof(o->cmd) - 1] = '\0';
+	o->since_ms = s->since_ms;
+	o->mem = s->mem;
+	o->total = g->total;
+}
+
+int
+gp_claims_list(const char *dir, struct gp_claim_info *out, int max,
+    char *err, size_t errlen)
+{
+	struct cl_hdr	 h;
+	struct cl_slot	*s = NULL;
+	struct cl_gpu	*g = NULL;
+	struct flock	 l = { .l_type = F_RDLCK, .l_whence = SEEK_SET,
+			    .l_start = CL_LOCKS, .l_len = 1 };
+	struct stat	 st;
+	char		 path[4200];
+	uint64_t	 last = 0, best;
+	uint32_t	 i, k;
+	int		 fd, n = 0, at, pos, rc = 0;
+
+	if ((rc = claims_dir(&dir, err, errlen)) < 0 || dir == NULL)
+		return rc;
+	snprintf(path, sizeof(path), "%s/%s", dir, CL_FILE);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK |
+	    O_NOCTTY)) < 0)
+		return errno == ENOENT ? 0 : gp_errf(err, errlen, -errno,
+		    "%s: %s", path, strerror(errno));
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return gp_errf(err, errlen, -EINVAL, "%s is not a regular "
+		    "file", path);
+	}
+	while (fcntl(fd, F_OFD_SETLKW, &l) < 0 && errno == EINTR)
+		;
+	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+	    memcmp(h.magic, CL_MAGIC, sizeof(CL_MAGIC)) != 0 ||
+	    h.hi > CL_MAXS || h.ngpus > GP_CLAIM_MAXG)
+		rc = gp_errf(err, errlen, -EINVAL, "%s is not a gpupool "
+		    "claims table", path);
+	else if ((s = calloc(h.hi + 1, sizeof(*s))) == NULL ||
+	    (g = calloc(h.ngpus + 1, sizeof(*g))) == NULL)
+		rc = -ENOMEM;
+	else if (pread(fd, s, h.hi * sizeof(*s), sizeof(h)) < 0 ||
+	    pread(fd, g, h.ngpus * sizeof(*g), CL_GOFF) < 0)
+		rc = gp_errf(err, errlen, -errno, "%s: %s", path,
+		    strerror(errno));
+	for (k = 0; rc == 0 && k < h.ngpus; k++)
+		g[k].key[sizeof(g[k].key) - 1] = '\0';
+	for (i = 0; rc == 0 && i < h.hi; i++) {
+		if (s[i].token == 0 || !alive_on(fd, (int)i) ||
+		    (s[i].kind == CL_HOLD && s[i].gpu >= h.ngpus) ||
+		    (s[i].kind != CL_HOLD && s[i].kind != CL_WAIT))
+			s[i].token = 0;	/* dead, or not a slot */
+		else if (s[i].kind == CL_HOLD && n++ < max)
+			info(&out[n - 1], &s[i], &g[s[i].gpu], 0);
+	}
+	for (k = 0; rc == 0 && k < h.ngpus; k++) {
+		for (last = 0, pos = 0;; last = best) {
+			at = -1;
+			best = UINT64_MAX;
+			for (i = 0; i < h.hi; i++)
+				if (s[i].token != 0 && s[i].kind == CL_WAIT &&
+				    in_set(&s[i], (int)k) &&
+				    s[i].ticket > last && s[i].ticket < best) {
+					best = s[i].ticket;
+					at = (int)i;
+				}
+			if (at < 0)
+				break;
+			if (n++ < max)
+				info(&out[n - 1], &s[at], &g[k], ++pos);
+		}
+	}
+	l.l_type = F_UNLCK;
+	(void)fcntl(fd, F_OFD_SETLK, &l);
+	close(fd);
+	free(s);
+	free(g);
+	return rc < 0 ? rc : n;
 }

@@ -251,7 +251,7 @@ struct gp_pool {
 		int		 nomon;		/* no monitor, or it left */
 		char		 why[200];	/* nomon: why ("" before) */
 		int64_t		 due;		/* next sample; 0: none */
-		char		 wait[160];	/* why the next item waits */
+		char		 wait[320];	/* why the next item waits */
 		struct gp_gate_policy pol;	/* what makes a GPU busy
 						   (opts.c fills it) */
 	}			 wt;

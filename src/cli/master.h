@@ -479,6 +479,7 @@ struct run {
 					   task waits for a GPU: since when;
 					   0: not so (out_gpu_notes()) */
 	int		 wait_said;	/* ... and it was said */
+	int		 claim_said;	/* a wait for claims was said */
 	int		 mon_said;	/* the monitor's loss (or absence)
 					   was said, or needs no word */
 	int64_t		 t0;

@@ -319,7 +319,7 @@ void
 out_gpu_notes(struct run *r)
 {
 	const char	*gone;
-	char		 why[160];
+	char		 why[400];
 	int64_t		 now;
 
 	if (r->pool == NULL)
@@ -328,6 +328,12 @@ out_gpu_notes(struct run *r)
 		r->mon_said = 1;
 		out_warn("%s: GPU use is unknown from now on, every GPU "
 		    "counts as free", gone);
+	}
+	if (!r->claim_said && gp_pool_waiting(r->pool, why, sizeof(why)) &&
+	    strncmp(why, GP_CLAIM_WAITING, strlen(GP_CLAIM_WAITING)) == 0) {
+		r->claim_said = 1;
+		out_note(r, "waiting for a GPU: %s", why +
+		    strlen(GP_CLAIM_WAITING));
 	}
 	if (!gp_pool_waiting(r->pool, why, sizeof(why)) || running(r) > 1) {
 		r->wait_since = 0;
