@@ -100,6 +100,9 @@ static struct {
 	char		 bad[300];	/* fd -1: why */
 	uint64_t	 token;
 	char		 cmd[40];	/* its command line, for people */
+	pid_t		 kin[32];	/* its ancestors */
+	int		 nkin;
+	uint8_t		 cls[CL_MAXS];	/* each slot's S_*, after a load */
 	int		 users;
 	int		 ng;		/* keys read so far */
 	struct cl_gpu	 g[GP_CLAIM_MAXG];
@@ -341,24 +344,73 @@ put_hdr(void)
 	return 0;
 }
 
-/* Whether slot i means anything: a live slot of another process, well
- * formed; a dead one is cleared on the way. */
-static int
-foreign(int i)
+/* The processes this one descends from (its ancestors' claims count as
+ * its own: a nested pool, or a task of gpupool-run that claims, runs on
+ * what its ancestor holds for it). Read once per process. */
+static void
+read_kin(void)
 {
-	struct cl_slot	*s = &P.t->s[i];
+	char	 path[64], buf[512], *p;
+	pid_t	 pid = getppid();
+	ssize_t	 n;
+	int	 fd;
 
-	if (s->token == 0 || s->token == P.token)
-		return 0;
-	if ((s->kind == CL_HOLD && s->gpu < P.t->h.ngpus) ||
-	    (s->kind == CL_WAIT && s->n >= 1)) {
-		if (alive(i))
+	P.nkin = 0;
+	while (pid > 1 && P.nkin < (int)(sizeof(P.kin) / sizeof(P.kin[0]))) {
+		P.kin[P.nkin++] = pid;
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			return;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		/* "pid (comm) state ppid": comm may hold anything but the
+		 * last ')'. */
+		if (n <= 0 || (buf[n] = '\0', p = strrchr(buf, ')')) == NULL ||
+		    sscanf(p + 1, " %*c %d", &pid) != 1)
+			return;
+	}
+}
+
+static int
+kin(int32_t pid)
+{
+	int	 i;
+
+	for (i = 0; i < P.nkin; i++)
+		if (P.kin[i] == pid)
 			return 1;
-	} else if (alive(i))
-		return 0;	/* someone's garbage: skipped, not ours */
-	memset(s, 0, sizeof(*s));
-	(void)put_slot(i);
 	return 0;
+}
+
+/* What each slot is to this process, dead ones cleared on the way: none
+ * (free, dead, or someone's garbage, skipped), ours (this process's, or
+ * an ancestor's), or another's. */
+enum { S_NONE, S_OURS, S_OTHER };
+
+static void
+classify(void)
+{
+	struct cl_slot	*s;
+	uint32_t	 i;
+
+	for (i = 0; i < P.t->h.hi; i++) {
+		s = &P.t->s[i];
+		P.cls[i] = S_NONE;
+		if (s->token == 0)
+			continue;
+		if (s->token == P.token) {
+			P.cls[i] = S_OURS;
+			continue;
+		}
+		if (alive((int)i)) {
+			if ((s->kind == CL_HOLD && s->gpu < P.t->h.ngpus) ||
+			    (s->kind == CL_WAIT && s->n >= 1))
+				P.cls[i] = kin(s->pid) ? S_OURS : S_OTHER;
+			continue;
+		}
+		memset(s, 0, sizeof(*s));
+		(void)put_slot((int)i);
+	}
 }
 
 /* A free slot, its byte locked by us: >= 0 or -ENOSPC. */
@@ -429,30 +481,38 @@ fill_slot(struct cl_slot *s, int kind, uint64_t mem)
 	memcpy(s->cmd, P.cmd, sizeof(s->cmd));
 }
 
-/* Room on each GPU: taken whole, or the declared bytes taken. */
+/* Room on each GPU: taken whole, or the declared bytes taken, by us
+ * (this process and its ancestors) and by others. */
 struct room {
-	int		 whole;
-	uint64_t	 used;
+	int		 whole[2];	/* [0]: ours, [1]: others' */
+	uint64_t	 used[2];
 };
 
+/* Whether mem bytes (0: the whole GPU) fit beside what is taken on GPU
+ * g: by everyone (as others see it), or by others only (as we do). */
 static int
-fits(const struct room *r, int g, uint64_t mem)
+fits(const struct room *r, int g, uint64_t mem, int others_only)
 {
-	uint64_t	 total = P.g[g].total;
+	uint64_t	 total = P.g[g].total, used = r[g].used[1];
+	int		 whole = r[g].whole[1];
 
-	if (r[g].whole)
+	if (!others_only) {
+		used += r[g].used[0];
+		whole |= r[g].whole[0];
+	}
+	if (whole)
 		return 0;
 	if (mem == 0 || total == 0)
-		return r[g].used == 0;
-	return r[g].used <= total && mem <= total - r[g].used;
+		return used == 0;
+	return used <= total && mem <= total - used;
 }
 
 static void
-take(struct room *r, int g, uint64_t mem)
+take(struct room *r, int g, uint64_t mem, int theirs)
 {
 	if (mem == 0 || P.g[g].total == 0)
-		r[g].whole = 1;
-	r[g].used += mem;
+		r[g].whole[theirs] = 1;
+	r[g].used[theirs] += mem;
 }
 
 static int
@@ -461,8 +521,8 @@ in_set(const struct cl_slot *s, int g)
 	return (s->set[g / 8] >> (g % 8)) & 1;
 }
 
-/* Each live waiter ahead of ticket, in ticket order, takes what it would:
- * up to n of its GPUs that fit. */
+/* Each other process's waiter ahead of ticket, in ticket order, takes
+ * what it would (up to n of its GPUs that fit, as it sees them). */
 static void
 queue_ahead(struct room *r, uint64_t ticket)
 {
@@ -474,8 +534,7 @@ queue_ahead(struct room *r, uint64_t ticket)
 		at = -1;
 		best = ticket;
 		for (i = 0; i < P.t->h.hi; i++)
-			if (P.t->s[i].kind == CL_WAIT && P.t->s[i].token != 0 &&
-			    P.t->s[i].token != P.token &&
+			if (P.cls[i] == S_OTHER && P.t->s[i].kind == CL_WAIT &&
 			    P.t->s[i].ticket > last &&
 			    P.t->s[i].ticket < best) {
 				best = P.t->s[i].ticket;
@@ -487,15 +546,14 @@ queue_ahead(struct room *r, uint64_t ticket)
 		for (g = 0, got = 0; g < P.t->h.ngpus && got <
 		    P.t->s[at].n; g++)
 			if (in_set(&P.t->s[at], (int)g) &&
-			    fits(r, (int)g, P.t->s[at].mem)) {
-				take(r, (int)g, P.t->s[at].mem);
+			    fits(r, (int)g, P.t->s[at].mem, 0)) {
+				take(r, (int)g, P.t->s[at].mem, 1);
 				got++;
 			}
 	}
 }
 
-/* The room every hold leaves (ours too: the others see them), after the
- * waiters ahead of ticket; dead slots cleared. */
+/* The room every hold leaves, after the waiters ahead of ticket. */
 static void
 rooms(struct room *r, uint64_t ticket)
 {
@@ -503,9 +561,9 @@ rooms(struct room *r, uint64_t ticket)
 
 	memset(r, 0, sizeof(*r) * GP_CLAIM_MAXG);
 	for (i = 0; i < P.t->h.hi; i++)
-		if (P.t->s[i].kind == CL_HOLD && (foreign((int)i) ||
-		    P.t->s[i].token == P.token))
-			take(r, (int)P.t->s[i].gpu, P.t->s[i].mem);
+		if (P.cls[i] != S_NONE && P.t->s[i].kind == CL_HOLD)
+			take(r, (int)P.t->s[i].gpu, P.t->s[i].mem,
+			    P.cls[i] == S_OTHER);
 	queue_ahead(r, ticket);
 }
 
@@ -517,8 +575,8 @@ others_on(int g)
 	uint32_t	 i;
 
 	for (i = 0; i < P.t->h.hi; i++)
-		if (P.t->s[i].kind == CL_HOLD && (int)P.t->s[i].gpu == g &&
-		    P.t->s[i].token != P.token && P.t->s[i].token != 0) {
+		if (P.cls[i] == S_OTHER && P.t->s[i].kind == CL_HOLD &&
+		    (int)P.t->s[i].gpu == g) {
 			if (P.t->s[i].mem == 0 || P.g[g].total == 0)
 				return -1;
 			sum += P.t->s[i].mem;
@@ -526,15 +584,15 @@ others_on(int g)
 	return (int64_t)sum;
 }
 
-/* Whether a live waiter of another process wants GPU g. */
+/* Whether another process waits for GPU g. */
 static int
 wanted(int g)
 {
 	uint32_t	 k;
 
 	for (k = 0; k < P.t->h.hi; k++)
-		if (P.t->s[k].kind == CL_WAIT && P.t->s[k].token != P.token &&
-		    P.t->s[k].token != 0 && in_set(&P.t->s[k], g))
+		if (P.cls[k] == S_OTHER && P.t->s[k].kind == CL_WAIT &&
+		    in_set(&P.t->s[k], g))
 			return 1;
 	return 0;
 }
@@ -545,8 +603,8 @@ holder_of(int g)
 	uint32_t	 i;
 
 	for (i = 0; i < P.t->h.hi; i++)
-		if (P.t->s[i].token != 0 && P.t->s[i].token != P.token &&
-		    P.t->s[i].kind == CL_HOLD && (int)P.t->s[i].gpu == g)
+		if (P.cls[i] == S_OTHER && P.t->s[i].kind == CL_HOLD &&
+		    (int)P.t->s[i].gpu == g)
 			return &P.t->s[i];
 	return NULL;
 }
@@ -593,6 +651,7 @@ say_why(const struct gp_claimer *c, const struct gp_claim_req *r,
 {
 	const struct cl_slot	*h = NULL;
 	char			 desc[160];
+	size_t			 n;
 	int			 i, held = 0, first = -1;
 
 	if (why == NULL || len == 0)
@@ -603,14 +662,17 @@ say_why(const struct gp_claimer *c, const struct gp_claim_req *r,
 			if (h == NULL && (h = holder_of(c->gpu[i].tix)) != NULL)
 				first = i;
 		}
-	if (h == NULL) {
-		snprintf(why, len, "%s%d of %d GPUs held or kept for earlier "
-		    "waiters", held == c->ng ? "all " : "", held, c->ng);
-		return;
+	if (held == c->ng)
+		snprintf(why, len, "all %d held", held);
+	else
+		snprintf(why, len, "%d of %d held", held, c->ng);
+	n = strlen(why);
+	if (h == NULL)
+		snprintf(why + n, len - n, " or kept for earlier waiters");
+	else {
+		describe(h, desc, sizeof(desc));
+		snprintf(why + n, len - n, " (GPU %d: %s)", first, desc);
 	}
-	describe(h, desc, sizeof(desc));
-	snprintf(why, len, "%s%d of %d held (GPU %d: %s)", held == c->ng ?
-	    "all " : "", held, c->ng, first, desc);
 }
 
 static int
@@ -679,6 +741,7 @@ gp_claim_open(struct gp_claimer **out, const char *dir, char *err,
 			    40) ^ 1;
 		open_table(dir);
 		read_cmd(P.cmd, sizeof(P.cmd));
+		read_kin();
 		P.pid = getpid();
 	} else if (strncmp(P.path, dir, n) != 0 || strcmp(P.path + n,
 	    "/" CL_FILE) != 0) {
@@ -754,8 +817,10 @@ static int
 enter(struct gp_claimer *c, char *why, size_t len)
 {
 	if (load() == 0) {
-		if (resolve(c) == 0)
+		if (resolve(c) == 0) {
+			classify();
 			return 0;
+		}
 		unload();
 	}
 	if (why != NULL && len > 0)
@@ -808,7 +873,7 @@ may(const struct gp_claimer *c, const struct room *rm, int i, uint64_t mem)
 	int64_t	 o;
 
 	if (c->gpu[i].n == 0)
-		return fits(rm, g, mem);
+		return fits(rm, g, mem, 1);
 	if (wanted(g))
 		return 0;
 	if (c->gpu[i].whole > 0)

@@ -16,6 +16,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "master.h"
@@ -100,6 +101,60 @@ show_state(struct gp_pool *pool, int g)
 	    st.why);
 }
 
+/* --show-gpus' claims: who holds each of the run's GPUs, host-wide, and
+ * who waits for it, in order. */
+static void
+show_claims(const struct opts *o, struct gp_pool *pool)
+{
+	struct gp_claim_info	*ci;
+	struct gp_worker_info	 wi;
+	struct tm		 tm;
+	time_t			 t;
+	const char		*key;
+	char			 err[300], when[16], mem[32], who[24];
+	int			 n, i, g, w, seen = -1;
+
+	if ((n = gp_claims_list(o->pool.claims, NULL, 0, err,
+	    sizeof(err))) < 0) {
+		printf("claims: cannot be read: %s\n", err);
+		return;
+	}
+	if ((ci = calloc((size_t)n + 1, sizeof(*ci))) == NULL ||
+	    (n = gp_claims_list(o->pool.claims, ci, n, err, sizeof(err))) < 0) {
+		printf("claims: cannot be read: %s\n", n < 0 ? err :
+		    strerror(ENOMEM));
+		free(ci);
+		return;
+	}
+	printf("claims: %d held or waited for\n", n);
+	for (w = 0; w < gp_pool_size(pool); w++) {
+		if (gp_pool_info(pool, w, &wi) < 0 || wi.gpu == seen)
+			continue;
+		seen = g = wi.gpu;
+		/* The key the library claims it by (hold.c). */
+		key = wi.fake ? wi.visible : wi.uuid[0] ? wi.uuid :
+		    wi.busid[0] ? wi.busid : wi.visible;
+		for (i = 0; i < n; i++) {
+			if (strcmp(ci[i].gpu, key) != 0)
+				continue;
+			t = (time_t)(ci[i].since_ms / 1000);
+			if (localtime_r(&t, &tm) == NULL ||
+			    strftime(when, sizeof(when), "%H:%M:%S", &tm) == 0)
+				snprintf(when, sizeof(when), "?");
+			fmt_mem(mem, sizeof(mem), ci[i].mem);
+			if (ci[i].queue)
+				snprintf(who, sizeof(who), "waiting #%d",
+				    ci[i].queue);
+			else
+				snprintf(who, sizeof(who), "held");
+			printf("GPU %d: %s by %s, pid %d, since %s, %s: %s\n",
+			    g, who, ci[i].user, ci[i].pid, when, ci[i].mem ?
+			    mem : "whole GPU", ci[i].cmd);
+		}
+	}
+	free(ci);
+}
+
 static int
 show_gpus(const struct opts *o)
 {
@@ -151,6 +206,7 @@ show_gpus(const struct opts *o)
 	/* How what a task leaves running is found (reap.c): its
 	 * worker is its subreaper. */
 	printf("task cleanup: subreaper\n");
+	show_claims(o, pool);
 	gp_pool_destroy(pool);
 	return fflush(stdout) == 0 ? 0 : EXIT_FATAL;
 }
