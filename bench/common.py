@@ -32,6 +32,9 @@ FULL = dict(
     py_start_rounds=5,
     py_ck={"trivial": 10**6, "ms": 4000, "ms1": 4000, "read1": 10**6},
     py_ck_rounds=3,
+    claim_iters=20000, claim_blocks=5, claims_true_rounds=5,
+    sweep_n=200, sweep_rounds=3, beside_long=400, beside_short=10,
+    beside_rounds=3,
 )
 QUICK = dict(
     cmd_n=200, true_rounds=2, sleep_rounds=1,
@@ -49,6 +52,9 @@ QUICK = dict(
     py_start_rounds=2,
     py_ck={"trivial": 10**5, "ms": 1000, "ms1": 1000, "read1": 10**5},
     py_ck_rounds=2,
+    claim_iters=5000, claim_blocks=3, claims_true_rounds=2,
+    sweep_n=100, sweep_rounds=1, beside_long=200, beside_short=10,
+    beside_rounds=1,
 )
 
 # Pareto(alpha 1.5) item durations for pool_map's skewed set (5 ms scale,

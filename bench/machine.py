@@ -93,7 +93,8 @@ def do_build(build):
         subprocess.run(["meson", "setup", build, REPO,
                         "-Dbuildtype=release"], check=True,
                        stdout=subprocess.DEVNULL)
-    targets_ = ["bench/bench_pool", "bench/spawn4", "bench/stamp"]
+    targets_ = ["bench/bench_pool", "bench/spawn4", "bench/stamp",
+                "bench/bench_claim"]
     r = subprocess.run(["ninja", "-C", build] + targets_ +
                        ["src/cli/gpupool-run"], capture_output=True,
                        text=True)

@@ -56,9 +56,12 @@ def make_runners(build, work, notes):
              "waitpid; CUDA_VISIBLE_DEVICES=slot; nothing else"))
     gpr = os.path.join(build, "src", "cli", "gpupool-run")
     if os.access(gpr, os.X_OK):
+        # Host-wide claims on, as by default, in a claims directory of
+        # its own: the machine to itself (issue 34), whatever else runs.
         runners.append(Runner(
             "gpupool-run", "gpupool-run --fake-gpus 4",
-            lambda t: [gpr, "--fake-gpus", str(SLOTS), "--quiet", t]))
+            lambda t: [gpr, "--fake-gpus", str(SLOTS), "--quiet", t],
+            env={"GPUPOOL_CLAIMS": os.path.join(work, "claims")}))
     else:
         skipped.append(("gpupool-run", "not built at %s" % gpr))
     xargs = shutil.which("xargs")

@@ -4,7 +4,7 @@ use instead, on the same work, on this machine, in one run.
 
     python3 bench/run.py [--quick] [--install-peers] [--out DIR]
                          [--build DIR] [--no-build] [--publish]
-                         [--sections cmd,pool,mpi,python,ranks]
+                         [--sections cmd,pool,mpi,python,ranks,claims]
                          [--python PY]
 
 Writes DIR/results.json (machine, versions, git revision, every figure with
@@ -41,6 +41,7 @@ from machine import (build_info, do_build, git_info, machine_info,  # noqa
 from peers import install_peers, make_runners  # noqa: E402
 from plots import plot  # noqa: E402
 from report import markdown, publish  # noqa: E402
+from sec_claims import claims_section  # noqa: E402
 from sec_cmd import cmd_section  # noqa: E402
 from sec_mpi import mpi_section  # noqa: E402
 from sec_pool import pool_section  # noqa: E402
@@ -66,9 +67,10 @@ def arguments():
                          "set up with -Dbuildtype=release if missing)")
     ap.add_argument("--no-build", action="store_true",
                     help="use --build as it is; do not run meson/ninja")
-    ap.add_argument("--sections", default="cmd,pool,mpi,python,ranks",
-                    help="some of cmd, pool, mpi, python, ranks (default: "
-                         "all)")
+    ap.add_argument("--sections",
+                    default="cmd,pool,mpi,python,ranks,claims",
+                    help="some of cmd, pool, mpi, python, ranks, claims "
+                         "(default: all)")
     ap.add_argument("--python", metavar="PYTHON",
                     default=os.environ.get("GPUPOOL_BENCH_PYTHON"),
                     help="python section: an interpreter that imports "
@@ -142,6 +144,8 @@ def run_sections(a, cfg, build, res, notes):
         if "ranks" in sections:
             ranks_section(cfg, build, work, res, notes, a.python,
                           a.install_peers)
+        if "claims" in sections:
+            claims_section(cfg, runners, build, work, res, notes)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return skipped

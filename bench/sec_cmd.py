@@ -92,36 +92,53 @@ def cmd_workloads(cfg, runners, build, work, sec, notes):
     for key, title, rounds, task_s, lines in workloads:
         tasks = write_tasks(os.path.join(work, key + ".tasks"), lines)
         ideal = n * task_s / SLOTS
-        runs = {r.name: [] for r in runners}
-        for k in range(rounds):
-            log("command runners: %s, round %d/%d" % (title, k + 1, rounds))
-            for r in rotate(runners, k):
-                x = run_runner(r, tasks, work, max(120, 30 * ideal),
-                               stamp_file=first)
-                if x["status"] != 0:
-                    notes.append("%s on %s, round %d: exit %s %s" % (
-                        r.name, title, k + 1, x["status"],
-                        x.get("stderr", "").strip()[-200:]))
-                    x["wall_s"] = x["cpu_s"] = x["latency_ms"] = None
-                runs[r.name].append(x)
+        runs = interleave(runners, tasks, rounds, "command runners: " +
+                          title, work, max(120, 30 * ideal), notes,
+                          stamp_file=first)
         w = sec["workloads"][key] = {"title": title, "n": n,
                                      "task_s": task_s, "ideal_s": ideal,
                                      "rounds": rounds, "runners": {}}
         for r in runners:
-            rr = runs[r.name]
-            walls = [x["wall_s"] for x in rr]
-            w["runners"][r.name] = {
-                "wall_s": stats(walls),
-                "cpu_s": stats([x["cpu_s"] for x in rr]),
-                "cpu_ms_per_task": stats([x["cpu_s"] and x["cpu_s"] / n * 1e3
-                                          for x in rr]),
-                "overhead_ms_per_task": stats(
-                    [wl and (wl - ideal) / n * SLOTS * 1e3 for wl in walls]),
-                "latency_ms": stats([x.get("latency_ms") for x in rr]),
-                "vs_raw": ratio_stats(rr, runs["spawn4"], "wall_s"),
-                "gpupool_speedup": ratio_stats(
-                    rr, runs.get("gpupool-run"), "wall_s"),
-            }
+            w["runners"][r.name] = runner_figures(
+                runs[r.name], n, ideal, runs["spawn4"],
+                runs.get("gpupool-run"))
+
+
+def interleave(runners, tasks, rounds, title, work, timeout_s, notes,
+               stamp_file=None):
+    """Every runner on tasks once a round, in an order rotated by one each
+    round: {name: [one run a round]}, a failed run's figures None (and
+    a note)."""
+    runs = {r.name: [] for r in runners}
+    for k in range(rounds):
+        log("%s, round %d/%d" % (title, k + 1, rounds))
+        for r in rotate(runners, k):
+            x = run_runner(r, tasks, work, timeout_s, stamp_file=stamp_file)
+            if x["status"] != 0:
+                notes.append("%s on %s, round %d: exit %s %s" % (
+                    r.name, title, k + 1, x["status"],
+                    x.get("stderr", "").strip()[-200:]))
+                x["wall_s"] = x["cpu_s"] = x["latency_ms"] = None
+            runs[r.name].append(x)
+    return runs
+
+
+def runner_figures(rr, n, ideal, raw, gpr):
+    """One runner's figures over its runs rr of n tasks (ideal: the wall
+    with no overhead), against the raw bound's runs and gpupool-run's of
+    the same rounds."""
+    walls = [x["wall_s"] for x in rr]
+    return {
+        "wall_s": stats(walls),
+        "cpu_s": stats([x["cpu_s"] for x in rr]),
+        "cpu_ms_per_task": stats([x["cpu_s"] and x["cpu_s"] / n * 1e3
+                                  for x in rr]),
+        "overhead_ms_per_task": stats(
+            [wl and (wl - ideal) / n * SLOTS * 1e3 for wl in walls]),
+        "latency_ms": stats([x.get("latency_ms") for x in rr]),
+        "vs_raw": ratio_stats(rr, raw, "wall_s"),
+        "gpupool_speedup": ratio_stats(rr, gpr, "wall_s"),
+    }
 
 
 def cmd_skewed(cfg, runners, work, sec, notes):

@@ -26,6 +26,8 @@ def targets(res, skipped):
         targets_mpi(out, res["mpi"])
     if res.get("ranks") or res.get("ranks_skipped"):
         targets_ranks(out, res.get("ranks"), res.get("ranks_skipped"))
+    if res.get("claims"):
+        targets_claims(out, res["claims"])
     return out
 
 
@@ -301,6 +303,33 @@ def targets_ranks(out, rk, na):
                 fmt_m(row["gpupool"]["mpi_mb_per_s"], "%.0f"),
                 fmt_m(row["gpupool"]["items_over_mpi"], "%.0f"), mib["n"],
                 fmt_m(row["mpi_mb_per_s_over_p2p"], "%.3f")))
+
+
+def targets_claims(out, cl):
+    """Host-wide claims: a run with the machine to itself (issue 34)."""
+    add = functools.partial(add_target, out)
+    c = cl["cost"]["cases"]
+    a, o = c.get("alone"), c.get("others")
+    add("claims: a GPU's claim + release <= 20 us (one claimer, alone in "
+        "the table)", a and med(a["us"]), "<=", 20.0,
+        "median over blocks of %d claims and releases of one GPU, us" %
+        cl["cost"]["iters"], fmt="%.2f us", why_na="bench_claim failed",
+        context=a and "claim %.2f us, release %.2f us%s" % (
+            med(a["try_us"]), med(a["drop_us"]),
+            "; with %d other processes' slots in the table: %.2f us" % (
+                o["others"], med(o["us"])) if o else ""))
+    t = cl["true"]
+    on = t["runners"]["claims-on"]
+    off = t["runners"]["claims-off"]
+    add_ctx = off["vs_raw"] and on["vs_off"] and \
+        "claims off: %.2fx; on / off: %.3fx; claims add %.1f us of CPU a " \
+        "task" % (med(off["vs_raw"]), med(on["vs_off"]),
+                  med(t["cpu_us_per_task_added"]) or 0)
+    add("claims: gpupool-run with claims on (its own claims directory) "
+        "wall <= 1.05x raw posix_spawn bound (%d x true)" % t["n"],
+        med(on["vs_raw"]), "<=", 1.05,
+        "median of per-round wall ratios gpupool-run/spawn4",
+        context=add_ctx)
 
 
 def best_peer(impls):
