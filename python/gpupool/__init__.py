@@ -6,6 +6,7 @@ GPU), over libgpupool.
         for r in pool.imap_unordered(score, batches):
             ...
     gpupool.map(abs, [-1, -2])          # a default pool: every GPU found
+    gpupool.claim()     # a script that is not a pool: waits for a GPU
     with gpupool.Executor(max_workers=4) as ex:   # concurrent.futures
         print(ex.submit(pow, 2, 8).result())
 
@@ -33,6 +34,8 @@ _LAZY.update(dict.fromkeys(("Canceled", "EncodingError", "Error",
                            "_errors"))
 _LAZY.update(dict.fromkeys(("Checkpoint", "CheckpointError",
                             "CheckpointWarning"), "_checkpoint"))
+_LAZY.update(dict.fromkeys(("claim", "claims", "Claim", "ClaimInfo"),
+                           "_claims"))
 
 
 def __getattr__(name):
@@ -52,7 +55,8 @@ __all__ = [
     "map", "imap", "imap_unordered", "submit", "shutdown", "Error",
     "WorkerCrashed", "Timeout", "Canceled", "NotRun", "PoolError", "RankLost",
     "EncodingError", "InitError", "RemoteTraceback", "Checkpoint",
-    "CheckpointError", "CheckpointWarning",
+    "CheckpointError", "CheckpointWarning", "claim", "claims", "Claim",
+    "ClaimInfo",
 ]
 
 _default = None

@@ -18,6 +18,8 @@ enum kind {
 	A_BOOL,		/* truth, 0 or 1 (as "p") */
 	A_UINT,		/* 0 .. UINT32_MAX, None: left (unsigned) */
 	A_TEXT,		/* str(value) to the library's option lib */
+	A_PATH,		/* the same, kept as long as g (cstr): the
+			   library keeps the pointer */
 	A_FLAG,		/* truth as "1" or "0" to lib */
 	A_SIZE,		/* an int (bytes) into o.item_mem, or a str to lib */
 	A_GPUS,		/* None, a str or a sequence (joined with ',') */
@@ -49,6 +51,8 @@ static const struct arg {
 	{ "max_msg", A_OBJ, AT(maxm), NULL },
 	{ "plan", A_BOOL, AT(plan), NULL },
 	{ "spawn", A_OBJ, AT(spec), NULL },
+	{ "claims", A_PATH, 0, "claims" },
+	{ "claim_timeout", A_TEXT, 0, "claim_timeout" },
 };
 #define NARGS	(sizeof(args) / sizeof(args[0]))
 
@@ -142,9 +146,12 @@ lib_opt(const struct arg *a, PyObject *v, struct gpy_args *g)
 		Py_XDECREF(keep);
 		return -1;
 	}
-	/* o.gpus points into the text: it lives as long as g. */
+	/* o.gpus and o.claims point into the text: it lives as long as
+	 * g. */
 	if (a->kind == A_GPUS)
 		g->gstr = keep;
+	else if (a->kind == A_PATH)
+		g->cstr = keep;
 	else
 		Py_XDECREF(keep);
 	return 0;
@@ -224,6 +231,7 @@ void
 gpy_args_release(struct gpy_args *g)
 {
 	Py_CLEAR(g->gstr);
+	Py_CLEAR(g->cstr);
 }
 
 /* parse_size(text) -> bytes, as gp_parse_size() reads it: ValueError

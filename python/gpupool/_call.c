@@ -53,8 +53,8 @@ drain(int fd)
 
 /* signal.set_wakeup_fd(fd), returning the old value as an object; NULL
  * with no exception when this is not the main thread. */
-static PyObject *
-set_wakeup(PyObject *fd)
+PyObject *
+gpy_set_wakeup(PyObject *fd)
 {
 	PyObject	*sig, *old;
 
@@ -78,7 +78,7 @@ call_begin(PoolObject *self, struct call *c, const int *wake)
 	c->wake = wake;
 	if ((fd = PyLong_FromLong(wake[1])) == NULL)
 		return -1;
-	c->wakeup = set_wakeup(fd);
+	c->wakeup = gpy_set_wakeup(fd);
 	Py_DECREF(fd);
 	if (c->wakeup == NULL && PyErr_Occurred())
 		return -1;
@@ -92,7 +92,7 @@ call_begin(PoolObject *self, struct call *c, const int *wake)
 			PyObject	*e, *v, *tb, *r;
 
 			PyErr_Fetch(&e, &v, &tb);
-			r = set_wakeup(c->wakeup);
+			r = gpy_set_wakeup(c->wakeup);
 			Py_XDECREF(r);
 			Py_CLEAR(c->wakeup);
 			PyErr_Restore(e, v, tb);
@@ -114,7 +114,7 @@ call_end(PoolObject *self, struct call *c)
 
 	self->busy = 0;
 	if (c->wakeup != NULL) {
-		r = set_wakeup(c->wakeup);
+		r = gpy_set_wakeup(c->wakeup);
 		Py_CLEAR(c->wakeup);
 		if (r == NULL && PyErr_Occurred())
 			return -1;

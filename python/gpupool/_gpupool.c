@@ -17,6 +17,11 @@
  *   propagates once it ended; else the run goes on undisturbed.
  *   In other threads there is no wakeup fd: Python runs signal handlers
  *   in the main thread only.
+ * - Waits for claims (host-wide: gp_pool_create() waits its turn for the
+ *   pool's GPUs, claim() for its own) run with the same wakeup fd, the
+ *   write end of a cancel pipe the library's wait watches: a signal ends
+ *   the wait, its handlers run; one that raises (Ctrl-C) propagates, and
+ *   if none did, the wait begins again (at the back of the queue).
  * - One map or run at a time per pool (RuntimeError otherwise, the
  *   library's -EBUSY rule); close() refuses while one runs.
  * - No child is left: close() (also __exit__, dealloc, and at interpreter
@@ -110,7 +115,8 @@ destroy_all(void)
 
 /* Raise for a library error code: -EINVAL ValueError, -EBUSY
  * RuntimeError, GP_ENOWORKER NoWorkerError (a RuntimeError), -ENOMEM
- * MemoryError, GP_EINIT InitError, others OSError;
+ * MemoryError, GP_EINIT InitError, GP_ECLAIM TimeoutError (GPUs not
+ * claimed in claim_timeout), others OSError;
  * with msg (errbuf) when there is one. */
 PyObject *
 gpy_raise_code(int rc, const char *msg)
@@ -128,8 +134,8 @@ gpy_raise_code(int rc, const char *msg)
 		PyErr_SetString(gpy_NoWorkerError, text);
 	else if (rc == GP_EINIT)
 		PyErr_SetString(gpy_InitError, text);
-	else if ((a = Py_BuildValue("(is)", rc == GP_ENOGPU ? ENODEV : -rc,
-	    text)) != NULL) {
+	else if ((a = Py_BuildValue("(is)", rc == GP_ENOGPU ? ENODEV :
+	    rc == GP_ECLAIM ? ETIMEDOUT : -rc, text)) != NULL) {
 		PyErr_SetObject(PyExc_OSError, a);
 		Py_DECREF(a);
 	}
@@ -158,6 +164,66 @@ opt_max_msg(PyObject *o, size_t *out)
 	}
 	*out = v;
 	return 0;
+}
+
+/* fake_gpus: None (GPUPOOL_FAKE_GPUS, as the library reads it) or a
+ * count into o.fake_gpus (out of range: -1, which the library refuses).
+ * 0, or -1 with an exception set. */
+static int
+fake_gpus(struct gpy_args *a)
+{
+	long	 v;
+
+	if (a->fake == NULL || a->fake == Py_None)
+		return 0;
+	if ((v = PyLong_AsLong(a->fake)) == -1 && PyErr_Occurred())
+		return -1;
+	a->o.fake_gpus = v > INT32_MAX || v < 0 ? -1 : (int)v;
+	return 0;
+}
+
+/* Before a wait for claims: Python's wakeup fd (main thread only) is
+ * cancel[1], the write end of the pipe the library's wait watches.
+ * 0 (*old: the wakeup fd to restore, or NULL), or -1 with an
+ * exception. */
+static int
+wait_begin(const int *cancel, PyObject **old)
+{
+	PyObject	*fd;
+	char		 buf[64];
+
+	while (read(cancel[0], buf, sizeof(buf)) > 0)
+		;
+	if ((fd = PyLong_FromLong(cancel[1])) == NULL)
+		return -1;
+	*old = gpy_set_wakeup(fd);
+	Py_DECREF(fd);
+	return *old == NULL && PyErr_Occurred() ? -1 : 0;
+}
+
+/* After it: the old wakeup fd back, then the signal handlers. 1: a
+ * signal came (it ended the wait) and every handler returned, 0: none
+ * came, -1: a handler raised (or the wakeup fd could not be restored). */
+static int
+wait_end(const int *cancel, PyObject *old)
+{
+	PyObject	*r;
+	char		 buf[64];
+	int		 came;
+
+	if (old != NULL) {
+		r = gpy_set_wakeup(old);
+		Py_DECREF(old);
+		if (r == NULL && PyErr_Occurred())
+			return -1;
+		Py_XDECREF(r);
+	}
+	came = read(cancel[0], buf, sizeof(buf)) > 0;
+	while (read(cancel[0], buf, sizeof(buf)) > 0)
+		;
+	if (PyErr_CheckSignals() < 0)
+		return -1;
+	return came;
 }
 
 static int
@@ -208,8 +274,9 @@ Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 	struct gpy_args		 a = { .init = Py_None, .o.per_gpu = 1 };
 	struct gp_pool		*p;
 	struct gpy_spawn	 sp;
+	PyObject		*old;
 	char			 err[512];
-	int			 rc;
+	int			 rc = 0, came;
 
 	if (self->pool != NULL || self->worker != NULL) {
 		PyErr_SetString(PyExc_RuntimeError, "Pool already set up");
@@ -223,13 +290,8 @@ Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 		    "callable (init may be None)");
 		goto fail;
 	}
-	if (a.fake != NULL && a.fake != Py_None) {
-		long	 v = PyLong_AsLong(a.fake);
-
-		if (v == -1 && PyErr_Occurred())
-			goto fail;
-		a.o.fake_gpus = v > INT32_MAX || v < 0 ? -1 : (int)v;
-	}
+	if (fake_gpus(&a) < 0)
+		goto fail;
 	if (opt_max_msg(a.maxm, &a.o.max_msg) < 0 || pipes(self) < 0)
 		goto fail;
 	Py_INCREF(a.worker);
@@ -252,10 +314,22 @@ Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 		close_fds(self);
 		goto fail;
 	}
-	Py_BEGIN_ALLOW_THREADS
-	rc = gp_pool_create(&p, &a.o);
-	Py_END_ALLOW_THREADS
+	do {
+		if (wait_begin(self->cancel, &old) < 0) {
+			came = -1;
+			break;
+		}
+		Py_BEGIN_ALLOW_THREADS
+		rc = gp_pool_create(&p, &a.o);
+		Py_END_ALLOW_THREADS
+		if ((came = wait_end(self->cancel, old)) < 0 && rc >= 0)
+			gp_pool_destroy(p);	/* Ctrl-C: no pool */
+	} while (rc == GP_ECLAIM && came > 0);
 	gpy_spawn_release(&sp);
+	if (came < 0) {
+		close_fds(self);
+		goto fail;
+	}
 	if (rc < 0) {
 		if (rc == GP_EINIT)
 			init_failed(self, err);
@@ -516,13 +590,147 @@ static PyTypeObject PoolType = {
 	.tp_doc = "Pool(worker, *, gpus=None, per_gpu=1, fake_gpus=None, "
 	    "timeout_ms=0, grace_ms=0, retries=0, max_tasks=0, init=None, "
 	    "wait_free=False, busy_pct=None, busy_util=None, gpu_mem=None, "
-	    "gpus_per_worker=1, nice=None, view=False, plan=False)",
+	    "gpus_per_worker=1, nice=None, view=False, plan=False, "
+	    "claims=None, claim_timeout=None)",
 	.tp_new = Pool_new,
 	.tp_init = (initproc)Pool_init,
 	.tp_dealloc = (destructor)Pool_dealloc,
 	.tp_methods = Pool_methods,
 	.tp_getset = Pool_getset,
 };
+
+/* ------------------------------------------------------------------ */
+/* Claims: gp_claim() for a process that is not a pool, gp_unclaim(),
+ * gp_claims_list() */
+
+/* claim(n, **kw) -> the claimed GPUs' ids, as CUDA_VISIBLE_DEVICES now
+ * says them (the C environment's; os.environ is the caller's to set):
+ * gp_claim() with Pool()'s keywords gpus, fake_gpus, gpu_mem, claims
+ * and claim_timeout (checked by the same table). The GIL is released
+ * while it waits; Ctrl-C ends the wait (wait_begin()). -EALREADY is a
+ * RuntimeError, a timeout TimeoutError. */
+static PyObject *
+mod_claim(PyObject *mod, PyObject *args, PyObject *kw)
+{
+	struct gpy_args	 a = { .init = Py_None, .o.per_gpu = 1 };
+	PyObject	*pos, *old, *r = NULL;
+	char		 err[512], vis[4096];
+	int		 n, rc = 0, came, cancel[2] = { -1, -1 };
+
+	if (!PyArg_ParseTuple(args, "i:claim", &n) ||
+	    (pos = PyTuple_Pack(1, Py_None)) == NULL)
+		return NULL;
+	if (gpy_args_parse(pos, kw, &a) < 0 || fake_gpus(&a) < 0)
+		goto out;
+	if (pipe2(cancel, O_CLOEXEC | O_NONBLOCK) < 0) {
+		PyErr_SetFromErrno(PyExc_OSError);
+		goto out;
+	}
+	a.o.flags |= GP_POOL_CANCEL_FD;
+	if (a.o.flags & GP_POOL_GPUS_FREE)
+		a.o.flags |= GP_POOL_MONITOR;
+	a.o.cancel_fd = cancel[0];
+	a.o.errbuf = err;
+	a.o.errlen = sizeof(err);
+	err[0] = '\0';
+	do {
+		if (wait_begin(cancel, &old) < 0)
+			goto out;
+		Py_BEGIN_ALLOW_THREADS
+		rc = gp_claim(&a.o, n, vis, sizeof(vis));
+		Py_END_ALLOW_THREADS
+		if ((came = wait_end(cancel, old)) < 0) {
+			if (rc >= 0)
+				(void)gp_unclaim();	/* Ctrl-C: none */
+			goto out;
+		}
+	} while (rc == GP_ECLAIM && came > 0);
+	if (rc == -EALREADY)
+		PyErr_SetString(PyExc_RuntimeError, err);
+	else if (rc < 0)
+		gpy_raise_code(rc, err);
+	else
+		r = PyUnicode_FromString(vis);
+out:
+	if (cancel[0] >= 0) {
+		(void)close(cancel[0]);
+		(void)close(cancel[1]);
+	}
+	Py_DECREF(pos);
+	gpy_args_release(&a);
+	return r;
+}
+
+/* unclaim() -> True (claim()'s GPUs given back), False (this process
+ * holds none: never claimed, given back before, or a fork's copy, which
+ * holds its parent's until it exits or execs); RuntimeError once CUDA
+ * was loaded here. */
+static PyObject *
+mod_unclaim(PyObject *mod, PyObject *noargs)
+{
+	int	 rc = gp_unclaim();
+
+	if (rc == -EBUSY) {
+		PyErr_SetString(PyExc_RuntimeError, "CUDA was loaded in this "
+		    "process (libcuda is mapped): what it allocated stays on "
+		    "the GPUs until the process exits, so they stay claimed "
+		    "until then");
+		return NULL;
+	}
+	return PyBool_FromLong(rc == 0);
+}
+
+/* claims_list(dir) -> [dict]: gp_claims_list(dir or NULL), holders
+ * before waiters, waiters in order. */
+static PyObject *
+mod_claims_list(PyObject *mod, PyObject *args)
+{
+	struct gp_claim_info	*ci = NULL;
+	const char		*dir = NULL;
+	PyObject		*list = NULL, *d;
+	char			 err[512] = "";
+	int			 i, n, max = 0;
+
+	if (!PyArg_ParseTuple(args, "z:claims_list", &dir))
+		return NULL;
+	/* Claims come and go between the count and the read: again with
+	 * room for more until they fit. */
+	for (;;) {
+		Py_BEGIN_ALLOW_THREADS
+		n = gp_claims_list(dir, ci, max, err, sizeof(err));
+		Py_END_ALLOW_THREADS
+		if (n < 0 || n <= max)
+			break;
+		max = n + 16;
+		PyMem_Free(ci);
+		if ((ci = PyMem_Calloc((size_t)max, sizeof(*ci))) == NULL) {
+			PyErr_NoMemory();
+			return NULL;
+		}
+	}
+	if (n < 0) {
+		PyMem_Free(ci);
+		return gpy_raise_code(n, err);
+	}
+	if ((list = PyList_New(n)) == NULL)
+		goto out;
+	for (i = 0; i < n; i++) {
+		d = Py_BuildValue("{s:s,s:i,s:i,s:k,s:s,s:s,s:L,s:K,s:K}",
+		    "gpu", ci[i].gpu, "queue", ci[i].queue, "pid", ci[i].pid,
+		    "uid", (unsigned long)ci[i].uid, "user", ci[i].user,
+		    "cmd", ci[i].cmd, "since_ms", (long long)ci[i].since_ms,
+		    "mem", (unsigned long long)ci[i].mem,
+		    "total", (unsigned long long)ci[i].total);
+		if (d == NULL) {
+			Py_CLEAR(list);
+			goto out;
+		}
+		PyList_SET_ITEM(list, i, d);
+	}
+out:
+	PyMem_Free(ci);
+	return list;
+}
 
 /* ------------------------------------------------------------------ */
 /* The module */
@@ -544,6 +752,15 @@ static PyMethodDef mod_methods[] = {
 	  "in a process a pool exec'd (GPUPOOL_WORKER set): become that "
 	  "worker; never returns" },
 	{ "strerror", mod_strerror, METH_O, "text of a library error code" },
+	{ "claim", (PyCFunction)(void (*)(void))mod_claim,
+	  METH_VARARGS | METH_KEYWORDS, "claim(n, *, gpus, fake_gpus, "
+	  "gpu_mem, claims, claim_timeout) -> ids: wait for n GPUs' claims, "
+	  "held until the process ends; CUDA_VISIBLE_DEVICES (C's) set" },
+	{ "unclaim", mod_unclaim, METH_NOARGS, "unclaim() -> whether "
+	  "claim()'s GPUs were given back (RuntimeError once CUDA is loaded)" },
+	{ "claims_list", mod_claims_list, METH_VARARGS, "claims_list(dir) -> "
+	  "[dict]: every claim and waiter of the claims table (dir None: as "
+	  "pools find it)" },
 	{ "parse_size", gpy_parse_size, METH_O, "parse_size(text) -> bytes: "
 	  "a size such as '20G', as the library reads it" },
 	{ "frame", gpy_frame, METH_VARARGS, "frame(pickle, buffers) -> bytes: "
@@ -560,7 +777,8 @@ static const char mod_doc[] =
 "Pool(worker, *, gpus=None, per_gpu=1, fake_gpus=None, timeout_ms=0,\n"
 "     grace_ms=0, retries=0, max_tasks=0, init=None, wait_free=False,\n"
 "     busy_pct=None, busy_util=None, gpu_mem=None, gpus_per_worker=1,\n"
-"     nice=None, view=False, plan=False)\n"
+"     nice=None, view=False, plan=False, claims=None,\n"
+"     claim_timeout=None)\n"
 "  worker(bytes) -> bytes runs in the workers, once per item; if it\n"
 "  raises, the item ends FAILED, code 1, its traceback on stderr.\n"
 "  init() runs once per worker, after os.environ got the worker's\n"
@@ -582,11 +800,17 @@ static const char mod_doc[] =
 "  buffer protocol over the result's own memory, no copy).\n"
 "  plan=True: fork nothing, only decide the GPUs and each worker's\n"
 "  place, for info(); run() raises RuntimeError.\n"
+"  claims: the host-wide claims directory (None: $GPUPOOL_CLAIMS, else\n"
+"  /run/lock/gpupool; 'none': off); claim_timeout: seconds Pool() waits\n"
+"  its turn for its GPUs (0: not at all; None: as long as it takes),\n"
+"  then TimeoutError; Ctrl-C ends the wait.\n"
 "Pool.cancel(): the map or run in progress (any thread) is canceled.\n"
 "Pool.size(), Pool.info() -> [dict], Pool.gpus() -> [dict],\n"
 "  Pool.monitor (None, or why NVML does not watch the GPUs),\n"
 "  Pool.close(), with Pool(...) as p\n"
 "current() -> dict in a worker, None in the caller; strerror(code);\n"
+"claim(n, **kw) -> ids, unclaim() -> bool, claims_list(dir) -> [dict]:\n"
+"  host-wide claims for a process that is not a pool;\n"
 "frame(pickle, buffers), unframe(payload, copy): pickle protocol 5\n"
 "  with out-of-band buffers as one item;\n"
 "OK FAILED CRASHED TIMEDOUT CANCELED ERROR NOTRUN; CTL_CANCEL CTL_KILL;\n"

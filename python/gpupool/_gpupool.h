@@ -45,10 +45,11 @@ extern PyObject	*gpy_NoWorkerError;
 PyObject *gpy_raise_code(int rc, const char *msg);
 
 /* _args.c: Pool()'s arguments, from one table. The objects are
- * borrowed from the call's arguments; gstr holds o.gpus's text. */
+ * borrowed from the call's arguments; gstr and cstr hold o.gpus's and
+ * o.claims's texts. */
 struct gpy_args {
 	PyObject		*worker, *fake, *init, *maxm, *spec;
-	PyObject		*gstr;		/* owned: gpy_args_release() */
+	PyObject		*gstr, *cstr;	/* owned: gpy_args_release() */
 	int			 view, plan;
 	struct gp_pool_opts	 o;		/* the library's options */
 };
@@ -60,6 +61,7 @@ PyObject *gpy_parse_size(PyObject *mod, PyObject *arg);
 
 /* _call.c */
 PyObject *gpy_run(PoolObject *self, PyObject *args, PyObject *kw);
+PyObject *gpy_set_wakeup(PyObject *fd);
 
 /* _buf.c */
 /* Results from this size on come as Out when the pool has view set. */

@@ -3,6 +3,7 @@ gpus= as text, gpu_mem= as bytes, maxtasksperchild, and processes=N
 spread over the GPUs the pool would use."""
 
 import operator
+import os
 
 from . import _gpupool
 from . import _task
@@ -151,9 +152,43 @@ def _check_counts(kw):
             raise ValueError("%s=%r: must be a positive number of seconds, "
                              "at most %d (49 days), or None (no limit)"
                              % (name, secs, _MAX_SECONDS))
+    _claim_timeout("claim_timeout", kw["claim_timeout"])
     _int_in("max_msg", kw["max_msg"], _MIN_MSG, None,
             " (bytes: no item fits in less), or None (the machine's "
             "memory)")
+
+
+# The claims' longest wait the library takes (src/opts.c, an int of ms).
+_CLAIM_WAIT_MAX = 2000000
+
+
+def _claim_timeout(name, secs):
+    """claim_timeout= (Pool's) or timeout= (claim()'s): seconds to wait
+    for GPUs' claims, 0 (do not wait) or more, or None (as long as it
+    takes); else ValueError naming it."""
+    if secs is None:
+        return
+    if isinstance(secs, bool) or not isinstance(secs, (int, float)) or \
+            not 0 <= secs <= _CLAIM_WAIT_MAX:
+        raise ValueError("%s=%r: must be a number of seconds, 0 (do not "
+                         "wait) to %d, or None (as long as it takes)"
+                         % (name, secs, _CLAIM_WAIT_MAX))
+
+
+def _claims_dir(claims):
+    """claims=: the claims directory as text (a str or a path), "none"
+    (claims off) or None (GPUPOOL_CLAIMS, else the host's default)."""
+    if claims is None:
+        return None
+    try:
+        d = os.fspath(claims)
+    except TypeError:
+        d = None
+    if not isinstance(d, str) or not d:
+        raise ValueError("claims=%r: a directory (a str or a path), "
+                         "'none' (no claims) or None (GPUPOOL_CLAIMS, else "
+                         "/run/lock/gpupool)" % (claims,))
+    return d
 
 
 def _check_call(chunksize, window=None):

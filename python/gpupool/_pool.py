@@ -42,8 +42,8 @@ from ._drive import Driver, _Future
 # WorkerInfo, GpuState, current: gpupool's names, found here.
 from ._info import GpuState, WorkerInfo, current  # noqa: F401
 from ._options import (_check_call, _check_counts,  # noqa: F401
-                       _check_processes, _check_rank_timeout, _gpu_mem,
-                       _gpus_arg, _max_tasks, _spread)
+                       _check_processes, _check_rank_timeout, _claims_dir,
+                       _gpu_mem, _gpus_arg, _max_tasks, _spread)
 
 
 _MAX_CHUNK = 16384  # map's default chunks: len / (4 x workers), capped
@@ -117,6 +117,18 @@ class Pool(Driver):
     CUDA_VISIBLE_DEVICES). The GPUs are watched by NVML in a monitor
     child, never in this process; gpus() and monitor say what it sees.
 
+    Claims (host-wide, between gpupools): before its workers start, the
+    pool waits its turn for its GPUs, all of them, and holds them for its
+    life, so no other gpupool on this host (another Pool, gpupool-run,
+    a gpupool.claim() script, of any user) places work there meanwhile;
+    with gpu_mem declared, a GPU is shared with other declared claims
+    while the sum fits. Waiting, it says so once on stderr, naming the
+    holders; claim_timeout (seconds; 0: do not wait; None: as long as it
+    takes) ends the wait with TimeoutError, and so does Ctrl-C
+    (KeyboardInterrupt). claims: the claims directory (None:
+    GPUPOOL_CLAIMS, else /run/lock/gpupool; "none": no claims).
+    gpupool.claims() lists holders and waiters.
+
     Across nodes: in a script run by `python -m gpupool` under an MPI
     launcher, the pool spans every rank (ranks=False: this machine
     only): each rank makes this same pool on its own GPUs and runs the
@@ -136,7 +148,8 @@ class Pool(Driver):
                  wait_free=False, busy_pct=None, busy_util=None,
                  gpu_mem=None,
                  gpus_per_worker=1, max_msg=None, start_method=None,
-                 nice=None, ranks=True, rank_timeout=10.0):
+                 nice=None, ranks=True, rank_timeout=10.0, claims=None,
+                 claim_timeout=None):
         _start.not_in_a_clean_start()
         self._pid = os.getpid()
         _check_rank_timeout(rank_timeout)
@@ -169,7 +182,9 @@ class Pool(Driver):
             grace_ms=0 if grace is None else
             max(1, math.ceil(grace * 1000)),
             retries=retries, max_tasks=max_tasks, gpu_mem=gpu_mem,
-            view=True, max_msg=max_msg, nice=nice, **plan_kw))
+            view=True, max_msg=max_msg, nice=nice,
+            claims=_claims_dir(claims), claim_timeout=claim_timeout,
+            **plan_kw))
         if gpu_mem:
             self._refuse_gpu_mem(gpu_mem)
         self._size = self._c.size()
