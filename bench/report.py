@@ -682,20 +682,24 @@ def md_claims_sweeps(s):
     """Two sweeps started together."""
     L = ["### Host-wide GPU claims: two sweeps at once (%d x %d ms each, "
          "4 fake GPUs)" % (s["n"], s["task_ms"]), "",
-         "| run | wall s | x one sweep alone | x ideal (2x alone) |",
-         "| --- | --- | --- | --- |",
-         "| one sweep alone | %s | 1.00 | 0.50 |" % fmt_s(s["alone_s"]),
-         "| two at once: the first to finish | %s | %s | %s |" % (
+         "| run | wall s | x one sweep alone | x ideal (2x alone) | "
+         "CPU s a run |", "| --- | --- | --- | --- | --- |",
+         "| one sweep alone | %s | 1.00 | 0.50 | %s |" % (
+             fmt_s(s["alone_s"]), fmt_s(s["alone_cpu_s"], "%.2f")),
+         "| two at once: the first to finish | %s | %s | %s | %s |" % (
              fmt_s(s["first_s"]), fmt_s(s["first_over_alone"], "%.2f"),
-             fmt_s(s["first_over_ideal"], "%.2f")),
-         "| two at once: the last to finish | %s | %s | %s |" % (
+             fmt_s(s["first_over_ideal"], "%.2f"),
+             fmt_s(s["pair_cpu_s"], "%.2f")),
+         "| two at once: the last to finish | %s | %s | %s | |" % (
              fmt_s(s["last_s"]), fmt_s(s["last_over_alone"], "%.2f"),
              fmt_s(s["last_over_ideal"], "%.2f")), ""]
     L.append("Both started at once in one claims directory, `gpupool-run "
              "--fake-gpus 4` each (a claim per task); the alone run in "
-             "the same round. Rounds: %d. Tasks of the two runs that ran "
-             "at once on one GPU: %d (each task records when and on which"
-             " GPU it ran)." % (s["rounds"], s["clashes"]))
+             "the same round. CPU: a run's own and its tasks' user + "
+             "system time (two at once: each of the two). Rounds: %d. "
+             "Tasks of the two runs that ran at once on one GPU: %d (each "
+             "task records when and on which GPU it ran)." % (
+                 s["rounds"], s["clashes"]))
     L.append("")
     return L
 

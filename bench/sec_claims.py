@@ -96,7 +96,8 @@ def launch(argv, env, errpath):
 def together(jobs, claims, work, timeout_s):
     """Runs gpupool-run jobs [(name, tasks file, delay_s)] in one claims
     directory, each launched delay_s after the first: {name: {"wall_s"
-    (from its own launch to its exit), "status"}}."""
+    (from its own launch to its exit), "cpu_s" (its and its tasks' user +
+    system time), "status"}}."""
     env = base_env()
     env["GPUPOOL_CLAIMS"] = claims
     reap_all()
@@ -114,17 +115,19 @@ def together(jobs, claims, work, timeout_s):
     out = {}
     while len(out) < len(pids):
         try:
-            pid, status, _ = os.wait4(-1, 0)
+            pid, status, ru = os.wait4(-1, 0)
         except ChildProcessError:
             break
         if pid in pids:
             name = pids[pid]
             out[name] = {"wall_s": time.perf_counter() - start[name],
+                         "cpu_s": ru.ru_utime + ru.ru_stime,
                          "status": os.waitstatus_to_exitcode(status)}
     timer.cancel()
     reap_all()
     for name in pids.values():
-        out.setdefault(name, {"wall_s": None, "status": None})
+        out.setdefault(name, {"wall_s": None, "cpu_s": None,
+                              "status": None})
         if out[name]["status"] != 0:
             out[name]["wall_s"] = None
     return out
@@ -173,6 +176,7 @@ def two_sweeps(cfg, gpr, build, work, sec, notes):
                 t, rec = sweep_tasks(build, work, "alone", n, 10)
                 r = together([("alone", argv + [t], 0.0)], d, work, 120)
                 x["alone"] = r["alone"]["wall_s"]
+                x["alone_cpu"] = r["alone"]["cpu_s"]
                 x["alone_ran"] = len(records(rec))
                 continue
             ta, ra = sweep_tasks(build, work, "a", n, 10)
@@ -180,6 +184,7 @@ def two_sweeps(cfg, gpr, build, work, sec, notes):
             r = together([("a", argv + [ta], 0.0), ("b", argv + [tb], 0.0)],
                          d, work, 120)
             x["a"], x["b"] = r["a"]["wall_s"], r["b"]["wall_s"]
+            x["pair_cpu"] = [r["a"]["cpu_s"], r["b"]["cpu_s"]]
             a, b = records(ra), records(rb)
             x["ran"] = [len(a), len(b)]
             x["clashes"] = clashes(a, b)
@@ -202,6 +207,8 @@ def two_sweeps(cfg, gpr, build, work, sec, notes):
                                    for f, x in zip(first, ok)]),
         "last_over_ideal": stats([s / (2 * x["alone"])
                                   for s, x in zip(last, ok)]),
+        "alone_cpu_s": stats([x["alone_cpu"] for x in ok]),
+        "pair_cpu_s": stats([c for x in ok for c in x["pair_cpu"]]),
         "clashes": sum(x.get("clashes", 0) for x in runs),
         "values": runs}
 
