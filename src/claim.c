@@ -245,16 +245,25 @@ static void
 forked(void)
 {
 	/* A fork's copy of the fd keeps its parent's claims while it
-	 * lives: the child closes it and claims on its own. */
+	 * lives: the child closes it and claims on its own (P.t, the
+	 * parent's buffer, is reused). */
 	if (P.pid != 0 && P.pid != getpid()) {
 		if (P.fd >= 0)
 			close(P.fd);
 		P.fd = -1;
 		P.pid = 0;
 		P.users = 0;
-		free(P.t);
-		P.t = NULL;
 	}
+}
+
+void
+gp_claim_forget(struct gp_claimer *c)
+{
+	if (c != NULL && c->ino >= 0)
+		close(c->ino);
+	if (c != NULL)
+		c->ino = -1;
+	forked();
 }
 
 /* Lock the guard and read the table (the header, the slots in use, any
@@ -488,6 +497,14 @@ struct room {
 	uint64_t	 used[2];
 };
 
+/* Whether a claim of mem bytes takes GPU g whole: nothing declared, a
+ * GPU of unknown size, or as much as it has. */
+static int
+whole_of(int g, uint64_t mem)
+{
+	return mem == 0 || P.g[g].total == 0 || mem >= P.g[g].total;
+}
+
 /* Whether mem bytes (0: the whole GPU) fit beside what is taken on GPU
  * g: by everyone (as others see it), or by others only (as we do). */
 static int
@@ -502,7 +519,7 @@ fits(const struct room *r, int g, uint64_t mem, int others_only)
 	}
 	if (whole)
 		return 0;
-	if (mem == 0 || total == 0)
+	if (whole_of(g, mem))
 		return used == 0;
 	return used <= total && mem <= total - used;
 }
@@ -510,7 +527,7 @@ fits(const struct room *r, int g, uint64_t mem, int others_only)
 static void
 take(struct room *r, int g, uint64_t mem, int theirs)
 {
-	if (mem == 0 || P.g[g].total == 0)
+	if (whole_of(g, mem))
 		r[g].whole[theirs] = 1;
 	r[g].used[theirs] += mem;
 }
@@ -577,7 +594,7 @@ others_on(int g)
 	for (i = 0; i < P.t->h.hi; i++)
 		if (P.cls[i] == S_OTHER && P.t->s[i].kind == CL_HOLD &&
 		    (int)P.t->s[i].gpu == g) {
-			if (P.t->s[i].mem == 0 || P.g[g].total == 0)
+			if (whole_of(g, P.t->s[i].mem))
 				return -1;
 			sum += P.t->s[i].mem;
 		}
@@ -880,7 +897,7 @@ may(const struct gp_claimer *c, const struct room *rm, int i, uint64_t mem)
 		return 1;
 	if ((o = others_on(g)) < 0)
 		return 0;
-	if (mem == 0 || P.g[g].total == 0)
+	if (whole_of(g, c->gpu[i].mem + mem))
 		return o == 0;
 	return (uint64_t)o + c->gpu[i].mem + mem <= P.g[g].total;
 }

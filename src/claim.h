@@ -55,6 +55,10 @@ void	gp_claim_unwait(struct gp_claimer *c);
 void	gp_claim_drop(struct gp_claimer *c, int i, uint64_t mem);
 /* Whether c holds GPU i. */
 int	gp_claim_holds(const struct gp_claimer *c, int i);
+/* In a fork's child (a worker), before anything else: c's inotify fd
+ * and this process's copy of the table fd close (the claims stay the
+ * parent's). */
+void	gp_claim_forget(struct gp_claimer *c);
 /* Readable when the table changed (try again); -1: look again within
  * GP_CLAIM_POLL_MS. */
 int	gp_claim_fd(struct gp_claimer *c);

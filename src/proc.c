@@ -75,6 +75,7 @@ close_others(struct gp_pool *p)
 		close(p->wt.mon.fd);
 	if (p->wt.mon.pidfd >= 0)
 		close(p->wt.mon.pidfd);
+	gp_claim_forget(p->hd.cl);
 }
 
 /*

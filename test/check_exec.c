@@ -169,9 +169,10 @@ START_TEST(exec_workers_keep_only_their_fds)
 		had[i] = fcntl(i, F_GETFD) != -1;
 	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
 	/* Per worker two pipes' ends, the held read end, a pidfd (where
-	 * there are pidfds: not under valgrind), its region's memfd; and the
-	 * shared slots' memfd. */
-	ck_assert_int_eq(count_fds(), before + 3 * (4 + have_pidfd()) + 1);
+	 * there are pidfds: not under valgrind), its region's memfd; the
+	 * shared slots' memfd, and the claims table. */
+	ck_assert_int_eq(count_fds(), before + 3 * (4 + have_pidfd()) + 1 +
+	    claims_on());
 	for (i = 0; i < 256; i++)
 		if (!had[i] && fcntl(i, F_GETFD) != -1)
 			ck_assert_msg(fcntl(i, F_GETFD) & FD_CLOEXEC,

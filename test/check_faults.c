@@ -1005,8 +1005,9 @@ START_TEST(no_fd_leaks_in_master_or_workers)
 		    "fd %d (%s) is not close-on-exec", i, t);
 	}
 	/* The master holds two pipe ends, the read end of the task pipe
-	 * and a pidfd per worker, no more. */
-	ck_assert_int_eq(count_fds(), before + 4 * (3 + have_pidfd()));
+	 * and a pidfd per worker, and the claims table, no more. */
+	ck_assert_int_eq(count_fds(), before + 4 * (3 + have_pidfd()) +
+	    claims_on());
 	memset(it, 0, sizeof(it));
 	ck_assert_int_eq(gp_pool_map(p, report_fds, NULL, 0, it, 16), 0);
 	for (i = 0; i < 16; i++) {

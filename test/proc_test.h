@@ -78,6 +78,16 @@ have_pidfd(void)
 	return 1;
 }
 
+/* The fds a pool's master holds for claims: the table's, unless claims
+ * are off (GPUPOOL_CLAIMS=none). */
+static inline int
+claims_on(void)
+{
+	const char	*d = getenv("GPUPOOL_CLAIMS");
+
+	return d == NULL || strcmp(d, "none") != 0;
+}
+
 /* A worker's CPUs, as sched_getaffinity() says, listed "0,1,3". */
 static inline int
 affinity(struct gp_ctx *ctx, const void *in, size_t len, void *arg)

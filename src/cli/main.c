@@ -126,7 +126,10 @@ show_claims(const struct opts *o, struct gp_pool *pool)
 		free(ci);
 		return;
 	}
-	printf("claims: %d held or waited for\n", n);
+	if (n == 0)
+		printf("claims: none held\n");
+	else
+		printf("claims: %d held or waited for\n", n);
 	for (w = 0; w < gp_pool_size(pool); w++) {
 		if (gp_pool_info(pool, w, &wi) < 0 || wi.gpu == seen)
 			continue;

@@ -255,11 +255,12 @@ START_TEST(fake_gpus_zero_beats_env)
 	RUN(&res, "--show-gpus");
 	ck_assert_msg(res.code == 0, "exit %d: %s", res.code, res.err);
 	/* A header, a line per GPU, the GPU use line (no NVML here), the
-	 * task cleanup line. */
-	ck_assert_int_eq(count_lines(res.out), 7);
+	 * task cleanup line, the claims line. */
+	ck_assert_int_eq(count_lines(res.out), 8);
+	ck_assert_ptr_nonnull(strstr(res.out, "\nclaims: none held\n"));
 	RUN(&res, "--fake-gpus", "2", "--show-gpus");
 	ck_assert_int_eq(res.code, 0);
-	ck_assert_int_eq(count_lines(res.out), 5);
+	ck_assert_int_eq(count_lines(res.out), 6);
 	RUN(&res, "--fake-gpus", "0", "--show-gpus");
 	unwrap_env(old);
 	ck_assert_msg(res.code == 255, "exit %d: %s", res.code, res.err);
@@ -299,7 +300,7 @@ START_TEST(dry_run_and_show_gpus_run_nothing)
 
 	RUN(&res, "--fake-gpus", "2", "--per-gpu", "2", "--show-gpus");
 	ck_assert_int_eq(res.code, 0);
-	ck_assert_int_eq(count_lines(res.out), 5);
+	ck_assert_int_eq(count_lines(res.out), 6);
 	ck_assert_ptr_nonnull(strstr(res.out, "\ntask cleanup: subreaper\n"));
 	ck_assert_ptr_nonnull(strstr(res.out, "\n0\tfake0\tfake GPU 0\t"));
 	ck_assert_ptr_nonnull(strstr(res.out, "\n1\tfake1\tfake GPU 1\t"));
