@@ -690,11 +690,11 @@ struct gp_claim_info {
 					   if it does */
 	uint32_t	 uid;
 	char		 user[32];	/* uid's name, or "" */
-	char		 cmd[40];	/* its command line, cut */
+	char		 cmd[32];	/* its command line, cut */
 	int64_t		 since_ms;	/* CLOCK_REALTIME: claimed, or came */
 	uint64_t	 mem;		/* declared bytes; 0: the whole GPU */
 	uint64_t	 total;		/* the GPU's memory; 0: unknown */
-	char		 reserved[32];
+	char		 reserved[40];
 };
 /* Every live claim and waiter of dir's table (NULL: as pools find it;
  * "none": none), holders before waiters, waiters in order: up to max in

@@ -62,7 +62,8 @@ struct cl_slot {
 	uint32_t	 partial;	/* WAIT: takes fewer than n */
 	uint32_t	 gpu;		/* HOLD: its GPU */
 	uint8_t		 set[GP_CLAIM_MAXG / 8];	/* WAIT: GPUs it takes */
-	char		 cmd[40];
+	uint64_t	 group;		/* its job's ($GPUPOOL_CLAIM_GROUP) */
+	char		 cmd[32];
 };
 
 struct cl_gpu {
@@ -99,7 +100,8 @@ static struct {
 	char		 path[4096];
 	char		 bad[300];	/* fd -1: why */
 	uint64_t	 token;
-	char		 cmd[40];	/* its command line, for people */
+	char		 cmd[32];	/* its command line, for people */
+	uint64_t	 group;		/* its job's, or 0 */
 	pid_t		 kin[32];	/* its ancestors */
 	int		 nkin;
 	uint8_t		 cls[CL_MAXS];	/* each slot's S_*, after a load */
@@ -391,6 +393,22 @@ kin(int32_t pid)
 	return 0;
 }
 
+/* The job this process is a rank of, as gpupool's ranks name it in
+ * $GPUPOOL_CLAIM_GROUP: its ranks on one host are one claimant, as the
+ * pools of one process are (FNV-1a of the text; 0: none). */
+static uint64_t
+group(void)
+{
+	const char	*g = getenv("GPUPOOL_CLAIM_GROUP");
+	uint64_t	 h = 14695981039346656037ull;
+
+	if (g == NULL || *g == '\0')
+		return 0;
+	for (; *g != '\0'; g++)
+		h = (h ^ (unsigned char)*g) * 1099511628211ull;
+	return h ? h : 1;
+}
+
 /* What each slot is to this process, dead ones cleared on the way: none
  * (free, dead, or someone's garbage, skipped), ours (this process's, or
  * an ancestor's), or another's. */
@@ -414,7 +432,8 @@ classify(void)
 		if (alive((int)i)) {
 			if ((s->kind == CL_HOLD && s->gpu < P.t->h.ngpus) ||
 			    (s->kind == CL_WAIT && s->n >= 1))
-				P.cls[i] = kin(s->pid) ? S_OURS : S_OTHER;
+				P.cls[i] = kin(s->pid) || (P.group != 0 &&
+				    s->group == P.group) ? S_OURS : S_OTHER;
 			continue;
 		}
 		memset(s, 0, sizeof(*s));
@@ -487,6 +506,7 @@ fill_slot(struct cl_slot *s, int kind, uint64_t mem)
 	s->pid = (int32_t)getpid();
 	s->mem = mem;
 	s->since_ms = wall_ms();
+	s->group = P.group;
 	memcpy(s->cmd, P.cmd, sizeof(s->cmd));
 }
 
@@ -759,6 +779,7 @@ gp_claim_open(struct gp_claimer **out, const char *dir, char *err,
 		open_table(dir);
 		read_cmd(P.cmd, sizeof(P.cmd));
 		read_kin();
+		P.group = group();
 		P.pid = getpid();
 	} else if (strncmp(P.path, dir, n) != 0 || strcmp(P.path + n,
 	    "/" CL_FILE) != 0) {

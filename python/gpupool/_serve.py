@@ -196,7 +196,22 @@ class Server:
                       tick_ms=_TICK_MS)
 
 
+# The job's name, the same in each of its ranks: PMIx (Open MPI, Slurm's
+# --mpi=pmix), Open MPI's own, MPICH's Hydra.
+_JOB_VARS = ("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "PMI_KVSNAME")
+
+
 def rank_env(link):
-    """GPUPOOL_RANK and GPUPOOL_RANKS, for this process and its workers."""
+    """GPUPOOL_RANK and GPUPOOL_RANKS, for this process and its workers;
+    GPUPOOL_CLAIM_GROUP, the job's, from what its launcher gives every
+    rank: the ranks of one job on a host are one claimant for GPU claims
+    (each rank's pool holds its GPUs for its life: ranks sharing a host's
+    GPUs would otherwise wait for each other for ever)."""
     os.environ["GPUPOOL_RANK"] = str(link.rank)
     os.environ["GPUPOOL_RANKS"] = str(link.size)
+    job = next((os.environ[v] for v in _JOB_VARS if os.environ.get(v)), "")
+    if not job and os.environ.get("SLURM_JOB_ID"):
+        job = "%s.%s" % (os.environ["SLURM_JOB_ID"],
+                         os.environ.get("SLURM_STEP_ID", ""))
+    if job and not os.environ.get("GPUPOOL_CLAIM_GROUP"):
+        os.environ["GPUPOOL_CLAIM_GROUP"] = "ranks:" + job
