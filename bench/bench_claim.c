@@ -14,7 +14,9 @@
  *		slots), as when other runs hold and queue for other GPUs.
  * Each line: "us" (claim + release, microseconds an iteration), and
  * "try_us", "drop_us" (gp_claim_try() and gp_claim_drop() alone; the
- * clock read between them is in neither). The children die with this
+ * clock read between them is in neither), "cpu_us" (this thread's CPU
+ * time an iteration: on a loaded machine the wall includes waits for a
+ * CPU). The children die with this
  * process (PR_SET_PDEATHSIG) and are reaped by pid.
  *
  * Exit status: 0, or 1 with a message on stderr (a claim refused, a
@@ -47,12 +49,18 @@ die(const char *what, const char *why)
 }
 
 static uint64_t
-now_ns(void)
+clock_ns(clockid_t id)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t
+now_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
 }
 
 /* A child's claimer on fake1..fake8: all 8 claimed (hold) or queued for
@@ -96,7 +104,7 @@ measure(struct gp_claimer *c, int g, const char *name, int others,
 {
 	struct gp_claim_req	 r;
 	char			 why[512];
-	uint64_t		 t0, t1, t2, t_try, t_drop, start;
+	uint64_t		 t0, t1, t2, t_try, t_drop, start, cpu;
 	long			 k;
 	int			 b, got;
 
@@ -106,6 +114,7 @@ measure(struct gp_claimer *c, int g, const char *name, int others,
 	r.nset = 1;
 	for (b = 0; b < blocks; b++) {
 		t_try = t_drop = 0;
+		cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 		start = now_ns();
 		for (k = 0; k < iters; k++) {
 			t0 = now_ns();
@@ -119,11 +128,13 @@ measure(struct gp_claimer *c, int g, const char *name, int others,
 		}
 		printf("{\"case\": \"%s\", \"block\": %d, \"iters\": %ld, "
 		    "\"others\": %d, \"us\": %.4f, \"try_us\": %.4f, "
-		    "\"drop_us\": %.4f}\n", name, b, iters,
+		    "\"drop_us\": %.4f, \"cpu_us\": %.4f}\n", name, b, iters,
 		    others,
 		    (double)(now_ns() - start) / 1e3 / (double)iters,
 		    (double)t_try / 1e3 / (double)iters,
-		    (double)t_drop / 1e3 / (double)iters);
+		    (double)t_drop / 1e3 / (double)iters,
+		    (double)(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu) / 1e3 /
+		    (double)iters);
 		fflush(stdout);
 	}
 }

@@ -640,20 +640,23 @@ def md_claims_cost(c):
     """bench_claim: a claim and its release."""
     L = ["### Host-wide GPU claims: a claim and its release (us)", "",
          "| claims table | claim + release | claim (gp_claim_try) | "
-         "release (gp_claim_drop) |", "| --- | --- | --- | --- |"]
+         "release (gp_claim_drop) | CPU |",
+         "| --- | --- | --- | --- | --- |"]
     for case, x in c["cases"].items():
-        L.append("| %s | %s | %s | %s |" % (
+        L.append("| %s | %s | %s | %s | %s |" % (
             "alone" if case == "alone" else
             "%d other processes' slots (8 held, %d waiting)" % (
                 x["others"], x["others"] - 8),
             fmt_s(x["us"], "%.2f"), fmt_s(x["try_us"], "%.2f"),
-            fmt_s(x["drop_us"], "%.2f")))
+            fmt_s(x["drop_us"], "%.2f"), fmt_s(x["cpu_us"], "%.2f")))
     L.append("")
     L.append("`bench/bench_claim`: one process claims GPU fake0 and gives "
              "it back, blocks of %d, through the claims table gpupool-run "
              "takes a claim per task from (a directory of its own). Other "
              "processes' slots: one child holds fake1-fake8, two queue "
-             "for all 8." % c["iters"])
+             "for all 8. CPU: the thread's CPU time an iteration (the "
+             "wall includes any wait for a CPU on a busy machine)." %
+             c["iters"])
     L.append("")
     return L
 

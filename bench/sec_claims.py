@@ -46,7 +46,8 @@ def claim_cost(cfg, build, work, sec):
                 "others": rr[0]["others"],
                 "us": stats([x["us"] for x in rr]),
                 "try_us": stats([x["try_us"] for x in rr]),
-                "drop_us": stats([x["drop_us"] for x in rr])}
+                "drop_us": stats([x["drop_us"] for x in rr]),
+                "cpu_us": stats([x["cpu_us"] for x in rr])}
 
 
 def claims_true(cfg, raw, gpr, build, work, sec, notes):

@@ -314,8 +314,8 @@ def targets_claims(out, cl):
         "the table)", a and med(a["us"]), "<=", 20.0,
         "median over blocks of %d claims and releases of one GPU, us" %
         cl["cost"]["iters"], fmt="%.2f us", why_na="bench_claim failed",
-        context=a and "claim %.2f us, release %.2f us%s" % (
-            med(a["try_us"]), med(a["drop_us"]),
+        context=a and "claim %.2f us, release %.2f us, CPU %.2f us%s" % (
+            med(a["try_us"]), med(a["drop_us"]), med(a["cpu_us"]),
             "; with %d other processes' slots in the table: %.2f us" % (
                 o["others"], med(o["us"])) if o else ""))
     t = cl["true"]
