@@ -869,8 +869,8 @@ enter(struct gp_claimer *c, char *why, size_t len)
 static int
 set_wait(struct gp_claimer *c, const struct gp_claim_req *r)
 {
-	struct cl_slot	*s;
-	int		 i, rc;
+	struct cl_slot	*s, was;
+	int		 i, rc, fresh = c->wait < 0;
 
 	if (c->wait < 0) {
 		if ((rc = new_slot()) < 0)
@@ -882,6 +882,7 @@ set_wait(struct gp_claimer *c, const struct gp_claim_req *r)
 			return rc;
 	}
 	s = &P.t->s[c->wait];
+	was = *s;
 	s->mem = r->mem;
 	s->n = (uint32_t)r->n;
 	s->partial = (uint32_t)r->partial;
@@ -889,6 +890,10 @@ set_wait(struct gp_claimer *c, const struct gp_claim_req *r)
 	for (i = 0; i < r->nset; i++)
 		s->set[c->gpu[r->set[i]].tix / 8] |=
 		    (uint8_t)(1 << (c->gpu[r->set[i]].tix % 8));
+	/* Unchanged, unwritten: each write wakes every waiter, and two
+	 * waiters asking again would wake each other without end. */
+	if (!fresh && memcmp(&was, s, sizeof(was)) == 0)
+		return 0;
 	return put_slot(c->wait);
 }
 

@@ -279,7 +279,7 @@ coord_on_timer(struct run *r)
 		    "(--rank-timeout)", (double)r->o->rank_timeout_ms / 1000);
 		cancel |= lose(r, i, why);
 	}
-	out_gpu_notes(r);
+	cancel |= out_gpu_notes(r);
 	out_bar_draw(r, 0);
 	return cancel ? GP_CTL_CANCEL : GP_CTL_GO_ON;
 }

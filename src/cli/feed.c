@@ -688,7 +688,7 @@ feed_done(void *arg, struct gp_item *it)
 	struct run	*r = arg;
 
 	outcome_usage(r->pool, it);
-	out_gpu_notes(r);
+	(void)out_gpu_notes(r);	/* a stop waits for the next tick */
 	/* The gp_item is the first member of its task. */
 	return feed_finish(r, (struct task *)it);
 }

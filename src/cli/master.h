@@ -321,10 +321,12 @@ void	out_drain(struct run *r);
 void	out_bar_size(struct run *r);
 void	out_bar_draw(struct run *r, int force);
 /* Said once each, so that no run waits in silence: the GPU monitor gone
- * mid-run (every GPU then counts as free), and, without --bar, a wait
- * for a GPU of WAIT_NOTE_NS while nothing of ours runs, with why (only
- * others can end it). Called on each task's end and each timer tick. */
-void	out_gpu_notes(struct run *r);
+ * mid-run (every GPU then counts as free), a wait for GPUs other
+ * gpupools claim, and, without --bar, a wait for a GPU of WAIT_NOTE_NS
+ * while nothing of ours runs, with why (only others can end it). Called
+ * on each task's end and each timer tick. Returns 1 when the run must
+ * stop now (--claim-timeout: the waiting task is not started). */
+int	out_gpu_notes(struct run *r);
 void	out_bar_winch(struct run *r);
 /* "1h02m", "3m05s", "7s". */
 void	out_fmt_secs(char *buf, size_t len, double s);

@@ -315,7 +315,25 @@ out_bar_draw(struct run *r, int force)
 	r->bar_shown = 1;
 }
 
-void
+/* --claim-timeout: nothing of ours runs and the next task has waited
+ * that long for GPUs others claim: the run stops, exit 255. */
+static int
+claim_timed_out(struct run *r, const char *why, int64_t now)
+{
+	int	 ms = r->o->pool.claim_timeout_ms;
+
+	if (ms == 0 || r->fatal || strncmp(why, GP_CLAIM_WAITING,
+	    strlen(GP_CLAIM_WAITING)) != 0 || (ms > 0 && now - r->wait_since <
+	    (int64_t)ms * 1000000))
+		return 0;
+	out_err("no GPU claimed in %s (--claim-timeout): %s; stopping",
+	    ms < 0 ? "no time" : "time", why + strlen(GP_CLAIM_WAITING));
+	r->fatal = 1;
+	r->halt(r, RC_CANCEL);
+	return 1;
+}
+
+int
 out_gpu_notes(struct run *r)
 {
 	const char	*gone;
@@ -323,7 +341,7 @@ out_gpu_notes(struct run *r)
 	int64_t		 now;
 
 	if (r->pool == NULL)
-		return;
+		return 0;
 	if (!r->mon_said && (gone = gp_pool_monitor(r->pool)) != NULL) {
 		r->mon_said = 1;
 		out_warn("%s: GPU use is unknown from now on, every GPU "
@@ -338,16 +356,19 @@ out_gpu_notes(struct run *r)
 	if (!gp_pool_waiting(r->pool, why, sizeof(why)) || running(r) > 1) {
 		r->wait_since = 0;
 		r->wait_said = 0;
-		return;
+		return 0;
 	}
 	now = gp_now_ns();
 	if (r->wait_since == 0)
 		r->wait_since = now;
+	if (claim_timed_out(r, why, now))
+		return 1;
 	if (r->bar || r->wait_said || now - r->wait_since < WAIT_NOTE_NS)
-		return;
+		return 0;
 	r->wait_said = 1;
 	out_note(r, "nothing runs, and the next task has waited %.0f s for a "
 	    "GPU: %s", (double)(now - r->wait_since) / 1e9, why);
+	return 0;
 }
 
 /* After SIGWINCH (signals_read() set r->winch): the terminal's new width,
