@@ -27,7 +27,8 @@ from stresslib import (Fail, check, log, become_subreaper,  # noqa: E402
 SKIP = 77
 RANKS = 3
 GPUS = 2            # fake GPUs per rank
-ENV = {k: v for k, v in os.environ.items() if not k.startswith("GPUPOOL_")}
+ENV = {k: v for k, v in os.environ.items()
+       if not k.startswith("GPUPOOL_") or k == "GPUPOOL_CLAIMS"}
 
 
 def mpirun(*extra):

@@ -27,7 +27,8 @@ SKIP = 77
 SOAK = os.environ.get("GPUPOOL_SOAK", "") not in ("", "0")
 
 # Tasks and gpupool-run get a clean environment for gpupool.
-ENV = {k: v for k, v in os.environ.items() if not k.startswith("GPUPOOL_")}
+ENV = {k: v for k, v in os.environ.items()
+       if not k.startswith("GPUPOOL_") or k == "GPUPOOL_CLAIMS"}
 
 
 def tmpdir(name):
