@@ -1,5 +1,7 @@
 /*
- * claim.c: host-wide GPU claims, daemonless (claim.h; design.md, "Claims").
+ * claim.c: host-wide GPU claims, daemonless (claim.h; design.md, "Claims"):
+ * who may take what, and the claimer's calls. The table and this
+ * process's side of it are claimtab.c's.
  *
  * One table file, DIR/claims.v1, mode 0666, never unlinked or renamed:
  * a header, then slots (a GPU held, or a waiter with its ticket), then the
@@ -21,59 +23,15 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
-#include <sys/random.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "claim.h"
+#include "claimtab.h"
 #include "internal.h"
-
-#define CL_MAGIC	"gpupool-claims1"
-#define CL_FILE		"claims.v1"
-#define CL_MAXS		4096
-#define CL_GOFF		(64 + (off_t)CL_MAXS * 128)
-#define CL_LOCKS	((off_t)1 << 40)	/* the guard; slot i: + 1 + i */
-
-enum { CL_FREE, CL_HOLD, CL_WAIT };
-
-struct cl_hdr {
-	char		 magic[16];
-	uint32_t	 hi;		/* slots in use are below this */
-	uint32_t	 ngpus;
-	uint64_t	 ticket;	/* the next waiter's */
-	char		 pad[32];
-};
-
-struct cl_slot {
-	uint64_t	 token;		/* its process's; 0: free */
-	uint64_t	 ticket;	/* WAIT: its place */
-	uint32_t	 kind;
-	uint32_t	 uid;
-	int32_t		 pid;
-	uint32_t	 n;		/* WAIT: GPUs wanted */
-	uint64_t	 mem;		/* bytes per GPU; 0: whole */
-	int64_t		 since_ms;	/* CLOCK_REALTIME */
-	uint32_t	 partial;	/* WAIT: takes fewer than n */
-	uint32_t	 gpu;		/* HOLD: its GPU */
-	uint8_t		 set[GP_CLAIM_MAXG / 8];	/* WAIT: GPUs it takes */
-	uint64_t	 group;		/* its job's ($GPUPOOL_CLAIM_GROUP) */
-	char		 cmd[32];
-};
-
-struct cl_gpu {
-	char		 key[56];
-	uint64_t	 total;		/* bytes; 0: unknown */
-};
-
-_Static_assert(sizeof(struct cl_hdr) == 64, "cl_hdr");
-_Static_assert(sizeof(struct cl_slot) == 128, "cl_slot");
-_Static_assert(sizeof(struct cl_gpu) == 64, "cl_gpu");
 
 struct gp_claimer {
 	pid_t		 pid;		/* the process that opened it */
@@ -92,171 +50,8 @@ struct gp_claimer {
 	int		 ino;		/* inotify, -1: none (yet) */
 };
 
-/* The process's side: its table fd, token and last read of the table. */
+/* The process's side (claimtab.h's gp_ct) is used under this. */
 static pthread_mutex_t	 cl_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-	pid_t		 pid;		/* 0: nothing open in this process */
-	int		 fd;		/* -1: the table cannot be used */
-	char		 path[4096];
-	char		 bad[300];	/* fd -1: why */
-	uint64_t	 token;
-	char		 cmd[32];	/* its command line, for people */
-	uint64_t	 group;		/* its job's, or 0 */
-	pid_t		 kin[32];	/* its ancestors */
-	int		 nkin;
-	uint8_t		 cls[CL_MAXS];	/* each slot's S_*, after a load */
-	int		 users;
-	int		 ng;		/* keys read so far */
-	struct cl_gpu	 g[GP_CLAIM_MAXG];
-	struct {
-		struct cl_hdr	 h;
-		struct cl_slot	 s[CL_MAXS];
-	}		*t;
-} P = { .fd = -1 };
-
-static int
-lockb(off_t at, short type, int wait)
-{
-	struct flock	 l = { .l_type = type, .l_whence = SEEK_SET,
-			    .l_start = at, .l_len = 1 };
-
-	while (fcntl(P.fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &l) < 0)
-		if (errno != EINTR)
-			return -errno;
-	return 0;
-}
-
-/* Whether slot i's owner lives (a lock on its byte by another OFD). */
-static int
-alive_on(int fd, int i)
-{
-	struct flock	 l = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
-			    .l_start = CL_LOCKS + 1 + i, .l_len = 1 };
-
-	if (fcntl(fd, F_OFD_GETLK, &l) < 0)
-		return 1;
-	return l.l_type != F_UNLCK;
-}
-
-static int
-alive(int i)
-{
-	return alive_on(P.fd, i);
-}
-
-static int64_t
-wall_ms(void)
-{
-	struct timespec	 ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* The default directory: a sticky, world-writable place every local user
- * has and that no session's logout empties. */
-static const char *
-default_dir(void)
-{
-	struct stat	 st;
-
-	if (stat("/run/lock", &st) == 0 && S_ISDIR(st.st_mode))
-		return "/run/lock/gpupool";
-	return "/dev/shm/gpupool";
-}
-
-static void
-mark_bad(const char *fmt, const char *what)
-{
-	snprintf(P.bad, sizeof(P.bad), fmt, P.path, what);
-	if (P.fd >= 0)
-		close(P.fd);
-	P.fd = -1;
-}
-
-/* Make the table: a private file with its header, opened to all, then
- * linked into place, so that nobody sees it half made or with the wrong
- * mode. Someone else's may win the race: then theirs is the table. */
-static int
-make_table(const char *dir)
-{
-	struct cl_hdr	 h;
-	char		 tmp[4200];
-	uint64_t	 r = 0;
-	int		 fd, rc = 0;
-
-	(void)getrandom(&r, sizeof(r), 0);
-	snprintf(tmp, sizeof(tmp), "%s/.claims.%d.%llx", dir, (int)getpid(),
-	    (unsigned long long)r);
-	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-	    0600);
-	if (fd < 0)
-		return -errno;
-	memset(&h, 0, sizeof(h));
-	memcpy(h.magic, CL_MAGIC, sizeof(CL_MAGIC));
-	h.ticket = 1;
-	if (fchmod(fd, 0666) < 0 || pwrite(fd, &h, sizeof(h), 0) !=
-	    (ssize_t)sizeof(h) || (link(tmp, P.path) < 0 && errno != EEXIST))
-		rc = errno ? -errno : -EIO;
-	close(fd);
-	unlink(tmp);
-	return rc;
-}
-
-/* Open the table of dir (made if missing) for this process; a table that
- * cannot be used leaves P.fd -1 and P.bad saying why. */
-static void
-open_table(const char *dir)
-{
-	struct stat	 st;
-	int		 fd, tries;
-
-	snprintf(P.path, sizeof(P.path), "%s/%s", dir, CL_FILE);
-	P.bad[0] = '\0';
-	P.ng = 0;
-	if (mkdir(dir, 01777) == 0)
-		(void)chmod(dir, 01777);	/* past the umask */
-	for (tries = 0; tries < 3; tries++) {
-		fd = open(P.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW |
-		    O_NONBLOCK | O_NOCTTY);
-		if (fd >= 0 || errno != ENOENT)
-			break;
-		if ((fd = make_table(dir)) < 0) {
-			errno = -fd;
-			fd = -1;
-			break;
-		}
-	}
-	P.fd = fd;
-	if (fd < 0) {
-		mark_bad(errno == ELOOP ? "%s is a symbolic link (%s): not "
-		    "followed" : errno == EACCES ? "%s cannot be read and "
-		    "written by this user (%s)" : "%s: %s", strerror(errno));
-		return;
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-		mark_bad("%s is not a regular file (%s)", "a directory, a "
-		    "device or a pipe");
-	else if ((st.st_mode & 0666) != 0666)
-		/* Writable to us, but not to every user: the others would
-		 * find it held for ever. Ours to mend if we own it. */
-		(void)fchmod(fd, 0666);
-}
-
-static void
-forked(void)
-{
-	/* A fork's copy of the fd keeps its parent's claims while it
-	 * lives: the child closes it and claims on its own (P.t, the
-	 * parent's buffer, is reused). */
-	if (P.pid != 0 && P.pid != getpid()) {
-		if (P.fd >= 0)
-			close(P.fd);
-		P.fd = -1;
-		P.pid = 0;
-		P.users = 0;
-	}
-}
 
 void
 gp_claim_forget(struct gp_claimer *c)
@@ -265,249 +60,7 @@ gp_claim_forget(struct gp_claimer *c)
 		close(c->ino);
 	if (c != NULL)
 		c->ino = -1;
-	forked();
-}
-
-/* Lock the guard and read the table (the header, the slots in use, any
- * key not seen yet). 0, or -1 with P.bad set (the guard left unlocked). */
-static int
-load(void)
-{
-	ssize_t		 n;
-	size_t		 want;
-	uint32_t	 i;
-
-	if (P.fd < 0) {
-		char dir[4096];
-
-		snprintf(dir, sizeof(dir), "%s", P.path);
-		*strrchr(dir, '/') = '\0';
-		open_table(dir);
-		if (P.fd < 0)
-			return -1;
-	}
-	if (lockb(CL_LOCKS, F_WRLCK, 1) < 0) {
-		mark_bad("%s: cannot lock (%s)", strerror(errno));
-		return -1;
-	}
-	n = pread(P.fd, &P.t->h, sizeof(P.t->h), 0);
-	if (n == 0) {		/* made empty by someone: start it again */
-		memset(&P.t->h, 0, sizeof(P.t->h));
-		memcpy(P.t->h.magic, CL_MAGIC, sizeof(CL_MAGIC));
-		P.t->h.ticket = 1;
-		if (pwrite(P.fd, &P.t->h, sizeof(P.t->h), 0) !=
-		    (ssize_t)sizeof(P.t->h))
-			goto io;
-		n = sizeof(P.t->h);
-	}
-	if (n != (ssize_t)sizeof(P.t->h) || memcmp(P.t->h.magic, CL_MAGIC,
-	    sizeof(CL_MAGIC)) != 0 || P.t->h.hi > CL_MAXS ||
-	    P.t->h.ngpus > GP_CLAIM_MAXG) {
-		(void)lockb(CL_LOCKS, F_UNLCK, 0);
-		mark_bad("%s is not a gpupool claims table (%s)", n < 0 ?
-		    strerror(errno) : "its header is wrong");
-		return -1;
-	}
-	want = (size_t)P.t->h.hi * sizeof(struct cl_slot);
-	memset(P.t->s, 0, want);
-	if (want > 0 && pread(P.fd, P.t->s, want, sizeof(P.t->h)) < 0)
-		goto io;
-	if (P.ng > (int)P.t->h.ngpus)
-		P.ng = 0;	/* a table started again */
-	if ((int)P.t->h.ngpus > P.ng) {
-		want = (P.t->h.ngpus - (uint32_t)P.ng) * sizeof(struct cl_gpu);
-		if (pread(P.fd, &P.g[P.ng], want, CL_GOFF + (off_t)P.ng *
-		    (off_t)sizeof(struct cl_gpu)) != (ssize_t)want)
-			goto io;
-		P.ng = (int)P.t->h.ngpus;
-		for (i = 0; i < P.t->h.ngpus; i++)
-			P.g[i].key[sizeof(P.g[i].key) - 1] = '\0';
-	}
-	return 0;
-io:
-	(void)lockb(CL_LOCKS, F_UNLCK, 0);
-	mark_bad("%s: %s", strerror(errno ? errno : EIO));
-	return -1;
-}
-
-static void
-unload(void)
-{
-	(void)lockb(CL_LOCKS, F_UNLCK, 0);
-}
-
-static int
-put_slot(int i)
-{
-	if (pwrite(P.fd, &P.t->s[i], sizeof(P.t->s[i]), sizeof(P.t->h) +
-	    (off_t)i * (off_t)sizeof(struct cl_slot)) !=
-	    (ssize_t)sizeof(P.t->s[i]))
-		return -(errno ? errno : EIO);
-	return 0;
-}
-
-static int
-put_hdr(void)
-{
-	if (pwrite(P.fd, &P.t->h, sizeof(P.t->h), 0) !=
-	    (ssize_t)sizeof(P.t->h))
-		return -(errno ? errno : EIO);
-	return 0;
-}
-
-/* The processes this one descends from (its ancestors' claims count as
- * its own: a nested pool, or a task of gpupool-run that claims, runs on
- * what its ancestor holds for it). Read once per process. */
-static void
-read_kin(void)
-{
-	char	 path[64], buf[512], *p;
-	pid_t	 pid = getppid();
-	ssize_t	 n;
-	int	 fd;
-
-	P.nkin = 0;
-	while (pid > 1 && P.nkin < (int)(sizeof(P.kin) / sizeof(P.kin[0]))) {
-		P.kin[P.nkin++] = pid;
-		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-			return;
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		/* "pid (comm) state ppid": comm may hold anything but the
-		 * last ')'. */
-		if (n <= 0 || (buf[n] = '\0', p = strrchr(buf, ')')) == NULL ||
-		    sscanf(p + 1, " %*c %d", &pid) != 1)
-			return;
-	}
-}
-
-static int
-kin(int32_t pid)
-{
-	int	 i;
-
-	for (i = 0; i < P.nkin; i++)
-		if (P.kin[i] == pid)
-			return 1;
-	return 0;
-}
-
-/* The job this process is a rank of, as gpupool's ranks name it in
- * $GPUPOOL_CLAIM_GROUP: its ranks on one host are one claimant, as the
- * pools of one process are (FNV-1a of the text; 0: none). */
-static uint64_t
-group(void)
-{
-	const char	*g = getenv("GPUPOOL_CLAIM_GROUP");
-	uint64_t	 h = 14695981039346656037ull;
-
-	if (g == NULL || *g == '\0')
-		return 0;
-	for (; *g != '\0'; g++)
-		h = (h ^ (unsigned char)*g) * 1099511628211ull;
-	return h ? h : 1;
-}
-
-/* What each slot is to this process, dead ones cleared on the way: none
- * (free, dead, or someone's garbage, skipped), ours (this process's, or
- * an ancestor's), or another's. */
-enum { S_NONE, S_OURS, S_OTHER };
-
-static void
-classify(void)
-{
-	struct cl_slot	*s;
-	uint32_t	 i;
-
-	for (i = 0; i < P.t->h.hi; i++) {
-		s = &P.t->s[i];
-		P.cls[i] = S_NONE;
-		if (s->token == 0)
-			continue;
-		if (s->token == P.token) {
-			P.cls[i] = S_OURS;
-			continue;
-		}
-		if (alive((int)i)) {
-			if ((s->kind == CL_HOLD && s->gpu < P.t->h.ngpus) ||
-			    (s->kind == CL_WAIT && s->n >= 1))
-				P.cls[i] = kin(s->pid) || (P.group != 0 &&
-				    s->group == P.group) ? S_OURS : S_OTHER;
-			continue;
-		}
-		memset(s, 0, sizeof(*s));
-		(void)put_slot((int)i);
-	}
-}
-
-/* A free slot, its byte locked by us: >= 0 or -ENOSPC. */
-static int
-new_slot(void)
-{
-	uint32_t	 i;
-
-	for (i = 0; i < CL_MAXS; i++) {
-		if (i < P.t->h.hi && P.t->s[i].token != 0)
-			continue;
-		if (lockb(CL_LOCKS + 1 + i, F_WRLCK, 0) < 0)
-			continue;	/* being let go by a live owner */
-		if (i >= P.t->h.hi) {
-			P.t->h.hi = i + 1;
-			if (put_hdr() < 0) {
-				(void)lockb(CL_LOCKS + 1 + i, F_UNLCK, 0);
-				return -(errno ? errno : EIO);
-			}
-		}
-		memset(&P.t->s[i], 0, sizeof(P.t->s[i]));
-		return (int)i;
-	}
-	return -ENOSPC;
-}
-
-static void
-free_slot(int i)
-{
-	memset(&P.t->s[i], 0, sizeof(P.t->s[i]));
-	(void)put_slot(i);
-	(void)lockb(CL_LOCKS + 1 + i, F_UNLCK, 0);
-}
-
-/* This process's command line for people: the program's base name,
- * then its words, cut. */
-static void
-read_cmd(char *cmd, size_t len)
-{
-	char	 all[512], *b;
-	ssize_t	 n, k;
-	int	 fd;
-
-	memset(cmd, 0, len);
-	if ((fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC)) < 0)
-		return;
-	n = read(fd, all, sizeof(all) - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	all[n] = '\0';
-	b = strrchr(all, '/') ? strrchr(all, '/') + 1 : all;
-	for (k = 0; k < n - 1; k++)
-		if (all[k] == '\0')
-			all[k] = ' ';
-	snprintf(cmd, len, "%s", b);
-}
-
-static void
-fill_slot(struct cl_slot *s, int kind, uint64_t mem)
-{
-	s->token = P.token;
-	s->kind = (uint32_t)kind;
-	s->uid = (uint32_t)getuid();
-	s->pid = (int32_t)getpid();
-	s->mem = mem;
-	s->since_ms = wall_ms();
-	s->group = P.group;
-	memcpy(s->cmd, P.cmd, sizeof(s->cmd));
+	gp_ct_forked();
 }
 
 /* Room on each GPU: taken whole, or the declared bytes taken, by us
@@ -522,7 +75,7 @@ struct room {
 static int
 whole_of(int g, uint64_t mem)
 {
-	return mem == 0 || P.g[g].total == 0 || mem >= P.g[g].total;
+	return mem == 0 || gp_ct.g[g].total == 0 || mem >= gp_ct.g[g].total;
 }
 
 /* Whether mem bytes (0: the whole GPU) fit beside what is taken on GPU
@@ -530,7 +83,7 @@ whole_of(int g, uint64_t mem)
 static int
 fits(const struct room *r, int g, uint64_t mem, int others_only)
 {
-	uint64_t	 total = P.g[g].total, used = r[g].used[1];
+	uint64_t	 total = gp_ct.g[g].total, used = r[g].used[1];
 	int		 whole = r[g].whole[1];
 
 	if (!others_only) {
@@ -552,12 +105,6 @@ take(struct room *r, int g, uint64_t mem, int theirs)
 	r[g].used[theirs] += mem;
 }
 
-static int
-in_set(const struct cl_slot *s, int g)
-{
-	return (s->set[g / 8] >> (g % 8)) & 1;
-}
-
 /* Each other process's waiter ahead of ticket, in ticket order, takes
  * what it would (up to n of its GPUs that fit, as it sees them). */
 static void
@@ -570,21 +117,22 @@ queue_ahead(struct room *r, uint64_t ticket)
 	for (;;) {
 		at = -1;
 		best = ticket;
-		for (i = 0; i < P.t->h.hi; i++)
-			if (P.cls[i] == S_OTHER && P.t->s[i].kind == CL_WAIT &&
-			    P.t->s[i].ticket > last &&
-			    P.t->s[i].ticket < best) {
-				best = P.t->s[i].ticket;
+		for (i = 0; i < gp_ct.t->h.hi; i++)
+			if (gp_ct.cls[i] == S_OTHER &&
+			    gp_ct.t->s[i].kind == CL_WAIT &&
+			    gp_ct.t->s[i].ticket > last &&
+			    gp_ct.t->s[i].ticket < best) {
+				best = gp_ct.t->s[i].ticket;
 				at = (int)i;
 			}
 		if (at < 0)
 			return;
 		last = best;
-		for (g = 0, got = 0; g < P.t->h.ngpus && got <
-		    P.t->s[at].n; g++)
-			if (in_set(&P.t->s[at], (int)g) &&
-			    fits(r, (int)g, P.t->s[at].mem, 0)) {
-				take(r, (int)g, P.t->s[at].mem, 1);
+		for (g = 0, got = 0; g < gp_ct.t->h.ngpus && got <
+		    gp_ct.t->s[at].n; g++)
+			if (gp_ct_in_set(&gp_ct.t->s[at], (int)g) &&
+			    fits(r, (int)g, gp_ct.t->s[at].mem, 0)) {
+				take(r, (int)g, gp_ct.t->s[at].mem, 1);
 				got++;
 			}
 	}
@@ -597,10 +145,10 @@ rooms(struct room *r, uint64_t ticket)
 	uint32_t	 i;
 
 	memset(r, 0, sizeof(*r) * GP_CLAIM_MAXG);
-	for (i = 0; i < P.t->h.hi; i++)
-		if (P.cls[i] != S_NONE && P.t->s[i].kind == CL_HOLD)
-			take(r, (int)P.t->s[i].gpu, P.t->s[i].mem,
-			    P.cls[i] == S_OTHER);
+	for (i = 0; i < gp_ct.t->h.hi; i++)
+		if (gp_ct.cls[i] != S_NONE && gp_ct.t->s[i].kind == CL_HOLD)
+			take(r, (int)gp_ct.t->s[i].gpu, gp_ct.t->s[i].mem,
+			    gp_ct.cls[i] == S_OTHER);
 	queue_ahead(r, ticket);
 }
 
@@ -611,12 +159,12 @@ others_on(int g)
 	uint64_t	 sum = 0;
 	uint32_t	 i;
 
-	for (i = 0; i < P.t->h.hi; i++)
-		if (P.cls[i] == S_OTHER && P.t->s[i].kind == CL_HOLD &&
-		    (int)P.t->s[i].gpu == g) {
-			if (whole_of(g, P.t->s[i].mem))
+	for (i = 0; i < gp_ct.t->h.hi; i++)
+		if (gp_ct.cls[i] == S_OTHER && gp_ct.t->s[i].kind == CL_HOLD &&
+		    (int)gp_ct.t->s[i].gpu == g) {
+			if (whole_of(g, gp_ct.t->s[i].mem))
 				return -1;
-			sum += P.t->s[i].mem;
+			sum += gp_ct.t->s[i].mem;
 		}
 	return (int64_t)sum;
 }
@@ -627,9 +175,9 @@ wanted(int g)
 {
 	uint32_t	 k;
 
-	for (k = 0; k < P.t->h.hi; k++)
-		if (P.cls[k] == S_OTHER && P.t->s[k].kind == CL_WAIT &&
-		    in_set(&P.t->s[k], g))
+	for (k = 0; k < gp_ct.t->h.hi; k++)
+		if (gp_ct.cls[k] == S_OTHER && gp_ct.t->s[k].kind == CL_WAIT &&
+		    gp_ct_in_set(&gp_ct.t->s[k], g))
 			return 1;
 	return 0;
 }
@@ -639,46 +187,15 @@ holder_of(int g)
 {
 	uint32_t	 i;
 
-	for (i = 0; i < P.t->h.hi; i++)
-		if (P.cls[i] == S_OTHER && P.t->s[i].kind == CL_HOLD &&
-		    (int)P.t->s[i].gpu == g)
-			return &P.t->s[i];
+	for (i = 0; i < gp_ct.t->h.hi; i++)
+		if (gp_ct.cls[i] == S_OTHER && gp_ct.t->s[i].kind == CL_HOLD &&
+		    (int)gp_ct.t->s[i].gpu == g)
+			return &gp_ct.t->s[i];
 	return NULL;
 }
 
 static int	may(const struct gp_claimer *, const struct room *, int,
 		    uint64_t);
-
-/* uid's name, or its number. */
-static void
-user_name(uid_t uid, char *buf, size_t len)
-{
-	struct passwd	 pw, *res = NULL;
-	char		 tmp[1024];
-
-	if (getpwuid_r(uid, &pw, tmp, sizeof(tmp), &res) == 0 && res != NULL)
-		snprintf(buf, len, "%s", pw.pw_name);
-	else
-		snprintf(buf, len, "uid %u", (unsigned)uid);
-}
-
-/* "alice, pid 4242, python train.py, since 10:02[, 20.0 GiB]" */
-static void
-describe(const struct cl_slot *h, char *buf, size_t len)
-{
-	char		 who[64], when[16] = "?", mem[32] = "";
-	struct tm	 tm;
-	time_t		 t = (time_t)(h->since_ms / 1000);
-
-	user_name((uid_t)h->uid, who, sizeof(who));
-	if (localtime_r(&t, &tm) != NULL)
-		strftime(when, sizeof(when), "%H:%M", &tm);
-	if (h->mem > 0)
-		snprintf(mem, sizeof(mem), ", %.1f GiB",
-		    (double)h->mem / (double)(1ull << 30));
-	snprintf(buf, len, "%s, pid %d, %.40s, since %s%s", who, (int)h->pid,
-	    h->cmd, when, mem);
-}
 
 /* Who stands in the way, for people: of all c's GPUs, those it could
  * not have now, and the first one's holder. */
@@ -707,7 +224,7 @@ say_why(const struct gp_claimer *c, const struct gp_claim_req *r,
 	if (h == NULL)
 		snprintf(why + n, len - n, " or kept for earlier waiters");
 	else {
-		describe(h, desc, sizeof(desc));
+		gp_ct_describe(h, desc, sizeof(desc));
 		snprintf(why + n, len - n, " (GPU %d: %s)", first, desc);
 	}
 }
@@ -716,8 +233,8 @@ static int
 begin(struct gp_claimer *c)
 {
 	pthread_mutex_lock(&cl_mu);
-	forked();
-	if (c->pid != getpid() || P.pid == 0) {
+	gp_ct_forked();
+	if (c->pid != getpid() || gp_ct.pid == 0) {
 		pthread_mutex_unlock(&cl_mu);
 		return -ECHILD;	/* a fork's copy: not its claims */
 	}
@@ -730,65 +247,27 @@ end(void)
 	pthread_mutex_unlock(&cl_mu);
 }
 
-/* The directory in effect: dir, else $GPUPOOL_CLAIMS, else the default;
- * NULL for none. *dirp set, or -EINVAL with err. */
-static int
-claims_dir(const char **dirp, char *err, size_t errlen)
-{
-	const char	*dir = *dirp;
-
-	if (dir == NULL || dir[0] == '\0')
-		dir = getenv("GPUPOOL_CLAIMS");
-	if (dir == NULL || dir[0] == '\0')
-		dir = default_dir();
-	*dirp = strcmp(dir, "none") == 0 ? NULL : dir;
-	if (*dirp != NULL && (dir[0] != '/' || strlen(dir) > 4000))
-		return gp_errf(err, errlen, -EINVAL, "claims directory '%s': "
-		    "give an absolute path, or none", dir);
-	return 0;
-}
-
 int
 gp_claim_open(struct gp_claimer **out, const char *dir, char *err,
     size_t errlen)
 {
 	struct gp_claimer	*c;
-	size_t			 n;
 	int			 rc;
 
 	*out = NULL;
-	if ((rc = claims_dir(&dir, err, errlen)) < 0 || dir == NULL)
+	if ((rc = gp_ct_dir(&dir, err, errlen)) < 0 || dir == NULL)
 		return rc;
-	n = strlen(dir);
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return -ENOMEM;
 	c->pid = getpid();
 	c->wait = c->ino = -1;
 	pthread_mutex_lock(&cl_mu);
-	forked();
-	if (P.pid == 0) {
-		if (P.t == NULL && (P.t = malloc(sizeof(*P.t))) == NULL) {
-			end();
-			free(c);
-			return -ENOMEM;
-		}
-		while (getrandom(&P.token, sizeof(P.token), 0) < 0 ||
-		    P.token == 0)
-			P.token = (uint64_t)wall_ms() ^ ((uint64_t)getpid() <<
-			    40) ^ 1;
-		open_table(dir);
-		read_cmd(P.cmd, sizeof(P.cmd));
-		read_kin();
-		P.group = group();
-		P.pid = getpid();
-	} else if (strncmp(P.path, dir, n) != 0 || strcmp(P.path + n,
-	    "/" CL_FILE) != 0) {
+	gp_ct_forked();
+	if ((rc = gp_ct_join(dir, err, errlen)) < 0) {
 		end();
 		free(c);
-		return gp_errf(err, errlen, -EINVAL, "claims directory '%s': "
-		    "this process claims in '%s' already", dir, P.path);
+		return rc;
 	}
-	P.users++;
 	end();
 	*out = c;
 	return 0;
@@ -807,7 +286,7 @@ gp_claim_gpu(struct gp_claimer *c, const char *key, uint64_t total)
 }
 
 /* Each of c's GPUs its index in the table, its key added if missing,
- * its size if now known. Under the guard. 0 or -1 with P.bad set. */
+ * its size if now known. Under the guard. 0 or -1 with gp_ct.bad set. */
 static int
 resolve(struct gp_claimer *c)
 {
@@ -815,37 +294,38 @@ resolve(struct gp_claimer *c)
 
 	for (i = 0; i < c->ng; i++) {
 		if (c->gpu[i].tix >= 0 && (c->gpu[i].total == 0 ||
-		    P.g[c->gpu[i].tix].total != 0))
+		    gp_ct.g[c->gpu[i].tix].total != 0))
 			continue;
-		for (k = 0; k < P.ng; k++)
-			if (strcmp(P.g[k].key, c->gpu[i].key) == 0)
+		for (k = 0; k < gp_ct.ng; k++)
+			if (strcmp(gp_ct.g[k].key, c->gpu[i].key) == 0)
 				break;
 		if (k == GP_CLAIM_MAXG) {
-			mark_bad("%s is full: %s GPU keys", "256");
+			gp_ct_bad("%s is full: %s GPU keys", "256");
 			return -1;
 		}
-		add = k == P.ng;
+		add = k == gp_ct.ng;
 		if (add) {
-			memset(&P.g[k], 0, sizeof(P.g[k]));
-			memcpy(P.g[k].key, c->gpu[i].key, sizeof(P.g[k].key));
+			memset(&gp_ct.g[k], 0, sizeof(gp_ct.g[k]));
+			memcpy(gp_ct.g[k].key, c->gpu[i].key,
+			    sizeof(gp_ct.g[k].key));
 		}
-		if (add || (P.g[k].total == 0 && c->gpu[i].total > 0)) {
-			P.g[k].total = c->gpu[i].total;
-			if (pwrite(P.fd, &P.g[k], sizeof(P.g[k]), CL_GOFF +
-			    (off_t)k * (off_t)sizeof(P.g[k])) !=
-			    (ssize_t)sizeof(P.g[k]))
+		if (add || (gp_ct.g[k].total == 0 && c->gpu[i].total > 0)) {
+			gp_ct.g[k].total = c->gpu[i].total;
+			if (pwrite(gp_ct.fd, &gp_ct.g[k], sizeof(gp_ct.g[k]),
+			    CL_GOFF + (off_t)k * (off_t)sizeof(gp_ct.g[k])) !=
+			    (ssize_t)sizeof(gp_ct.g[k]))
 				goto io;
 		}
 		if (add) {
-			P.t->h.ngpus = (uint32_t)++P.ng;
-			if (put_hdr() < 0)
+			gp_ct.t->h.ngpus = (uint32_t)++gp_ct.ng;
+			if (gp_ct_put_hdr() < 0)
 				goto io;
 		}
 		c->gpu[i].tix = k;
 	}
 	return 0;
 io:
-	mark_bad("%s: %s", strerror(errno ? errno : EIO));
+	gp_ct_bad("%s: %s", strerror(errno ? errno : EIO));
 	return -1;
 }
 
@@ -854,15 +334,15 @@ io:
 static int
 enter(struct gp_claimer *c, char *why, size_t len)
 {
-	if (load() == 0) {
+	if (gp_ct_load() == 0) {
 		if (resolve(c) == 0) {
-			classify();
+			gp_ct_classify();
 			return 0;
 		}
-		unload();
+		gp_ct_unload();
 	}
 	if (why != NULL && len > 0)
-		snprintf(why, len, "every GPU counts as held: %s", P.bad);
+		snprintf(why, len, "every GPU counts as held: %s", gp_ct.bad);
 	return -1;
 }
 
@@ -873,15 +353,15 @@ set_wait(struct gp_claimer *c, const struct gp_claim_req *r)
 	int		 i, rc, fresh = c->wait < 0;
 
 	if (c->wait < 0) {
-		if ((rc = new_slot()) < 0)
+		if ((rc = gp_ct_new_slot()) < 0)
 			return rc;
 		c->wait = rc;
-		fill_slot(&P.t->s[rc], CL_WAIT, r->mem);
-		P.t->s[rc].ticket = P.t->h.ticket++;
-		if ((rc = put_hdr()) < 0)
+		gp_ct_fill_slot(&gp_ct.t->s[rc], CL_WAIT, r->mem);
+		gp_ct.t->s[rc].ticket = gp_ct.t->h.ticket++;
+		if ((rc = gp_ct_put_hdr()) < 0)
 			return rc;
 	}
-	s = &P.t->s[c->wait];
+	s = &gp_ct.t->s[c->wait];
 	was = *s;
 	s->mem = r->mem;
 	s->n = (uint32_t)r->n;
@@ -894,14 +374,14 @@ set_wait(struct gp_claimer *c, const struct gp_claim_req *r)
 	 * waiters asking again would wake each other without end. */
 	if (!fresh && memcmp(&was, s, sizeof(was)) == 0)
 		return 0;
-	return put_slot(c->wait);
+	return gp_ct_put_slot(c->wait);
 }
 
 static void
 unwait(struct gp_claimer *c)
 {
 	if (c->wait >= 0)
-		free_slot(c->wait);
+		gp_ct_free_slot(c->wait);
 	c->wait = -1;
 }
 
@@ -925,7 +405,7 @@ may(const struct gp_claimer *c, const struct room *rm, int i, uint64_t mem)
 		return 0;
 	if (whole_of(g, c->gpu[i].mem + mem))
 		return o == 0;
-	return (uint64_t)o + c->gpu[i].mem + mem <= P.g[g].total;
+	return (uint64_t)o + c->gpu[i].mem + mem <= gp_ct.g[g].total;
 }
 
 /* Write GPU i's HOLD slot as c's claims on it now are (made on the
@@ -938,21 +418,21 @@ sync_hold(struct gp_claimer *c, int i)
 
 	if (c->gpu[i].n == 0) {
 		if (c->gpu[i].hold >= 0)
-			free_slot(c->gpu[i].hold);
+			gp_ct_free_slot(c->gpu[i].hold);
 		c->gpu[i].hold = -1;
 		return 0;
 	}
 	if (c->gpu[i].hold < 0) {
-		if ((k = new_slot()) < 0)
+		if ((k = gp_ct_new_slot()) < 0)
 			return k;
-		fill_slot(&P.t->s[k], CL_HOLD, 0);
-		P.t->s[k].gpu = (uint32_t)c->gpu[i].tix;
+		gp_ct_fill_slot(&gp_ct.t->s[k], CL_HOLD, 0);
+		gp_ct.t->s[k].gpu = (uint32_t)c->gpu[i].tix;
 		c->gpu[i].hold = k;
 	}
-	s = &P.t->s[c->gpu[i].hold];
-	s->mem = c->gpu[i].whole > 0 || P.g[c->gpu[i].tix].total == 0 ? 0 :
+	s = &gp_ct.t->s[c->gpu[i].hold];
+	s->mem = c->gpu[i].whole > 0 || gp_ct.g[c->gpu[i].tix].total == 0 ? 0 :
 	    c->gpu[i].mem;
-	return put_slot(c->gpu[i].hold);
+	return gp_ct_put_slot(c->gpu[i].hold);
 }
 
 static void
@@ -978,7 +458,7 @@ gp_claim_try(struct gp_claimer *c, const struct gp_claim_req *r, int *got,
 		end();
 		return 0;
 	}
-	rooms(rm, c->wait >= 0 ? P.t->s[c->wait].ticket : UINT64_MAX);
+	rooms(rm, c->wait >= 0 ? gp_ct.t->s[c->wait].ticket : UINT64_MAX);
 	for (i = 0; i < r->nset && n < r->n; i++)
 		if (may(c, rm, r->set[i], r->mem))
 			got[n++] = r->set[i];
@@ -1000,9 +480,9 @@ gp_claim_try(struct gp_claimer *c, const struct gp_claim_req *r, int *got,
 	} else if ((rc = set_wait(c, r)) == 0)
 		say_why(c, r, rm, why, len);
 	if (rc < 0 && why != NULL && len > 0)
-		snprintf(why, len, "every GPU counts as held: %s: %s", P.path,
-		    strerror(-rc));
-	unload();
+		snprintf(why, len, "every GPU counts as held: %s: %s",
+		    gp_ct.path, strerror(-rc));
+	gp_ct_unload();
 	end();
 	return rc < 0 ? 0 : rc;
 }
@@ -1012,9 +492,9 @@ gp_claim_unwait(struct gp_claimer *c)
 {
 	if (c == NULL || c->wait < 0 || begin(c) < 0)
 		return;
-	if (P.fd >= 0 && lockb(CL_LOCKS, F_WRLCK, 1) == 0) {
+	if (gp_ct.fd >= 0 && gp_ct_lock(CL_LOCKS, F_WRLCK, 1) == 0) {
 		unwait(c);
-		unload();
+		gp_ct_unload();
 	}
 	c->wait = -1;
 	end();
@@ -1026,10 +506,10 @@ gp_claim_drop(struct gp_claimer *c, int i, uint64_t mem)
 	if (c == NULL || c->gpu[i].n == 0 || begin(c) < 0)
 		return;
 	count(c, i, mem, -1);
-	if (P.fd >= 0 && lockb(CL_LOCKS, F_WRLCK, 1) == 0) {
+	if (gp_ct.fd >= 0 && gp_ct_lock(CL_LOCKS, F_WRLCK, 1) == 0) {
 		if (sync_hold(c, i) < 0 && c->gpu[i].n == 0)
 			c->gpu[i].hold = -1;
-		unload();
+		gp_ct_unload();
 	} else if (c->gpu[i].n == 0)
 		c->gpu[i].hold = -1;	/* the table is gone: so is it */
 	end();
@@ -1049,21 +529,14 @@ gp_claim_close(struct gp_claimer *c)
 	if (c == NULL)
 		return;
 	if (begin(c) == 0) {
-		if (P.fd >= 0 && lockb(CL_LOCKS, F_WRLCK, 1) == 0) {
+		if (gp_ct.fd >= 0 && gp_ct_lock(CL_LOCKS, F_WRLCK, 1) == 0) {
 			for (i = 0; i < c->ng; i++)
 				if (c->gpu[i].hold >= 0)
-					free_slot(c->gpu[i].hold);
+					gp_ct_free_slot(c->gpu[i].hold);
 			unwait(c);
-			unload();
+			gp_ct_unload();
 		}
-		if (--P.users == 0) {
-			/* Nothing claimed: the fd goes, and the next
-			 * claimer opens the table again. */
-			if (P.fd >= 0)
-				close(P.fd);
-			P.fd = -1;
-			P.pid = 0;
-		}
+		gp_ct_leave();
 		end();
 	}
 	if (c->ino >= 0)
@@ -1079,7 +552,7 @@ gp_claim_fd(struct gp_claimer *c)
 	if (c->ino < 0 && c->pid == getpid()) {
 		if ((c->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0)
 			return -1;
-		if (inotify_add_watch(c->ino, P.path, IN_MODIFY |
+		if (inotify_add_watch(c->ino, gp_ct.path, IN_MODIFY |
 		    IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE_SELF) < 0) {
 			close(c->ino);
 			c->ino = -1;
@@ -1147,96 +620,3 @@ gp_claim_wait(struct gp_claimer *c, const struct gp_claim_req *r, int *got,
 	}
 }
 
-/* One entry of gp_claims_list(). */
-static void
-info(struct gp_claim_info *o, const struct cl_slot *s, const struct cl_gpu *g,
-    int queue)
-{
-	memset(o, 0, sizeof(*o));
-	snprintf(o->gpu, sizeof(o->gpu), "%s", g->key);
-	o->queue = queue;
-	o->pid = s->pid;
-	o->uid = s->uid;
-	user_name((uid_t)s->uid, o->user, sizeof(o->user));
-	memcpy(o->cmd, s->cmd, sizeof(o->cmd));
-	o->cmd[sizeof(o->cmd) - 1] = '\0';
-	o->since_ms = s->since_ms;
-	o->mem = s->mem;
-	o->total = g->total;
-}
-
-int
-gp_claims_list(const char *dir, struct gp_claim_info *out, int max,
-    char *err, size_t errlen)
-{
-	struct cl_hdr	 h;
-	struct cl_slot	*s = NULL;
-	struct cl_gpu	*g = NULL;
-	struct flock	 l = { .l_type = F_RDLCK, .l_whence = SEEK_SET,
-			    .l_start = CL_LOCKS, .l_len = 1 };
-	struct stat	 st;
-	char		 path[4200];
-	uint64_t	 last = 0, best;
-	uint32_t	 i, k;
-	int		 fd, n = 0, at, pos, rc = 0;
-
-	if ((rc = claims_dir(&dir, err, errlen)) < 0 || dir == NULL)
-		return rc;
-	snprintf(path, sizeof(path), "%s/%s", dir, CL_FILE);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK |
-	    O_NOCTTY)) < 0)
-		return errno == ENOENT ? 0 : gp_errf(err, errlen, -errno,
-		    "%s: %s", path, strerror(errno));
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return gp_errf(err, errlen, -EINVAL, "%s is not a regular "
-		    "file", path);
-	}
-	while (fcntl(fd, F_OFD_SETLKW, &l) < 0 && errno == EINTR)
-		;
-	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
-	    memcmp(h.magic, CL_MAGIC, sizeof(CL_MAGIC)) != 0 ||
-	    h.hi > CL_MAXS || h.ngpus > GP_CLAIM_MAXG)
-		rc = gp_errf(err, errlen, -EINVAL, "%s is not a gpupool "
-		    "claims table", path);
-	else if ((s = calloc(h.hi + 1, sizeof(*s))) == NULL ||
-	    (g = calloc(h.ngpus + 1, sizeof(*g))) == NULL)
-		rc = -ENOMEM;
-	else if (pread(fd, s, h.hi * sizeof(*s), sizeof(h)) < 0 ||
-	    pread(fd, g, h.ngpus * sizeof(*g), CL_GOFF) < 0)
-		rc = gp_errf(err, errlen, -errno, "%s: %s", path,
-		    strerror(errno));
-	for (k = 0; rc == 0 && k < h.ngpus; k++)
-		g[k].key[sizeof(g[k].key) - 1] = '\0';
-	for (i = 0; rc == 0 && i < h.hi; i++) {
-		if (s[i].token == 0 || !alive_on(fd, (int)i) ||
-		    (s[i].kind == CL_HOLD && s[i].gpu >= h.ngpus) ||
-		    (s[i].kind != CL_HOLD && s[i].kind != CL_WAIT))
-			s[i].token = 0;	/* dead, or not a slot */
-		else if (s[i].kind == CL_HOLD && n++ < max)
-			info(&out[n - 1], &s[i], &g[s[i].gpu], 0);
-	}
-	for (k = 0; rc == 0 && k < h.ngpus; k++) {
-		for (last = 0, pos = 0;; last = best) {
-			at = -1;
-			best = UINT64_MAX;
-			for (i = 0; i < h.hi; i++)
-				if (s[i].token != 0 && s[i].kind == CL_WAIT &&
-				    in_set(&s[i], (int)k) &&
-				    s[i].ticket > last && s[i].ticket < best) {
-					best = s[i].ticket;
-					at = (int)i;
-				}
-			if (at < 0)
-				break;
-			if (n++ < max)
-				info(&out[n - 1], &s[at], &g[k], ++pos);
-		}
-	}
-	l.l_type = F_UNLCK;
-	(void)fcntl(fd, F_OFD_SETLK, &l);
-	close(fd);
-	free(s);
-	free(g);
-	return rc < 0 ? rc : n;
-}
