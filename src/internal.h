@@ -428,6 +428,8 @@ void	gp_watch_read(struct gp_pool *p);
  * a life claim, every GPU claimed (waiting its turn, claim_timeout_ms,
  * GP_ECLAIM). 0 or a negative code with err set. */
 int	gp_hold_start(struct gp_pool *p, char *err, size_t errlen);
+/* A GPU's name in the claims table (standalone.c's gp_claim() too). */
+const char *gp_hold_key(const struct gp_gpu *g);
 /* Whether items claim their GPUs (GP_POOL_CLAIM_ITEMS and claims on). */
 int	gp_hold_items(const struct gp_pool *p);
 /* An item of mem bytes wants `want` of the n GPUs of set: claimed (the
