@@ -505,10 +505,9 @@ static void
 opt_flag(int c, struct opts *o)
 {
 	int	*f = c == OPT_RESUME ? &o->resume : c == OPT_RESUMEF ?
-		    &o->resume_failed :
-		    c == OPT_WAITLOCK ? &o->wait_lock : c == OPT_BAR ? &o->bar :
-		    c == OPT_DRYRUN ? &o->dry_run : c == OPT_SHOW ?
-		    &o->show_gpus : &o->quiet;
+		    &o->resume_failed : c == OPT_WAITLOCK ? &o->wait_lock :
+		    c == OPT_BAR ? &o->bar : c == OPT_DRYRUN ? &o->dry_run :
+		    c == OPT_SHOW ? &o->show_gpus : &o->quiet;
 
 	*f = 1;
 }
@@ -552,9 +551,8 @@ opt_set(int c, const char *opt, struct opts *o)
 	case OPT_COLSEP:
 	case OPT_HEADER:
 		return opt_grid(c, o);
-	case OPT_RESUME: case OPT_RESUMEF:
-	case OPT_WAITLOCK: case OPT_BAR: case OPT_DRYRUN: case OPT_SHOW:
-	case OPT_QUIET:
+	case OPT_RESUME: case OPT_RESUMEF: case OPT_WAITLOCK: case OPT_BAR:
+	case OPT_DRYRUN: case OPT_SHOW: case OPT_QUIET:
 		opt_flag(c, o);
 		break;
 	case OPT_THREADS:
@@ -568,7 +566,6 @@ opt_set(int c, const char *opt, struct opts *o)
 	case OPT_UNGROUP:
 	case OPT_TAG:
 		return opt_output(c, o);
-
 	case 'V':
 		printf("%s %s (libgpupool %s, %s)\n", CLI_NAME,
 		    GP_VERSION, GP_VERSION, ranks_build());
