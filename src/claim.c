@@ -462,7 +462,11 @@ gp_claim_try(struct gp_claimer *c, const struct gp_claim_req *r, int *got,
 	for (i = 0; i < r->nset && n < r->n; i++)
 		if (may(c, rm, r->set[i], r->mem))
 			got[n++] = r->set[i];
-	if (n == r->n || (r->partial && n > 0)) {
+	if (r->look) {		/* only a look: nothing taken, no ticket */
+		if (!(n == r->n || (r->partial && n > 0)))
+			say_why(c, r, rm, why, len);
+		rc = n == r->n || (r->partial && n > 0) ? n : 0;
+	} else if (n == r->n || (r->partial && n > 0)) {
 		for (k = 0; k < n && rc == 0; k++) {
 			count(c, got[k], r->mem, 1);
 			if ((rc = sync_hold(c, got[k])) < 0)
@@ -582,8 +586,10 @@ gp_claim_wait(struct gp_claimer *c, const struct gp_claim_req *r, int *got,
 	for (;;) {
 		if ((rc = gp_claim_try(c, r, got, why, len)) != 0)
 			return rc;
-		if (timeout_ms < 0)
+		if (timeout_ms < 0) {
+			gp_claim_unwait(c);
 			return -ETIMEDOUT;
+		}
 		if (!said) {
 			said = 1;
 			fprintf(stderr, "gpupool: waiting for %s%d GPU%s: "

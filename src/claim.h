@@ -26,6 +26,9 @@ struct gp_claim_req {
 	uint64_t	 mem;
 	const int	*set;
 	int		 nset;
+	int		 look;		/* only say whether it would be
+					   granted now: nothing taken, no
+					   place in the queue */
 };
 
 /* A claimer for one pool or one gp_claim(), in dir (NULL: the

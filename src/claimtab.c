@@ -75,10 +75,9 @@ default_dir(void)
 void
 gp_ct_bad(const char *fmt, const char *what)
 {
+	/* The fd stays: it holds this process's claims, which a table
+	 * someone damaged must not drop while its pools use the GPUs. */
 	snprintf(gp_ct.bad, sizeof(gp_ct.bad), fmt, gp_ct.path, what);
-	if (gp_ct.fd >= 0)
-		close(gp_ct.fd);
-	gp_ct.fd = -1;
 }
 
 /* Make the table: a private file with its header, opened to all, then
@@ -142,9 +141,12 @@ open_table(const char *dir)
 		    "written by this user (%s)" : "%s: %s", strerror(errno));
 		return;
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		gp_ct_bad("%s is not a regular file (%s)", "a directory, a "
 		    "device or a pipe");
+		close(fd);
+		gp_ct.fd = -1;
+	}
 	else if ((st.st_mode & 0666) != 0666)
 		/* Writable to us, but not to every user: the others would
 		 * find it held for ever. Ours to mend if we own it. */

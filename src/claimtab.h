@@ -91,8 +91,8 @@ gp_ct_in_set(const struct cl_slot *s, int g)
 /* The lock of one byte of the table (CL_LOCKS: the guard, + 1 + i: slot
  * i's) by this process's OFD: 0 or a negative errno. */
 int	gp_ct_lock(off_t at, short type, int wait);
-/* The table unusable: gp_ct.bad says why (fmt given the path and what),
- * the fd closed. */
+/* The table unusable: gp_ct.bad says why (fmt given the path and what);
+ * an open fd stays open (it holds this process's claims). */
 void	gp_ct_bad(const char *fmt, const char *what);
 /* In a fork's child: the parent's fd closed, nothing open. */
 void	gp_ct_forked(void);

@@ -74,6 +74,35 @@ gp_hold_start(struct gp_pool *p, char *err, size_t errlen)
 }
 
 int
+gp_hold_mark(struct gp_pool *p)
+{
+	struct gp_claimer	*c;
+	struct gp_claim_req	 r = { .n = 1, .nset = 1, .look = 1 };
+	struct gp_gstate	*g;
+	int			 i, k, n = 0, got;
+
+	if (gp_claim_open(&c, p->o.claims, NULL, 0) < 0 || c == NULL)
+		return 0;
+	for (i = 0; i < p->ngpus; i++)
+		(void)gp_claim_gpu(c, gp_hold_key(&p->gpus[i]),
+		    p->wt.gs[i].total ? p->wt.gs[i].total :
+		    p->gpus[i].mem_bytes);
+	r.mem = life_mem(p);
+	for (i = 0; i < p->ngpus; i++) {
+		g = &p->wt.gs[i];
+		k = i;
+		r.set = &k;
+		if (g->busy || gp_claim_try(c, &r, &got, g->why,
+		    sizeof(g->why)) > 0)
+			continue;
+		g->busy = 1;
+		n++;
+	}
+	gp_claim_close(c);
+	return n;
+}
+
+int
 gp_hold_items(const struct gp_pool *p)
 {
 	return p->hd.cl != NULL && (p->o.flags & GP_POOL_CLAIM_ITEMS);

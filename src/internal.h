@@ -430,6 +430,10 @@ void	gp_watch_read(struct gp_pool *p);
 int	gp_hold_start(struct gp_pool *p, char *err, size_t errlen);
 /* A GPU's name in the claims table (standalone.c's gp_claim() too). */
 const char *gp_hold_key(const struct gp_gpu *g);
+/* GPUS_FREE, before the workers are placed: each GPU another gpupool
+ * holds now (or keeps for an earlier waiter) is busy, its why saying who.
+ * Returns how many. */
+int	gp_hold_mark(struct gp_pool *p);
 /* Whether items claim their GPUs (GP_POOL_CLAIM_ITEMS and claims on). */
 int	gp_hold_items(const struct gp_pool *p);
 /* An item of mem bytes wants `want` of the n GPUs of set: claimed (the

@@ -197,8 +197,11 @@ gp_watch_plan(struct gp_pool *p, char *err, size_t errlen)
 		if (!wt->nomon && (p->o.flags & GP_POOL_PLAN_ONLY))
 			gp_mon_stop(&wt->mon);	/* its sample is kept */
 	}
-	if ((p->o.flags & GP_POOL_GPUS_FREE) && !wt->nomon &&
+	/* "free" leaves out GPUs others use (NVML) or claim (a life
+	 * claim on the rest follows). */
+	if ((p->o.flags & GP_POOL_GPUS_FREE) &&
 	    !(p->o.flags & (GP_POOL_WAIT_FREE | GP_POOL_PLAN_ONLY)) &&
+	    (gp_hold_mark(p) > 0 || !wt->nomon) &&
 	    (rc = keep_free(p, err, errlen)) < 0)
 		return rc;
 	return groups(p, err, errlen);
