@@ -650,6 +650,75 @@ def t_claim_timeout(gr, holder):
     return 0
 
 
+# Shared by declared memory ---------------------------------------------------
+def most_at_once(recs, gpu):
+    """The most tasks of recs (every run's) on gpu at one instant."""
+    ev = []
+    for r in recs:
+        if r["gpu"] == gpu:
+            ev += [(r["start"] + TOL, 1), (r["start"] + r["runtime"] - TOL,
+                                            -1)]
+    most = cur = 0
+    for _, d in sorted(ev, key=lambda e: (e[0], e[1])):
+        cur += d
+        most = max(most, cur)
+    return most
+
+
+def t_shared_mem(gr, _holder):
+    """Claims that declare memory share a GPU while their sum fits it:
+    three runs of --mem 3G --per-gpu 2 at once on 2 fake GPUs of 8 GiB
+    (the build's fake NVML gives the size): tasks of different runs do
+    share a GPU, and never more than two 3 GiB tasks run on one at once
+    (a third would need 9 GiB). A run that declares nothing, started
+    beside them, shares a GPU with none of theirs."""
+    nvml = os.environ.get("CLAIMS_FAKE_NVML", "")
+    if not os.path.exists(nvml):
+        raise Fail("no fake NVML at CLAIMS_FAKE_NVML=%r" % nvml)
+    c = Case("sharedmem")
+    with open(c.path("machine"), "w") as f:
+        f.write("gpu - - 8G 0 0\ngpu - - 8G 0 0\n")
+    env = dict(c.env, GPUPOOL_NVML=nvml, GP_FAKE_NVML=c.path("machine"))
+    write_tasks(c.path("t"), ["sleep 0.3"] * 8)
+    r, w = os.pipe()
+    ps = [c.start(gate_cmd(gr_cmd(gr, 2, "--mem", "3G", "--per-gpu", "2",
+                                  "--joblog", c.path("jl.%d" % i),
+                                  c.path("t"))), env=env, pass_fds=(r,))
+          for i in range(3)]
+    os.close(r)
+    os.close(w)
+    for i, p in enumerate(ps):
+        rc = finish(p, 120, "run %d" % i)
+        check(rc == 0, "run %d: exit %d: %s" % (i, rc, err(p)[-800:]))
+    recs = [once(c.path("jl.%d" % i), 8, "run %d" % i) for i in range(3)]
+    shared = overlaps(recs)
+    check(shared, "no two runs that declared 3 GiB ever shared a GPU of "
+          "8 GiB")
+    for g in ("fake0", "fake1"):
+        most = most_at_once([x for rs in recs for x in rs], g)
+        check(most <= 2, "%d tasks of 3 GiB at once on %s (8 GiB)"
+              % (most, g))
+    log("%d pairs of tasks of different runs shared a GPU; at most 2 at "
+        "once on each" % len(shared))
+    # One that declares nothing takes its GPU whole.
+    write_tasks(c.path("u"), ["sleep 0.3"] * 6)
+    r, w = os.pipe()
+    ps = [c.start(gate_cmd(gr_cmd(gr, 2, "--mem", "3G", "--per-gpu", "2",
+                                  "--joblog", c.path("jm.0"), c.path("t"))),
+                  env=env, pass_fds=(r,)),
+          c.start(gate_cmd(gr_cmd(gr, 2, "--joblog", c.path("jm.1"),
+                                  c.path("u"))), env=env, pass_fds=(r,))]
+    os.close(r)
+    os.close(w)
+    for i, p in enumerate(ps):
+        rc = finish(p, 120, "run %d" % i)
+        check(rc == 0, "run %d: exit %d: %s" % (i, rc, err(p)[-800:]))
+    bad = overlaps([once(c.path("jm.0"), 8, "declared"),
+                    once(c.path("jm.1"), 6, "undeclared")])
+    check(not bad, "an undeclared claim shared its GPU: " + say_overlaps(bad))
+    return 0
+
+
 # e ------------------------------------------------------------------------
 def t_fairness(gr, _holder):
     """A 10-task run (sleep 0.05 on 4 fake GPUs) started beside a sweep of
@@ -705,6 +774,7 @@ TESTS = {k: cleaned(v) for k, v in {
     "hostile": t_hostile,
     "claim-timeout": t_claim_timeout,
     "fairness": t_fairness,
+    "shared-mem": t_shared_mem,
 }.items()}
 
 if __name__ == "__main__":
