@@ -130,9 +130,10 @@ MUTANTS = [
     M("forked-child-uses-the-pool", 22, "src/pool.c",
       "if (getpid() != p->master)\n", "if (0)\n", "check_threads"),
     # 23. Reserved fields must be zero.
-    M("reserved-fields-ignored", 23, "src/opts.c",
-      "if (!gp_opts_zeroed(o->reserved, NELEM(o->reserved)) || o->pad != 0)",
-      "if (0)", "check_pool"),
+    M("reserved-fields-ignored", 23, "src/pool.c",
+      "!gp_opts_zeroed(feed->reserved, sizeof(feed->reserved) /",
+      "0 && !gp_opts_zeroed(feed->reserved, sizeof(feed->reserved) /",
+      "check_pool"),
     # 24. An item that ended badly is decided in one place.
     M("retries-off-by-one", 24, "src/job.c",
       "return it->attempts <= retries && !job->canceled;",
@@ -386,4 +387,28 @@ MUTANTS = [
       "python/gpupool/_pool.py", "return self._pid == os.getpid()",
       "return True",
       "pytest", timeout=1800),
+    # 76. No two gpupools place work on one GPU at once.
+    M("claims-ignore-whole-holds", 76, "src/claim.c", "\tif (whole)\n",
+      "\tif (0)\n", "exclusive", "users"),
+    M("claims-others-count-as-ours", 76, "src/claimtab.c",
+      "s->group == gp_ct.group) ? S_OURS : S_OTHER;",
+      "s->group == gp_ct.group) ? S_OURS : S_OURS;", "exclusive",
+      "fairness"),
+    # 77. A claim dies with its holder, and with nothing else.
+    M("claims-dead-holders-live-on", 77, "src/claimtab.c",
+      "return l.l_type != F_UNLCK;", "return 1;", "kill-handoff"),
+    # 78. Waiters are served in the order they came.
+    M("claims-queue-ignored", 78, "src/claim.c", "\t\tlast = best;\n",
+      "\t\treturn;\n", "fifo", "fairness"),
+    # 79. Claims that declare memory share while their sum fits.
+    M("claims-declared-take-whole", 79, "src/claim.c",
+      "return mem == 0 || gp_ct.g[g].total == 0 || mem >= gp_ct.g[g].total;",
+      "return 1;", "shared-mem"),
+    # 80. A process never waits for its own pools or its ancestors'.
+    M("claims-ancestors-are-others", 80, "src/claimtab.c",
+      "if (gp_ct.kin[i] == pid)", "if (0)", "check_threads"),
+    # 81. A table that cannot be used never crashes a run.
+    M("claims-table-followed", 81, "src/claimtab.c",
+      "fd = open(gp_ct.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW |",
+      "fd = open(gp_ct.path, O_RDWR | O_CLOEXEC |", "hostile"),
 ]
