@@ -10,6 +10,9 @@ import shutil
 import tempfile
 
 _DIR = tempfile.mkdtemp(prefix="gpupool-test-claims-")
+# Usable by every user, as the default is (sticky, world-writable): a
+# test drops to another uid (test_api's niceness case).
+os.chmod(_DIR, 0o1777)
 os.environ["GPUPOOL_CLAIMS"] = _DIR
 # Not inside someone else's claim: claim() would return that one's GPUs.
 for _name in ("GPUPOOL_CLAIMED", "GPUPOOL_TASK"):
