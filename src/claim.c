@@ -485,7 +485,8 @@ gp_claim_try(struct gp_claimer *c, const struct gp_claim_req *r, int *got,
 		say_why(c, r, rm, why, len);
 	if (rc < 0 && why != NULL && len > 0)
 		snprintf(why, len, "every GPU counts as held: %s: %s",
-		    gp_ct.path, strerror(-rc));
+		    gp_ct.path, rc == -EUSERS ? "its 4096 slots are taken "
+		    "(holders and waiters)" : strerror(-rc));
 	gp_ct_unload();
 	end();
 	return rc < 0 ? 0 : rc;

@@ -362,7 +362,7 @@ gp_ct_new_slot(void)
 		memset(&gp_ct.t->s[i], 0, sizeof(gp_ct.t->s[i]));
 		return (int)i;
 	}
-	return -ENOSPC;
+	return -EUSERS;
 }
 
 void

@@ -109,7 +109,8 @@ int	gp_ct_put_slot(int i);
 int	gp_ct_put_hdr(void);
 /* Each slot's S_* into gp_ct.cls, dead ones cleared. */
 void	gp_ct_classify(void);
-/* A free slot, its byte locked by us: >= 0 or a negative errno. */
+/* A free slot, its byte locked by us: >= 0, -EUSERS when every one of
+ * the CL_MAXS is taken, or a negative errno. */
 int	gp_ct_new_slot(void);
 void	gp_ct_free_slot(int i);
 /* Slot s made this process's, of kind, with mem bytes. */

@@ -502,6 +502,34 @@ run_jobs(struct opts *o, char **gpus)
 }
 
 /* The run itself, once the options are known; --dry-run too. */
+/* The ranks of one run are one gpupool: on a machine they share, one
+ * claimant (GPUPOOL_CLAIM_GROUP, from the job's name the launcher gives
+ * each rank: PMIx, Open MPI, MPICH's Hydra, Slurm), as the pools of one
+ * process are, rather than separate runs waiting for each other. */
+static void
+claim_group(void)
+{
+	static const char *const vars[] = { "PMIX_NAMESPACE",
+	    "OMPI_MCA_ess_base_jobid", "PMI_KVSNAME" };
+	const char	*job = NULL, *step;
+	char		 g[256];
+	size_t		 i;
+
+	if ((job = getenv("GPUPOOL_CLAIM_GROUP")) != NULL && *job != '\0')
+		return;
+	for (i = 0, job = NULL; i < sizeof(vars) / sizeof(vars[0]) &&
+	    (job == NULL || *job == '\0'); i++)
+		job = getenv(vars[i]);
+	if (job != NULL && *job != '\0')
+		snprintf(g, sizeof(g), "ranks:%s", job);
+	else if ((job = getenv("SLURM_JOB_ID")) != NULL && *job != '\0') {
+		step = getenv("SLURM_STEP_ID");
+		snprintf(g, sizeof(g), "ranks:%s.%s", job, step ? step : "");
+	} else
+		return;
+	(void)setenv("GPUPOOL_CLAIM_GROUP", g, 1);
+}
+
 static int
 run_main(const struct opts *o)
 {
@@ -529,6 +557,8 @@ run_main(const struct opts *o)
 	}
 	if (r.rk == NULL)
 		(void)sigprocmask(SIG_UNBLOCK, &set, NULL);
+	if (ranks_size(r.rk) > 1)
+		claim_group();
 	if (ranks_rank(r.rk) > 0)
 		/* Tasks come from rank 0, which alone reads FILE. */
 		rc = o->dry_run ? 0 : run_tasks(&r);
