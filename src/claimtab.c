@@ -373,6 +373,18 @@ gp_ct_free_slot(int i)
 	(void)gp_ct_lock(CL_LOCKS + 1 + i, F_UNLCK, 0);
 }
 
+/* At most n bytes of s for people, each control character a blank: a
+ * table's command lines are anyone's to write. */
+static void
+printable(char *out, size_t len, const char *s, size_t n)
+{
+	size_t	 i;
+
+	for (i = 0; i < n && i + 1 < len && s[i] != '\0'; i++)
+		out[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? ' ' : s[i];
+	out[i] = '\0';
+}
+
 /* This process's command line for people: the program's base name,
  * then its words, cut. */
 static void
@@ -394,7 +406,7 @@ read_cmd(char *cmd, size_t len)
 	for (k = 0; k < n - 1; k++)
 		if (all[k] == '\0')
 			all[k] = ' ';
-	snprintf(cmd, len, "%s", b);
+	printable(cmd, len, b, len);
 }
 
 void
@@ -467,17 +479,19 @@ void
 gp_ct_describe(const struct cl_slot *h, char *buf, size_t len)
 {
 	char		 who[64], when[16] = "?", mem[32] = "";
+	char		 cmd[sizeof(h->cmd) + 1];
 	struct tm	 tm;
 	time_t		 t = (time_t)(h->since_ms / 1000);
 
+	printable(cmd, sizeof(cmd), h->cmd, sizeof(h->cmd));
 	user_name((uid_t)h->uid, who, sizeof(who));
 	if (localtime_r(&t, &tm) != NULL)
 		strftime(when, sizeof(when), "%H:%M", &tm);
 	if (h->mem > 0)
 		snprintf(mem, sizeof(mem), ", %.1f GiB",
 		    (double)h->mem / (double)(1ull << 30));
-	snprintf(buf, len, "%s, pid %d, %.40s, since %s%s", who, (int)h->pid,
-	    h->cmd, when, mem);
+	snprintf(buf, len, "%s, pid %d, %s, since %s%s", who, (int)h->pid,
+	    cmd, when, mem);
 }
 
 /* The directory in effect: dir, else $GPUPOOL_CLAIMS, else the default;
@@ -509,8 +523,7 @@ info(struct gp_claim_info *o, const struct cl_slot *s, const struct cl_gpu *g,
 	o->pid = s->pid;
 	o->uid = s->uid;
 	user_name((uid_t)s->uid, o->user, sizeof(o->user));
-	memcpy(o->cmd, s->cmd, sizeof(o->cmd));
-	o->cmd[sizeof(o->cmd) - 1] = '\0';
+	printable(o->cmd, sizeof(o->cmd), s->cmd, sizeof(s->cmd));
 	o->since_ms = s->since_ms;
 	o->mem = s->mem;
 	o->total = g->total;

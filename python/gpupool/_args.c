@@ -253,3 +253,19 @@ gpy_parse_size(PyObject *mod, PyObject *arg)
 	}
 	return PyLong_FromUnsignedLongLong(b);
 }
+
+/* fake_gpus: None (GPUPOOL_FAKE_GPUS, as the library reads it) or a
+ * count into o.fake_gpus (out of range: -1, which the library refuses).
+ * 0, or -1 with an exception set. */
+int
+gpy_fake_gpus(struct gpy_args *a)
+{
+	long	 v;
+
+	if (a->fake == NULL || a->fake == Py_None)
+		return 0;
+	if ((v = PyLong_AsLong(a->fake)) == -1 && PyErr_Occurred())
+		return -1;
+	a->o.fake_gpus = v > INT32_MAX || v < 0 ? -1 : (int)v;
+	return 0;
+}

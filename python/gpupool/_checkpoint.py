@@ -89,7 +89,7 @@ def fn_identity(fn):
     of a bound method, of the class of a callable instance); starmap's
     wrapper and functools.partial say so, a partial with its arguments'
     digest."""
-    from ._pool import _Star
+    from ._task import _Star
     if isinstance(fn, _Star):
         return "*" + fn_identity(fn.fn)
     if isinstance(fn, functools.partial):

@@ -15,7 +15,8 @@ import time
 from concurrent import futures
 
 from . import _jobs
-from ._pool import Pool, _Star
+from ._pool import Pool
+from ._task import _Star
 
 
 class Executor(futures.Executor):

@@ -1,9 +1,10 @@
 /*
- * _gpupool.h: what the two C files of the extension module share.
+ * _gpupool.h: what the C files of the extension module share.
  *
  * _gpupool.c: the module, the Pool type and the caller's side (create,
  * info, close; the rules on the GIL and Ctrl-C).
  * _call.c: run (the GIL released while it waits, signals).
+ * _claim.c: waits for claims, claim(), unclaim(), claims_list().
  * _worker.c: the worker's side (the fork hook, the C init/fn/fini that
  * call the Python callables, os.environ sync, current()) and the
  * gp_worker_info -> dict conversion both sides use.
@@ -58,6 +59,20 @@ struct gpy_args {
 int	 gpy_args_parse(PyObject *pos, PyObject *kw, struct gpy_args *g);
 void	 gpy_args_release(struct gpy_args *g);
 PyObject *gpy_parse_size(PyObject *mod, PyObject *arg);
+/* fake_gpus: None (GPUPOOL_FAKE_GPUS, as the library reads it) or a
+ * count into o.fake_gpus. 0, or -1 with an exception set. */
+int	 gpy_fake_gpus(struct gpy_args *a);
+
+/* _claim.c: waits for claims that a signal ends (Python's wakeup fd the
+ * write end of cancel, the pipe the library's wait watches): begin, 0
+ * (*old the wakeup fd to restore) or -1; end, 1 a signal came and every
+ * handler returned, 0 none came, -1 a handler raised. claim(),
+ * unclaim() and claims_list(), the module's. */
+int	 gpy_wait_begin(const int *cancel, PyObject **old);
+int	 gpy_wait_end(const int *cancel, PyObject *old);
+PyObject *gpy_claim(PyObject *mod, PyObject *args, PyObject *kw);
+PyObject *gpy_unclaim(PyObject *mod, PyObject *noargs);
+PyObject *gpy_claims_list(PyObject *mod, PyObject *args);
 
 /* _call.c */
 PyObject *gpy_run(PoolObject *self, PyObject *args, PyObject *kw);

@@ -117,17 +117,11 @@ class Pool(Driver):
     CUDA_VISIBLE_DEVICES). The GPUs are watched by NVML in a monitor
     child, never in this process; gpus() and monitor say what it sees.
 
-    Claims (host-wide, between gpupools): before its workers start, the
-    pool waits its turn for its GPUs, all of them, and holds them for its
-    life, so no other gpupool on this host (another Pool, gpupool-run,
-    a gpupool.claim() script, of any user) places work there meanwhile;
-    with gpu_mem declared, a GPU is shared with other declared claims
-    while the sum fits. Waiting, it says so once on stderr, naming the
-    holders; claim_timeout (seconds; 0: do not wait; None: as long as it
-    takes) ends the wait with TimeoutError, and so does Ctrl-C
-    (KeyboardInterrupt). claims: the claims directory (None:
-    GPUPOOL_CLAIMS, else /run/lock/gpupool; "none": no claims).
-    gpupool.claims() lists holders and waiters.
+    Claims: before its workers start, the pool waits its turn for all its
+    GPUs, held for its life against every other gpupool of this host (with
+    gpu_mem, declared claims share a GPU while their sum fits); claim_timeout
+    (s; 0: do not wait) ends a wait with TimeoutError; claims: the directory
+    (GPUPOOL_CLAIMS, /run/lock/gpupool; "none"). See gpupool.claims().
 
     Across nodes: in a script run by `python -m gpupool` under an MPI
     launcher, the pool spans every rank (ranks=False: this machine
@@ -406,7 +400,7 @@ class Pool(Driver):
 
     def starmap(self, fn, iterable, chunksize=None, **kw):
         """map() with fn(*args) for each args in iterable."""
-        return self.map(_Star(fn), iterable, chunksize, **kw)
+        return self.map(_task._Star(fn), iterable, chunksize, **kw)
 
     def _stream(self, fn, iterable, chunksize, ordered, return_exceptions,
                 progress, window, checkpoint):
@@ -561,7 +555,7 @@ class Pool(Driver):
     def starmap_async(self, func, iterable, chunksize=None, callback=None,
                       error_callback=None):
         """map_async() with func(*args) for each args in iterable."""
-        return self.map_async(_Star(func), iterable, chunksize, callback,
+        return self.map_async(_task._Star(func), iterable, chunksize, callback,
                               error_callback)
 
     def close(self):
@@ -704,12 +698,3 @@ class Pool(Driver):
             self.terminate()
         return False
 
-
-class _Star:
-    """fn(*args), picklable when fn is."""
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __call__(self, args):
-        return self.fn(*args)

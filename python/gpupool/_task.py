@@ -659,3 +659,13 @@ class Initializer:
                     os.close(fd)
                 except OSError:
                     pass
+
+
+class _Star:
+    """fn(*args), picklable when fn is (starmap's)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, args):
+        return self.fn(*args)

@@ -128,9 +128,10 @@ class Job:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="gpupool-ranks.")
         self.token = uuid.uuid4().hex
+        # Of gpupool's variables only the session's claims directory.
         self.env = {k: v for k, v in os.environ.items()
                     if not k.startswith(("GPUPOOL_", "OMPI_", "PMIX_",
-                                         "SLURM_"))}
+                                         "SLURM_")) or k == "GPUPOOL_CLAIMS"}
         self.env.update(GP_DIR=self.dir, GP_RANKS_MARK=self.token,
                         PYTHONPATH=PKG_DIR, PYTHONUNBUFFERED="1")
         self.procs = []
