@@ -388,11 +388,13 @@ def test_second_driver_refused_naming_the_first_then_waits(tmp_path, side):
             r = p.map(gated, range(40), chunksize=1, checkpoint=sys.argv[1])
         print("a done", r == [i * 10 for i in range(40)], flush=True)
     """)
+    # b's pool claims no GPU: this is a test of the checkpoint's lock,
+    # which a pool waiting for a's GPUs would reach only once a ended.
     b = _script(tmp_path, "b.py", """
         def gated(i):
             _mark(i)
             return i * 10
-        with gpupool.Pool(fake_gpus=2) as p:
+        with gpupool.Pool(fake_gpus=2, claims="none") as p:
             try:
                 p.map(gated, range(40), checkpoint=sys.argv[1])
             except gpupool.CheckpointError as e:
