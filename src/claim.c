@@ -511,7 +511,14 @@ gp_claim_drop(struct gp_claimer *c, int i, uint64_t mem)
 	if (c == NULL || c->gpu[i].n == 0 || begin(c) < 0)
 		return;
 	count(c, i, mem, -1);
-	if (gp_ct.fd >= 0 && gp_ct_lock(CL_LOCKS, F_WRLCK, 1) == 0) {
+	if (c->gpu[i].n == 0 && c->gpu[i].hold >= 0 && gp_ct.fd >= 0) {
+		/* The last claim: the slot is zeroed, then its byte let go,
+		 * with no need of the guard (nobody else writes a live slot,
+		 * and one read half zeroed counts, at worst, as held for one
+		 * more decision). Two system calls a task. */
+		gp_ct_free_slot(c->gpu[i].hold);
+		c->gpu[i].hold = -1;
+	} else if (gp_ct.fd >= 0 && gp_ct_lock(CL_LOCKS, F_WRLCK, 1) == 0) {
 		if (sync_hold(c, i) < 0 && c->gpu[i].n == 0)
 			c->gpu[i].hold = -1;
 		gp_ct_unload();

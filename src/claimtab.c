@@ -174,7 +174,7 @@ int
 gp_ct_load(void)
 {
 	ssize_t		 n;
-	size_t		 want;
+	size_t		 want, got, guess;
 	uint32_t	 i;
 
 	if (gp_ct.fd < 0) {
@@ -190,7 +190,11 @@ gp_ct_load(void)
 		gp_ct_bad("%s: cannot lock (%s)", strerror(errno));
 		return -1;
 	}
-	n = pread(gp_ct.fd, &gp_ct.t->h, sizeof(gp_ct.t->h), 0);
+	/* The header and as many slots as were in use last time, and a
+	 * few more, in one read: most loads need no second. */
+	guess = gp_ct.t->h.hi + 8 < CL_MAXS ? gp_ct.t->h.hi + 8 : CL_MAXS;
+	n = pread(gp_ct.fd, gp_ct.t, sizeof(gp_ct.t->h) + guess *
+	    sizeof(struct cl_slot), 0);
 	if (n == 0) {		/* made empty by someone: start it again */
 		memset(&gp_ct.t->h, 0, sizeof(gp_ct.t->h));
 		memcpy(gp_ct.t->h.magic, CL_MAGIC, sizeof(CL_MAGIC));
@@ -200,7 +204,7 @@ gp_ct_load(void)
 			goto io;
 		n = sizeof(gp_ct.t->h);
 	}
-	if (n != (ssize_t)sizeof(gp_ct.t->h) || memcmp(gp_ct.t->h.magic,
+	if (n < (ssize_t)sizeof(gp_ct.t->h) || memcmp(gp_ct.t->h.magic,
 	    CL_MAGIC, sizeof(CL_MAGIC)) != 0 || gp_ct.t->h.hi > CL_MAXS ||
 	    gp_ct.t->h.ngpus > GP_CLAIM_MAXG) {
 		(void)gp_ct_lock(CL_LOCKS, F_UNLCK, 0);
@@ -208,11 +212,21 @@ gp_ct_load(void)
 		    strerror(errno) : "its header is wrong");
 		return -1;
 	}
-	want = (size_t)gp_ct.t->h.hi * sizeof(struct cl_slot);
-	memset(gp_ct.t->s, 0, want);
-	if (want > 0 && pread(gp_ct.fd, gp_ct.t->s, want,
-	    sizeof(gp_ct.t->h)) < 0)
-		goto io;
+	got = (size_t)(n - (ssize_t)sizeof(gp_ct.t->h)) /
+	    sizeof(struct cl_slot);
+	if (gp_ct.t->h.hi > guess) {
+		want = (gp_ct.t->h.hi - guess) * sizeof(struct cl_slot);
+		if ((n = pread(gp_ct.fd, &gp_ct.t->s[guess], want,
+		    sizeof(gp_ct.t->h) + guess * sizeof(struct cl_slot))) < 0)
+			goto io;
+		got = got < guess ? got : guess + (size_t)n /
+		    sizeof(struct cl_slot);
+	}
+	/* A file shorter than its slots in use (cut by someone): the
+	 * rest are free. */
+	if (got < gp_ct.t->h.hi)
+		memset(&gp_ct.t->s[got], 0, (gp_ct.t->h.hi - got) *
+		    sizeof(struct cl_slot));
 	if (gp_ct.ng > (int)gp_ct.t->h.ngpus)
 		gp_ct.ng = 0;	/* a table started again */
 	if ((int)gp_ct.t->h.ngpus > gp_ct.ng) {
