@@ -442,8 +442,10 @@ gp_ct_join(const char *dir, char *err, size_t errlen)
 	size_t	 n = strlen(dir);
 
 	if (gp_ct.pid == 0) {
+		/* Zeroed: a load reads as many slots as the last one found
+		 * in use, none the first time. */
 		if (gp_ct.t == NULL &&
-		    (gp_ct.t = malloc(sizeof(*gp_ct.t))) == NULL)
+		    (gp_ct.t = calloc(1, sizeof(*gp_ct.t))) == NULL)
 			return -ENOMEM;
 		while (getrandom(&gp_ct.token, sizeof(gp_ct.token), 0) < 0 ||
 		    gp_ct.token == 0)
