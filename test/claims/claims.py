@@ -554,7 +554,7 @@ def t_hostile(gr, holder):
     c = Case("hostile")
     write_tasks(c.path("t"), ["touch %s" % c.path("ran")])
     write_tasks(c.path("ok"), ["true"] * 4)
-    cases = ["symlink", "directory", "garbage"]
+    cases = ["symlink", "symlink-empty", "directory", "garbage"]
     name = throwaway_user()
     if name is not None:
         cases.append("foreign")
@@ -570,6 +570,13 @@ def t_hostile(gr, holder):
                 target = c.path("precious")
                 with open(target, "w") as f:
                     f.write("precious\n")
+                os.symlink(target, table)
+            elif kind == "symlink-empty":
+                # An empty file followed would be made a table: written,
+                # and opened to every user.
+                target = c.path("empty")
+                open(target, "w").close()
+                os.chmod(target, 0o600)
                 os.symlink(target, table)
             elif kind == "directory":
                 os.mkdir(table)
@@ -594,6 +601,11 @@ def t_hostile(gr, holder):
             if kind == "symlink":
                 check(read(target) == "precious\n", "the symlink's target "
                       "was written")
+            if kind == "symlink-empty":
+                st = os.stat(target)
+                check(st.st_size == 0 and st.st_mode & 0o777 == 0o600,
+                      "the symlink's empty target was made a table (%d "
+                      "bytes, mode %o)" % (st.st_size, st.st_mode & 0o777))
             if kind == "garbage":
                 with open(table, "rb") as f:
                     check(f.read() == bytes(range(256)) * 64, "garbage: "
