@@ -144,7 +144,7 @@ rooms(struct room *r, uint64_t ticket)
 {
 	uint32_t	 i;
 
-	memset(r, 0, sizeof(*r) * GP_CLAIM_MAXG);
+	memset(r, 0, sizeof(*r) * gp_ct.t->h.ngpus);
 	for (i = 0; i < gp_ct.t->h.hi; i++)
 		if (gp_ct.cls[i] != S_NONE && gp_ct.t->s[i].kind == CL_HOLD)
 			take(r, (int)gp_ct.t->s[i].gpu, gp_ct.t->s[i].mem,
@@ -365,7 +365,6 @@ set_wait(struct gp_claimer *c, const struct gp_claim_req *r)
 	was = *s;
 	s->mem = r->mem;
 	s->n = (uint32_t)r->n;
-	s->partial = (uint32_t)r->partial;
 	memset(s->set, 0, sizeof(s->set));
 	for (i = 0; i < r->nset; i++)
 		s->set[c->gpu[r->set[i]].tix / 8] |=
@@ -463,10 +462,10 @@ gp_claim_try(struct gp_claimer *c, const struct gp_claim_req *r, int *got,
 		if (may(c, rm, r->set[i], r->mem))
 			got[n++] = r->set[i];
 	if (r->look) {		/* only a look: nothing taken, no ticket */
-		if (!(n == r->n || (r->partial && n > 0)))
+		if (n < r->n)
 			say_why(c, r, rm, why, len);
-		rc = n == r->n || (r->partial && n > 0) ? n : 0;
-	} else if (n == r->n || (r->partial && n > 0)) {
+		rc = n == r->n ? n : 0;
+	} else if (n == r->n) {
 		for (k = 0; k < n && rc == 0; k++) {
 			count(c, got[k], r->mem, 1);
 			if ((rc = sync_hold(c, got[k])) < 0)
@@ -525,12 +524,6 @@ gp_claim_drop(struct gp_claimer *c, int i, uint64_t mem)
 	} else if (c->gpu[i].n == 0)
 		c->gpu[i].hold = -1;	/* the table is gone: so is it */
 	end();
-}
-
-int
-gp_claim_holds(const struct gp_claimer *c, int i)
-{
-	return c != NULL && c->gpu[i].n > 0;
 }
 
 void
@@ -600,10 +593,8 @@ gp_claim_wait(struct gp_claimer *c, const struct gp_claim_req *r, int *got,
 		}
 		if (!said) {
 			said = 1;
-			fprintf(stderr, "gpupool: waiting for %s%d GPU%s: "
-			    "%s\n", r->partial ? "at least " : "",
-			    r->partial ? 1 : r->n, r->partial || r->n == 1 ?
-			    "" : "s", why);
+			fprintf(stderr, "gpupool: waiting for %d GPU%s: %s\n",
+			    r->n, r->n == 1 ? "" : "s", why);
 		}
 		fd = gp_claim_fd(c);
 		ms = fd < 0 ? GP_CLAIM_POLL_MS : 1000;

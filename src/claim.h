@@ -18,11 +18,10 @@
 struct gp_claimer;
 
 /* What a claimer asks for: n of the GPUs in set (gp_claim_gpu()'s
- * indices), each with mem bytes (0: the whole GPU, exclusive). partial:
- * what it can have now, at least one; else all n at once. */
+ * indices), all at once, each with mem bytes (0: the whole GPU,
+ * exclusive). */
 struct gp_claim_req {
 	int		 n;
-	int		 partial;
 	uint64_t	 mem;
 	const int	*set;
 	int		 nset;
@@ -56,8 +55,6 @@ void	gp_claim_unwait(struct gp_claimer *c);
 /* Give back one claim of mem bytes on GPU i (the GPU when it was the
  * last). */
 void	gp_claim_drop(struct gp_claimer *c, int i, uint64_t mem);
-/* Whether c holds GPU i. */
-int	gp_claim_holds(const struct gp_claimer *c, int i);
 /* In a fork's child (a worker), before anything else: c's inotify fd
  * and this process's copy of the table fd close (the claims stay the
  * parent's). */

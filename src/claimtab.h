@@ -38,7 +38,7 @@ struct cl_slot {
 	uint32_t	 n;		/* WAIT: GPUs wanted */
 	uint64_t	 mem;		/* bytes per GPU; 0: whole */
 	int64_t		 since_ms;	/* CLOCK_REALTIME */
-	uint32_t	 partial;	/* WAIT: takes fewer than n */
+	uint32_t	 spare;		/* 0 */
 	uint32_t	 gpu;		/* HOLD: its GPU */
 	uint8_t		 set[GP_CLAIM_MAXG / 8];	/* WAIT: GPUs it takes */
 	uint64_t	 group;		/* its job's ($GPUPOOL_CLAIM_GROUP) */

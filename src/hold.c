@@ -33,65 +33,82 @@ life_mem(const struct gp_pool *p)
 }
 
 int
-gp_hold_start(struct gp_pool *p, char *err, size_t errlen)
+gp_hold_open(struct gp_pool *p, struct gp_claimer **c, char *err,
+    size_t errlen)
 {
-	struct gp_claim_req	 r = { 0 };
-	char			 why[300];
-	int			 i, rc;
+	int	 i, rc;
 
-	if ((rc = gp_claim_open(&p->hd.cl, p->o.claims, err, errlen)) < 0 ||
-	    p->hd.cl == NULL)
+	if ((rc = gp_claim_open(c, p->o.claims, err, errlen)) < 0 ||
+	    *c == NULL)
 		return rc;
-	if ((p->hd.set = calloc((size_t)p->ngpus, sizeof(int))) == NULL ||
-	    (p->hd.pend = calloc((size_t)p->ngpus, sizeof(int))) == NULL)
+	if (p->hd.set == NULL &&
+	    (p->hd.set = calloc((size_t)p->ngpus, sizeof(int))) == NULL)
 		return -ENOMEM;
 	for (i = 0; i < p->ngpus; i++) {
-		if ((rc = gp_claim_gpu(p->hd.cl, gp_hold_key(&p->gpus[i]),
+		if ((rc = gp_claim_gpu(*c, gp_hold_key(&p->gpus[i]),
 		    p->wt.gs[i].total ? p->wt.gs[i].total :
 		    p->gpus[i].mem_bytes)) < 0)
 			return gp_errf(err, errlen, rc, "claims: more than %d "
 			    "GPUs", GP_CLAIM_MAXG);
 		p->hd.set[i] = i;
 	}
-	if (p->o.flags & GP_POOL_CLAIM_ITEMS)
-		return 0;
-	r.n = r.nset = p->ngpus;
-	r.set = p->hd.set;
-	r.mem = life_mem(p);
-	rc = gp_claim_wait(p->hd.cl, &r, p->hd.pend, p->o.claim_timeout_ms,
+	return 0;
+}
+
+int
+gp_hold_wait(struct gp_pool *p, int n, uint64_t mem, int *got, char *err,
+    size_t errlen)
+{
+	struct gp_claim_req	 r = { .n = n, .mem = mem, .set = p->hd.set,
+				    .nset = p->ngpus };
+	char			 why[300];
+	int			 rc;
+
+	rc = gp_claim_wait(p->hd.cl, &r, got, p->o.claim_timeout_ms,
 	    (p->o.flags & GP_POOL_CANCEL_FD) ? p->o.cancel_fd : -1, why,
 	    sizeof(why));
-	if (rc == -ETIMEDOUT)
-		return gp_errf(err, errlen, GP_ECLAIM, "the pool's %d GPU%s "
-		    "could not be claimed %s: %s", p->ngpus, p->ngpus > 1 ?
-		    "s" : "", p->o.claim_timeout_ms < 0 ? "at once" :
-		    "in claim_timeout", why);
-	if (rc == -ECANCELED)
-		return gp_errf(err, errlen, GP_ECLAIM, "canceled while "
-		    "waiting for GPUs: %s", why);
+	if (rc == -ETIMEDOUT || rc == -ECANCELED)
+		return gp_errf(err, errlen, GP_ECLAIM, "%d of %d GPU%s not "
+		    "claimed %s: %s", n, p->ngpus, p->ngpus > 1 ? "s" : "",
+		    rc == -ECANCELED ? "(the wait was canceled)" :
+		    p->o.claim_timeout_ms < 0 ? "at once" : "in claim_timeout",
+		    why);
 	return rc < 0 ? gp_errf(err, errlen, rc, "claims: %s",
-	    strerror(-rc)) : 0;
+	    strerror(-rc)) : rc;
+}
+
+int
+gp_hold_start(struct gp_pool *p, char *err, size_t errlen)
+{
+	int	 rc;
+
+	if ((rc = gp_hold_open(p, &p->hd.cl, err, errlen)) < 0 ||
+	    p->hd.cl == NULL)
+		return rc;
+	if ((p->hd.pend = calloc((size_t)p->ngpus, sizeof(int))) == NULL)
+		return -ENOMEM;
+	if (p->o.flags & GP_POOL_CLAIM_ITEMS)
+		return 0;
+	rc = gp_hold_wait(p, p->ngpus, life_mem(p), p->hd.pend, err, errlen);
+	return rc < 0 ? rc : 0;
 }
 
 int
 gp_hold_mark(struct gp_pool *p)
 {
-	struct gp_claimer	*c;
+	struct gp_claimer	*c = NULL;
 	struct gp_claim_req	 r = { .n = 1, .nset = 1, .look = 1 };
 	struct gp_gstate	*g;
-	int			 i, k, n = 0, got;
+	int			 i, n = 0, got;
 
-	if (gp_claim_open(&c, p->o.claims, NULL, 0) < 0 || c == NULL)
+	if (gp_hold_open(p, &c, NULL, 0) < 0 || c == NULL) {
+		gp_claim_close(c);
 		return 0;
-	for (i = 0; i < p->ngpus; i++)
-		(void)gp_claim_gpu(c, gp_hold_key(&p->gpus[i]),
-		    p->wt.gs[i].total ? p->wt.gs[i].total :
-		    p->gpus[i].mem_bytes);
+	}
 	r.mem = life_mem(p);
 	for (i = 0; i < p->ngpus; i++) {
 		g = &p->wt.gs[i];
-		k = i;
-		r.set = &k;
+		r.set = &p->hd.set[i];
 		if (g->busy || gp_claim_try(c, &r, &got, g->why,
 		    sizeof(g->why)) > 0)
 			continue;
@@ -111,8 +128,8 @@ gp_hold_items(const struct gp_pool *p)
 int
 gp_hold_set(struct gp_pool *p, const int *set, int n, int want, uint64_t mem)
 {
-	struct gp_claim_req	 r = { .n = want, .partial = 0, .mem = mem,
-				    .set = set, .nset = n };
+	struct gp_claim_req	 r = { .n = want, .mem = mem, .set = set,
+				    .nset = n };
 	char			 why[300];
 	int			 rc;
 

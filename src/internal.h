@@ -430,6 +430,15 @@ void	gp_watch_read(struct gp_pool *p);
 int	gp_hold_start(struct gp_pool *p, char *err, size_t errlen);
 /* A GPU's name in the claims table (standalone.c's gp_claim() too). */
 const char *gp_hold_key(const struct gp_gpu *g);
+/* A claimer in *c with each of p's GPUs named (p->hd.set their
+ * indices): 0 (*c NULL: claims are off) or a negative code with err. */
+int	gp_hold_open(struct gp_pool *p, struct gp_claimer **c, char *err,
+	    size_t errlen);
+/* Wait its turn (claim_timeout_ms, cancel_fd) for n of p's GPUs, each
+ * with mem bytes, through p->hd.cl: n, with the GPUs in got; GP_ECLAIM
+ * or a negative errno with err saying why and who holds them. */
+int	gp_hold_wait(struct gp_pool *p, int n, uint64_t mem, int *got,
+	    char *err, size_t errlen);
 /* GPUS_FREE, before the workers are placed: each GPU another gpupool
  * holds now (or keeps for an earlier waiter) is busy, its why saying who.
  * Returns how many. */

@@ -21,9 +21,8 @@ int
 gp_claim(const struct gp_pool_opts *o, int n, char *visible, size_t len)
 {
 	struct gp_pool_opts	 po = *o;
-	struct gp_claim_req	 r = { 0 };
 	struct gp_pool		*p;
-	char			*err = o->errbuf, why[300];
+	char			*err = o->errbuf;
 	size_t			 errlen = o->errlen, at = 0;
 	int			 i, rc, got[GP_CLAIM_MAXG];
 
@@ -39,36 +38,14 @@ gp_claim(const struct gp_pool_opts *o, int n, char *visible, size_t len)
 		    n, p->ngpus);
 		goto out;
 	}
-	if ((rc = gp_claim_open(&p->hd.cl, p->o.claims, err, errlen)) < 0)
+	if ((rc = gp_hold_open(p, &p->hd.cl, err, errlen)) < 0)
 		goto out;
 	if (p->hd.cl == NULL) {
 		rc = gp_errf(err, errlen, -EINVAL, "claims are off (none)");
 		goto out;
 	}
-	if ((p->hd.set = calloc((size_t)p->ngpus, sizeof(int))) == NULL) {
-		rc = -ENOMEM;
+	if ((rc = gp_hold_wait(p, n, p->o.item_mem, got, err, errlen)) < 0)
 		goto out;
-	}
-	for (i = 0; i < p->ngpus; i++) {
-		(void)gp_claim_gpu(p->hd.cl, gp_hold_key(&p->gpus[i]),
-		    p->gpus[i].mem_bytes);
-		p->hd.set[i] = i;
-	}
-	r.n = n;
-	r.nset = p->ngpus;
-	r.set = p->hd.set;
-	r.mem = p->o.item_mem;
-	rc = gp_claim_wait(p->hd.cl, &r, got, p->o.claim_timeout_ms,
-	    (p->o.flags & GP_POOL_CANCEL_FD) ? p->o.cancel_fd : -1, why,
-	    sizeof(why));
-	if (rc < 0) {
-		rc = gp_errf(err, errlen, rc == -ETIMEDOUT ||
-		    rc == -ECANCELED ? GP_ECLAIM : rc, "%d GPU%s not claimed "
-		    "%s: %s", n, n > 1 ? "s" : "", rc == -ECANCELED ?
-		    "(canceled)" : p->o.claim_timeout_ms < 0 ? "at once" :
-		    "in time", why);
-		goto out;
-	}
 	for (i = 0; i < n; i++)
 		at += (size_t)snprintf(visible + (at < len ? at : len),
 		    at < len ? len - at : 0, "%s%s", i ? "," : "",

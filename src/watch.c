@@ -396,8 +396,8 @@ place_many(struct gp_pool *p, uint64_t mem, int m)
 static struct gp_worker *
 place_claimed(struct gp_pool *p, uint64_t mem, struct gp_job *job)
 {
-	struct gp_worker	*w, *first = NULL;
-	int			 j, g, n = 0, *set = p->wt.avail;
+	struct gp_worker	*w;
+	int			 j, g, n = 0, asked = 0, *set = p->wt.avail;
 
 	for (g = 0; g < p->ngpus; g++)
 		set[g] = 0;
@@ -406,23 +406,23 @@ place_claimed(struct gp_pool *p, uint64_t mem, struct gp_job *job)
 		if (w->state != GP_W_IDLE || !home_fits(p, w, mem))
 			continue;
 		if (w->nhome > 1) {	/* a set of its own: all or none */
+			asked = 1;
 			if (gp_hold_set(p, w->home, w->nhome, w->nhome, mem))
 				break;
 			continue;
 		}
-		if (first == NULL)
-			first = w;
 		set[w->home[0]] = 1;
 	}
+	for (g = 0; g < p->ngpus; g++)
+		if (set[g])
+			p->wt.pick[n++] = g;
 	if (j < p->nw)
 		w = &p->w[(p->rr + j) % p->nw];
-	else if (first == NULL)
+	else if (n == 0)
 		w = NULL;
 	else {
-		for (g = 0; g < p->ngpus; g++)
-			if (set[g])
-				p->wt.pick[n++] = g;
 		w = NULL;
+		asked = 1;
 		if (gp_hold_set(p, p->wt.pick, n, 1, mem) == 1)
 			for (j = 0; j < p->nw && w == NULL; j++) {
 				w = &p->w[(p->rr + j) % p->nw];
@@ -432,7 +432,7 @@ place_claimed(struct gp_pool *p, uint64_t mem, struct gp_job *job)
 					w = NULL;
 			}
 	}
-	if (w == NULL && first == NULL)
+	if (w == NULL && !asked)	/* else the claims said why */
 		wait_reason(p, mem, 1);
 	else if (w != NULL) {
 		p->wt.wait[0] = '\0';
