@@ -106,6 +106,25 @@ class Link:
         self.fd = self.sock.fileno()
         self._frame(FR_START, 0, b"")
 
+    def _ended(self):
+        """Why the MPI process ended before its first frame."""
+        try:
+            rc = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            rc = None
+        if rc == 127:
+            try:
+                from ._mpilib import MPI_WHAT
+            except ImportError:
+                MPI_WHAT = ""
+            if MPI_WHAT:
+                return ("MPI did not start: gpupool's MPI process needs the "
+                        "machine's MPI library %s, which cannot be loaded "
+                        "(the loader's message is above): install that MPI "
+                        "or load its module, or pip install gpupool from "
+                        "source against this machine's MPI" % MPI_WHAT)
+        return "MPI did not start: its process (pid %d) ended" % self.proc.pid
+
     def _first(self):
         """The MPI process's first frame, waited for (FR_ERR raises);
         what follows it stays in buf for recv()."""
@@ -113,8 +132,7 @@ class Link:
         while not out:
             b = self.sock.recv(_READ)
             if not b:
-                raise LinkError("MPI did not start: its process (pid %d) "
-                                "ended" % self.proc.pid)
+                raise LinkError(self._ended())
             self.buf += b
             self._parse(out, most=1)
         return out[0]

@@ -6,6 +6,7 @@
  * anything; without that program, several processes of a launcher are
  * refused, since each would run every task.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <libgen.h>
@@ -14,6 +15,9 @@
 #include <unistd.h>
 
 #include "ranks.h"
+#ifdef GP_MPI_PROGRAM
+#include "mpi_lib.h"
+#endif
 
 extern char **environ;
 
@@ -40,12 +44,35 @@ mpi_program(void)
 	return NULL;
 }
 
+/*
+ * The machine's MPI library, loaded to see that it is there: the program
+ * needs it, and a wheel does not carry it (it must match this machine's
+ * launcher and network). Without it the dynamic loader would only say
+ * that a file is missing, from inside every rank.
+ */
+static int
+mpi_loadable(const char *prog, char *err, size_t errlen)
+{
+#ifdef GP_MPI_PROGRAM
+	if (GP_MPI_LIB[0] != '\0' &&
+	    dlopen(GP_MPI_LIB, RTLD_LAZY | RTLD_LOCAL) == NULL) {
+		snprintf(err, errlen, "started by an MPI launcher, but %s needs "
+		    "the machine's MPI library %s, which cannot be loaded (%s): "
+		    "install that MPI or load its module, or build gpupool "
+		    "against this machine's MPI", prog, GP_MPI_WHAT, dlerror());
+		return -1;
+	}
+#endif
+	return 0;
+}
+
 void
 ranks_handover(char **argv, char *err, size_t errlen)
 {
 	const char	*prog;
 
-	if (!launcher_mpi() || (prog = mpi_program()) == NULL)
+	if (!launcher_mpi() || (prog = mpi_program()) == NULL ||
+	    mpi_loadable(prog, err, errlen) == -1)
 		return;
 	argv[0] = (char *)prog;
 	execve(prog, argv, environ);
