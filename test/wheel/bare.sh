@@ -82,6 +82,33 @@ echo "$out" | grep -q "libhwloc-dev" || {
 ! echo "$out" | grep -q Traceback || fail "a traceback without hwloc.pc"
 echo "without hwloc's headers: $(echo "$out" | grep -m1 'libhwloc-dev')"
 
+# Where MPI is installed (this machine), the wheel's ranks use it: 3 ranks
+# of gpupool-run, then of python -m gpupool, each rank on 2 fake GPUs.
+if command -v mpirun >/dev/null; then
+	hv=$build/wheel-venv
+	[ -x "$hv/bin/python" ] || python3 -m venv "$hv"
+	"$hv/bin/pip" install -q --disable-pip-version-check --force-reinstall \
+	    --no-index --find-links "$wh" "$whl"
+	mr="mpirun --allow-run-as-root --oversubscribe -np 3"
+	d=$(mktemp -d)
+	sed 's|examples/train.sh|sh '"$src"'/examples/train.sh|' \
+	    "$src/examples/sweep.txt" >"$d/sweep.txt"
+	(cd "$d" && GPUPOOL_CLAIMS=$d/claims PATH=$hv/bin:$PATH $mr \
+	    gpupool-run --fake-gpus 2 --joblog "$d/log" "$d/sweep.txt" \
+	    >"$d/out" 2>&1) || { cat "$d/out"; fail "mpirun gpupool-run (wheel)"; }
+	[ "$(tail -n +2 "$d/log" | awk '$7 == 0' | wc -l)" = 16 ] ||
+	    { cat "$d/log"; fail "mpirun gpupool-run (wheel): not 16 tasks"; }
+	(cd "$d" && GPUPOOL_CLAIMS=$d/claims $mr "$hv/bin/python" -m gpupool \
+	    "$src/examples/python_sweep.py" >"$d/py" 2>&1) ||
+	    { cat "$d/py"; fail "mpirun python -m gpupool (wheel)"; }
+	ranks=$(sed -n 's/.* ran on rank \([0-9]*\),.*/\1/p' "$d/py" | sort -u |
+	    paste -sd, -)
+	[ "$(grep -c '^job ' "$d/py")" = 100 ] && [ "$ranks" = 0,1,2 ] ||
+	    { cat "$d/py"; fail "python -m gpupool (wheel): not 100 jobs on 3 ranks"; }
+	echo "with this machine's MPI: the wheel's gpupool-run and python -m gpupool over 3 ranks"
+	rm -rf "$d"
+fi
+
 unshare -m --propagation private sh -c '
 	set -e
 	mount -t proc proc "$1/proc"
