@@ -42,10 +42,14 @@ static const char *const skipcomp[] = {
  * topology init; these pull in X11 (gl), an OpenCL loader, libxml2 with
  * ICU (the built-in XML reader serves our fixtures) and libpciaccess: tens
  * of milliseconds and megabytes of RSS in the master, for nothing we use.
+ * The wheel's hwloc (grafted, renamed) looks for plugins where Debian's
+ * does: one of the machine's own hwloc would load beside it, a second
+ * hwloc in the process. Every plugin hwloc 2 ships is named here.
  * hwloc reads HWLOC_PLUGINS_BLACKLIST then; a caller's own value wins.
  */
 #define GP_PLUGINS_BLACKLIST \
-	"hwloc_gl,hwloc_opencl,hwloc_xml_libxml,hwloc_pci,hwloc_cuda,hwloc_nvml"
+	"hwloc_gl,hwloc_opencl,hwloc_xml_libxml,hwloc_pci,hwloc_cuda," \
+	"hwloc_nvml,hwloc_rsmi,hwloc_levelzero"
 
 static int
 topo_init(hwloc_topology_t *t)

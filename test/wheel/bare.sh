@@ -82,6 +82,20 @@ echo "$out" | grep -q "libhwloc-dev" || {
 ! echo "$out" | grep -q Traceback || fail "a traceback without hwloc.pc"
 echo "without hwloc's headers: $(echo "$out" | grep -m1 'libhwloc-dev')"
 
+# The sdist builds where its needs are (this machine), programs included.
+sv=$build/sdist-venv
+[ -x "$sv/bin/python" ] || python3 -m venv "$sv"
+"$sv/bin/pip" install -q --disable-pip-version-check --no-deps \
+    --force-reinstall "$sdist" >"$build/sdist.log" 2>&1 ||
+    { tail -20 "$build/sdist.log"; fail "pip install of the sdist"; }
+"$sv/bin/gpupool-run" --version | grep -q "^gpupool-run $(
+    sed -n "s/^  version : '\(.*\)',/\1/p" "$src/meson.build")" ||
+    fail "the sdist's gpupool-run: not this version"
+GPUPOOL_CLAIMS=$build/bare-claims GPUPOOL_FAKE_GPUS=2 "$sv/bin/python" -c \
+    'import gpupool; assert gpupool.map(abs, [-1, -2]) == [1, 2]' ||
+    fail "the sdist's package"
+echo "the sdist builds and runs here: $("$sv/bin/gpupool-run" --version | head -1)"
+
 # Where MPI is installed (this machine), the wheel's ranks use it: 3 ranks
 # of gpupool-run, then of python -m gpupool, each rank on 2 fake GPUs.
 if command -v mpirun >/dev/null; then
@@ -106,6 +120,12 @@ if command -v mpirun >/dev/null; then
 	[ "$(grep -c '^job ' "$d/py")" = 100 ] && [ "$ranks" = 0,1,2 ] ||
 	    { cat "$d/py"; fail "python -m gpupool (wheel): not 100 jobs on 3 ranks"; }
 	echo "with this machine's MPI: the wheel's gpupool-run and python -m gpupool over 3 ranks"
+	# Nor does the wheel's hwloc load the machine's hwloc plugins (a
+	# second hwloc): what a worker has mapped, seen by its task.
+	echo 'grep -cE "hwloc_[a-z_]+\.so|libhwloc\.so" /proc/$PPID/maps' >"$d/maps"
+	m=$(GPUPOOL_CLAIMS=$d/claims "$hv/bin/gpupool-run" --fake-gpus 1 \
+	    "$d/maps" 2>&1) || true
+	[ "$m" = 0 ] || fail "the wheel's worker maps the machine's hwloc: $m"
 	rm -rf "$d"
 fi
 
