@@ -411,4 +411,16 @@ MUTANTS = [
     M("claims-table-followed", 81, "src/claimtab.c",
       "fd = open(gp_ct.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW |",
       "fd = open(gp_ct.path, O_RDWR | O_CLOEXEC |", "hostile"),
+    # 82. The wheel runs where nothing was built, with its own hwloc alone.
+    M("wheel-loads-the-machines-hwloc", 82, "src/topo.c",
+      '"hwloc_gl,hwloc_opencl,hwloc_xml_libxml,hwloc_pci,hwloc_cuda,"',
+      '"hwloc_gl,hwloc_opencl,hwloc_xml_libxml,hwloc_cuda,"', "bare"),
+    # 83. MPI is the machine's, and its absence is named.
+    M("wheel-carries-mpi", 83, ".ci/wheel",
+      "--exclude 'libmpi.so.*' --exclude 'libmpich.so.*' \"$w\"/raw/*.whl",
+      "\"$w\"/raw/*.whl", "bare"),
+    M("missing-mpi-left-to-the-loader", 83, "src/cli/mpi_stub.c",
+      "mpi_loadable(prog, err, errlen) == -1)", "0)", "bare"),
+    M("python-missing-mpi-unnamed", 83, "python/gpupool/_link.py",
+      "if rc == 127:", "if rc == 0:", "bare"),
 ]
