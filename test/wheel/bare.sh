@@ -31,7 +31,11 @@ fail() { echo "FAIL: $*"; exit 1; }
 whl=$(ls "$src"/dist/gpupool-*.whl)
 # No sdist outside a git checkout (a copy of the tree, as mutate.py's).
 sdist=$(ls "$src"/dist/gpupool-*.tar.gz 2>/dev/null || true)
-echo "wheel: $whl"
+ver=$(sed -n "s/^  version : '\(.*\)',/\1/p" "$src/meson.build")
+case $(basename "$whl") in
+gpupool-"$ver"-*) echo "wheel: $whl" ;;
+*) fail "$whl: not meson.build's version $ver" ;;
+esac
 unzip -p "$whl" "*.dist-info/WHEEL" | grep "^Tag"
 # Grafted: libhwloc (renamed); not MPI, no headers or static archives.
 unzip -l "$whl" >"$build/wheel.list"
@@ -92,8 +96,7 @@ else
 	"$sv/bin/pip" install -q --disable-pip-version-check --no-deps \
 	    --force-reinstall "$sdist" >"$build/sdist.log" 2>&1 ||
 	    { tail -20 "$build/sdist.log"; fail "pip install of the sdist"; }
-	"$sv/bin/gpupool-run" --version | grep -q "^gpupool-run $(
-	    sed -n "s/^  version : '\(.*\)',/\1/p" "$src/meson.build")" ||
+	"$sv/bin/gpupool-run" --version | grep -q "^gpupool-run $ver " ||
 	    fail "the sdist's gpupool-run: not this version"
 	GPUPOOL_CLAIMS=$build/bare-claims GPUPOOL_FAKE_GPUS=2 "$sv/bin/python" -c \
 	    'import gpupool; assert gpupool.map(abs, [-1, -2]) == [1, 2]' ||
