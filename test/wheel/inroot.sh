@@ -34,6 +34,9 @@ echo "quick start: $out"
 python python_sweep.py >sweep.out 2>sweep.err ||
     { cat sweep.err; fail "examples/python_sweep.py"; }
 [ "$(grep -c '^job ' sweep.out)" = 100 ] || fail "python_sweep.py: not 100 jobs"
+# The CUDA runtime is in the wheel: it looked for a driver.
+grep -q "no CUDA driver on this machine" sweep.err ||
+    { cat sweep.err; fail "the wheel has no CUDA runtime"; }
 echo "python_sweep.py: 100 jobs on $(sed -n 's/.*GPU \([0-9]*\) .*/\1/p' \
     sweep.out | sort -u | wc -l) fake GPUs ($(head -1 sweep.err))"
 
