@@ -117,7 +117,10 @@ build(const Py_buffer *pk, const Py_buffer *v, Py_ssize_t n, size_t total)
 
 	if ((b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total)) == NULL)
 		return NULL;
-	p = PyBytes_AS_STRING(b);
+	if ((p = PyBytes_AsString(b)) == NULL) {
+		Py_DECREF(b);
+		return NULL;
+	}
 	memcpy(p, MAGIC, 4);
 	memcpy(p + 4, &nb, 4);
 	u = (uint64_t)pk->len;
@@ -141,14 +144,17 @@ build(const Py_buffer *pk, const Py_buffer *v, Py_ssize_t n, size_t total)
 PyObject *
 gpy_frame(PyObject *mod, PyObject *args)
 {
-	PyObject	*seq, *b = NULL;
+	PyObject	*seq, *o, *b = NULL;
 	Py_buffer	 pk, *v;
 	Py_ssize_t	 i, n;
 	size_t		 total;
 
 	if (!PyArg_ParseTuple(args, "y*O!:frame", &pk, &PyList_Type, &seq))
 		return NULL;
-	n = PyList_GET_SIZE(seq);
+	if ((n = PyList_Size(seq)) < 0) {
+		PyBuffer_Release(&pk);
+		return NULL;
+	}
 	if (n > MAX_BUFS || (v = PyMem_Calloc(n ? n : 1, sizeof(*v))) == NULL) {
 		PyBuffer_Release(&pk);
 		return n > MAX_BUFS ? PyErr_Format(PyExc_ValueError, "frame: "
@@ -157,8 +163,8 @@ gpy_frame(PyObject *mod, PyObject *args)
 	total = HEAD + 8 * (size_t)n + (size_t)pk.len;
 	for (i = 0; i < n; i++) {
 		/* C or Fortran contiguous: pickle hands out no other. */
-		if (PyObject_GetBuffer(PyList_GET_ITEM(seq, i), &v[i],
-		    PyBUF_ANY_CONTIGUOUS) < 0)
+		if ((o = PyList_GetItem(seq, i)) == NULL ||
+		    PyObject_GetBuffer(o, &v[i], PyBUF_ANY_CONTIGUOUS) < 0)
 			goto out;
 		total = align_up(total) + (size_t)v[i].len;
 	}
@@ -223,7 +229,10 @@ buffers(PyObject *mv, const Py_buffer *v, uint32_t nb, size_t off, int copy)
 			Py_DECREF(list);
 			return NULL;
 		}
-		PyList_SET_ITEM(list, i, o);
+		if (PyList_SetItem(list, i, o) < 0) {	/* o stolen */
+			Py_DECREF(list);
+			return NULL;
+		}
 		off += (size_t)(d >> 1);
 	}
 	return list;

@@ -386,7 +386,10 @@ dict_list(PoolObject *self, const char *what,
 			Py_DECREF(list);
 			return NULL;
 		}
-		PyList_SET_ITEM(list, i, d);
+		if (PyList_SetItem(list, i, d) < 0) {	/* d stolen */
+			Py_DECREF(list);
+			return NULL;
+		}
 	}
 	return list;
 }

@@ -122,7 +122,7 @@ static int
 sync_environ(void)
 {
 	PyObject	*os, *env, *seen, *k = NULL, *v = NULL, *cur, *keys;
-	Py_ssize_t	 i;
+	Py_ssize_t	 i, n;
 	char		**e, *eq;
 	int		 rc = -1, same;
 
@@ -155,11 +155,15 @@ sync_environ(void)
 	}
 	if ((keys = PySequence_List(env)) == NULL)
 		goto out;
-	for (i = 0; i < PyList_GET_SIZE(keys); i++) {
-		PyObject	*key = PyList_GET_ITEM(keys, i);
+	if ((n = PyList_Size(keys)) < 0) {
+		Py_DECREF(keys);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		PyObject	*key = PyList_GetItem(keys, i);
 
-		if (PySet_Contains(seen, key) == 0 &&
-		    PyObject_DelItem(env, key) < 0) {
+		if (key == NULL || (PySet_Contains(seen, key) == 0 &&
+		    PyObject_DelItem(env, key) < 0)) {
 			Py_DECREF(keys);
 			goto out;
 		}
@@ -305,7 +309,7 @@ gpy_spawn_opts(PoolObject *self, PyObject *spec, struct gpy_spawn *s,
 {
 	PyObject		*argv, *keep, *b;
 	Py_buffer		 pl;
-	Py_ssize_t		 i, n;
+	Py_ssize_t		 i, n, nk;
 	struct gpy_spawn_hdr	 h = { 0 };
 
 	memset(s, 0, sizeof(*s));
@@ -314,8 +318,9 @@ gpy_spawn_opts(PoolObject *self, PyObject *spec, struct gpy_spawn *s,
 	if (!PyArg_ParseTuple(spec, "O!y*O!", &PyList_Type, &argv, &pl,
 	    &PyTuple_Type, &keep))
 		return -1;
-	n = PyList_GET_SIZE(argv);
-	if (n < 1 || PyTuple_GET_SIZE(keep) > 63 ||
+	n = PyList_Size(argv);
+	nk = PyTuple_Size(keep);
+	if (n < 1 || nk < 0 || nk > 63 ||
 	    (s->strs = PyList_New(n)) == NULL ||
 	    (s->argv = PyMem_Calloc((size_t)n + 1, sizeof(char *))) == NULL ||
 	    (s->arg = PyMem_Malloc(sizeof(h) + (size_t)pl.len)) == NULL) {
@@ -325,16 +330,20 @@ gpy_spawn_opts(PoolObject *self, PyObject *spec, struct gpy_spawn *s,
 		return -1;
 	}
 	for (i = 0; i < n; i++) {
-		if ((b = PyUnicode_EncodeFSDefault(PyList_GET_ITEM(argv, i))) ==
-		    NULL) {
+		if ((b = PyList_GetItem(argv, i)) == NULL ||
+		    (b = PyUnicode_EncodeFSDefault(b)) == NULL) {
 			PyBuffer_Release(&pl);
 			return -1;
 		}
-		PyList_SET_ITEM(s->strs, i, b);
-		s->argv[i] = PyBytes_AS_STRING(b);
+		/* Held by s->strs (b stolen, also when it fails). */
+		if (PyList_SetItem(s->strs, i, b) < 0 ||
+		    (s->argv[i] = PyBytes_AsString(b)) == NULL) {
+			PyBuffer_Release(&pl);
+			return -1;
+		}
 	}
-	for (i = 0; i < PyTuple_GET_SIZE(keep); i++)
-		s->keep[i] = (int)PyLong_AsLong(PyTuple_GET_ITEM(keep, i));
+	for (i = 0; i < nk; i++)
+		s->keep[i] = (int)PyLong_AsLong(PyTuple_GetItem(keep, i));
 	s->keep[i] = self->initerr[1];
 	h.len = (uint64_t)pl.len;
 	h.initerr = self->initerr[1];
@@ -473,7 +482,7 @@ gpy_worker_fn(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	ENTER();
 	if ((b = item_arg(self, in, inlen)) == NULL)
 		goto fail;
-	r = PyObject_CallOneArg(self->worker, b);
+	r = PyObject_CallFunctionObjArgs(self->worker, b, NULL);
 	item_done(self, b);
 	if (r == NULL)
 		goto fail;
