@@ -46,11 +46,17 @@ Out_getbuffer(OutObject *self, Py_buffer *view, int flags)
 	    0, flags);
 }
 
+/* A heap type: each Out holds a reference to it (PyObject_New took
+ * one), given back here. */
 static void
 Out_dealloc(OutObject *self)
 {
+	PyTypeObject	*tp = Py_TYPE(self);
+	freefunc	 tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+
 	free(self->p);
-	Py_TYPE(self)->tp_free((PyObject *)self);
+	tp_free(self);
+	Py_DECREF(tp);
 }
 
 static Py_ssize_t
@@ -59,32 +65,42 @@ Out_length(OutObject *self)
 	return self->len;
 }
 
-static PyBufferProcs Out_as_buffer = {
-	.bf_getbuffer = (getbufferproc)Out_getbuffer,
+/* Not a base type, no instances but gpy_out_take()'s (as the static
+ * type was: Out() raises TypeError), attributes fixed. */
+static PyType_Slot Out_slots[] = {
+	{ Py_tp_doc, (void *)"a result's bytes, read in place (the buffer "
+	  "protocol: memoryview(out), bytes(out)); freed with the last "
+	  "reference" },
+	{ Py_tp_dealloc, (void *)Out_dealloc },
+	{ Py_bf_getbuffer, (void *)Out_getbuffer },
+	{ Py_sq_length, (void *)Out_length },
+	{ 0, NULL }
 };
 
-static PySequenceMethods Out_as_sequence = {
-	.sq_length = (lenfunc)Out_length,
+static PyType_Spec Out_spec = {
+	.name = "gpupool._gpupool.Out",
+	.basicsize = sizeof(OutObject),
+	.flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE |
+	    Py_TPFLAGS_DISALLOW_INSTANTIATION,
+	.slots = Out_slots,
 };
 
-PyTypeObject gpy_OutType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "gpupool._gpupool.Out",
-	.tp_basicsize = sizeof(OutObject),
-	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "a result's bytes, read in place (the buffer protocol: "
-	    "memoryview(out), bytes(out)); freed with the last reference",
-	.tp_dealloc = (destructor)Out_dealloc,
-	.tp_as_buffer = &Out_as_buffer,
-	.tp_as_sequence = &Out_as_sequence,
-};
+PyTypeObject	*gpy_OutType;
+
+int
+gpy_out_init(void)
+{
+	if (gpy_OutType == NULL)
+		gpy_OutType = (PyTypeObject *)PyType_FromSpec(&Out_spec);
+	return gpy_OutType != NULL ? 0 : -1;
+}
 
 PyObject *
 gpy_out_take(struct gp_item *it)
 {
 	OutObject	*o;
 
-	if ((o = PyObject_New(OutObject, &gpy_OutType)) == NULL)
+	if ((o = PyObject_New(OutObject, gpy_OutType)) == NULL)
 		return NULL;
 	o->p = it->out;
 	o->len = (Py_ssize_t)it->outlen;
