@@ -51,7 +51,7 @@ Out_getbuffer(OutObject *self, Py_buffer *view, int flags)
 static void
 Out_dealloc(OutObject *self)
 {
-	PyTypeObject	*tp = Py_TYPE(self);
+	PyTypeObject	*tp = Py_TYPE((PyObject *)self);
 	freefunc	 tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
 
 	free(self->p);

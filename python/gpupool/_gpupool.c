@@ -448,7 +448,7 @@ Pool_cancel(PoolObject *self, PyObject *noargs)
 static PyObject *
 Pool_enter(PoolObject *self, PyObject *noargs)
 {
-	Py_INCREF(self);
+	Py_INCREF((PyObject *)self);
 	return (PyObject *)self;
 }
 
@@ -469,7 +469,7 @@ Pool_exit(PoolObject *self, PyObject *args)
 static void
 Pool_dealloc(PoolObject *self)
 {
-	PyTypeObject	*tp = Py_TYPE(self);
+	PyTypeObject	*tp = Py_TYPE((PyObject *)self);
 	freefunc	 tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
 
 	if (self->pool != NULL) {

@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -186,30 +187,65 @@ print_exc(void)
 	fflush(stderr);
 }
 
+/* An exception type's name as its tp_name (which the limited API does
+ * not show) says it: a static type's is module.name, a builtin's only its
+ * name; a class's (a heap type) its __name__. A type another extension
+ * made from a spec, whose tp_name has its module, is named without it
+ * here. A new str, or NULL with an exception set. */
+static PyObject *
+type_name(PyObject *t)
+{
+	PyObject	*name, *mod, *r;
+
+	if ((name = PyType_GetName((PyTypeObject *)t)) == NULL ||
+	    (PyType_GetFlags((PyTypeObject *)t) & Py_TPFLAGS_HEAPTYPE))
+		return name;
+	if ((mod = PyObject_GetAttrString(t, "__module__")) == NULL) {
+		Py_DECREF(name);
+		return NULL;
+	}
+	if (PyUnicode_Check(mod) &&
+	    PyUnicode_CompareWithASCIIString(mod, "builtins") != 0)
+		r = PyUnicode_FromFormat("%U.%U", mod, name);
+	else {
+		r = name;
+		Py_INCREF(r);
+	}
+	Py_DECREF(mod);
+	Py_DECREF(name);
+	return r;
+}
+
 /* init raised: send "Type: message" to the caller (one write, atomic
  * under PIPE_BUF, so workers failing at once do not mix), then print the
  * traceback here. */
 static void
 report_init_error(PoolObject *self)
 {
-	PyObject	*t, *v, *tb, *s;
-	const char	*msg;
+	PyObject	*t, *v, *tb, *s, *tn;
+	const char	*msg, *name;
 	char		 buf[1024];
 	int		 n;
 
 	PyErr_Fetch(&t, &v, &tb);
 	PyErr_NormalizeException(&t, &v, &tb);
 	s = v ? PyObject_Str(v) : NULL;
-	msg = s ? PyUnicode_AsUTF8(s) : NULL;
+	msg = s ? PyUnicode_AsUTF8AndSize(s, NULL) : NULL;
 	if (msg == NULL) {
 		PyErr_Clear();
 		msg = "?";
 	}
-	n = snprintf(buf, sizeof(buf), "%s: %s",
-	    t ? ((PyTypeObject *)t)->tp_name : "error", msg);
+	tn = t && PyType_Check(t) ? type_name(t) : NULL;
+	name = tn ? PyUnicode_AsUTF8AndSize(tn, NULL) : NULL;
+	if (name == NULL) {
+		PyErr_Clear();
+		name = "error";
+	}
+	n = snprintf(buf, sizeof(buf), "%s: %s", name, msg);
 	if (n > (int)sizeof(buf) - 1)
 		n = sizeof(buf) - 1;
 	(void)write(self->initerr[1], buf, (size_t)n + 1);
+	Py_XDECREF(tn);
 	Py_XDECREF(s);
 	PyErr_Restore(t, v, tb);
 	print_exc();
