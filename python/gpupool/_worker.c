@@ -191,13 +191,15 @@ print_exc(void)
  * not show) says it: a static type's is module.name, a builtin's only its
  * name; a class's (a heap type) its __name__. A type another extension
  * made from a spec, whose tp_name has its module, is named without it
- * here. A new str, or NULL with an exception set. */
+ * here. (__name__ rather than PyType_GetName(), which is 3.11's: the
+ * same source builds on 3.10's full API.) A new str, or NULL with an
+ * exception set. */
 static PyObject *
 type_name(PyObject *t)
 {
 	PyObject	*name, *mod, *r;
 
-	if ((name = PyType_GetName((PyTypeObject *)t)) == NULL ||
+	if ((name = PyObject_GetAttrString(t, "__name__")) == NULL ||
 	    (PyType_GetFlags((PyTypeObject *)t) & Py_TPFLAGS_HEAPTYPE))
 		return name;
 	if ((mod = PyObject_GetAttrString(t, "__module__")) == NULL) {
