@@ -111,7 +111,7 @@ text_of(const struct arg *a, PyObject *v, PyObject **keep)
 	if (a->kind == A_FLAG)
 		return (t = PyObject_IsTrue(v)) < 0 ? NULL : t ? "1" : "0";
 	*keep = a->kind == A_GPUS ? gpus_string(v) : PyObject_Str(v);
-	return *keep != NULL ? PyUnicode_AsUTF8(*keep) : NULL;
+	return *keep != NULL ? PyUnicode_AsUTF8AndSize(*keep, NULL) : NULL;
 }
 
 /* An option of the library's, v as its text (gpu_mem: an int is bytes).
@@ -195,23 +195,25 @@ int
 gpy_args_parse(PyObject *pos, PyObject *kw, struct gpy_args *g)
 {
 	PyObject	*k, *v;
-	Py_ssize_t	 i = 0;
+	Py_ssize_t	 i = 0, npos = PyTuple_Size(pos);
 	const char	*name;
 	size_t		 j;
 
-	if (PyTuple_GET_SIZE(pos) > 1) {
+	if (npos < 0)
+		return -1;
+	if (npos > 1) {
 		PyErr_SetString(PyExc_TypeError, "Pool() takes one positional "
 		    "argument (worker)");
 		return -1;
 	}
-	if (PyTuple_GET_SIZE(pos) == 1)
-		g->worker = PyTuple_GET_ITEM(pos, 0);
+	if (npos == 1 && (g->worker = PyTuple_GetItem(pos, 0)) == NULL)
+		return -1;
 	while (kw != NULL && PyDict_Next(kw, &i, &k, &v)) {
-		if ((name = PyUnicode_AsUTF8(k)) == NULL)
+		if ((name = PyUnicode_AsUTF8AndSize(k, NULL)) == NULL)
 			return -1;
 		for (j = 0; j < NARGS && strcmp(args[j].name, name) != 0; j++)
 			;
-		if (j == NARGS || (j == 0 && PyTuple_GET_SIZE(pos) == 1)) {
+		if (j == NARGS || (j == 0 && npos == 1)) {
 			PyErr_Format(PyExc_TypeError, "Pool() got %s keyword "
 			    "argument '%s'", j ? "an unexpected" : "a second "
 			    "worker as", name);

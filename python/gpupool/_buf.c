@@ -46,11 +46,17 @@ Out_getbuffer(OutObject *self, Py_buffer *view, int flags)
 	    0, flags);
 }
 
+/* A heap type: each Out holds a reference to it (PyObject_New took
+ * one), given back here. */
 static void
 Out_dealloc(OutObject *self)
 {
+	PyTypeObject	*tp = Py_TYPE((PyObject *)self);
+	freefunc	 tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+
 	free(self->p);
-	Py_TYPE(self)->tp_free((PyObject *)self);
+	tp_free(self);
+	Py_DECREF(tp);
 }
 
 static Py_ssize_t
@@ -59,32 +65,42 @@ Out_length(OutObject *self)
 	return self->len;
 }
 
-static PyBufferProcs Out_as_buffer = {
-	.bf_getbuffer = (getbufferproc)Out_getbuffer,
+/* Not a base type, no instances but gpy_out_take()'s (as the static
+ * type was: Out() raises TypeError), attributes fixed. */
+static PyType_Slot Out_slots[] = {
+	{ Py_tp_doc, (void *)"a result's bytes, read in place (the buffer "
+	  "protocol: memoryview(out), bytes(out)); freed with the last "
+	  "reference" },
+	{ Py_tp_dealloc, (void *)Out_dealloc },
+	{ Py_bf_getbuffer, (void *)Out_getbuffer },
+	{ Py_sq_length, (void *)Out_length },
+	{ 0, NULL }
 };
 
-static PySequenceMethods Out_as_sequence = {
-	.sq_length = (lenfunc)Out_length,
+static PyType_Spec Out_spec = {
+	.name = "gpupool._gpupool.Out",
+	.basicsize = sizeof(OutObject),
+	.flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE |
+	    Py_TPFLAGS_DISALLOW_INSTANTIATION,
+	.slots = Out_slots,
 };
 
-PyTypeObject gpy_OutType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "gpupool._gpupool.Out",
-	.tp_basicsize = sizeof(OutObject),
-	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "a result's bytes, read in place (the buffer protocol: "
-	    "memoryview(out), bytes(out)); freed with the last reference",
-	.tp_dealloc = (destructor)Out_dealloc,
-	.tp_as_buffer = &Out_as_buffer,
-	.tp_as_sequence = &Out_as_sequence,
-};
+PyTypeObject	*gpy_OutType;
+
+int
+gpy_out_init(void)
+{
+	if (gpy_OutType == NULL)
+		gpy_OutType = (PyTypeObject *)PyType_FromSpec(&Out_spec);
+	return gpy_OutType != NULL ? 0 : -1;
+}
 
 PyObject *
 gpy_out_take(struct gp_item *it)
 {
 	OutObject	*o;
 
-	if ((o = PyObject_New(OutObject, &gpy_OutType)) == NULL)
+	if ((o = PyObject_New(OutObject, gpy_OutType)) == NULL)
 		return NULL;
 	o->p = it->out;
 	o->len = (Py_ssize_t)it->outlen;
@@ -117,7 +133,10 @@ build(const Py_buffer *pk, const Py_buffer *v, Py_ssize_t n, size_t total)
 
 	if ((b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total)) == NULL)
 		return NULL;
-	p = PyBytes_AS_STRING(b);
+	if ((p = PyBytes_AsString(b)) == NULL) {
+		Py_DECREF(b);
+		return NULL;
+	}
 	memcpy(p, MAGIC, 4);
 	memcpy(p + 4, &nb, 4);
 	u = (uint64_t)pk->len;
@@ -141,14 +160,17 @@ build(const Py_buffer *pk, const Py_buffer *v, Py_ssize_t n, size_t total)
 PyObject *
 gpy_frame(PyObject *mod, PyObject *args)
 {
-	PyObject	*seq, *b = NULL;
+	PyObject	*seq, *o, *b = NULL;
 	Py_buffer	 pk, *v;
 	Py_ssize_t	 i, n;
 	size_t		 total;
 
 	if (!PyArg_ParseTuple(args, "y*O!:frame", &pk, &PyList_Type, &seq))
 		return NULL;
-	n = PyList_GET_SIZE(seq);
+	if ((n = PyList_Size(seq)) < 0) {
+		PyBuffer_Release(&pk);
+		return NULL;
+	}
 	if (n > MAX_BUFS || (v = PyMem_Calloc(n ? n : 1, sizeof(*v))) == NULL) {
 		PyBuffer_Release(&pk);
 		return n > MAX_BUFS ? PyErr_Format(PyExc_ValueError, "frame: "
@@ -157,8 +179,8 @@ gpy_frame(PyObject *mod, PyObject *args)
 	total = HEAD + 8 * (size_t)n + (size_t)pk.len;
 	for (i = 0; i < n; i++) {
 		/* C or Fortran contiguous: pickle hands out no other. */
-		if (PyObject_GetBuffer(PyList_GET_ITEM(seq, i), &v[i],
-		    PyBUF_ANY_CONTIGUOUS) < 0)
+		if ((o = PyList_GetItem(seq, i)) == NULL ||
+		    PyObject_GetBuffer(o, &v[i], PyBUF_ANY_CONTIGUOUS) < 0)
 			goto out;
 		total = align_up(total) + (size_t)v[i].len;
 	}
@@ -223,7 +245,10 @@ buffers(PyObject *mv, const Py_buffer *v, uint32_t nb, size_t off, int copy)
 			Py_DECREF(list);
 			return NULL;
 		}
-		PyList_SET_ITEM(list, i, o);
+		if (PyList_SetItem(list, i, o) < 0) {	/* o stolen */
+			Py_DECREF(list);
+			return NULL;
+		}
 		off += (size_t)(d >> 1);
 	}
 	return list;

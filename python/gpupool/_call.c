@@ -181,6 +181,8 @@ feed_next(void *arg, struct gp_item **item)
 	struct stream	*s = arg;
 	struct slot	*sl;
 	PyObject	*r, *key, *data;
+	char		*buf;
+	Py_ssize_t	 len;
 	int		 ret = GP_FEED_END;
 
 	PyEval_RestoreThread(s->ts);
@@ -198,7 +200,10 @@ feed_next(void *arg, struct gp_item **item)
 		    "bytes), ... or None, not %.100R", r);
 		goto out_r;
 	}
-	if ((sl = PyMem_RawMalloc(sizeof(*sl))) == NULL) {
+	if (PyBytes_AsStringAndSize(data, &buf, &len) < 0)
+		goto out_r;
+	/* Freed by feed_done(), which holds the GIL too. */
+	if ((sl = PyMem_Malloc(sizeof(*sl))) == NULL) {
 		PyErr_NoMemory();
 		goto out_r;
 	}
@@ -206,8 +211,7 @@ feed_next(void *arg, struct gp_item **item)
 	Py_INCREF(data);
 	sl->key = key;
 	sl->data = data;
-	gp_item_init(&sl->it, PyBytes_AS_STRING(data),
-	    (size_t)PyBytes_GET_SIZE(data));
+	gp_item_init(&sl->it, buf, (size_t)len);
 	*item = &sl->it;
 	ret = GP_FEED_ITEM;
 out_r:
@@ -241,7 +245,7 @@ feed_done(void *arg, struct gp_item *item)
 	free(item->out);
 	Py_DECREF(sl->key);
 	Py_DECREF(sl->data);
-	PyMem_RawFree(sl);
+	PyMem_Free(sl);
 	s->ts = PyEval_SaveThread();
 	return ret;
 }

@@ -172,11 +172,10 @@ gpy_claims_list(PyObject *mod, PyObject *args)
 		    "cmd", ci[i].cmd, "since_ms", (long long)ci[i].since_ms,
 		    "mem", (unsigned long long)ci[i].mem,
 		    "total", (unsigned long long)ci[i].total);
-		if (d == NULL) {
-			Py_CLEAR(list);
+		if (d == NULL || PyList_SetItem(list, i, d) < 0) {
+			Py_CLEAR(list);		/* d stolen */
 			goto out;
 		}
-		PyList_SET_ITEM(list, i, d);
 	}
 out:
 	PyMem_Free(ci);

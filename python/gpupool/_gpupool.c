@@ -290,7 +290,8 @@ fail:
 static PyObject *
 Pool_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-	PoolObject	*self = (PoolObject *)type->tp_alloc(type, 0);
+	allocfunc	 tp_alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+	PoolObject	*self = (PoolObject *)tp_alloc(type, 0);
 
 	if (self != NULL)
 		self->cancel[0] = self->cancel[1] = self->sig[0] =
@@ -386,7 +387,10 @@ dict_list(PoolObject *self, const char *what,
 			Py_DECREF(list);
 			return NULL;
 		}
-		PyList_SET_ITEM(list, i, d);
+		if (PyList_SetItem(list, i, d) < 0) {	/* d stolen */
+			Py_DECREF(list);
+			return NULL;
+		}
 	}
 	return list;
 }
@@ -444,7 +448,7 @@ Pool_cancel(PoolObject *self, PyObject *noargs)
 static PyObject *
 Pool_enter(PoolObject *self, PyObject *noargs)
 {
-	Py_INCREF(self);
+	Py_INCREF((PyObject *)self);
 	return (PyObject *)self;
 }
 
@@ -459,9 +463,15 @@ Pool_exit(PoolObject *self, PyObject *args)
 	Py_RETURN_FALSE;
 }
 
+/* A heap type: each Pool holds a reference to its type (tp_alloc took
+ * one), given back here, also for a subclass's (whose dealloc leaves it
+ * to its heap-type base). */
 static void
 Pool_dealloc(PoolObject *self)
 {
+	PyTypeObject	*tp = Py_TYPE((PyObject *)self);
+	freefunc	 tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+
 	if (self->pool != NULL) {
 		live_del(self);
 		Py_BEGIN_ALLOW_THREADS
@@ -471,7 +481,8 @@ Pool_dealloc(PoolObject *self)
 	close_fds(self);
 	Py_XDECREF(self->worker);
 	Py_XDECREF(self->init);
-	Py_TYPE(self)->tp_free((PyObject *)self);
+	tp_free(self);
+	Py_DECREF(tp);
 }
 
 static PyMethodDef Pool_methods[] = {
@@ -522,21 +533,28 @@ static PyGetSetDef Pool_getset[] = {
 	{ NULL }
 };
 
-static PyTypeObject PoolType = {
-	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "gpupool._gpupool.Pool",
-	.tp_basicsize = sizeof(PoolObject),
-	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-	.tp_doc = "Pool(worker, *, gpus=None, per_gpu=1, fake_gpus=None, "
-	    "timeout_ms=0, grace_ms=0, retries=0, max_tasks=0, init=None, "
-	    "wait_free=False, busy_pct=None, busy_util=None, gpu_mem=None, "
-	    "gpus_per_worker=1, nice=None, view=False, plan=False, "
-	    "claims=None, claim_timeout=None)",
-	.tp_new = Pool_new,
-	.tp_init = (initproc)Pool_init,
-	.tp_dealloc = (destructor)Pool_dealloc,
-	.tp_methods = Pool_methods,
-	.tp_getset = Pool_getset,
+static PyType_Slot Pool_slots[] = {
+	{ Py_tp_doc, (void *)"Pool(worker, *, gpus=None, per_gpu=1, "
+	  "fake_gpus=None, timeout_ms=0, grace_ms=0, retries=0, max_tasks=0, "
+	  "init=None, wait_free=False, busy_pct=None, busy_util=None, "
+	  "gpu_mem=None, gpus_per_worker=1, nice=None, view=False, "
+	  "plan=False, claims=None, claim_timeout=None)" },
+	{ Py_tp_new, (void *)Pool_new },
+	{ Py_tp_init, (void *)Pool_init },
+	{ Py_tp_dealloc, (void *)Pool_dealloc },
+	{ Py_tp_methods, Pool_methods },
+	{ Py_tp_getset, Pool_getset },
+	{ 0, NULL }
+};
+
+/* A heap type (the limited API has no static ones), its attributes
+ * fixed as a static type's are. */
+static PyType_Spec Pool_spec = {
+	.name = "gpupool._gpupool.Pool",
+	.basicsize = sizeof(PoolObject),
+	.flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE |
+	    Py_TPFLAGS_IMMUTABLETYPE,
+	.slots = Pool_slots,
 };
 
 /* ------------------------------------------------------------------ */
@@ -643,11 +661,14 @@ PyInit__gpupool(void)
 		{ "NOTRUN", GP_NOTRUN }, { "CTL_CANCEL", GP_CTL_CANCEL },
 		{ "CTL_KILL", GP_CTL_KILL },
 	};
+	static PyObject	*pool_type;
 	PyObject	*m;
 	size_t		 i;
 
-	if (PyType_Ready(&PoolType) < 0 || PyType_Ready(&gpy_OutType) < 0 ||
-	    (m = PyModule_Create(&mod_def)) == NULL)
+	if (pool_type == NULL &&
+	    (pool_type = PyType_FromSpec(&Pool_spec)) == NULL)
+		return NULL;
+	if (gpy_out_init() < 0 || (m = PyModule_Create(&mod_def)) == NULL)
 		return NULL;
 	for (i = 0; i < sizeof(k) / sizeof(k[0]); i++)
 		if (PyModule_AddIntConstant(m, k[i].name, k[i].v) < 0)
@@ -662,8 +683,8 @@ PyInit__gpupool(void)
 	if (gpy_InitError == NULL || gpy_NoWorkerError == NULL ||
 	    PyModule_AddObjectRef(m, "InitError", gpy_InitError) < 0 ||
 	    PyModule_AddObjectRef(m, "NoWorkerError", gpy_NoWorkerError) < 0 ||
-	    PyModule_AddObjectRef(m, "Pool", (PyObject *)&PoolType) < 0 ||
-	    PyModule_AddObjectRef(m, "Out", (PyObject *)&gpy_OutType) < 0)
+	    PyModule_AddObjectRef(m, "Pool", pool_type) < 0 ||
+	    PyModule_AddObjectRef(m, "Out", (PyObject *)gpy_OutType) < 0)
 		goto fail;
 	/* At most 32 such functions per process: without one, pools never
 	 * closed are left to PR_SET_PDEATHSIG, which kills their workers

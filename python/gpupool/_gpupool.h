@@ -81,7 +81,8 @@ PyObject *gpy_set_wakeup(PyObject *fd);
 /* _buf.c */
 /* Results from this size on come as Out when the pool has view set. */
 #define GPY_VIEW_MIN	(64 * 1024)
-extern PyTypeObject	 gpy_OutType;
+extern PyTypeObject	*gpy_OutType;	/* a heap type, gpy_out_init() */
+int	 gpy_out_init(void);
 /* A new Out owning it->out (it->out is NULL after). */
 PyObject *gpy_out_take(struct gp_item *it);
 PyObject *gpy_frame(PyObject *mod, PyObject *args);

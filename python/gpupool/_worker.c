@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -122,7 +123,7 @@ static int
 sync_environ(void)
 {
 	PyObject	*os, *env, *seen, *k = NULL, *v = NULL, *cur, *keys;
-	Py_ssize_t	 i;
+	Py_ssize_t	 i, n;
 	char		**e, *eq;
 	int		 rc = -1, same;
 
@@ -155,11 +156,15 @@ sync_environ(void)
 	}
 	if ((keys = PySequence_List(env)) == NULL)
 		goto out;
-	for (i = 0; i < PyList_GET_SIZE(keys); i++) {
-		PyObject	*key = PyList_GET_ITEM(keys, i);
+	if ((n = PyList_Size(keys)) < 0) {
+		Py_DECREF(keys);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		PyObject	*key = PyList_GetItem(keys, i);
 
-		if (PySet_Contains(seen, key) == 0 &&
-		    PyObject_DelItem(env, key) < 0) {
+		if (key == NULL || (PySet_Contains(seen, key) == 0 &&
+		    PyObject_DelItem(env, key) < 0)) {
 			Py_DECREF(keys);
 			goto out;
 		}
@@ -182,30 +187,67 @@ print_exc(void)
 	fflush(stderr);
 }
 
+/* An exception type's name as its tp_name (which the limited API does
+ * not show) says it: a static type's is module.name, a builtin's only its
+ * name; a class's (a heap type) its __name__. A type another extension
+ * made from a spec, whose tp_name has its module, is named without it
+ * here. (__name__ rather than PyType_GetName(), which is 3.11's: the
+ * same source builds on 3.10's full API.) A new str, or NULL with an
+ * exception set. */
+static PyObject *
+type_name(PyObject *t)
+{
+	PyObject	*name, *mod, *r;
+
+	if ((name = PyObject_GetAttrString(t, "__name__")) == NULL ||
+	    (PyType_GetFlags((PyTypeObject *)t) & Py_TPFLAGS_HEAPTYPE))
+		return name;
+	if ((mod = PyObject_GetAttrString(t, "__module__")) == NULL) {
+		Py_DECREF(name);
+		return NULL;
+	}
+	if (PyUnicode_Check(mod) &&
+	    PyUnicode_CompareWithASCIIString(mod, "builtins") != 0)
+		r = PyUnicode_FromFormat("%U.%U", mod, name);
+	else {
+		r = name;
+		Py_INCREF(r);
+	}
+	Py_DECREF(mod);
+	Py_DECREF(name);
+	return r;
+}
+
 /* init raised: send "Type: message" to the caller (one write, atomic
  * under PIPE_BUF, so workers failing at once do not mix), then print the
  * traceback here. */
 static void
 report_init_error(PoolObject *self)
 {
-	PyObject	*t, *v, *tb, *s;
-	const char	*msg;
+	PyObject	*t, *v, *tb, *s, *tn;
+	const char	*msg, *name;
 	char		 buf[1024];
 	int		 n;
 
 	PyErr_Fetch(&t, &v, &tb);
 	PyErr_NormalizeException(&t, &v, &tb);
 	s = v ? PyObject_Str(v) : NULL;
-	msg = s ? PyUnicode_AsUTF8(s) : NULL;
+	msg = s ? PyUnicode_AsUTF8AndSize(s, NULL) : NULL;
 	if (msg == NULL) {
 		PyErr_Clear();
 		msg = "?";
 	}
-	n = snprintf(buf, sizeof(buf), "%s: %s",
-	    t ? ((PyTypeObject *)t)->tp_name : "error", msg);
+	tn = t && PyType_Check(t) ? type_name(t) : NULL;
+	name = tn ? PyUnicode_AsUTF8AndSize(tn, NULL) : NULL;
+	if (name == NULL) {
+		PyErr_Clear();
+		name = "error";
+	}
+	n = snprintf(buf, sizeof(buf), "%s: %s", name, msg);
 	if (n > (int)sizeof(buf) - 1)
 		n = sizeof(buf) - 1;
 	(void)write(self->initerr[1], buf, (size_t)n + 1);
+	Py_XDECREF(tn);
 	Py_XDECREF(s);
 	PyErr_Restore(t, v, tb);
 	print_exc();
@@ -305,7 +347,7 @@ gpy_spawn_opts(PoolObject *self, PyObject *spec, struct gpy_spawn *s,
 {
 	PyObject		*argv, *keep, *b;
 	Py_buffer		 pl;
-	Py_ssize_t		 i, n;
+	Py_ssize_t		 i, n, nk;
 	struct gpy_spawn_hdr	 h = { 0 };
 
 	memset(s, 0, sizeof(*s));
@@ -314,8 +356,9 @@ gpy_spawn_opts(PoolObject *self, PyObject *spec, struct gpy_spawn *s,
 	if (!PyArg_ParseTuple(spec, "O!y*O!", &PyList_Type, &argv, &pl,
 	    &PyTuple_Type, &keep))
 		return -1;
-	n = PyList_GET_SIZE(argv);
-	if (n < 1 || PyTuple_GET_SIZE(keep) > 63 ||
+	n = PyList_Size(argv);
+	nk = PyTuple_Size(keep);
+	if (n < 1 || nk < 0 || nk > 63 ||
 	    (s->strs = PyList_New(n)) == NULL ||
 	    (s->argv = PyMem_Calloc((size_t)n + 1, sizeof(char *))) == NULL ||
 	    (s->arg = PyMem_Malloc(sizeof(h) + (size_t)pl.len)) == NULL) {
@@ -325,16 +368,20 @@ gpy_spawn_opts(PoolObject *self, PyObject *spec, struct gpy_spawn *s,
 		return -1;
 	}
 	for (i = 0; i < n; i++) {
-		if ((b = PyUnicode_EncodeFSDefault(PyList_GET_ITEM(argv, i))) ==
-		    NULL) {
+		if ((b = PyList_GetItem(argv, i)) == NULL ||
+		    (b = PyUnicode_EncodeFSDefault(b)) == NULL) {
 			PyBuffer_Release(&pl);
 			return -1;
 		}
-		PyList_SET_ITEM(s->strs, i, b);
-		s->argv[i] = PyBytes_AS_STRING(b);
+		/* Held by s->strs (b stolen, also when it fails). */
+		if (PyList_SetItem(s->strs, i, b) < 0 ||
+		    (s->argv[i] = PyBytes_AsString(b)) == NULL) {
+			PyBuffer_Release(&pl);
+			return -1;
+		}
 	}
-	for (i = 0; i < PyTuple_GET_SIZE(keep); i++)
-		s->keep[i] = (int)PyLong_AsLong(PyTuple_GET_ITEM(keep, i));
+	for (i = 0; i < nk; i++)
+		s->keep[i] = (int)PyLong_AsLong(PyTuple_GetItem(keep, i));
 	s->keep[i] = self->initerr[1];
 	h.len = (uint64_t)pl.len;
 	h.initerr = self->initerr[1];
@@ -473,7 +520,7 @@ gpy_worker_fn(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
 	ENTER();
 	if ((b = item_arg(self, in, inlen)) == NULL)
 		goto fail;
-	r = PyObject_CallOneArg(self->worker, b);
+	r = PyObject_CallFunctionObjArgs(self->worker, b, NULL);
 	item_done(self, b);
 	if (r == NULL)
 		goto fail;
