@@ -191,9 +191,7 @@ print_exc(void)
  * not show) says it: a static type's is module.name, a builtin's only its
  * name; a class's (a heap type) its __name__. A type another extension
  * made from a spec, whose tp_name has its module, is named without it
- * here. (__name__ rather than PyType_GetName(), which is 3.11's: the
- * same source builds on 3.10's full API.) A new str, or NULL with an
- * exception set. */
+ * here. A new str, or NULL with an exception set. */
 static PyObject *
 type_name(PyObject *t)
 {

@@ -104,6 +104,30 @@ else
 	echo "the sdist builds and runs here: $("$sv/bin/gpupool-run" --version | head -1)"
 fi
 
+# One wheel for every CPython from 3.11 (abi3): each later one this
+# machine has installs it and runs a map, forked and clean.
+# (On PATH, or pyenv's, whose shims answer only for a selected version.)
+for v in 3.12 3.13 3.14; do
+	py=
+	for p in "python$v" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/$v*/bin/python$v; do
+		"$p" -c '' 2>/dev/null && { py=$p; break; }
+	done
+	[ -n "$py" ] || { echo "python$v: not here"; continue; }
+	pv=$build/wheel-venv$v
+	[ -x "$pv/bin/python" ] || "$py" -m venv "$pv"
+	"$pv/bin/pip" install -q --disable-pip-version-check --force-reinstall \
+	    --no-index --find-links "$wh" "$whl" ||
+	    fail "python$v: the wheel does not install"
+	GPUPOOL_CLAIMS=$build/bare-claims "$pv/bin/python" -c '
+import gpupool
+if __name__ == "__main__":
+    for how in ("fork", "spawn"):
+        with gpupool.Pool(2, fake_gpus=2, start_method=how) as p:
+            assert p.map(abs, range(-50, 0)) == list(range(50, 0, -1))
+' || fail "python$v: the wheel's Pool"
+	echo "python$v: the same wheel installs and maps (forked and clean)"
+done
+
 # Where MPI is installed (this machine), the wheel's ranks use it: 3 ranks
 # of gpupool-run, then of python -m gpupool, each rank on 2 fake GPUs.
 if command -v mpirun >/dev/null; then
