@@ -233,8 +233,13 @@ def payload(initializer_bytes):
     read before the caller's modules can be found; then the
     Initializer."""
     from multiprocessing import spawn
+    # The authkey goes too (spawn.prepare() sets it in the worker): a
+    # Manager's proxies, sent with items or to the initializer, prove it
+    # to their manager. As plain bytes (an AuthenticationString refuses
+    # pickle), in the worker's HELLO on its own channel, never in argv or
+    # the environment.
     prep = spawn.get_preparation_data("gpupool-worker")
-    prep.pop("authkey", None)  # bytes of this process: not needed there
+    prep["authkey"] = bytes(prep["authkey"])
     prep.pop("init_main_from_name", None)
     prep.pop("init_main_from_path", None)
     key, value = main_source()

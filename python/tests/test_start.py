@@ -263,6 +263,43 @@ def test_a_worker_holds_no_inheritable_descriptor(method):
             assert set(fds) <= mine, fds
 
 
+def append_to(lst, x):
+    lst.append(x)
+    return os.getpid()
+
+
+_shared = None
+
+
+def keep(lst):
+    global _shared
+    _shared = lst
+
+
+def append_kept(x):
+    _shared.append(x)
+    return x
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_managers_proxies_work_in_every_worker(method):
+    """A Manager's proxies, sent with items or given to the initializer,
+    reach their manager from forked and clean workers alike: a clean
+    worker has the caller's authkey (multiprocessing's preparation data),
+    as spawn's processes do, or the manager rejects it."""
+    import multiprocessing
+    with multiprocessing.Manager() as m:
+        items, kept = m.list(), m.list()
+        with gpupool.Pool(fake_gpus=2, start_method=method) as p:
+            pids = p.starmap(append_to, [(items, i) for i in range(6)])
+        assert sorted(items) == list(range(6))
+        assert os.getpid() not in pids
+        with gpupool.Pool(fake_gpus=2, start_method=method,
+                          initializer=keep, initargs=(kept,)) as p:
+            assert p.map(append_kept, range(4)) == list(range(4))
+        assert sorted(kept) == list(range(4))
+
+
 def test_clean_worker_killed_mid_item_is_replaced():
     with gpupool.Pool(fake_gpus=2, start_method="spawn") as p:
         first = p.map(die_on_3, range(8), chunksize=1,

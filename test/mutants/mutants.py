@@ -423,4 +423,8 @@ MUTANTS = [
       "mpi_loadable(prog, err, errlen) == -1)", "0)", "bare"),
     M("python-missing-mpi-unnamed", 83, "python/gpupool/_link.py",
       "if rc == 127:", "if rc == 0:", "bare"),
+    # 84. A clean worker inherits what spawn's processes do.
+    M("clean-worker-without-authkey", 84, "python/gpupool/_start.py",
+      'prep["authkey"] = bytes(prep["authkey"])', 'del prep["authkey"]',
+      "pytest", timeout=1800),
 ]
