@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """mpi_needs.py PROGRAM OUTPUT: which MPI library PROGRAM (an ELF linked
 with MPI: gpupool-run-mpi, the Python package's _mpiproc) needs, by its
-DT_NEEDED entries, written to OUTPUT as a C header (GP_MPI_LIB) or a Python
-module (MPI_LIB), by OUTPUT's suffix. The library is not bundled in the
+DT_NEEDED entries, written to OUTPUT as a C header (GP_MPI_LIB, the soname
+to load, and GP_MPI_WHAT, it said for a user) or a Python module (MPI_WHAT),
+by OUTPUT's suffix. The library is not bundled in the
 wheel (it must be the machine's, matching its mpirun): what starts the
 program says by this name what is missing where it is not installed."""
 
@@ -69,8 +70,7 @@ def main():
     with open(out, "w") as f:
         if out.endswith(".py"):
             f.write('"""The MPI library gpupool/_mpiproc needs (made by '
-                    'src/cli/mpi_needs.py)."""\nMPI_LIB = %r\nMPI_WHAT = '
-                    '%r\n' % (lib, what))
+                    'src/cli/mpi_needs.py)."""\nMPI_WHAT = %r\n' % what)
         else:
             f.write("/* The MPI library gpupool-run-mpi needs (made by "
                     "mpi_needs.py). */\n#define GP_MPI_LIB \"%s\"\n"
