@@ -25,6 +25,13 @@ t0=$(date +%s)
 command -v debootstrap >/dev/null || {
 	echo "no debootstrap (.ci/setup installs it): skipped"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
+# wheel_venv PYTHON DIR: a venv of PYTHON in DIR with the wheel installed
+# from the local wheelhouse ($wh).
+wheel_venv() {
+	[ -x "$2/bin/python" ] || "$1" -m venv "$2"
+	"$2/bin/pip" install -q --disable-pip-version-check --force-reinstall \
+	    --no-index --find-links "$wh" "$whl"
+}
 
 # The wheel of this tree (and its sdist), as a user builds it.
 "$src/.ci/wheel" >"$build/wheel.log" 2>&1 ||
@@ -74,14 +81,17 @@ cp "$whl" $sdist "$wh/"
 cp "$src/test/wheel/inroot.sh" "$src/examples/sweep.txt" \
     "$src/examples/train.sh" "$src/examples/python_sweep.py" \
     "$src/test/fixtures/nvidiaDGX2.xml" "$root/work/"
-# The Debian build's view of the same placements, to compare with.
-dgx=0000:34:00.0,0000:5e:00.0,0000:b7:00.0,0000:e7:00.0
-pci=$(ls /sys/bus/pci/devices | head -2 | paste -sd, -)
+# The Debian build's view of the same placements, to compare with; the
+# bus ids go along for inroot.sh to ask the wheel's about.
+echo 0000:34:00.0,0000:5e:00.0,0000:b7:00.0,0000:e7:00.0 >"$root/work/dgx-busids"
+ls /sys/bus/pci/devices | head -2 | paste -sd, - >"$root/work/pci-busids"
 GPUPOOL_CLAIMS=$build/bare-claims "$run" --show-gpus --fake-gpus 4 \
-    --topology "$src/test/fixtures/nvidiaDGX2.xml" --fake-busids "$dgx" \
-    2>/dev/null | head -5 >"$root/work/expect-dgx2"
+    --topology "$src/test/fixtures/nvidiaDGX2.xml" \
+    --fake-busids "$(cat "$root/work/dgx-busids")" 2>/dev/null |
+    head -5 >"$root/work/expect-dgx2"
 GPUPOOL_CLAIMS=$build/bare-claims "$run" --show-gpus --fake-gpus 2 \
-    --fake-busids "$pci" 2>/dev/null | head -3 >"$root/work/expect-sys"
+    --fake-busids "$(cat "$root/work/pci-busids")" 2>/dev/null |
+    head -3 >"$root/work/expect-sys"
 
 # The source build on this machine without hwloc's headers: one message.
 out=$(unshare -m sh -c "mount --bind /dev/null \
@@ -120,10 +130,7 @@ for v in 3.12 3.13 3.14; do
 	done
 	[ -n "$py" ] || { echo "python$v: not here"; continue; }
 	pv=$build/wheel-venv$v
-	[ -x "$pv/bin/python" ] || "$py" -m venv "$pv"
-	"$pv/bin/pip" install -q --disable-pip-version-check --force-reinstall \
-	    --no-index --find-links "$wh" "$whl" ||
-	    fail "python$v: the wheel does not install"
+	wheel_venv "$py" "$pv" || fail "python$v: the wheel does not install"
 	GPUPOOL_CLAIMS=$build/bare-claims "$pv/bin/python" -c '
 import gpupool
 if __name__ == "__main__":
@@ -134,15 +141,22 @@ if __name__ == "__main__":
 	echo "python$v: the same wheel installs and maps (forked and clean)"
 done
 
+# The wheel on this machine, which has Debian's hwloc plugins: its hwloc
+# loads none of them (a second hwloc): what a worker has mapped, seen by
+# its task.
+hv=$build/wheel-venv
+wheel_venv python3 "$hv" || fail "the wheel does not install here"
+d=$(mktemp -d)
+echo 'grep -cE "hwloc_[a-z_]+\.so|libhwloc\.so" /proc/$PPID/maps' >"$d/maps"
+m=$(GPUPOOL_CLAIMS=$d/claims "$hv/bin/gpupool-run" --fake-gpus 1 \
+    "$d/maps" 2>/dev/null) || true
+[ "$m" = 0 ] || fail "the wheel's worker maps the machine's hwloc: $m"
+echo "the wheel's hwloc beside Debian's plugins: none of them loaded"
+
 # Where MPI is installed (this machine), the wheel's ranks use it: 3 ranks
 # of gpupool-run, then of python -m gpupool, each rank on 2 fake GPUs.
 if command -v mpirun >/dev/null; then
-	hv=$build/wheel-venv
-	[ -x "$hv/bin/python" ] || python3 -m venv "$hv"
-	"$hv/bin/pip" install -q --disable-pip-version-check --force-reinstall \
-	    --no-index --find-links "$wh" "$whl"
 	mr="mpirun --allow-run-as-root --oversubscribe -np 3"
-	d=$(mktemp -d)
 	sed 's|examples/train.sh|sh '"$src"'/examples/train.sh|' \
 	    "$src/examples/sweep.txt" >"$d/sweep.txt"
 	(cd "$d" && GPUPOOL_CLAIMS=$d/claims PATH=$hv/bin:$PATH $mr \
@@ -158,14 +172,8 @@ if command -v mpirun >/dev/null; then
 	[ "$(grep -c '^job ' "$d/py")" = 100 ] && [ "$ranks" = 0,1,2 ] ||
 	    { cat "$d/py"; fail "python -m gpupool (wheel): not 100 jobs on 3 ranks"; }
 	echo "with this machine's MPI: the wheel's gpupool-run and python -m gpupool over 3 ranks"
-	# Nor does the wheel's hwloc load the machine's hwloc plugins (a
-	# second hwloc): what a worker has mapped, seen by its task.
-	echo 'grep -cE "hwloc_[a-z_]+\.so|libhwloc\.so" /proc/$PPID/maps' >"$d/maps"
-	m=$(GPUPOOL_CLAIMS=$d/claims "$hv/bin/gpupool-run" --fake-gpus 1 \
-	    "$d/maps" 2>/dev/null) || true
-	[ "$m" = 0 ] || fail "the wheel's worker maps the machine's hwloc: $m"
-	rm -rf "$d"
 fi
+rm -rf "$d"
 
 unshare -m --propagation private sh -c '
 	set -e

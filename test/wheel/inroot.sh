@@ -56,12 +56,10 @@ PY
 python -m gpupool --help >/dev/null || fail "python -m gpupool --help"
 
 # gpupool-run from the wheel: the C program, a sweep on fake GPUs.
-file=$(python -c 'import gpupool, os; print(os.path.dirname(gpupool.__file__))')
 [ -x /v/bin/gpupool-run ] || fail "no gpupool-run in the venv's bin"
 sed -i 's|examples/train.sh|sh train.sh|' sweep.txt
 gpupool-run --fake-gpus 4 --joblog sweep.log sweep.txt >run.out 2>run.err ||
     { cat run.err; fail "gpupool-run sweep.txt"; }
-n=$(grep -vc '^#' sweep.txt | tr -d ' ')
 [ "$(tail -n +2 sweep.log | awk '$7 == 0' | wc -l)" = 16 ] ||
     { cat sweep.log; fail "gpupool-run: not 16 tasks that succeeded"; }
 echo "gpupool-run: 16 tasks on 4 fake GPUs, joblog complete"
@@ -69,13 +67,11 @@ gpupool-run --version | head -1
 
 # Placement with the wheel's hwloc (no plugins here): as on the build
 # machine, on a topology file and on this machine's own PCI devices.
-dgx=0000:34:00.0,0000:5e:00.0,0000:b7:00.0,0000:e7:00.0
 gpupool-run --show-gpus --fake-gpus 4 --topology nvidiaDGX2.xml \
-    --fake-busids "$dgx" 2>/dev/null | head -5 >got-dgx2
+    --fake-busids "$(cat dgx-busids)" 2>/dev/null | head -5 >got-dgx2
 diff expect-dgx2 got-dgx2 || fail "DGX-2 placement differs from the build's"
-pci=$(ls /sys/bus/pci/devices | head -2 | paste -sd, -)
-gpupool-run --show-gpus --fake-gpus 2 --fake-busids "$pci" 2>/dev/null |
-    head -3 >got-sys
+gpupool-run --show-gpus --fake-gpus 2 --fake-busids "$(cat pci-busids)" \
+    2>/dev/null | head -3 >got-sys
 diff expect-sys got-sys || fail "sysfs placement differs from the build's"
 echo "placement: as the Debian build's (DGX-2 topology, this machine's PCI)"
 
