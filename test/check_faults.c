@@ -1547,11 +1547,16 @@ spawn_group(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 		pause();
 }
 
+/* The timeout must outlast the item's fork, setpgid and write on a
+ * loaded machine under valgrind: one that fires first kills the worker
+ * before it declares the group, and the undeclared child outlives it
+ * holding the pipe (200 ms did, under memcheck beside the ASan pass). */
 START_TEST(declared_task_group_dies_with_its_worker)
 {
 	struct gp_pool		*p;
-	struct gp_pool_opts	 o = { .fake_gpus = 2, .timeout_ms = 200,
+	struct gp_pool_opts	 o = { .fake_gpus = 2, .timeout_ms = 2000,
 				       .grace_ms = 100 };
+	struct pollfd		 pfd;
 	int			 v[2], fds[2], i;
 	struct gp_item		*it = int_items(v, 2);
 	pid_t			 c;
@@ -1568,6 +1573,9 @@ START_TEST(declared_task_group_dies_with_its_worker)
 	gp_pool_destroy(p);
 	close(fds[1]);
 	for (i = 0; i < 2; i++) {
+		pfd = (struct pollfd){ .fd = fds[0], .events = POLLIN };
+		ck_assert_msg(poll(&pfd, 1, 10000) == 1,
+		    "item %d never declared its group", i);
 		ck_assert_int_eq(read(fds[0], &c, sizeof(c)), sizeof(c));
 		t0 = now_ms();
 		while (!gone(c) && now_ms() - t0 < 3000)
