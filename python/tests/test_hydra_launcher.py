@@ -261,8 +261,12 @@ def job_logs(tmp_path):
     return sorted((tmp_path / "sweep").glob("*/app.log"))
 
 
-def test_example_basic_sweep(tmp_path):
-    p = run_example(tmp_path, "x=1,2,3")
+# spawn: workers that start clean, as a parent that has initialised CUDA
+# gets; the app's task function (of __main__) then travels by value.
+@pytest.mark.parametrize("start", [[], ["hydra.launcher.start_method=spawn"]],
+                         ids=["default", "spawn"])
+def test_example_basic_sweep(tmp_path, start):
+    p = run_example(tmp_path, "x=1,2,3", *start)
     assert p.returncode == 0, p.stderr
     logs = job_logs(tmp_path)
     assert [f.parent.name for f in logs] == ["0", "1", "2"]
