@@ -286,6 +286,18 @@ def test_example_crash_exits_1(tmp_path):
     assert len(job_logs(tmp_path)) == 4
 
 
+def test_example_raise_shows_the_worker_line(tmp_path):
+    """The app's task function goes to the worker by value (cloudpickle
+    names its code "<dynamic-code>"): the note names app.py and shows the
+    line that raised."""
+    p = run_example(tmp_path, "x=1", "mode=raise")
+    assert p.returncode == 1
+    assert "ValueError: x=1 is not allowed" in p.stderr
+    assert f'File "{EXAMPLE}", line' in p.stderr, p.stderr
+    assert 'raise ValueError(f"x={cfg.x} is not allowed")' in p.stderr
+    assert "<dynamic-code>" not in p.stderr
+
+
 def test_example_optuna_sweep(tmp_path):
     if importlib.util.find_spec("hydra_plugins.hydra_optuna_sweeper") is None:
         pytest.skip("hydra-optuna-sweeper is not installed "

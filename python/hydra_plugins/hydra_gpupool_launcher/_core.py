@@ -15,10 +15,13 @@ Not scanned by Hydra (the leading underscore), so imported once per
 process: the state kept across jobs in a worker lives here.
 """
 
+import inspect
 import logging
 import os
 import pickle
+import sys
 import traceback
+import types
 from pathlib import Path
 from typing import List, Sequence
 
@@ -53,14 +56,15 @@ def _job(idx, overrides, blob, token):
     """In the worker: run job idx; its JobReturn, cloudpickled."""
     global _applied
     if _applied[0] != token:
-        hydra_context, config, task_function, state = pickle.loads(blob)
+        hydra_context, config, task_function, state, files = \
+            pickle.loads(blob)
         setup_globals()
         # set_state rebuilds Hydra's Plugins, which re-executes every
         # public module under hydra_plugins (about 16 ms): once per
         # worker per launch, not per job.
         Singleton.set_state(state)
-        _applied = (token, (hydra_context, config, task_function))
-    hydra_context, config, task_function = _applied[1]
+        _applied = (token, (hydra_context, config, task_function, files))
+    hydra_context, config, task_function, files = _applied[1]
     sweep_config = _sweep_config(hydra_context, config, overrides, idx)
     HydraConfig.instance().set_config(sweep_config)
     ret = run_job(hydra_context=hydra_context, config=sweep_config,
@@ -75,12 +79,56 @@ def _job(idx, overrides, blob, token):
             ["\nTraceback in the gpupool worker (pid %d, "
              "CUDA_VISIBLE_DEVICES=%s):\n" % (
                  os.getpid(), os.environ.get("CUDA_VISIBLE_DEVICES"))]
-            + traceback.format_exception(exc)).rstrip())
+            + list(_traceback(exc, files).format())).rstrip())
     # Cloudpickled: ret.hydra_cfg's hydra.launcher node is typed by
     # config.GpupoolLauncherConf, which set_state just re-created here, so
     # plain pickle refuses it ("not the same object as ..."); cloudpickle
     # sends that class by value.
     return cloudpickle.dumps(ret)
+
+
+def _main_files(task_function):
+    """(name, first line) -> file of the code of __main__'s functions (the
+    app's task function among them, and what they define inside): the
+    code cloudpickle sends by value, which it names "<dynamic-code>"."""
+    files = {}
+    todo = [task_function] + list(vars(sys.modules["__main__"]).values())
+    for f in todo:
+        try:
+            code = inspect.unwrap(f).__code__
+        except Exception:  # not a function (or a wrapper loop)
+            continue
+        stack = [code]
+        while stack:
+            c = stack.pop()
+            if not c.co_filename.startswith("<"):
+                files[(c.co_name, c.co_firstlineno)] = c.co_filename
+            stack.extend(k for k in c.co_consts
+                         if isinstance(k, types.CodeType))
+    return files
+
+
+def _traceback(exc, files):
+    """exc's traceback, its frames in code sent by value named by their
+    file again (files: _main_files()), so that the lines show."""
+    te = traceback.TracebackException.from_exception(exc)
+    todo, seen = [(te, exc)], set()
+    while todo:
+        te_, e = todo.pop()
+        if te_ is None or e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        frames = [fr for fr, _ in traceback.walk_tb(e.__traceback__)]
+        for i, (fs, fr) in enumerate(zip(te_.stack, frames)):
+            key = (fr.f_code.co_name, fr.f_code.co_firstlineno)
+            if fs.filename == "<dynamic-code>" and key in files:
+                te_.stack[i] = traceback.FrameSummary(
+                    files[key], fs.lineno, fs.name,
+                    end_lineno=fs.end_lineno, colno=fs.colno,
+                    end_colno=fs.end_colno)
+        todo += [(te_.__cause__, e.__cause__),
+                 (te_.__context__, e.__context__)]
+    return te
 
 
 def _failed(launcher, idx, overrides, exc) -> JobReturn:
@@ -101,6 +149,9 @@ def _failed(launcher, idx, overrides, exc) -> JobReturn:
 def launch(launcher, job_overrides: Sequence[Sequence[str]],
            initial_job_idx: int) -> Sequence[JobReturn]:
     import gpupool  # here, not at the top: Hydra imports the plugin early
+
+    if not job_overrides:
+        return []
 
     if cloudpickle is None:
         raise ImportError("the gpupool Hydra launcher needs cloudpickle "
@@ -123,7 +174,8 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]],
     # function by value), applied once per worker: the token says which
     # launch a worker's state belongs to.
     blob = cloudpickle.dumps((launcher.hydra_context, config,
-                              launcher.task_function, Singleton.get_state()))
+                              launcher.task_function, Singleton.get_state(),
+                              _main_files(launcher.task_function)))
     token = os.urandom(8).hex()
     runs: List[JobReturn] = []
     with gpupool.Pool(**launcher.pool_kwargs) as pool:
