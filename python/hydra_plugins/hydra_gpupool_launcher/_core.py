@@ -38,8 +38,8 @@ except ImportError:  # gpupool installed with --no-deps
 
 log = logging.getLogger(__name__)
 
-# In a worker: (token, (hydra_context, config, task_function)) of the
-# launch whose singleton state this worker has set.
+# In a worker: (token, (hydra_context, config, task_function, files)) of
+# the launch whose singleton state this worker has set.
 _applied = (None, None)
 
 
