@@ -12,8 +12,9 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-# Registers hydra/launcher=gpupool when Hydra scans hydra_plugins.
-from . import config  # noqa: F401
+# Registers hydra/launcher=gpupool (Hydra's scan imports config.py too;
+# this covers an import of this module alone).
+from . import config as _conf  # noqa: F401
 
 
 class GpupoolLauncher(Launcher):
