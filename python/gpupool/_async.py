@@ -70,6 +70,7 @@ class AsyncResult:
         self._event = threading.Event()
         self._ok = None
         self._value = None
+        self._mine = ()  # its futures
 
     def ready(self):
         return self._event.is_set()
@@ -85,7 +86,7 @@ class AsyncResult:
         pool = self._pool
         try:
             if timeout is None and pool is not None:
-                pool._help()  # no call running: drive the queue here
+                pool._help(self.ready, self._mine)  # see Driver._help
             self._event.wait(timeout)
         except KeyboardInterrupt:
             if pool is not None:
@@ -142,6 +143,7 @@ class ApplyResult(AsyncResult):
 
     def __init__(self, pool, fut, callback, error_callback):
         super().__init__(pool, callback, error_callback)
+        self._mine = (fut,)
         fut.add_done_callback(self._fut_done)
 
     def _fut_done(self, fut):
@@ -163,6 +165,7 @@ class MapResult(AsyncResult):
         self._values = [None] * n
         self._err = None
         self._left = len(futs)
+        self._mine = tuple(futs)
         if not futs:
             self._set(True, [])
         for fut, start in zip(futs, starts):

@@ -3,6 +3,7 @@ serves a job and the submit queue (Pool._drive()), the dispatcher thread
 that drives the queue when no other call runs, and a submit's future,
 which drives it in the waiting thread (see _pool.py's docstring)."""
 
+import os
 import sys
 import threading
 from concurrent.futures import Future
@@ -19,6 +20,8 @@ class Driver:
 
     _lost = False  # every worker is gone: the pool can run nothing more
     _driving = None  # the job of the C call running, under self._cv
+    _parked = False  # that call waits for a submit (self._wakefd wakes it)
+    _shared = False  # a helping call took another's submit: no more helping
 
     def _gone(self):
         """What a call on a pool that lost every worker raises, and each
@@ -74,14 +77,18 @@ class Driver:
         with self._cv:
             self._cv.notify_all()  # a dispatcher that gave way goes on
 
-    def _drive(self, job, serve_submits=True, locked=False):
+    def _drive(self, job, serve_submits=True, locked=False, until=None,
+               mine=()):
         """One C call over job (None: submits only) and the submit queue,
         in this thread (its callbacks: _Call). Returns when job has
         nothing more to send now and the items in flight have ended;
         raises what the call raised, or the job's end (an Abort: its
         first failure, or its reader gone). locked: the caller holds the
-        runner lock already (it is released here all the same)."""
-        call = _Call(self, job, serve_submits)
+        runner lock already (it is released here all the same). until:
+        with job None, a waiter's done(): the call ends once it is true
+        and its items in flight have ended (None: once nothing is queued
+        or in flight); mine: that waiter's futures."""
+        call = _Call(self, job, serve_submits, until, mine)
         if not locked:
             self._acquire_runner()
         try:
@@ -91,7 +98,11 @@ class Driver:
             lost = self._lost
             if not lost:
                 try:
-                    self._c.run(call.next_item, call.done)
+                    if job is None:  # parks for submits: see next_item
+                        self._c.run(call.next_item, call.done,
+                                    ctl=call.woken, ctl_fd=self._wakefd)
+                    else:
+                        self._c.run(call.next_item, call.done)
                 except _gpupool.NoWorkerError:
                     lost = self._lost = True
             if lost:
@@ -103,6 +114,7 @@ class Driver:
             with self._cv:
                 self._inflight = 0
                 self._driving = None
+                self._parked = False
             # A worker's pid changes only when it is replaced: after a
             # crash or timeout, or after max_tasks_per_worker items.
             if self._refresh or self._max_tasks:
@@ -111,24 +123,38 @@ class Driver:
         if call.ended is not None:
             raise call.ended
 
-    def _help(self):
+    def _help(self, until, mine):
         """A wait without a timeout on a submitted call (Future.result(),
-        AsyncResult.get()): when no call runs, drive the submit queue in
-        this thread, rather than waiting for the dispatcher thread to wake
-        and do it (one thread hop each way less a round trip). Whoever
+        AsyncResult.get(); until: its done(), mine: its futures): when no
+        call runs, drive the submit queue in this thread, rather than
+        waiting for the dispatcher thread to wake and do it (one thread
+        hop each way less a round trip), until that call is done. Whoever
         takes the runner lock first drives; the other finds the queue
-        served."""
+        served.
+
+        Only where this cannot hold anyone up: the queue holds nothing but
+        the waiter's own calls, and no thread but gpupool's own could
+        submit meanwhile. Otherwise this thread would take others' calls
+        and then wait for them, past its own (and a call of theirs may
+        wait for this thread). A submit that comes all the same (from a
+        callback) starts at once, and the pool leaves the queue to the
+        dispatcher from then on (self._shared)."""
         me = threading.get_ident()
-        if self._owner == me or not self._subq.q:
+        if self._owner == me or not self._subq.q or self._shared:
+            return
+        if any(t.ident != me and not t.name.startswith("gpupool-")
+               for t in threading.enumerate()):
             return
         if not self._runner.acquire(blocking=False):
             return
         self._owner = me
-        if not self._subq.q:
+        with self._cv:
+            only = self._subq.only(mine)
+        if not only:
             self._release_runner()
             return
         try:
-            self._drive(None, locked=True)
+            self._drive(None, locked=True, until=until, mine=mine)
         except _jobs.Abort:
             pass
         except Exception as e:  # the pool failed: fail the rest
@@ -221,10 +247,12 @@ class _Call:
     for since) ends NOTRUN at once, with a NotRun saying why (not_run()),
     so that every call keeps what was computed and fails fast."""
 
-    def __init__(self, pool, job, serve_submits):
+    def __init__(self, pool, job, serve_submits, until=None, mine=()):
         self.pool = pool
         self.job = job
         self.serve_submits = serve_submits
+        self.until = until  # a helping call's: see Driver._help()
+        self.mine = {id(f) for f in mine}
         self.subs = pool._sub_inflight  # submits' futures in flight
         self.flying = {}  # id(key) -> key: every item sent, not yet done
         self.ended = None  # the job's Abort, once it has ended
@@ -273,11 +301,22 @@ class _Call:
                     return None  # the dispatcher gives way
                 s = p._subq.next_item()
                 if s is not None:
+                    if (self.until is not None and
+                            id(s[0][0]) not in self.mine):
+                        p._shared = True  # see Driver._help()
                     p._inflight += 1
                     self.subs.add(s[0][0])
                     key = (None, s[0])
                     self.flying[id(key)] = key
                     return key, s[1]
+                if (job is None and self.flying and
+                        (self.until is None or not self.until())):
+                    # Nothing queued, items running: park (...: ask
+                    # again when one ends or woken() runs), as ending
+                    # the call would hold every later submit until they
+                    # all end, idle workers or not. _push() wakes it.
+                    p._parked = True
+                    return ...
         if job is None or self.ended is not None:
             return None
         j = self.job_call(job.next_item)
@@ -301,6 +340,14 @@ class _Call:
         p._check_stop()
         if self.ended is not None and not self.subs:
             raise self.ended  # the job's items still running stop
+
+    def woken(self):
+        """The C call's ctl: _push() woke the parked call; next_item()
+        runs again after this returns."""
+        try:
+            os.eventfd_read(self.pool._wakefd)
+        except BlockingIOError:  # another wake read it first
+            pass
 
     def not_run(self):
         """run() on a pool that lost every worker: each item in flight
@@ -341,7 +388,7 @@ class _Future(Future):
     def _waiting(self, wait, timeout):
         try:
             if timeout is None and not self.done():
-                self._gp_pool._help()
+                self._gp_pool._help(self.done, (self,))
             return wait(timeout)
         except KeyboardInterrupt:
             self._gp_pool._interrupt()

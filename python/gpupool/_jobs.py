@@ -289,6 +289,12 @@ class SubmitQueue:
                 return (fut, fn, n), payload
         return None
 
+    def only(self, futs):
+        """Under the pool's lock: whether every queued call is one of
+        futs."""
+        ids = {id(f) for f in futs}
+        return all(id(e[0]) in ids for e in self.q)
+
     def take(self):
         """Under the pool's lock: every queued future, out of the queue.
         End them with cancel() or fail() once the lock is released: their

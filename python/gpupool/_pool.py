@@ -211,6 +211,8 @@ class Pool(Driver):
         self._pidr, self._pidw = os.pipe()
         os.set_blocking(self._pidr, False)
         os.set_blocking(self._pidw, False)
+        # Wakes a C call parked for submits (_drive.py: _Call.next_item).
+        self._wakefd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
         self._keep = []  # fds clean workers keep: open until join()
         self._all_pids = set()  # every worker's pid, from the pid pipe
         init = _task.Initializer(initializer, initargs, report, self._pidw)
@@ -265,7 +267,7 @@ class Pool(Driver):
                                              max(totals) / (1 << 30)))
 
     def _close_pipes(self):
-        for fd in [self._pidr, self._pidw] + self._keep:
+        for fd in [self._pidr, self._pidw, self._wakefd] + self._keep:
             os.close(fd)
         self._keep = []
 
@@ -494,6 +496,9 @@ class Pool(Driver):
                 fut.set_exception(payload)
                 return
             self._subq.push(fut, fn, payload, n)
+            if self._parked:  # the C call waits for submits: this one
+                self._parked = False
+                os.eventfd_write(self._wakefd, 1)
             if self._dispatcher is None:
                 self._dispatcher = threading.Thread(
                     target=self._dispatch, name="gpupool-submit",

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import types
 from concurrent.futures import CancelledError
 
@@ -718,6 +719,45 @@ def test_submit_result_drives_the_pool_in_the_caller():
             [7 ** i for i in range(30)]
         t.join()
         assert done == [[5 ** i for i in range(30)]]
+
+
+def wait_for_file(path):
+    """Until path exists (60 s at most): whether it came."""
+    for _ in range(6000):
+        if os.path.exists(path):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def touch(path):
+    open(path, "w").close()
+    return os.getpid()
+
+
+@pytest.mark.parametrize("waiter", ["main", "thread", "executor"])
+def test_a_submit_starts_on_an_idle_worker_while_others_run(tmp_path,
+                                                             waiter):
+    """A submit made while a submitted item runs starts at once on an
+    idle worker, whichever thread drives the pool (the dispatcher, or a
+    result() waiting), not after the running item ends: here that item
+    ends only once the later submit has run (the old code: it waited 60 s
+    for a submit held behind it, and said False)."""
+    mark = str(tmp_path / "mark")
+    make = gpupool.Executor if waiter == "executor" else gpupool.Pool
+    kw = {"max_workers": 4} if waiter == "executor" else {"processes": 4}
+    with make(fake_gpus=4, **kw) as p:
+        slow = p.submit(wait_for_file, mark)
+        if waiter == "thread":  # a result() drives the call, maybe
+            got = []
+            t = threading.Thread(target=lambda: got.append(slow.result()))
+            t.start()
+        assert p.submit(pow, 2, 3).result() == 8  # the call is under way
+        assert p.submit(touch, mark).result(timeout=60) > 0
+        assert slow.result(timeout=120) is True
+        if waiter == "thread":
+            t.join()
+            assert got == [True]
 
 
 SCALE = 2
