@@ -503,11 +503,12 @@ def md_integrations(it):
     p = it["probe"]
     L = ["### Integrations: Hydra launcher and joblib backend", "",
          "Interpreter: %s (hydra-core %s, hydra-joblib-launcher %s, joblib "
-         "%s with its loky %s). 4 workers everywhere; gpupool's on 4 fake "
-         "GPUs, with a claims directory of the section's own." % (
+         "%s). 4 workers everywhere; gpupool's on 4 fake GPUs, with a "
+         "claims directory of the section's own." % (
              it["interpreter"], p.get("hydra") or "not installed",
              p.get("hydra_joblib_launcher_version") or "not installed",
-             p.get("joblib") or "not installed", p.get("loky") or "-"), ""]
+             "%s with its loky %s" % (p["joblib"], p.get("loky"))
+             if p.get("joblib") else "not installed"), ""]
     hy = it.get("hydra")
     if hy:
         L += ["#### Hydra: a sweep of %d jobs that return at once "

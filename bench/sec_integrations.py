@@ -94,37 +94,38 @@ def missing_peers(probe):
 
 def contenders(py, probe, notes):
     """{"hydra": [...], "joblib": [...]}: the keys of each group that can
-    run; a note for each that cannot. A group without gpupool's side is
-    not run at all (nothing to compare); a missing peer only loses its
-    row (and the target is N/A)."""
-    why = {}
+    run, and {"GROUP/KEY": why} for those that cannot, each with a note.
+    A group without gpupool's side is not run at all (nothing to compare
+    it with); a missing peer only loses its row (its target is N/A)."""
+    hint = " (--install-peers installs it into the bench's own venv)"
+    why, said = {}, []
     if not probe.get("hydra"):
-        why["hydra/gpupool"] = why["hydra/joblib"] = \
-            "hydra-core not importable by %s" % py
-    else:
-        if not probe.get("hydra_gpupool"):
-            why["hydra/gpupool"] = "the gpupool %s imports has no Hydra " \
-                "launcher (hydra_plugins.hydra_gpupool_launcher)" % py
-        if not probe.get("hydra_joblib"):
-            why["hydra/joblib"] = "hydra-joblib-launcher not importable " \
-                "by %s" % py
+        said.append(("Hydra rows", "hydra-core not importable by %s%s" % (
+            py, hint)))
+        why["hydra/gpupool"] = why["hydra/joblib"] = said[-1][1]
+    elif not probe.get("hydra_gpupool"):
+        said.append(("Hydra rows", "the gpupool %s imports has no Hydra "
+                     "launcher (hydra_plugins.hydra_gpupool_launcher)" % py))
+        why["hydra/gpupool"] = said[-1][1]
+    elif not probe.get("hydra_joblib"):
+        said.append(("Hydra's joblib launcher", "hydra-joblib-launcher "
+                     "not importable by %s%s" % (py, hint)))
+        why["hydra/joblib"] = said[-1][1]
     if not probe.get("joblib"):
-        why["joblib/gpupool"] = why["joblib/loky"] = \
-            "joblib not importable by %s" % py
+        said.append(("joblib rows", "joblib not importable by %s%s" % (
+            py, hint)))
+        why["joblib/gpupool"] = why["joblib/loky"] = said[-1][1]
     elif not probe.get("gpupool_joblib"):
-        why["joblib/gpupool"] = "the gpupool %s imports has no " \
-            "gpupool.joblib (%s)" % (py, probe.get("gpupool_joblib_error"))
+        said.append(("joblib rows", "the gpupool %s imports has no "
+                     "gpupool.joblib (%s)" % (
+                         py, probe.get("gpupool_joblib_error"))))
+        why["joblib/gpupool"] = said[-1][1]
+    for what, w in said:
+        notes.append("integrations: %s not measured: %s" % (what, w))
     run = {}
     for group, impls in (("hydra", HYDRA), ("joblib", JOBLIB)):
         keys = [k for k, _ in impls if "%s/%s" % (group, k) not in why]
         run[group] = keys if "gpupool" in keys else []
-        for k, _ in impls:
-            w = why.get("%s/%s" % (group, k))
-            if w:
-                notes.append("integrations: %s %s not measured: %s%s" % (
-                    group, k, w, "; the %s rows are skipped" % group
-                    if k == "gpupool" else " (--install-peers installs "
-                    "it into the bench's own venv)"))
     return run, why
 
 
