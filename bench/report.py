@@ -560,7 +560,11 @@ def md_integrations(it):
               "backends of a round in rotated order; rounds: %d. gpupool "
               "faster by: median of per-round ratios. 1 ms items sleep "
               "(at least 1 ms each), so 4 x 1000/s is the bound on any "
-              "number of cores." % (jl["calls"], jl["rounds"]), ""]
+              "number of cores. While the next result is pending, "
+              "Parallel sleeps 10 ms before it looks again (joblib's "
+              "`_retrieve`, whatever the backend), so a call of 1 ms "
+              "items ends on a 10 ms grid and the ratio moves in steps of "
+              "a few percent." % (jl["calls"], jl["rounds"]), ""]
     L.append("Load average before/after the section: %s / %s." % (
         " ".join("%.2f" % x for x in it["load"][0]),
         " ".join("%.2f" % x for x in it["load"][1])))

@@ -366,9 +366,12 @@ def targets_integrations(out, it, na):
             fmt="%.2fx", why_na=na or miss.get("joblib/gpupool") or
             miss.get("joblib/loky"), context=r and
             "%s items/s against %s; gpupool's at least loky's in %d of %d "
-            "rounds" % (fmt_si(row["impls"]["gpupool"]["items_per_s"]),
-                        fmt_si(row["impls"]["loky"]["items_per_s"]),
-                        row["rounds_met"], r["n"]))
+            "rounds%s" % (fmt_si(row["impls"]["gpupool"]["items_per_s"]),
+                          fmt_si(row["impls"]["loky"]["items_per_s"]),
+                          row["rounds_met"], r["n"], "" if work != "ms" else
+                          "; Parallel looks for the next result every 10 "
+                          "ms, %.1f%% of a call here" % (
+                              1.0 / med(row["impls"]["loky"]["secs"]))))
 
 
 def best_peer(impls):
