@@ -12,7 +12,7 @@ from peers import INTEGRATION_PEERS, base_env, install_integration_peers
 from sec_python import python_env
 from supervise import kill_tree, reap_all
 
-# What a full run and a --quick run measure (about 155 s and 45 s on 2
+# What a full run and a --quick run measure (about 140 s and 30 s on 2
 # cores). A Hydra sweep of 100 jobs is a fresh process of 7-18 s here,
 # about 4 s of it Hydra's own work in the parent before launch().
 INT_FULL = dict(hydra_n=100, hydra_rounds=5, jl_n={"trivial": 10000,
