@@ -223,11 +223,11 @@ def one(argv):
     return x[0] if x else {}
 
 
-def pip_install(py, pkg):
-    """pip install pkg into interpreter py (the bench's own venv): None,
+def pip_install(py, *pkgs):
+    """pip install pkgs into interpreter py (the bench's own venv): None,
     or why it failed."""
     r = subprocess.run([py, "-m", "pip", "install", "-q",
-                        "--disable-pip-version-check", pkg],
+                        "--disable-pip-version-check", *pkgs],
                        capture_output=True, text=True, cwd="/")
     return None if r.returncode == 0 else (
         r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1][-200:]
@@ -243,3 +243,29 @@ def install_peers(notes):
     if r.returncode != 0:
         notes.append("--install-peers failed (exit %d): %s" % (
             r.returncode, r.stderr.strip()[-300:]))
+
+
+# The integrations section's peers (issue 36), as pip names them: Hydra and
+# its joblib launcher, and joblib (whose "loky" backend is joblib's own copy,
+# joblib.externals.loky: the loky package is not needed for it).
+INTEGRATION_PEERS = ["hydra-core", "hydra-joblib-launcher", "joblib"]
+
+
+def install_integration_peers(py, missing, notes):
+    """--install-peers for the integrations section: pip installs the
+    missing ones of INTEGRATION_PEERS into the bench's own venv, never
+    into a given --python (a note says so). Returns whether any
+    install ran."""
+    if not missing:
+        return False
+    if not os.path.dirname(os.path.dirname(py)).endswith("pyvenv"):
+        notes.append("integrations: %s not installed in %s; --install-"
+                     "peers installs only into the bench's own venv" % (
+                         ", ".join(missing), py))
+        return False
+    log("integrations: pip install %s into %s" % (" ".join(missing), py))
+    err = pip_install(py, *missing)
+    if err:
+        notes.append("integrations: pip install %s failed: %s" % (
+            " ".join(missing), err))
+    return True

@@ -4,7 +4,8 @@ use instead, on the same work, on this machine, in one run.
 
     python3 bench/run.py [--quick] [--install-peers] [--out DIR]
                          [--build DIR] [--no-build] [--publish]
-                         [--sections cmd,pool,mpi,python,ranks,claims]
+                         [--sections cmd,pool,mpi,python,ranks,claims,
+                                     integrations]
                          [--python PY]
 
 Writes DIR/results.json (machine, versions, git revision, every figure with
@@ -19,7 +20,8 @@ round runs every contender once, in a rotated order), and the median of
 the per-round ratios is quoted. Peers that are not installed are skipped
 with a note; --install-peers installs the Debian ones first (GNU parallel,
 task-spooler) with apt-get, and the Python ones (loky, mpire, numpy, and
-scipy for the warm rows' real import, and mpi4py for the ranks section)
+scipy for the warm rows' real import, mpi4py for the ranks section, and
+hydra-core, hydra-joblib-launcher and joblib for the integrations section)
 with pip into the bench's venv.
 """
 import argparse
@@ -43,6 +45,7 @@ from plots import plot  # noqa: E402
 from report import markdown, publish  # noqa: E402
 from sec_claims import claims_section  # noqa: E402
 from sec_cmd import cmd_section  # noqa: E402
+from sec_integrations import integrations_section  # noqa: E402
 from sec_mpi import mpi_section  # noqa: E402
 from sec_pool import pool_section  # noqa: E402
 from sec_python import python_section  # noqa: E402
@@ -68,12 +71,14 @@ def arguments():
     ap.add_argument("--no-build", action="store_true",
                     help="use --build as it is; do not run meson/ninja")
     ap.add_argument("--sections",
-                    default="cmd,pool,mpi,python,ranks,claims",
-                    help="some of cmd, pool, mpi, python, ranks, claims "
-                         "(default: all)")
+                    default="cmd,pool,mpi,python,ranks,claims,"
+                            "integrations",
+                    help="some of cmd, pool, mpi, python, ranks, claims, "
+                         "integrations (default: all)")
     ap.add_argument("--python", metavar="PYTHON",
                     default=os.environ.get("GPUPOOL_BENCH_PYTHON"),
-                    help="python section: an interpreter that imports "
+                    help="python, ranks and integrations sections: an "
+                         "interpreter that imports "
                          "gpupool (default: $GPUPOOL_BENCH_PYTHON, else "
                          "pip install this tree into BUILD/pyvenv)")
     ap.add_argument("--publish", action="store_true",
@@ -146,6 +151,9 @@ def run_sections(a, cfg, build, res, notes):
                           a.install_peers)
         if "claims" in sections:
             claims_section(cfg, runners, build, work, res, notes)
+        if "integrations" in sections:
+            integrations_section(cfg, build, work, res, notes, a.python,
+                                 a.install_peers)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return skipped

@@ -28,6 +28,9 @@ def targets(res, skipped):
         targets_ranks(out, res.get("ranks"), res.get("ranks_skipped"))
     if res.get("claims"):
         targets_claims(out, res["claims"])
+    if res.get("integrations") or res.get("integrations_skipped"):
+        targets_integrations(out, res.get("integrations"),
+                             res.get("integrations_skipped"))
     return out
 
 
@@ -330,6 +333,45 @@ def targets_claims(out, cl):
         med(on["vs_raw"]), "<=", 1.05,
         "median of per-round wall ratios gpupool-run/spawn4",
         context=add_ctx)
+
+
+def targets_integrations(out, it, na):
+    """gpupool's Hydra launcher and joblib backend (issue 36); na: why
+    the section was skipped, or None. A group whose gpupool side or peer
+    was not measured is N/A, with the reason."""
+    add = functools.partial(add_target, out)
+    miss = (it or {}).get("missing", {})
+    hy = it and it.get("hydra")
+    n = hy["n"] if hy else 100
+    r = hy and hy.get("gpupool_over_joblib")
+    add("integrations: Hydra sweep of %d short jobs, gpupool launcher's "
+        "overhead a job <= the joblib launcher's (4 workers)" % n,
+        med(r), "<=", 1.0,
+        "median of per-round ratios of launch() time, gpupool / joblib",
+        fmt="%.2fx", why_na=na or miss.get("hydra/gpupool") or
+        miss.get("hydra/joblib"), context=r and
+        "%.1f ms against %.1f ms a job; gpupool's at most joblib's in %d "
+        "of %d rounds" % (med(hy["impls"]["gpupool"]["per_job_ms"]),
+                          med(hy["impls"]["joblib"]["per_job_ms"]),
+                          hy["rounds_met"], r["n"]))
+    jl = it and it.get("joblib")
+    for work, label in (("trivial", "trivial items"), ("ms", "1 ms items")):
+        row = jl and jl["work"][work]
+        r = row and row.get("gpupool_over_loky")
+        add("integrations: joblib Parallel(n_jobs=4), backend gpupool >= "
+            "loky, items/s (%s x %s)" % (
+                row["n"] if row else {"trivial": 10000, "ms": 1000}[work],
+                label), med(r), ">=", 1.0,
+            "median of per-round items/s ratios gpupool / loky",
+            fmt="%.2fx", why_na=na or miss.get("joblib/gpupool") or
+            miss.get("joblib/loky"), context=r and
+            "%s items/s against %s; gpupool's at least loky's in %d of %d "
+            "rounds%s" % (fmt_si(row["impls"]["gpupool"]["items_per_s"]),
+                          fmt_si(row["impls"]["loky"]["items_per_s"]),
+                          row["rounds_met"], r["n"], "" if work != "ms" else
+                          "; Parallel looks for the next result every 10 "
+                          "ms, %.1f%% of a call here" % (
+                              1.0 / med(row["impls"]["loky"]["secs"]))))
 
 
 def best_peer(impls):
