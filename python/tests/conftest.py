@@ -21,3 +21,10 @@ for _name in ("GPUPOOL_CLAIMED", "GPUPOOL_TASK"):
 
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(_DIR, ignore_errors=True)
+
+
+def pytest_configure(config):
+    # The marks of joblib's own tests, which test_joblib.py runs: joblib
+    # registers them in a conftest.py its wheel does not ship.
+    for mark in ("thread_unsafe", "no_cover"):
+        config.addinivalue_line("markers", "%s: joblib's test mark" % mark)

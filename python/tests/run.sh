@@ -4,10 +4,16 @@
 #   bare: this tree pip-installed without its dependencies (no
 #     cloudpickle: functions travel by name only) into BUILD/pyvenv-bare,
 #     with pytest alone;
-#   full: installed with its dependencies (cloudpickle) into BUILD/pyvenv-full,
-#     with numpy, pandas, threadpoolctl and jax[cpu] beside it, then the
-#     core files once more with workers that start clean, then the
-#     example.
+#   full: installed with its dependencies (cloudpickle) and its extras
+#     hydra, joblib and optuna (as pip install 'gpupool[hydra,joblib,optuna]'
+#     gives them) into BUILD/pyvenv-full, with numpy, pandas,
+#     threadpoolctl, jax[cpu], scikit-learn, hydra-joblib-launcher and
+#     pytest-timeout beside it, then the core files once more with workers
+#     that start clean, then the example;
+#   hydra: installed with hydra-optuna-sweeper into BUILD/pyvenv-hydra,
+#     for the launcher's tests and the Optuna sweep through it: that
+#     sweeper pins optuna below 3, which the full venv's optuna example
+#     (optuna 4 and later's journal storage) cannot share a venv with.
 #
 #	run.sh SRCROOT BUILDROOT
 #
@@ -56,17 +62,20 @@ run_pytest "$bare" "no cloudpickle"
 full=$build/pyvenv-full
 mkvenv "$full"
 # With its dependencies, as pip install . gives it (cloudpickle).
+# With its dependencies and extras, as pip install 'gpupool[...]' gives
+# them (cloudpickle; hydra-core, joblib, optuna).
 "$full/bin/pip" install -q --disable-pip-version-check --force-reinstall \
-    "$src"
+    "$src[hydra,joblib,optuna]"
 "$full/bin/pip" install -q --disable-pip-version-check pytest
 # Real libraries the tests use where installed: each is tried alone, so
 # one that cannot be installed here (no wheel for this platform) leaves
 # the others, and the cases that need it skip, with the reason shown.
-for pkg in numpy pandas threadpoolctl 'jax[cpu]'; do
+for pkg in numpy pandas threadpoolctl 'jax[cpu]' scikit-learn \
+    hydra-joblib-launcher pytest-timeout; do
 	"$full/bin/pip" install -q --disable-pip-version-check "$pkg" ||
 	    echo "run.sh: $pkg cannot be installed here: its cases skip"
 done
-run_pytest "$full" "cloudpickle, numpy, pandas, threadpoolctl, jax"
+run_pytest "$full" "cloudpickle, hydra, joblib, optuna, numpy, pandas, threadpoolctl, jax, scikit-learn"
 
 # Third, the core files again with every pool's workers started clean
 # (GPUPOOL_START_METHOD=spawn: the default where start_method is not
@@ -84,3 +93,15 @@ n=$(cd "$src" && GPUPOOL_FAKE_GPUS=4 "$full/bin/python" examples/python_sweep.py
     grep -c '^job .* ran on rank 0, GPU [0-3] (CUDA_VISIBLE_DEVICES=fake[0-3])$')
 [ "$n" = 100 ] || { echo "examples/python_sweep.py: $n of 100 jobs"; exit 1; }
 echo "examples/python_sweep.py: 100 jobs ran"
+
+# The Hydra launcher under hydra-optuna-sweeper's pins (optuna 2.10):
+# its suites again and the Optuna sweep of examples/hydra_sweep.
+hydra=$build/pyvenv-hydra
+mkvenv "$hydra"
+"$hydra/bin/pip" install -q --disable-pip-version-check --force-reinstall \
+    "$src[hydra]"
+"$hydra/bin/pip" install -q --disable-pip-version-check pytest \
+    hydra-optuna-sweeper
+echo "== pytest in $hydra (hydra-optuna-sweeper)"
+(cd "$src" && "$hydra/bin/python" -m pytest -q -rs -p no:cacheprovider \
+    python/tests/test_hydra_launcher.py)

@@ -56,6 +56,15 @@ grep -q 'gpupool.libs/libhwloc-' "$build/wheel.list" ||
     fail "libhwloc is not in the wheel"
 ! grep -E 'libmpi|libopen-(rte|pal)|libmpich|\.a$|\.h$' "$build/wheel.list" ||
     fail "the wheel carries MPI, headers or archives"
+# The integrations ride in it: the Hydra launcher in the namespace
+# package hydra_plugins (which must stay one: no __init__.py) and the
+# joblib backend.
+for f in hydra_plugins/hydra_gpupool_launcher/gpupool_launcher.py \
+    gpupool/joblib.py; do
+	grep -qx "$f" "$build/wheel.list" || fail "$f is not in the wheel"
+done
+! grep -x 'hydra_plugins/__init__.py' "$build/wheel.list" ||
+    fail "the wheel makes hydra_plugins a regular package (__init__.py)"
 
 if [ ! -f "$root/.gpupool-bare" ]; then
 	rm -rf "$root"
