@@ -24,6 +24,7 @@ own items: the same bytes a local worker gets.
 
 import collections
 import pickle
+import select
 import socket
 import sys
 import threading
@@ -262,14 +263,20 @@ class Cluster:
 
     # -- run ---------------------------------------------------------------
 
-    def run(self, next_item, done):
+    def run(self, next_item, done, ctl=None, ctl_fd=-1):
+        """The C pool's run() over the ranks: next_item() may also answer
+        ... (nothing now: the call goes on), and ctl() runs when ctl_fd
+        is readable (Pool._drive's wake for a parked call), as there."""
         self.stop = 0
+        parked = False  # next_item() said ... when last asked
 
         def take():
+            nonlocal parked
             if self.requeue:
                 return self.requeue.popleft()
             r = next_item()
-            return None if r is None else _Item(r[0], r[1])
+            parked = r is ...
+            return None if r is None or parked else _Item(r[0], r[1])
 
         def nxt():
             self._events(done)
@@ -277,18 +284,27 @@ class Cluster:
             self._fill(take)
             if it is not None:
                 return it.key, it.data
-            return ... if self.out else None
+            return ... if self.out or parked else None
 
-        def ctl():
+        def link_ctl():
+            if ctl is not None:
+                ctl()
             self.w.pump()
             self._events(done)
             self._fill(take)
             return self.stop or None
 
+        # One fd for the C call's ctl: the link's and ctl_fd's, as one
+        # epoll set.
+        ep = select.epoll()
         try:
-            self.local.run(nxt, done, ctl=ctl, ctl_fd=self.w.link.fd,
+            ep.register(self.w.link.fd, select.EPOLLIN)
+            if ctl_fd >= 0:
+                ep.register(ctl_fd, select.EPOLLIN)
+            self.local.run(nxt, done, ctl=link_ctl, ctl_fd=ep.fileno(),
                            tick_ms=_TICK_MS)
         finally:
+            ep.close()
             if self.out:
                 # The call ended early (a failure, Ctrl-C, terminate()):
                 # what the ranks hold stops there; its results, if any
