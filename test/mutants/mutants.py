@@ -427,4 +427,31 @@ MUTANTS = [
     M("clean-worker-without-authkey", 84, "python/gpupool/_start.py",
       'prep["authkey"] = bytes(prep["authkey"])', 'del prep["authkey"]',
       "pytest", timeout=1800),
+    # 85. A submit starts on an idle worker at once.
+    M("submit-call-ends-with-items-running", 85, "python/gpupool/_drive.py",
+      "if (job is None and self.flying and", "if (False and",
+      "pytest", timeout=1800),
+    M("result-drives-with-others-queued", 85, "python/gpupool/_drive.py",
+      "        if not only:\n", "        if False:\n", "pytest",
+      timeout=1800),
+    # 86. A Hydra job fails alone, on a GPU of its own.
+    M("hydra-jobs-numbered-per-batch", 86,
+      "python/hydra_plugins/hydra_gpupool_launcher/_core.py",
+      "futs = [pool.submit(_job, initial_job_idx + i, list(ov), blob, token)",
+      "futs = [pool.submit(_job, i, list(ov), blob, token)", "pytest",
+      timeout=1800),
+    M("hydra-crash-ends-the-sweep", 86,
+      "python/hydra_plugins/hydra_gpupool_launcher/_core.py",
+      "                ret = _failed(launcher, initial_job_idx + i, ov,",
+      "                raise\n                ret = _failed(launcher, i, ov,",
+      "pytest", timeout=1800),
+    # 87. joblib on gpupool runs as joblib says.
+    M("joblib-abort-leaves-items-running", 87, "python/gpupool/joblib.py",
+      "            pool.terminate()\n", "            pool.close()\n",
+      "pytest", timeout=1800),
+    # 88. The integrations weigh nothing on import gpupool.
+    M("gpupool-imports-joblib", 88, "python/gpupool/__init__.py",
+      "from . import _gpupool\n",
+      "from . import _gpupool\nimport joblib  # noqa\n", "pytest",
+      timeout=1800),
 ]
