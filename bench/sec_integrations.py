@@ -10,7 +10,7 @@ import subprocess
 from common import HERE, log, pair_ratios, rotate, stats
 from peers import INTEGRATION_PEERS, base_env, install_integration_peers
 from sec_python import python_env
-from supervise import kill_tree, reap_all
+from supervise import tree_job
 
 # What a full run and a --quick run measure (about 140 s and 30 s on 2
 # cores). A Hydra sweep of 100 jobs is a fresh process of 7-18 s here,
@@ -39,30 +39,10 @@ JOBLIB_WORK = [
 
 
 def int_job(argv, env, timeout_s, notes, what):
-    """One driver's JSON line, or {} and a note when it fails, hangs (its
-    whole tree killed) or leaves a process behind."""
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=env, cwd=env["TMPDIR"],
-                         start_new_session=True)
-    try:
-        so, se = p.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        kill_tree(p.pid)
-        so, se = p.communicate()
-        notes.append("integrations: %s: killed after %d s; stderr: %s" % (
-            what, timeout_s, se.strip()[-300:]))
-        reap_all()
-        return {}
-    left = reap_all()
-    if left:
-        notes.append("integrations: %s: %d processes outlived it (killed)"
-                     % (what, len(left)))
-    lines = [json.loads(x) for x in so.splitlines() if x.startswith("{")]
-    if p.returncode != 0 or not lines:
-        notes.append("integrations: %s: exit %d: %s" % (
-            what, p.returncode, se.strip()[-300:]))
-        return {}
-    return lines[0]
+    """One driver's JSON line, or {} and a note (supervise.tree_job)."""
+    lines = tree_job("integrations", argv, env, env["TMPDIR"], timeout_s,
+                     notes, what)
+    return lines[0] if lines else {}
 
 
 def int_probe(py, env):

@@ -10,7 +10,7 @@ from common import HERE, log, pair_ratios, rotate, stats
 from fmt import fmt_n
 from peers import base_env, pip_install
 from sec_python import python_env
-from supervise import kill_tree, reap_all
+from supervise import tree_job
 
 # What a full run and a --quick run measure (about 130 s and 40 s on 2
 # cores). chunks: MPIPoolExecutor.map's tuned chunk sizes ("auto": len /
@@ -30,32 +30,6 @@ RANKS_JOBS = [
                     "gpupool's"),
     ("p2p", 2, "mpi4py comm.Send/Recv of 1 MiB buffers, rank 0 to rank 1"),
 ]
-
-
-def ranks_job(argv, timeout_s, notes, what):
-    """One mpirun job's JSON lines; [] and a note when it fails, hangs
-    (its whole tree killed) or leaves a process behind."""
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=base_env(), cwd="/",
-                         start_new_session=True)
-    try:
-        so, se = p.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        kill_tree(p.pid)
-        so, se = p.communicate()
-        notes.append("ranks: %s: killed after %d s; stderr: %s" % (
-            what, timeout_s, se.strip()[-300:]))
-        reap_all()
-        return []
-    left = reap_all()
-    if left:
-        notes.append("ranks: %s: %d processes outlived mpirun (killed)" % (
-            what, len(left)))
-    if p.returncode != 0:
-        notes.append("ranks: %s: exit %d: %s" % (what, p.returncode,
-                                                 se.strip()[-300:]))
-        return []
-    return [json.loads(x) for x in so.splitlines() if x.startswith("{")]
 
 
 def ranks_probe(py):
@@ -224,9 +198,9 @@ def ranks_section(cfg, build, work, res, notes, explicit=None,
             rc["rounds"]))
         this = {"trivial": {}, "ms": {}, "mib": {}, "p2p": {}, "layout": {}}
         for key, np_, _ in rotate(jobs, rd):
-            lines = ranks_job(job_argv(key, np_, py, rc, kinds),
-                              rc["timeout_s"], notes, "%s round %d" % (
-                                  key, rd + 1))
+            lines = tree_job("ranks", job_argv(key, np_, py, rc, kinds),
+                             base_env(), "/", rc["timeout_s"], notes,
+                             "%s round %d" % (key, rd + 1))
             for c, rows in by_row(key, lines).items():
                 this[c].update(rows)
         rounds.append(this)

@@ -4,8 +4,10 @@ server, its per-job clients) is re-parented to us, counted in the
 process tree while it lives, reaped by us (its CPU time lands in
 RUSAGE_CHILDREN), and never outlives a run unseen."""
 import ctypes
+import json
 import os
 import signal
+import subprocess
 import threading
 import time
 
@@ -130,3 +132,30 @@ def kill_tree(pid):
             os.kill(p, signal.SIGKILL)
         except OSError:
             pass
+
+
+def tree_job(section, argv, env, cwd, timeout_s, notes, what):
+    """The JSON lines a job prints, run in a session of its own; [] and a
+    note (section: what) when it fails, hangs (its whole tree killed) or
+    leaves a process behind (killed)."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env, cwd=cwd, start_new_session=True)
+    try:
+        so, se = p.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        kill_tree(p.pid)
+        so, se = p.communicate()
+        notes.append("%s: %s: killed after %d s; stderr: %s" % (
+            section, what, timeout_s, se.strip()[-300:]))
+        reap_all()
+        return []
+    left = reap_all()
+    if left:
+        notes.append("%s: %s: %d processes outlived it (killed)" % (
+            section, what, len(left)))
+    lines = [json.loads(x) for x in so.splitlines() if x.startswith("{")]
+    if p.returncode != 0 or not lines:
+        notes.append("%s: %s: exit %d: %s" % (section, what, p.returncode,
+                                              se.strip()[-300:]))
+        return []
+    return lines
