@@ -123,6 +123,28 @@ class Driver:
         if call.ended is not None:
             raise call.ended
 
+    def _push(self, fut, fn, payload, n=None):
+        """Queue one call or chunk (a pickle) for the dispatcher; payload
+        an exception instead: fut fails with it at once."""
+        with self._cv:
+            if _exit.exiting:
+                raise RuntimeError("cannot schedule new futures after "
+                                   "interpreter shutdown")
+            self._check_open()
+            if isinstance(payload, BaseException):
+                fut.set_exception(payload)
+                return
+            self._subq.push(fut, fn, payload, n)
+            if self._parked:  # the C call waits for submits: this one
+                self._parked = False
+                os.eventfd_write(self._wakefd, 1)
+            if self._dispatcher is None:
+                self._dispatcher = threading.Thread(
+                    target=self._dispatch, name="gpupool-submit",
+                    daemon=True)
+                self._dispatcher.start()
+            self._cv.notify_all()
+
     def _help(self, until, mine):
         """A wait without a timeout on a submitted call (Future.result(),
         AsyncResult.get(); until: its done(), mine: its futures): when no
