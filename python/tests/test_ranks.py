@@ -128,12 +128,18 @@ class Job:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="gpupool-ranks.")
         self.token = uuid.uuid4().hex
-        # Of gpupool's variables only the session's claims directory.
+        # None of gpupool's variables; a claims directory of the job's
+        # own (usable by every user, as the default is): the ranks' pools
+        # never wait for a pool another test of the session keeps.
         self.env = {k: v for k, v in os.environ.items()
                     if not k.startswith(("GPUPOOL_", "OMPI_", "PMIX_",
-                                         "SLURM_")) or k == "GPUPOOL_CLAIMS"}
+                                         "SLURM_"))}
+        claims = self.path("claims")
+        os.mkdir(claims)
+        os.chmod(claims, 0o1777)
         self.env.update(GP_DIR=self.dir, GP_RANKS_MARK=self.token,
-                        PYTHONPATH=PKG_DIR, PYTHONUNBUFFERED="1")
+                        GPUPOOL_CLAIMS=claims, PYTHONPATH=PKG_DIR,
+                        PYTHONUNBUFFERED="1")
         self.procs = []
 
     def path(self, name):
