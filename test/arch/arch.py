@@ -24,8 +24,14 @@ Checks, each a rule of docs/design.md ("Shape of the code"):
      python/tests/) are not sized;
   3. no two C files call each other, directly or around a loop: the
      file-level call graph, read from the built objects with nm (file A
-     uses a symbol file B defines), has no cycle;
-  4. no header include loop;
+     uses a symbol file B defines), has no cycle. Each object of
+     BUILDROOT/src/ is mapped to its source through the build's
+     compile_commands.json; one whose source is not under src/, or not
+     built, is a problem;
+  4. no header include loop. A quoted include is resolved as the
+     compiler does: in the including file's directory, then on the -I
+     path of the sources of its directory; one found nowhere (GENERATED
+     headers aside) is a problem;
   5. docs/design.md's call and include graph is this tree's: every file
      this build compiled is in the fenced block after the GRAPH_MARK line,
      with the callees the block gives it among the files built, and the
@@ -36,8 +42,10 @@ Checks, each a rule of docs/design.md ("Shape of the code"):
      run or the options.
 Exit status 0 when all hold, 1 with one line per violation otherwise.
 """
+import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -154,25 +162,45 @@ def nm(obj):
     return defined, used
 
 
-def call_graph(src, build):
-    """{file: {callee file: [symbols]}} over the objects built from src/.
-    An object X.c.o in build/src/D/*.p/ is src/D/X.c; objects whose source
-    is gone (a stale build) are skipped."""
-    bsrc = os.path.join(build, "src")
+def compile_commands(build):
+    """The build's compile commands: [(source, object, command)], paths
+    absolute."""
+    path = os.path.join(build, "compile_commands.json")
+    with open(path, encoding="utf-8") as fh:
+        entries = json.load(fh)
+    out = []
+    for e in entries:
+        d = e["directory"]
+        cmd = e["arguments"] if "arguments" in e else shlex.split(e["command"])
+        out.append((os.path.normpath(os.path.join(d, e["file"])),
+                    os.path.normpath(os.path.join(d, e["output"])),
+                    [os.path.normpath(os.path.join(d, a[2:]))
+                     for a in cmd if a.startswith("-I") and len(a) > 2]))
+    return out
+
+
+def call_graph(src, build, bad):
+    """{file: {callee file: [symbols]}} over the objects the build
+    compiles into build/src/, each mapped to its source through
+    compile_commands.json (meson names the object of src/D/E/x.c
+    E_x.c.o: guessing from the name would skip it). An object whose
+    source is not under src/, or that is not built, is a problem."""
+    bsrc = os.path.join(os.path.abspath(build), "src")
+    src = os.path.abspath(src)
     defs, uses = {}, {}
-    for d, _, files in os.walk(bsrc):
-        if not d.endswith(".p"):
+    for source, obj, _ in compile_commands(build):
+        if not obj.startswith(bsrc + os.sep):
             continue
-        rel = os.path.relpath(os.path.dirname(d), bsrc)
-        for o in files:
-            if not o.endswith(".c.o"):
-                continue
-            f = os.path.normpath(os.path.join(rel, o[:-2]))
-            if not os.path.exists(os.path.join(src, f)):
-                continue
-            dset, uset = nm(os.path.join(d, o))
-            defs.setdefault(f, set()).update(dset)
-            uses.setdefault(f, set()).update(uset)
+        f = os.path.relpath(source, src)
+        if f.startswith(".."):
+            bad.append("%s: its source %s is not under src/" % (obj, source))
+            continue
+        if not os.path.exists(obj):
+            bad.append("%s: not built (run ninja first)" % obj)
+            continue
+        dset, uset = nm(obj)
+        defs.setdefault(f, set()).update(dset)
+        uses.setdefault(f, set()).update(uset)
     owner = {}
     for f, syms in defs.items():
         for s in syms:
@@ -186,23 +214,69 @@ def call_graph(src, build):
     return graph
 
 
-def include_graph(src, files):
-    inc = os.path.join(os.path.dirname(src), "include")
+# Headers made in the build, not in the tree: their includes are not
+# edges.
+GENERATED = {"mpi_lib.h"}
+
+
+def include_path(root, builds):
+    """{directory: [include directories in the tree]}: for each directory
+    of a source compiled into build/src/, the -I directories its compile
+    commands give, in their order (the compiler's search after the
+    file's own directory). Tests and the Python module compile some of
+    src/'s files with include paths of their own: not src/'s."""
+    root = os.path.abspath(root)
+    path = {}
+    for b in builds:
+        bsrc = os.path.join(os.path.abspath(b), "src")
+        for source, obj, dirs in compile_commands(b):
+            if not obj.startswith(bsrc + os.sep):
+                continue
+            got = path.setdefault(os.path.dirname(source), [])
+            for i in dirs:
+                if (i == root or i.startswith(root + os.sep)) and \
+                        i not in got:
+                    got.append(i)
+    return path
+
+
+def include_graph(src, files, builds, bad):
+    """{file: {header: []}}: each quoted include resolved as the compiler
+    does, in the including file's directory and then on the include
+    path of that directory's sources (or of its parent's, for a folder
+    of headers only). An include found nowhere, GENERATED aside, is a
+    problem."""
+    src = os.path.abspath(src)
+    root = os.path.dirname(src)
+    inc = os.path.join(root, "include")
+    ipath = include_path(root, builds)
     graph = {}
     for f in files + ["../include/" + h for h in sorted(os.listdir(inc))]:
         path = os.path.normpath(os.path.join(src, f))
         node = os.path.relpath(path, src)
         graph.setdefault(node, {})
+        d = os.path.dirname(path)
+        while d not in ipath and d.startswith(root + os.sep):
+            d = os.path.dirname(d)
+        here = os.path.dirname(path)
+        search = [here] + [i for i in ipath.get(d, [inc]) if i != here]
         with open(path, encoding="utf-8") as fh:
-            for line in fh:
+            for n, line in enumerate(fh, 1):
                 m = re.match(r'#\s*include\s+"([^"]+)"', line)
                 if not m:
                     continue
-                for base in (os.path.dirname(path), inc):
+                for base in search:
                     t = os.path.normpath(os.path.join(base, m.group(1)))
                     if os.path.exists(t):
                         graph[node].setdefault(os.path.relpath(t, src), [])
                         break
+                else:
+                    if os.path.basename(m.group(1)) not in GENERATED:
+                        bad.append("src/%s:%d: \"%s\" is not found on the "
+                                   "include path (%s)" % (
+                                       node, n, m.group(1), " ".join(
+                                           os.path.relpath(b, root)
+                                           for b in search)))
     return graph
 
 
@@ -361,9 +435,9 @@ def main(argv):
     root, builds = args[0], args[1:]
     src = os.path.join(root, "src")
     files = sources(src)
-    calls = merge(call_graph(src, b) for b in builds)
-    incs = include_graph(src, files)
     bad = []
+    calls = merge(call_graph(src, b, bad) for b in builds)
+    incs = include_graph(src, files, builds, bad)
     for comp in cycles(calls):
         why = ["%s uses %s" % (a, ", ".join(calls[a][b][:3]))
                for a in comp for b in comp if b in calls[a]]
