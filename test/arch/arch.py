@@ -37,6 +37,16 @@ Checks, each a rule of docs/design.md ("Shape of the code"):
      this build compiled is in the fenced block after the GRAPH_MARK line,
      with the callees the block gives it among the files built, and the
      include graph is the block's;
+  3b. the same in python/gpupool (PY_PKG): no two modules reach each
+     other, directly or around a loop. A module reaches another that it
+     imports (relative imports, at any depth of the code), and one whose
+     private attribute it uses on an object that is not self, cls or a
+     module (x._name, where _name is a method, or an attribute assigned
+     as self._name = ..., of the classes of exactly one other module):
+     the duck-typed way back that imports alone do not show (a
+     _checkpoint that called pool._run_job() was _pool's other half). A
+     private name that two modules define is not counted (the rule
+     cannot tell whose it is), nor x.y._name;
   6. one header per process in gpupool-run: a file that includes
      cli/worker.h (the worker side) reaches neither cli/master.h nor
      cli/opts.h through its includes, so worker code cannot see struct
@@ -58,6 +68,8 @@ LONG_OK = "Long because"
 # The trees whose files and functions are sized (C files of each follow
 # src/'s rule, Python files the def rule).
 SIZED = ["src", "bench", "python/gpupool"]
+# The Python package whose modules may not loop (rule 3b).
+PY_PKG = "python/gpupool"
 # The tests, sized by file only (MAX_TEST).
 TESTS = ["test", "python/tests"]
 
@@ -353,6 +365,78 @@ def levels(graph):
     return lv
 
 
+def py_graph(root):
+    """Rule 3b's graph over PY_PKG's modules: {module: {module: [why]}},
+    why "import" or "x._name:line"."""
+    import ast
+    pkg = os.path.join(root, PY_PKG)
+    mods = {}
+    for f in sorted(os.listdir(pkg)):
+        if f.endswith(".py"):
+            with open(os.path.join(pkg, f), encoding="utf-8") as fh:
+                mods[f[:-3]] = ast.parse(fh.read(), f)
+    private = lambda n: n.startswith("_") and not n.startswith("__")
+    owners = {}  # private name -> the modules whose classes define it
+    for m, tree in mods.items():
+        for c in ast.walk(tree):
+            if not isinstance(c, ast.ClassDef):
+                continue
+            for n in ast.walk(c):
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                        and private(n.name):
+                    owners.setdefault(n.name, set()).add(m)
+                elif isinstance(n, ast.Attribute) and \
+                        isinstance(n.ctx, ast.Store) and \
+                        isinstance(n.value, ast.Name) and \
+                        n.value.id == "self" and private(n.attr):
+                    owners.setdefault(n.attr, set()).add(m)
+    graph = {m: {} for m in mods}
+    for m, tree in mods.items():
+        modnames = set()
+        for n in ast.walk(tree):
+            if isinstance(n, ast.ImportFrom) and n.level >= 1:
+                if n.module and n.module.split(".")[0] in mods:
+                    graph[m].setdefault(n.module.split(".")[0], []).append(
+                        "import")
+                for a in n.names:
+                    if a.name in mods and not n.module:
+                        graph[m].setdefault(a.name, []).append("import")
+                    modnames.add(a.asname or a.name)
+            elif isinstance(n, ast.Import):
+                for a in n.names:
+                    modnames.add((a.asname or a.name).split(".")[0])
+        for n in ast.walk(tree):
+            if not (isinstance(n, ast.Attribute) and private(n.attr) and
+                    isinstance(n.value, ast.Name) and
+                    n.value.id not in ("self", "cls") and
+                    n.value.id not in modnames):
+                continue
+            own = owners.get(n.attr, set())
+            if len(own) == 1 and m not in own:
+                graph[m].setdefault(next(iter(own)), []).append(
+                    "%s.%s:%d" % (n.value.id, n.attr, n.lineno))
+    for m in graph:
+        graph[m].pop(m, None)
+    return graph
+
+
+def py_loops(root, bad):
+    """Rule 3b."""
+    graph = py_graph(root)
+    for comp in cycles(graph):
+        why = []
+        for a in comp:
+            for b in comp:
+                uses = sorted(set(graph[a].get(b, ())) - {"import"})
+                if "import" in graph[a].get(b, ()):
+                    why.append("%s imports %s" % (a, b))
+                if uses:
+                    why.append("%s uses %s" % (a, ", ".join(uses[:3])))
+        bad.append("call loop between %s: %s" % (
+            " ".join("%s/%s.py" % (PY_PKG, c) for c in comp),
+            "; ".join(why)))
+
+
 def render(calls, incs):
     lines = ["call graph: file -> the files whose functions it calls;",
              "level 0 calls none of them, each file is one level above",
@@ -458,6 +542,7 @@ def main(argv):
             return 1
         print(render(calls, incs))
         return 0
+    py_loops(root, bad)
     sized = sized_files(root)
     check_sizes(root, sized, bad)
     for f in sized_files(root, TESTS):
