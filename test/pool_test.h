@@ -2,7 +2,8 @@
  * pool_test.h: what the programs testing the pool on fake GPUs share
  * (check_pool.c, check_feed.c, check_alloc.c, check_place.c,
  * check_threads.c): a pool made with an error buffer, the fns twice() and
- * echo_rev(), int items, every item size echoed, a feed that ends at once.
+ * echo_rev(), every item size echoed, a feed that ends at once (int items:
+ * proc_test.h).
  */
 #ifndef GP_POOL_TEST_H
 #define GP_POOL_TEST_H
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "gpupool.h"
+#include "proc_test.h"	/* int_items() */
 
 /* The window make_pool() gives its pools (0: the default). */
 static uint64_t	 make_window;
@@ -43,20 +45,6 @@ twice(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 	memcpy(&x, in, sizeof(x));
 	x = arg ? x * *(int *)arg : x * 2;
 	return gp_ctx_reply(ctx, &x, sizeof(x));
-}
-
-static inline struct gp_item *
-int_items(int *vals, size_t n)
-{
-	struct gp_item	*it = calloc(n, sizeof(*it));
-	size_t		 i;
-
-	for (i = 0; i < n; i++) {
-		vals[i] = (int)i;
-		it[i].in = &vals[i];
-		it[i].inlen = sizeof(int);
-	}
-	return it;
 }
 
 /* Echo the input, reversed, so a copy that ignores the data fails. */

@@ -1,7 +1,8 @@
 /*
- * proc_test.h: helpers the proc suites share (check_faults, check_pool,
- * check_exec): a clock, whether a process is gone, the descriptors open
- * here, no child left, and a worker's CPUs as it sees them.
+ * proc_test.h: helpers the proc suites share (check_faults, check_host,
+ * check_pool, check_exec ...): a clock, whether a process is gone, the
+ * descriptors open here, no child left, a worker's CPUs as it sees them,
+ * int items and the small fns (crash, nap, reply the pid) on them.
  */
 #ifndef GP_PROC_TEST_H
 #define GP_PROC_TEST_H
@@ -12,6 +13,7 @@
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -121,6 +123,53 @@ expand(const char *list, char *out, size_t len)
 		o += (size_t)snprintf(out + o, len - o, "%s%u", o ? "," : "", c);
 	hwloc_bitmap_foreach_end();
 	hwloc_bitmap_free(b);
+}
+
+/* n items, item i the int i (in vals[i]). */
+static inline struct gp_item *
+int_items(int *vals, size_t n)
+{
+	struct gp_item	*it = calloc(n, sizeof(*it));
+	size_t		 i;
+
+	for (i = 0; i < n; i++) {
+		vals[i] = (int)i;
+		it[i].in = &vals[i];
+		it[i].inlen = sizeof(int);
+	}
+	return it;
+}
+
+/* Item in's int. */
+static inline int
+item_int(const void *in)
+{
+	int	 x;
+
+	memcpy(&x, in, sizeof(x));
+	return x;
+}
+
+/* fns: crash (abort()), nap 50 ms, reply the worker's pid. */
+static inline int
+always_crash(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	abort();
+}
+
+static inline int
+nap(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	usleep(50000);
+	return 0;
+}
+
+static inline int
+reply_pid(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	pid_t	 pid = getpid();
+
+	return gp_ctx_reply(ctx, &pid, sizeof(pid));
 }
 
 #endif /* GP_PROC_TEST_H */

@@ -58,13 +58,24 @@ class Results:
                 t.join()
 
 
+class Hooks:
+    """What a result calls of its pool, given by the pool (Pool._hooks()):
+    help(until, mine) drives the pool in the waiting thread
+    (Driver._help), interrupt() stops its work on Ctrl-C, put(result)
+    queues a callback for the result thread (Results.put)."""
+    __slots__ = ("help", "interrupt", "put")
+
+    def __init__(self, help, interrupt, put):
+        self.help, self.interrupt, self.put = help, interrupt, put
+
+
 class AsyncResult:
     """What apply_async(), map_async() and starmap_async() return, as
     multiprocessing.pool.AsyncResult: get(timeout), wait(timeout),
     ready(), successful()."""
 
-    def __init__(self, pool, callback, error_callback):
-        self._pool = pool
+    def __init__(self, hooks, callback, error_callback):
+        self._hooks = hooks
         self._callback = callback
         self._error_callback = error_callback
         self._event = threading.Event()
@@ -83,14 +94,14 @@ class AsyncResult:
     def wait(self, timeout=None):
         if self._event.is_set():
             return
-        pool = self._pool
+        hooks = self._hooks
         try:
-            if timeout is None and pool is not None:
-                pool._help(self.ready, self._mine)  # see Driver._help
+            if timeout is None and hooks is not None:
+                hooks.help(self.ready, self._mine)  # see Driver._help
             self._event.wait(timeout)
         except KeyboardInterrupt:
-            if pool is not None:
-                pool._interrupt()
+            if hooks is not None:
+                hooks.interrupt()
             raise
 
     def get(self, timeout=None):
@@ -108,7 +119,7 @@ class AsyncResult:
         if cb is None:
             self._done()
         else:
-            self._pool._results.put(self)
+            self._hooks.put(self)
 
     def _run_callback(self):
         """In the result thread."""
@@ -125,7 +136,7 @@ class AsyncResult:
             self._done()
 
     def _done(self):
-        self._pool = None  # the result does not keep the pool alive
+        self._hooks = None  # the result does not keep the pool alive
         self._callback = self._error_callback = None
         self._event.set()
 
@@ -141,8 +152,8 @@ def _failed(fut):
 class ApplyResult(AsyncResult):
     """apply_async(): one submitted call."""
 
-    def __init__(self, pool, fut, callback, error_callback):
-        super().__init__(pool, callback, error_callback)
+    def __init__(self, hooks, fut, callback, error_callback):
+        super().__init__(hooks, callback, error_callback)
         self._mine = (fut,)
         fut.add_done_callback(self._fut_done)
 
@@ -159,8 +170,8 @@ class MapResult(AsyncResult):
     when all have ended, its value the list in input order, or the first
     failure (in completion order), as multiprocessing's MapResult."""
 
-    def __init__(self, pool, futs, starts, n, callback, error_callback):
-        super().__init__(pool, callback, error_callback)
+    def __init__(self, hooks, futs, starts, n, callback, error_callback):
+        super().__init__(hooks, callback, error_callback)
         self._lock = threading.Lock()
         self._values = [None] * n
         self._err = None

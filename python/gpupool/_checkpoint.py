@@ -212,10 +212,12 @@ def _prepare(load, opts, return_exceptions):
         raise load.failed[i][1]
 
 
-def run_map(pool, fn, items, chunksize, return_exceptions, progress,
-            checkpoint):
+def run_map(fn, items, chunksize, return_exceptions, progress, checkpoint,
+            forked, stop, chunksize_for, run_job):
     """Pool.map(..., checkpoint=...): the recorded results, and those of
-    the rest, run now and recorded."""
+    the rest, run now and recorded: a _MapJob over what is pending (of
+    chunksize, or chunksize_for(pending)), run by run_job(job, bar) (the
+    pool's, as a map without a checkpoint)."""
     opts = _options(checkpoint)
     ck = _File(opts, fn_identity(fn))
     try:
@@ -231,9 +233,9 @@ def run_map(pool, fn, items, chunksize, return_exceptions, progress,
             bar = _progress.make(progress, load.n)
             if bar is not None:
                 bar.update(load.n - pending)
-            job = _MapJob(load, chunksize or pool._chunksize(pending),
-                          return_exceptions, bar, pool._forked, pool._stop)
-            pool._run_job(job, bar)
+            job = _MapJob(load, chunksize or chunksize_for(pending),
+                          return_exceptions, bar, forked, stop)
+            run_job(job, bar)
     except BaseException:
         ck.close(quiet=True)
         raise
@@ -421,18 +423,19 @@ class _StreamJob(_jobs.StreamJob):
         super().end(error)
 
 
-def stream_job(pool, fn, iterable, chunksize, window, ordered,
-               return_exceptions, progress, checkpoint):
+def stream_job(fn, iterable, chunksize, window, ordered, return_exceptions,
+               progress, checkpoint, forked, on_interrupt, stop):
     """imap/imap_unordered's job with a checkpoint, opened (and its
     records indexed) now, in the caller's thread: a checkpoint in use or
-    not usable raises from imap() itself."""
+    not usable raises from imap() itself. forked, on_interrupt and stop
+    are the pool's, as _jobs.StreamJob takes them."""
     opts = _options(checkpoint)
     ck = _File(opts, fn_identity(fn))
     try:
         index = _Index(ck)
         return _StreamJob(fn, iterable, chunksize, window, ordered,
-                          return_exceptions, progress, pool._forked,
-                          pool._interrupt, ck, index, opts, pool._stop)
+                          return_exceptions, progress, forked,
+                          on_interrupt, ck, index, opts, stop)
     except BaseException:
         ck.close(quiet=True)
         raise

@@ -23,6 +23,19 @@ class Driver:
     _parked = False  # that call waits for a submit (self._wakefd wakes it)
     _shared = False  # a helping call took another's submit: no more helping
 
+    def _driver_init(self):
+        """The driving state, made by Pool.__init__ once the C pool is
+        up (_Call reads it: it is this file's)."""
+        self._cv = threading.Condition()
+        self._runner = threading.Lock()
+        self._owner = None  # the thread holding the runner
+        self._waiting = 0
+        self._subq = _jobs.SubmitQueue()
+        self._sub_inflight = set()  # submits' futures sent, not yet done
+        self._dispatcher = None
+        self._inflight = 0     # items sent and not yet done
+        self._refresh = False  # self._pids may miss a replacement
+
     def _gone(self):
         """What a call on a pool that lost every worker raises, and each
         of its items that never ran holds."""

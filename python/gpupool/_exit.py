@@ -5,8 +5,19 @@ are the parent's, Pool._mine())."""
 import threading
 import weakref
 
-live = weakref.WeakSet()  # pools not joined, joined at interpreter exit
+# Pools not joined -> what joins each at interpreter exit (register()).
+live = weakref.WeakKeyDictionary()
 exiting = False
+
+
+def register(pool, at_exit):
+    """pool, until forget(pool): at_exit(pool) runs at interpreter exit
+    (pool.terminate() when Ctrl-C comes then)."""
+    live[pool] = at_exit
+
+
+def forget(pool):
+    live.pop(pool, None)
 
 
 def python_exit():
@@ -16,9 +27,9 @@ def python_exit():
     instead."""
     global exiting
     exiting = True
-    for p in list(live):
+    for p, at_exit in list(live.items()):
         try:
-            p._at_exit()
+            at_exit(p)
         except KeyboardInterrupt:
             p.terminate()
 

@@ -182,23 +182,20 @@ class Pool(Driver):
         if gpu_mem:
             self._refuse_gpu_mem(gpu_mem)
         self._size = self._c.size()
-        self._cv = threading.Condition()
-        self._runner = threading.Lock()
-        self._owner = None
-        self._waiting = 0
+        self._driver_init()
         self._state = "open"
         self._stop = threading.Event()
-        self._subq = _jobs.SubmitQueue()
-        self._sub_inflight = set()  # submits' futures sent, not yet done
-        self._dispatcher = None
         self._helpers = {}  # imap threads -> their StreamJob
         self._results = _async.Results()
-        self._inflight = 0     # items sent and not yet done
-        self._refresh = False  # self._pids may miss a replacement
         self._pids = [i["pid"] for i in self._c.info()]
         if ranks and _ranks.world is not None:
-            _ranks.spread(self, mine)
-        _exit.live.add(self)
+            try:
+                self._c = _ranks.spread(self._c, mine, method, max_tasks)
+            except BaseException:
+                self._close_pipes()
+                raise
+            self._forked, self._size = None, self._c.size()
+        _exit.register(self, type(self)._at_exit)
 
     def _start_c(self, method, initializer, initargs, wait_free, c_kw):
         """The C pool, with c_kw its options, its workers started (forked,
@@ -374,9 +371,10 @@ class Pool(Driver):
         items = (iterable if type(iterable) in (list, tuple, range)
                  else list(iterable))
         if checkpoint is not None:
-            return _checkpoint.run_map(self, fn, items, chunksize,
+            return _checkpoint.run_map(fn, items, chunksize,
                                        return_exceptions, progress,
-                                       checkpoint)
+                                       checkpoint, self._forked, self._stop,
+                                       self._chunksize, self._run_job)
         if not items:
             return []
         cs = chunksize or self._chunksize(len(items))
@@ -416,9 +414,10 @@ class Pool(Driver):
                                   return_exceptions, bar, self._forked,
                                   self._interrupt)
         else:
-            job = _checkpoint.stream_job(self, fn, iterable, cs, win,
-                                         ordered, return_exceptions, bar,
-                                         checkpoint)
+            job = _checkpoint.stream_job(fn, iterable, cs, win, ordered,
+                                         return_exceptions, bar, checkpoint,
+                                         self._forked, self._interrupt,
+                                         self._stop)
         t = threading.Thread(target=self._stream_driver, args=(job,),
                              name="gpupool-imap", daemon=True)
         with self._cv:
@@ -518,7 +517,8 @@ class Pool(Driver):
                     error_callback=None):
         """apply() without waiting: an AsyncResult. callback(value) or
         error_callback(exception) runs in the pool's result thread."""
-        return _async.ApplyResult(self, self.submit(func, *args, **kwds),
+        return _async.ApplyResult(self._hooks(),
+                                  self.submit(func, *args, **kwds),
                                   callback, error_callback)
 
     def map_async(self, func, iterable, chunksize=None, callback=None,
@@ -532,8 +532,13 @@ class Pool(Driver):
                  else list(iterable))
         cs = chunksize or self._chunksize(len(items)) if items else 1
         futs, starts = self._submit_chunks(func, items, cs)
-        return _async.MapResult(self, futs, starts, len(items), callback,
-                                error_callback)
+        return _async.MapResult(self._hooks(), futs, starts, len(items),
+                                callback, error_callback)
+
+    def _hooks(self):
+        """What an AsyncResult calls of this pool (not the pool itself:
+        it keeps none of it once ready)."""
+        return _async.Hooks(self._help, self._interrupt, self._results.put)
 
     def starmap_async(self, func, iterable, chunksize=None, callback=None,
                       error_callback=None):
@@ -571,7 +576,7 @@ class Pool(Driver):
                 self._state = "joined"
                 self._c.close()
                 self._close_pipes()
-                _exit.live.discard(self)
+                _exit.forget(self)
         finally:
             self._release_runner()
         self._results.stop()

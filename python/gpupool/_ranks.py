@@ -53,28 +53,23 @@ class _Item:
         self.rank, self.tries, self.sent = 0, 0, 0.0
 
 
-def spread(pool, kw):
+def spread(c, kw, start_method, max_tasks):
     """A Pool made with ranks=True under `python -m gpupool` spans every
-    rank: kw (its __init__'s arguments) goes to the others, functions
-    travel as to workers that started clean (by name, or by value), and a
-    Cluster over its C pool and the other ranks takes the C pool's place."""
+    rank: kw (its __init__'s arguments) goes to the others, with the
+    start method it chose and its max_tasks, functions travel as to
+    workers that started clean (by name, or by value), and the Cluster
+    returned, over its C pool c and the other ranks, takes c's place."""
     from . import _task
+    init_fn, init_args = kw.get("initializer"), kw.get("initargs")
     for k in ("self", "context", "ranks", "initializer", "initargs",
               "maxtasksperchild"):
         kw.pop(k, None)
-    kw["start_method"] = pool.start_method
-    kw["max_tasks_per_worker"] = pool._max_tasks
-    if pool._init_fn is not None:
-        kw["_init"] = (_task.dumps_fn(pool._init_fn),
-                       _task.dumps_value(pool._init_args))
-    try:
-        pool._c = Cluster(world, pool._c, _task.dumps_value(kw),
-                          kw["rank_timeout"], pool._retries)
-    except BaseException:
-        pool._close_pipes()
-        raise
-    pool._forked = None
-    pool._size = pool._c.size()
+    kw["start_method"] = start_method
+    kw["max_tasks_per_worker"] = max_tasks
+    if init_fn is not None:
+        kw["_init"] = (_task.dumps_fn(init_fn), _task.dumps_value(init_args))
+    return Cluster(world, c, _task.dumps_value(kw), kw["rank_timeout"],
+                   kw["retries"])
 
 
 class World:

@@ -16,6 +16,7 @@
 #ifndef GP_CLI_H
 #define GP_CLI_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -297,6 +298,19 @@ double	median_get(const struct median *m);
 void	median_release(struct median *m);
 
 #define SHELL_MAX	4096		/* the shell's path, with its NUL */
+
+/* say.c: messages, git style ("gpupool-run: ..." on stderr), from any
+ * part of the tool; they print, as their names say. */
+void	out_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void	out_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void	out_verr(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
+/* While a run owns the streams (output.c's out_attach()), each message
+ * first calls before(arg) (it clears a bar; the rank to name, 0: none),
+ * then line(arg) takes the line in place of a write to stderr. NULLs:
+ * none again. */
+typedef int	say_before_fn(void *arg);
+typedef void	say_write_fn(void *arg, const void *p, size_t n);
+void	say_through(say_before_fn *before, say_write_fn *line, void *arg);
 
 /* Between a master and its workers: the run's settings a worker gets
  * when the pool forks it (struct run_conf), then per task a struct

@@ -292,14 +292,11 @@ struct outq {
 	int		 err;		/* writing failed or was given up */
 };
 
-/* Messages, git style ("gpupool-run: ..."); they clear the bar first. */
-void	out_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void	out_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A notice about a task; --quiet drops it. */
 void	out_note(const struct run *r, const char *fmt, ...)
 	    __attribute__((format(printf, 2, 3)));
-/* Messages clear r's bar and take its queues from now (out_attach())
- * until out_detach(r). */
+/* say.c's messages (out_err(), out_warn()) clear r's bar and take its
+ * queues from now (out_attach()) until out_detach(r). */
 void	out_attach(struct run *r);
 void	out_detach(struct run *r);
 /* Write what q holds as far as its stream takes it now; when it would

@@ -27,7 +27,7 @@
 #define OUT_BACKLOG		(1u << 20)	/* output held before no new
 						   task starts */
 
-static struct run	*cur;	/* for the bar, in messages */
+static struct run	*cur;	/* the run say.c's messages go through */
 
 /*
  * Standard output and standard error. A reader that stops reading (a
@@ -384,46 +384,6 @@ out_bar_winch(struct run *r)
 		out_bar_draw(r, 1);
 }
 
-static void
-say(const char *pfx, const char *fmt, va_list ap)
-{
-	char	 buf[1024];
-	int	 n;
-
-	bar_clear(cur);
-	if (cur != NULL && ranks_rank(cur->rk) > 0)
-		n = snprintf(buf, sizeof(buf), "%s (rank %d): %s", CLI_NAME,
-		    ranks_rank(cur->rk), pfx);
-	else
-		n = snprintf(buf, sizeof(buf), "%s: %s", CLI_NAME, pfx);
-	if (n < 0 || (size_t)n >= sizeof(buf))
-		return;
-	vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
-	n = (int)strlen(buf);
-	buf[n++] = '\n';
-	emit(cur, STDERR_FILENO, buf, (size_t)n);
-}
-
-void
-out_err(const char *fmt, ...)
-{
-	va_list	 ap;
-
-	va_start(ap, fmt);
-	say("", fmt, ap);
-	va_end(ap);
-}
-
-void
-out_warn(const char *fmt, ...)
-{
-	va_list	 ap;
-
-	va_start(ap, fmt);
-	say("warning: ", fmt, ap);
-	va_end(ap);
-}
-
 /* A notice about a task; --quiet drops it. */
 void
 out_note(const struct run *r, const char *fmt, ...)
@@ -433,7 +393,7 @@ out_note(const struct run *r, const char *fmt, ...)
 	if (r->o->quiet)
 		return;
 	va_start(ap, fmt);
-	say("", fmt, ap);
+	out_verr(fmt, ap);
 	va_end(ap);
 }
 
@@ -587,17 +547,37 @@ out_summary(struct run *r)
 		    r->changed);
 }
 
+/* say.c's hook while r owns the streams: its bar cleared, its rank
+ * named, the line behind what it has for stderr. */
+static int
+say_before(void *arg)
+{
+	struct run	*r = arg;
+
+	bar_clear(r);
+	return ranks_rank(r->rk);
+}
+
+static void
+say_write(void *arg, const void *p, size_t n)
+{
+	emit(arg, STDERR_FILENO, p, n);
+}
+
 /* Messages clear r's bar and, while it owns the streams, take its
  * queues. */
 void
 out_attach(struct run *r)
 {
 	cur = r;
+	say_through(say_before, say_write, r);
 }
 
 void
 out_detach(struct run *r)
 {
-	if (cur == r)
+	if (cur == r) {
 		cur = NULL;
+		say_through(NULL, NULL, NULL);
+	}
 }
