@@ -47,10 +47,16 @@ Checks, each a rule of docs/design.md ("Shape of the code"):
      _checkpoint that called pool._run_job() was _pool's other half). A
      private name that two modules define is not counted (the rule
      cannot tell whose it is), nor x.y._name;
-  6. one header per process in gpupool-run: a file that includes
-     cli/worker.h (the worker side) reaches neither cli/master.h nor
-     cli/opts.h through its includes, so worker code cannot see struct
-     run or the options.
+  6. gpupool-run (src/cli/) in folders by process or role, each with
+     its line in src/cli/README.md: a file reaches, through its
+     includes, only the headers of the folders FOLDERS allows it (its
+     own among them), and of the library's only io.h and the public
+     header; main.c, at the root, reaches anything. A file in no listed
+     folder is a problem, and so is a library file (src/ outside cli/)
+     that includes one of the tool's;
+  7. the folders' calls point down: every call from a file of src/cli/
+     to another goes to a folder of the same or a lower LEVELS (a worker
+     never calls the master, the options never call the run).
 Exit status 0 when all hold, 1 with one line per violation otherwise.
 """
 import json
@@ -297,25 +303,102 @@ def include_graph(src, files, builds, bad):
     return graph
 
 
-WORKER_H = "cli/worker.h"
-MASTER_ONLY = ("cli/master.h", "cli/opts.h")
+# Rule 6: each folder of src/cli/ and the folders whose headers its
+# files may reach (transitively, their own included). The one who may
+# reach anything is cli/main.c.
+FOLDERS = {
+    "cli/common": {"cli/common"},
+    "cli/parallel": {"cli/parallel", "cli/common"},
+    "cli/ranks": {"cli/ranks", "cli/common"},
+    "cli/options": {"cli/options", "cli/parallel", "cli/common"},
+    "cli/worker": {"cli/worker", "cli/parallel", "cli/common"},
+    "cli/master": {"cli/master", "cli/options", "cli/parallel",
+                   "cli/ranks", "cli/common"},
+}
+CLI_MAIN = "cli/main.c"
+# The library's headers the tool may reach: the bytes helpers and the
+# public API (never internal.h: the tool is a user of the library).
+CLI_LIB_OK = {"io.h", "../include/gpupool.h"}
+# Rule 7: the folders' levels; a call goes to the same level or lower.
+LEVELS = {"cli/common": 0, "cli/parallel": 1, "cli/ranks": 1,
+          "cli/options": 2, "cli/worker": 2, "cli/master": 3,
+          CLI_MAIN: 4}
+CLI_README = "cli/README.md"
 
 
-def worker_sees_master(incs):
-    """Rule 6: the files including WORKER_H that reach a MASTER_ONLY
-    header, with the header."""
-    out = []
+def cli_folder(f):
+    """The FOLDERS key of src/ path f, CLI_MAIN, "" for the library, or
+    None for a file of cli/ in no listed folder."""
+    if not f.startswith("cli/"):
+        return ""
+    if f == CLI_MAIN:
+        return f
+    d = os.path.dirname(f)
+    return d if d in FOLDERS else None
+
+
+def reach(incs, f):
+    seen, todo = set(), list(incs.get(f, ()))
+    while todo:
+        h = todo.pop()
+        if h not in seen:
+            seen.add(h)
+            todo.extend(incs.get(h, ()))
+    return seen
+
+
+def folder_includes(src, incs, bad):
+    """Rule 6."""
+    try:
+        with open(os.path.join(src, CLI_README), encoding="utf-8") as fh:
+            readme = fh.read()
+    except OSError:
+        readme = ""
+        bad.append("src/%s: missing: one line per folder of src/cli/" %
+                   CLI_README)
+    for d in sorted(FOLDERS):
+        if "`%s/`" % d[len("cli/"):] not in readme:
+            bad.append("src/%s: no line for %s/" % (CLI_README, d))
     for f in sorted(incs):
-        if f == WORKER_H or WORKER_H not in incs[f]:
+        if not f.startswith(("cli/", "../")):
+            for h in sorted(reach(incs, f)):
+                if h.startswith("cli/"):
+                    bad.append("src/%s reaches src/%s: the library never "
+                               "sees the tool" % (f, h))
+                    break
             continue
-        seen, todo = set(), list(incs[f])
-        while todo:
-            h = todo.pop()
-            if h not in seen:
-                seen.add(h)
-                todo.extend(incs.get(h, ()))
-        out.extend((f, h) for h in MASTER_ONLY if h in seen)
-    return out
+        if not f.startswith("cli/"):
+            continue
+        d = cli_folder(f)
+        if d is None:
+            bad.append("src/%s: in no folder of %s (arch.py FOLDERS)" %
+                       (f, CLI_README))
+            continue
+        if d == CLI_MAIN:
+            continue
+        for h in sorted(reach(incs, f)):
+            hd = cli_folder(h)
+            if h in CLI_LIB_OK or hd in FOLDERS[d]:
+                continue
+            bad.append("src/%s reaches src/%s: %s/ may include only %s, "
+                       "and of the library %s" % (
+                           f, h, d, " ".join(sorted(
+                               x + "/" for x in FOLDERS[d])),
+                           " ".join(sorted(CLI_LIB_OK))))
+
+
+def folder_calls(calls, bad):
+    """Rule 7."""
+    for f in sorted(calls):
+        d = cli_folder(f)
+        if d not in LEVELS:
+            continue
+        for g in sorted(calls[f]):
+            e = cli_folder(g)
+            if e in LEVELS and LEVELS[e] > LEVELS[d]:
+                bad.append("src/%s (%s, level %d) calls src/%s (%s, level "
+                           "%d): %s" % (f, d, LEVELS[d], g, e, LEVELS[e],
+                                        ", ".join(calls[f][g][:3])))
 
 
 def cycles(graph):
@@ -533,9 +616,8 @@ def main(argv):
         bad.append("call loop between %s: %s" % (" ".join(comp), "; ".join(why)))
     for comp in cycles(incs):
         bad.append("include loop between %s" % " ".join(comp))
-    for f, h in worker_sees_master(incs):
-        bad.append("src/%s includes %s and reaches %s: worker code must "
-                   "not see the master's structs" % (f, WORKER_H, h))
+    folder_includes(src, incs, bad)
+    folder_calls(calls, bad)
     if graph:
         if bad:
             sys.stderr.write("\n".join(bad) + "\n")
