@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "master.h"
+#include "master/master.h"
 
 /* What spawn_task() replies for a command that exited 0 silently. */
 static int

@@ -1,5 +1,5 @@
 /*
- * check_rproto.c: the payloads of the rank messages (src/cli/rproto.c):
+ * check_rproto.c: the payloads of the rank messages (src/cli/common/rproto.c):
  * each encoded and parsed back, and the malformed ones a rank must
  * refuse (truncated, a length past the end, a missing NUL, a slot on a
  * GPU it does not have), each with -EPROTO.
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "master.h"
+#include "master/master.h"
 #include "check_main.h"
 
 /* Rank 1 of a run: 3 slots on 2 GPUs. */

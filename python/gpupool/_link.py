@@ -1,13 +1,13 @@
 """A rank's link to its MPI process, for `python -m gpupool` under an MPI
 launcher (gpupool/_ranks.py and _serve.py use it).
 
-MPI lives in a process of its own, gpupool/_mpiproc (src/cli/mpi_proc.c,
+MPI lives in a process of its own, gpupool/_mpiproc (src/cli/ranks/mpi_proc.c,
 the same as gpupool-run's), started here before anything else: MPI_Init
 starts threads, and the process that forks a pool's workers must not have
 MPI's. It inherits the launcher's wire-up variables, so it is the rank as
 far as MPI is concerned, and it dies with this process (PR_SET_PDEATHSIG).
 The two talk over a socketpair, one frame per message: a header (type,
-peer, length: src/cli/ranks.h's struct frame), then its bytes; when each
+peer, length: src/cli/ranks/ranks.h's struct frame), then its bytes; when each
 peer was last heard from, and which peers to beat every second, they
 share through a memfd (int64 heard[size], then uint8 talk[size]).
 Consecutive TASKS or RESULTS frames for one peer travel as one MPI
@@ -22,14 +22,14 @@ import struct
 import subprocess
 import time
 
-# src/cli/ranks.h: enum rmsg_type (RM_POOL is the Python side's own) and
+# src/cli/ranks/ranks.h: enum rmsg_type (RM_POOL is the Python side's own) and
 # enum frame_type.
 HELLO, TASKS, RESULTS, CTL, BEAT, BYE, POOL = 1, 2, 3, 4, 5, 6, 7
 FR_READY, FR_ERR, FR_START, FR_END, FR_DONE = 100, 101, 102, 103, 104
 _HDR = struct.Struct("=iiQ")
 _READ = 1 << 20
 
-# The variables an MPI launcher sets (src/cli/launcher.c).
+# The variables an MPI launcher sets (src/cli/ranks/launcher.c).
 _WIRE = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE")
 _PROCS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS")
 

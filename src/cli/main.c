@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "master.h"
+#include "master/master.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC	(1U << 2)
@@ -596,7 +596,11 @@ main(int argc, char **argv)
 		out_err("%s", err);
 		return EXIT_FATAL;
 	}
-	if ((rc = opts_parse(argc, argv, &o)) != 0)
+	if ((rc = opts_parse(argc, argv, &o)) == 2) {
+		printf("%s %s (libgpupool %s, %s)\n", CLI_NAME, GP_VERSION,
+		    GP_VERSION, ranks_build());
+		rc = 0;
+	} else if (rc != 0)
 		rc = rc > 0 ? 0 : EXIT_FATAL;
 	/* Each process shows its own node's GPUs, MPI or not: srun --label
 	 * gpupool-run --show-gpus lists a whole allocation. */

@@ -1,5 +1,5 @@
 /*
- * check_cmdline.c: what a task's line becomes (src/cli/cmdline.c), with
+ * check_cmdline.c: what a task's line becomes (src/cli/worker/cmdline.c), with
  * no process started: which lines need /bin/sh -c, the words the others
  * are run as, and the environment a task gets (the worker's, less ours
  * and the MPI launcher's, plus GPUPOOL_*).
@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker.h"
+#include "worker/worker.h"
+#include "parallel/parallel.h"
 #include "check_main.h"
 
 START_TEST(shell_only_when_needed)

@@ -1,6 +1,6 @@
 /*
  * check_frame.c: the frames between a rank and its MPI process
- * (src/cli/mpi_frame.c), fed bytes directly: whole, one at a time,
+ * (src/cli/ranks/mpi_frame.c), fed bytes directly: whole, one at a time,
  * several in one buffer, and an MPI message frame as a struct rmsg.
  * Built only with MPI (the frames exist only in gpupool-run-mpi).
  */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ranks.h"
+#include "ranks/ranks.h"
 #include "check_main.h"
 
 START_TEST(frames_whole_and_in_pieces)

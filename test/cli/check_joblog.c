@@ -1,5 +1,5 @@
 /*
- * check_joblog.c: the joblog (src/cli/joblog.c), through its functions:
+ * check_joblog.c: the joblog (src/cli/master/joblog.c), through its functions:
  * its columns written (GNU parallel's nine, then GPU, GPUMem, GPUUtil
  * and PeakRSS) and read back by --resume, joblogs of older gpupool-runs and
  * of GNU parallel and lines a crash tore included; every command's text
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "master.h"
+#include "master/master.h"
 #include "check_main.h"
 
 /* A temporary file with text; its path in path (32 bytes). */

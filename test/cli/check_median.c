@@ -1,5 +1,5 @@
 /*
- * check_median.c: the running median of src/cli/median.c, which
+ * check_median.c: the running median of src/cli/common/median.c, which
  * --timeout N% takes of the runtimes of the tasks that succeeded: after
  * every value, the middle of the values so far as a sort gives it.
  */
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "check_main.h"
-#include "cli.h"
+#include "common/cli.h"
 
 static int
 cmp_double(const void *a, const void *b)

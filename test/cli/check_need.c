@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "master.h"
+#include "master/master.h"
 #include "check_main.h"
 
 #define GiB	(1ull << 30)

@@ -1,5 +1,5 @@
 /*
- * check_repl.c: what a grid's row becomes (src/cli/repl.c, grid.c), with
+ * check_repl.c: what a grid's row becomes (src/cli/parallel/repl.c, grid.c), with
  * no task run: the shell quoting of arguments (checked by what /bin/sh
  * makes of it), each replacement string, the arguments appended when
  * COMMAND has none, {%} left for the worker, and the rows of a product
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "opts.h"
+#include "options/opts.h"
 #include "check_main.h"
 
 /* What shell -c 'printf "<%s>" WORD' prints for a quoted word. */

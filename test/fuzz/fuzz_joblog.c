@@ -1,6 +1,6 @@
 /*
  * fuzz_joblog.c: libFuzzer harness for the joblog reader and appender
- * (src/cli/joblog.c: joblog_load, joblog_open, joblog_append, joblog_done,
+ * (src/cli/master/joblog.c: joblog_load, joblog_open, joblog_append, joblog_done,
  * joblog_changed).
  *
  * The input (see fuzz_common.h for the 0xFF long-line mode) is an old
@@ -39,7 +39,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "master.h"
+#include "master/master.h"
 /* joblog.c grows its buffer to 2 MiB before it skips a line. */
 #define EXPAND_MAX	((2u << 20) + (1u << 18))
 /* gpupool-run's joblog header. */

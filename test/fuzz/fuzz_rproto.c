@@ -1,6 +1,6 @@
 /*
  * fuzz_rproto.c: libFuzzer harness for the payloads of the rank messages
- * (src/cli/rproto.c), which rank 0 and the other ranks read from MPI.
+ * (src/cli/common/rproto.c), which rank 0 and the other ranks read from MPI.
  *
  * Every input is parsed as each of RM_HELLO, RM_TASKS, RM_RESULTS and
  * RM_CTL, from a malloc'd copy of exactly its length (so that ASan sees
@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "master.h"
+#include "master/master.h"
 
 #include "fuzz_common.h"
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_tasks.c: libFuzzer harness for the tasks-file reader
- * (src/cli/tasks.c: tasks_open, tasks_next, tasks_scan, tasks_close).
+ * (src/cli/master/tasks.c: tasks_open, tasks_next, tasks_scan, tasks_close).
  *
  * The input (see fuzz_common.h for the 0xFF long-line mode) is the tasks
  * file. It is written to a memfd and read through /proc/self/fd/N, as a
@@ -27,7 +27,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "master.h"
+#include "master/master.h"
 #include "fuzz_common.h"
 
 struct outcome {

@@ -60,13 +60,14 @@ cflags="-g -O1 -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer
 for t in $targets; do
 	case $t in
 	msg)	srcs="$root/src/msg.c $root/src/io.c" ;;
-	tasks)	srcs="$root/src/cli/tasks.c $root/src/cli/need.c $root/src/cli/grid.c
+	tasks)	srcs="$root/src/cli/master/tasks.c $root/src/cli/common/need.c
+		    $root/src/cli/parallel/grid.c
 		    $root/src/opts.c $root/src/err.c
-		    $root/src/cli/gridsrc.c $root/src/cli/rdr.c
-		    $root/src/cli/repl.c $root/src/cli/files.c $root/src/io.c" ;;
-	joblog)	srcs="$root/src/cli/joblog.c $root/src/cli/files.c
-		    $root/src/cli/rdr.c $root/src/io.c" ;;
-	rproto)	srcs="$root/src/cli/rproto.c" ;;
+		    $root/src/cli/parallel/gridsrc.c $root/src/cli/common/rdr.c
+		    $root/src/cli/parallel/repl.c $root/src/cli/common/files.c $root/src/io.c" ;;
+	joblog)	srcs="$root/src/cli/master/joblog.c $root/src/cli/common/files.c
+		    $root/src/cli/common/rdr.c $root/src/io.c" ;;
+	rproto)	srcs="$root/src/cli/common/rproto.c" ;;
 	esac
 	# shellcheck disable=SC2086
 	if ! "$CC" $cflags "$here/fuzz_$t.c" $srcs -o "$out/fuzz_$t"; then

@@ -91,13 +91,13 @@ MUTANTS = [
       "w->kill_at = now + (int64_t)p->o.grace_ms * 2000000;",
       "check_faults"),
     # 11. Across ranks every task runs where a slot is free.
-    M("rank-window-one-task", 11, "src/cli/coord.c",
+    M("rank-window-one-task", 11, "src/cli/master/coord.c",
       "\t\treturn (size_t)p->nw;\n", "\t\treturn 1;\n", "skew"),
     # 12. A lost rank loses no task.
-    M("silent-rank-never-lost", 12, "src/cli/coord.c",
+    M("silent-rank-never-lost", 12, "src/cli/master/coord.c",
       "if (r->peer[i].lost || r->peer[i].bye || !rank_silent(r, i))",
       "if (r->peer[i].lost || r->peer[i].bye || 1)", "rank-stopped"),
-    M("abort-with-banner", 12, "src/cli/mpi_proc.c",
+    M("abort-with-banner", 12, "src/cli/ranks/mpi_proc.c",
       "\tif (ompi_mpi_abort != NULL)\n", "\tif (0)\n", "rank-lost"),
     # 14. Each rank uses the GPUs it was given (an inherited list).
     M("given-ids-not-remapped", 14, "src/gpu.c", "\tif (inh == NULL) {\n",
@@ -105,17 +105,17 @@ MUTANTS = [
     # 15 (single-threaded forks) has no one-line mutant: breaking it takes
     # a thread started before a fork.
     # 16. One run per joblog.
-    M("joblog-not-locked", 16, "src/cli/files.c",
+    M("joblog-not-locked", 16, "src/cli/common/files.c",
       "if (fcntl(fd, F_OFD_SETLK, &fl) == 0)", "if (1)", "check_resume"),
     # 17. --results: the old exitval goes first, the new one last.
-    M("old-exitval-kept", 17, "src/cli/results.c",
+    M("old-exitval-kept", 17, "src/cli/worker/results.c",
       'what = "exitval";', 'what = ".none";', "check_results"),
     # 18. Resume's table of the Seqs present, sorted.
-    M("resume-table-unsorted", 18, "src/cli/joblog.c",
+    M("resume-table-unsorted", 18, "src/cli/master/joblog.c",
       "qsort(j->ent, j->nent, sizeof(*j->ent), ent_cmp);", "(void)ent_cmp;",
       "check_extras", "check_resume"),
     # 19. gpupool-run stays killable, output bounded.
-    M("output-backlog-unbounded", 19, "src/cli/output.c",
+    M("output-backlog-unbounded", 19, "src/cli/master/output.c",
       "#define OUT_BACKLOG		(1u << 20)", "#define OUT_BACKLOG		(~0u >> 1)",
       "check_output", "check_live"),
     # 20. The code keeps its shape: err.c calls nothing of ours.
@@ -170,37 +170,37 @@ MUTANTS = [
       "gp_wstart_reset_signals(master, 1);",
       "gp_wstart_reset_signals(master, 0);", "check_mon"),
     # 33. An argument is one inert word.
-    M("quote-not-escaped", 33, "src/cli/repl.c",
+    M("quote-not-escaped", 33, "src/cli/parallel/repl.c",
       "gp_buf_add(b, \"'\\\\''\", 4);", "gp_buf_add(b, \"'\", 1);",
       "check_repl", "check_grid"),
     # 34. Row N of the product, the first source slowest.
-    M("grid-first-source-fastest", 34, "src/cli/grid.c",
+    M("grid-first-source-fastest", 34, "src/cli/parallel/grid.c",
       "for (i = g->nsrc - 1; i >= 0; i--) {",
       "for (i = 0; i < g->nsrc; i++) {", "check_grid"),
     # 36. --line-buffer: lines as they come, never mixed.
-    M("line-buffer-holds-lines", 36, "src/cli/live.c",
+    M("line-buffer-holds-lines", 36, "src/cli/master/live.c",
       "if (e == d && k < LIVE_LINE_MAX)", "if (k < LIVE_LINE_MAX)",
       "check_live"),
     # 38. --results files published atomically, exitval last.
-    M("results-not-renamed", 38, "src/cli/results.c",
+    M("results-not-renamed", 38, "src/cli/worker/results.c",
       'static const char *const final_name[] = { "stdout", "stderr", "exitval" };',
       'static const char *const final_name[] = { "stdout.live", "stderr", "exitval" };',
       "check_live", "check_results"),
     # 39. Starts at least --delay apart.
-    M("delay-halved", 39, "src/cli/feed.c",
+    M("delay-halved", 39, "src/cli/master/feed.c",
       "due = r->last_hand + (int64_t)r->o->delay_ms * 1000000;",
       "due = r->last_hand + (int64_t)r->o->delay_ms * 500000;",
       "check_extras"),
     # 40. --halt N% of all the tasks, at the boundary.
-    M("halt-percent-strict", 40, "src/cli/feed.c",
+    M("halt-percent-strict", 40, "src/cli/master/feed.c",
       "return (double)*n >= halt_limit(r);",
       "return (double)*n > halt_limit(r);", "check_extras"),
     # 41. --timeout N% only after a success.
-    M("timeout-percent-before-a-success", 41, "src/cli/median.c",
+    M("timeout-percent-before-a-success", 41, "src/cli/common/median.c",
       "return m->nlo > 0 ? m->lo[0] : -1;", "return m->nlo > 0 ? m->lo[0] : 0.001;",
       "check_extras"),
     # 42. A timeline is drawn whatever ends the run, never half written.
-    M("timeline-not-published", 42, "src/cli/timeline.c",
+    M("timeline-not-published", 42, "src/cli/master/timeline.c",
       "if (rc == 0 && rename(tl->tmp, tl->path) == -1)",
       "if (rc == 0 && 0)", "check_timeline"),
     # 43. Big bytes through the region, what does not fit through the pipe.
@@ -218,15 +218,15 @@ MUTANTS = [
       "if (&p->w[i] != w && p->w[i].reg != NULL) {", "if (0) {",
       "check_data"),
     # 13. All ranks or none.
-    M("run-before-every-rank-is-up", 13, "src/cli/coord.c",
+    M("run-before-every-rank-is-up", 13, "src/cli/master/coord.c",
       "all &= r->peer[i].hello && !r->peer[i].lost;", "all &= 1;",
       "start-fail"),
     # 35. A bad grid runs nothing.
-    M("unequal-linked-sources-run", 35, "src/cli/grid.c",
+    M("unequal-linked-sources-run", 35, "src/cli/parallel/grid.c",
       "} else if (s->nrow != lead->nrow) {", "} else if (0) {",
       "check_grid"),
     # 37. An unread stdout bounds live output.
-    M("live-backlog-80-mib", 37, "src/cli/output.c",
+    M("live-backlog-80-mib", 37, "src/cli/master/output.c",
       "return out_left(&r->oq) > OUT_BACKLOG ||",
       "return out_left(&r->oq) > 80 * OUT_BACKLOG ||", "check_live"),
     # 46. Results where the caller chose.
@@ -263,19 +263,19 @@ MUTANTS = [
       "p->wt.busy[w->idx] = p->wt.mon.pending ? 2 : 1;",
       "p->wt.busy[w->idx] = 1;", "check_watch"),
     # 54. What parallel's documentation types runs as parallel does.
-    M("noext-keeps-the-dot", 54, "src/cli/repl.c",
+    M("noext-keeps-the-dot", 54, "src/cli/parallel/repl.c",
       "*n = (size_t)(dot - (s + *off));",
       "*n = (size_t)(dot - (s + *off)) + 1;", "parallel_diff", "check_repl"),
     # 55. A joblog resumed or refused, never taken for empty.
-    M("parallels-joblog-lines-passed-over", 55, "src/cli/joblog.c",
+    M("parallels-joblog-lines-passed-over", 55, "src/cli/master/joblog.c",
       "if (k < (raw ? PARALLEL_NCOL : PARALLEL_NCOL + 1))",
       "if (k < PARALLEL_NCOL + 1)", "check_parallel"),
     # 56. -k prints in input order.
-    M("keep-order-prints-as-it-ends", 56, "src/cli/order.c",
+    M("keep-order-prints-as-it-ends", 56, "src/cli/master/order.c",
       "if (!r->o->keep_order || nth == r->ord.next)", "if (1)",
       "check_parallel"),
     # 57. Arguments from a pipe run as they come.
-    M("piped-arguments-read-whole", 57, "src/cli/gridsrc.c",
+    M("piped-arguments-read-whole", 57, "src/cli/parallel/gridsrc.c",
       "if (rc == 0 && only && (S_ISFIFO(st.st_mode) ||",
       "if (rc == 0 && 0 && (S_ISFIFO(st.st_mode) ||", "check_parallel"),
     # 58. A checkpointed map: at least once, each result exactly once.
@@ -311,22 +311,22 @@ MUTANTS = [
       'kw["ranks"] = False', 'kw["ranks"] = False; kw.pop("busy_pct", None)',
       "pytest", timeout=1800),
     # 65. The shell as parallel finds it, its arguments quoted for it.
-    M("shell-parent-only", 65, "src/cli/popts.c",
+    M("shell-parent-only", 65, "src/cli/options/popts.c",
       "for (hops = 0; pid > 0 && hops < SHELL_HOPS; hops++) {",
       "for (hops = 0; pid > 0 && hops < 1; hops++) {", "check_parallel"),
-    M("shell-quoted-for-sh", 65, "src/cli/grid.c",
+    M("shell-quoted-for-sh", 65, "src/cli/parallel/grid.c",
       "g->rflags = gc->ctx | repl_shell(gc->shell);",
       "g->rflags = gc->ctx;", "check_parallel"),
     # 66. --halt's exit status fixed when met.
-    M("halt-status-counted-at-end", 66, "src/cli/run.c",
+    M("halt-status-counted-at-end", 66, "src/cli/master/run.c",
       "if (r->halt_rc >= 0)", "if (r->halt_rc >= 0 && !r->o->halt_pct)",
       "check_extras"),
     # 67. -N caps -m and -X; -N repeats the words holding {}.
-    M("pack-cap-one-more", 67, "src/cli/grid.c",
+    M("pack-cap-one-more", 67, "src/cli/parallel/grid.c",
       "g->packed - last >= (unsigned long)g->gc->per_task)) &&",
       "g->packed - last > (unsigned long)g->gc->per_task)) &&",
       "check_parallel"),
-    M("n-no-context", 67, "src/cli/popts.c", "if (c == 'N')",
+    M("n-no-context", 67, "src/cli/options/popts.c", "if (c == 'N')",
       "if (c == 'Q')", "check_parallel"),
     # 52. (amended) the main thread counts off the main thread.
     M("main-thread-not-counted", 52, "python/gpupool/_start.py",
@@ -419,7 +419,7 @@ MUTANTS = [
     M("wheel-carries-mpi", 83, ".ci/wheel",
       "--exclude 'libmpi.so.*' --exclude 'libmpich.so.*' \"$w\"/raw/*.whl",
       "\"$w\"/raw/*.whl", "bare"),
-    M("missing-mpi-left-to-the-loader", 83, "src/cli/mpi_stub.c",
+    M("missing-mpi-left-to-the-loader", 83, "src/cli/ranks/mpi_stub.c",
       "mpi_loadable(prog, err, errlen) == -1)", "0)", "bare"),
     M("python-missing-mpi-unnamed", 83, "python/gpupool/_link.py",
       "if rc == 127:", "if rc == 0:", "bare"),
