@@ -315,20 +315,19 @@ def include_graph(src, files, builds, bad):
         with open(path, encoding="utf-8") as fh:
             for n, line in enumerate(fh, 1):
                 m = re.match(r'#\s*include\s+"([^"]+)"', line)
-                if not m:
-                    continue
+                if not m or os.path.basename(m.group(1)) in GENERATED:
+                    continue  # made in the build (where one is built)
                 for base in search:
                     t = os.path.normpath(os.path.join(base, m.group(1)))
                     if os.path.exists(t):
                         graph[node].setdefault(os.path.relpath(t, src), [])
                         break
                 else:
-                    if os.path.basename(m.group(1)) not in GENERATED:
-                        bad.append("src/%s:%d: \"%s\" is not found on the "
-                                   "include path (%s)" % (
-                                       node, n, m.group(1), " ".join(
-                                           os.path.relpath(b, root)
-                                           for b in search)))
+                    bad.append("src/%s:%d: \"%s\" is not found on the "
+                               "include path (%s)" % (
+                                   node, n, m.group(1), " ".join(
+                                       os.path.relpath(b, root)
+                                       for b in search)))
     return graph
 
 
