@@ -389,8 +389,11 @@ struct gp_pool_opts {
 	const char	*claims;	/* the claims directory; NULL:
 					   $GPUPOOL_CLAIMS, else
 					   /run/lock/gpupool; "none": no
-					   claims. (It was reserved[0]: no
-					   reserved word is left) */
+					   claims; "": -EINVAL */
+	uint64_t	 reserved[10];	/* must be 0: room for later fields
+					   (the struct grew from 176 to 256
+					   bytes once, with soname
+					   libgpupool.so.1, to have it) */
 };
 
 /* Where a worker runs (gp_pool_info(), gp_ctx_info()). */
@@ -515,16 +518,10 @@ GP_API int	gp_pool_create(struct gp_pool **out,
  * The options as text, for programs that take them from their users (a
  * command line, keyword arguments): the library judges the text and says
  * why it refuses it, so that every front-end accepts the same. Set the
- * option name of *o from value:
- *   "gpus"		the gpus grammar: a LIST, "free" or "free:LIST"
- *			(sets or clears GP_POOL_GPUS_FREE); o->gpus points
- *			into value, which must outlive gp_pool_create()
- *   "busy_pct"		1 .. 100
- *   "busy_util"	1 .. 100
- *   "item_mem"		a size, as gp_parse_size() takes it
- *   "gpus_per_worker"	1 .. 1024
- *   "nice"		-20 .. 19
- *   "wait_free"	"1" or "0": GP_POOL_WAIT_FREE set or cleared
+ * option name of *o from value: name is one of the rows gp_pool_opt_info()
+ * lists (gpupool(3), OPTIONS BY NAME), value as its kind takes it. A
+ * GP_OPT_GPUS or GP_OPT_PATH value is kept, not copied: o points into
+ * value, which must outlive gp_pool_create().
  * Returns 0, or -EINVAL (no such option, or a bad value) or -ERANGE (a
  * size too large) with the reason in err (errlen bytes; NULL: none),
  * about the value only ("'0' is not a percentage (1 to 100)"), for the
@@ -543,6 +540,45 @@ GP_API int	gp_pool_opts_set(struct gp_pool_opts *o, const char *name,
  */
 GP_API int	gp_pool_opts_check(const struct gp_pool_opts *opts, char *err,
 		    size_t errlen);
+
+/*
+ * The options gp_pool_opts_set() takes by name, one row each, for a
+ * front-end to build its own spelling of them from (gpupool-run's long
+ * options and --help lines, Python's keywords and docstring): row i into
+ * *out, i from 0. Returns 0, or -ENOENT past the last row. The strings
+ * are the library's, static: nothing to free. Touches only *out.
+ */
+enum gp_opt_kind {
+	GP_OPT_GPUS = 1,	/* the gpus grammar: a LIST, "free" or
+				   "free:LIST" (sets or clears
+				   GP_POOL_GPUS_FREE) */
+	GP_OPT_COUNT,		/* digits, lo .. hi; 0 in the struct: dflt */
+	GP_OPT_INT,		/* digits after an optional '-', lo .. hi */
+	GP_OPT_SIZE,		/* a size, as gp_parse_size() takes it */
+	GP_OPT_FLAG,		/* "1" or "0": the flag lo set or cleared */
+	GP_OPT_PATH,		/* a path, not empty */
+	GP_OPT_SECS,		/* seconds, a decimal, 0 .. hi */
+};
+enum gp_opt_group {		/* the block of gpupool-run --help */
+	GP_OPT_G_NONE = 0,	/* no option of gpupool-run's */
+	GP_OPT_G_PARALLEL,	/* "Options of GNU parallel's" */
+	GP_OPT_G_GPUS,		/* "GPUs" */
+};
+struct gp_opt_info {
+	const char	*name;		/* gp_pool_opts_set()'s, errbuf's */
+	const char	*py;		/* Python's keyword; NULL: none */
+	const char	*cli;		/* gpupool-run's "--x"; NULL: none */
+	const char	*arg;		/* its metavar; NULL: takes none */
+	const char	*help;		/* one line */
+	const char	*clihelp;	/* gpupool-run --help's text, lines cut
+					   by '\n' (help if it has none) */
+	int		 kind;		/* enum gp_opt_kind */
+	int		 group;		/* enum gp_opt_group */
+	long		 lo, hi;	/* the range; GP_OPT_FLAG: lo the bit */
+	long		 dflt;		/* what 0 in the struct stands for */
+	uint64_t	 reserved[4];	/* zeroed */
+};
+GP_API int	gp_pool_opt_info(int i, struct gp_opt_info *out);
 
 /*
  * A size as people write one, s[0..len) (no NUL needed): digits with at

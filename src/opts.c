@@ -4,8 +4,10 @@
  * too) and the GPU policy gate.c applies; parses the options that come as
  * text (the gpus grammar "free[:LIST]", sizes, percentages), by name, for
  * gpupool-run and the Python module, which pass their users' text through
- * and report the reason written here. Pure but for getenv() and
- * sysconf(): no I/O, no allocation but the topology path's copy.
+ * and report the reason written here. The options by name are opts.def's
+ * rows, listed to the front-ends by gp_pool_opt_info(). Pure but for
+ * getenv() and sysconf(): no I/O, no allocation but the topology path's
+ * copy.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -23,53 +25,98 @@
 				 GP_POOL_OUT_VIEW | GP_POOL_FIT_THREADS | \
 				 GP_POOL_CLAIM_ITEMS)
 
-/* busy_util fills the hole after flags, nice and claim_timeout_ms the
- * first reserved word, claims the second: no other field moved. No room
- * is left. */
+/* The layout of 0.1 stays where it was; what grew (256 bytes, soname
+ * libgpupool.so.1) is the reserved tail, for the rows to come. */
 #if UINTPTR_MAX == UINT64_MAX
 _Static_assert(offsetof(struct gp_pool_opts, busy_util) == 92 &&
     offsetof(struct gp_pool_opts, errbuf) == 96, "gp_pool_opts layout");
 _Static_assert(offsetof(struct gp_pool_opts, nice) == 160 &&
-    offsetof(struct gp_pool_opts, claims) == 168, "gp_pool_opts layout");
+    offsetof(struct gp_pool_opts, claims) == 168 &&
+    offsetof(struct gp_pool_opts, reserved) == 176, "gp_pool_opts layout");
 #endif
 
 #define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
 #define SIZE_MAX_TIB	1024		/* sizes at most 1024T */
-#define DEFAULT_BUSY_PCT 10
-#define NICE_MIN	(-20)		/* setpriority()'s range */
-#define NICE_MAX	19
-#define CLAIM_WAIT_MAX	2000000		/* seconds: an int of ms */
 
-/* The options gp_pool_opts_set() takes, by the names errbuf uses. */
-enum kind { K_GPUS, K_COUNT, K_INT, K_SIZE, K_FLAG, K_TEXT, K_SECS };
+#define K_GPUS		GP_OPT_GPUS
+#define K_COUNT		GP_OPT_COUNT
+#define K_INT		GP_OPT_INT
+#define K_SIZE		GP_OPT_SIZE
+#define K_FLAG		GP_OPT_FLAG
+#define K_PATH		GP_OPT_PATH
+#define K_SECS		GP_OPT_SECS
+#define PY_SAME(name)	#name
+#define PY_NOPY(name)	NULL
+#define PY_gpu_mem(name) "gpu_mem"	/* a keyword of its own */
+#define FIELD(f)	(((struct gp_pool_opts *)0)->f)
+
+/* The options gp_pool_opts_set() takes, by the names errbuf uses: the
+ * rows of opts.def. */
 static const struct opt {
-	const char	*name;
-	enum kind	 kind;
-	size_t		 off;		/* into struct gp_pool_opts */
-	long		 lo, hi;	/* K_COUNT's, K_INT's range; K_FLAG's
-					   bit */
-	const char	*what;		/* K_COUNT: "a percentage", ... */
+	struct gp_opt_info	 i;
+	const char		*what;	/* K_COUNT, K_INT: the value's noun */
+	size_t			 off;	/* the field's */
+	int			 sgn;	/* the field is an int, not an
+					   unsigned */
 } table[] = {
-	{ "gpus", K_GPUS, offsetof(struct gp_pool_opts, gpus), 0, 0, NULL },
-	{ "busy_pct", K_COUNT, offsetof(struct gp_pool_opts, busy_pct), 1,
-	    100, "a percentage" },
-	{ "busy_util", K_COUNT, offsetof(struct gp_pool_opts, busy_util), 1,
-	    100, "a percentage" },
-	{ "item_mem", K_SIZE, offsetof(struct gp_pool_opts, item_mem), 0, 0,
-	    NULL },
-	{ "gpus_per_worker", K_COUNT, offsetof(struct gp_pool_opts,
-	    gpus_per_worker), 1, GP_MAX_WORKERS, "a GPU count" },
-	{ "wait_free", K_FLAG, offsetof(struct gp_pool_opts, flags),
-	    GP_POOL_WAIT_FREE, 0, NULL },
-	{ "nice", K_INT, offsetof(struct gp_pool_opts, nice), NICE_MIN,
-	    NICE_MAX, "a niceness" },
-	{ "claims", K_TEXT, offsetof(struct gp_pool_opts, claims), 0, 0,
-	    NULL },
-	{ "claim_timeout", K_SECS, offsetof(struct gp_pool_opts,
-	    claim_timeout_ms), 0, CLAIM_WAIT_MAX, NULL },
-	{ "claim_items", K_FLAG, offsetof(struct gp_pool_opts, flags),
-	    GP_POOL_CLAIM_ITEMS, 0, NULL },
+#define OPT(name, field, kind, lo, hi, dflt, what, py, cli, arg, group, \
+    help, clihelp) \
+	{ { #name, PY_##py(name), cli, arg, help, \
+	    clihelp != NULL ? clihelp : help, kind, group, lo, hi, dflt, \
+	    { 0 } }, what, offsetof(struct gp_pool_opts, field), \
+	    _Generic(FIELD(field), int: 1, default: 0) },
+#include "opts.def"
+#undef OPT
 };
+
+/* Each row's field is what its kind writes. */
+#define OPT(name, field, kind, ...) \
+	_Static_assert(kind == K_FLAG ? offsetof(struct gp_pool_opts, \
+	    field) == offsetof(struct gp_pool_opts, flags) : \
+	    kind == K_SIZE ? sizeof(FIELD(field)) == sizeof(uint64_t) : \
+	    kind == K_GPUS || kind == K_PATH ? sizeof(FIELD(field)) == \
+	    sizeof(char *) : sizeof(FIELD(field)) == sizeof(int), \
+	    "opts.def: " #name "'s field is not of its kind");
+#include "opts.def"
+#undef OPT
+
+int
+gp_pool_opt_info(int i, struct gp_opt_info *out)
+{
+	if (i < 0 || (size_t)i >= NELEM(table))
+		return -ENOENT;
+	*out = table[i].i;
+	return 0;
+}
+
+/* A numeric row's field as a long (int or unsigned, as declared). */
+static long
+field_get(const struct gp_pool_opts *o, const struct opt *t)
+{
+	const char	*at = (const char *)o + t->off;
+	unsigned	 u;
+	int		 n;
+
+	if (t->sgn) {
+		memcpy(&n, at, sizeof(n));
+		return n;
+	}
+	memcpy(&u, at, sizeof(u));
+	return (long)u;
+}
+
+static void
+field_put(struct gp_pool_opts *o, const struct opt *t, long v)
+{
+	char		*at = (char *)o + t->off;
+	unsigned	 u = (unsigned)v;
+	int		 n = (int)v;
+
+	if (t->sgn)
+		memcpy(at, &n, sizeof(n));
+	else
+		memcpy(at, &u, sizeof(u));
+}
 
 int
 gp_parse_size(const char *s, size_t n, uint64_t *bytes, const char **why)
@@ -165,20 +212,20 @@ count(const char *s, long lo, long hi, long *v)
 	return 0;
 }
 
-/* claim_timeout as seconds (a decimal, "0": do not wait) into ms. */
+/* Seconds (a decimal, "0": do not wait) into t's int of ms. */
 static int
-secs(struct gp_pool_opts *o, const char *s, char *err, size_t errlen)
+secs(struct gp_pool_opts *o, const struct opt *t, const char *s, char *err,
+    size_t errlen)
 {
 	char	*end;
 	double	 v;
 
 	errno = 0;
 	v = *s >= '0' && *s <= '9' ? strtod(s, &end) : -1;
-	if (v < 0 || errno || *end != '\0' || v > CLAIM_WAIT_MAX)
+	if (v < 0 || errno || *end != '\0' || v > (double)t->i.hi)
 		return gp_errf(err, errlen, -EINVAL, "'%s' is not a number of "
-		    "seconds (0 to %d; 0: do not wait)", s, CLAIM_WAIT_MAX);
-	o->claim_timeout_ms = v == 0 ? -1 : v * 1000 < 1 ? 1 :
-	    (int)(v * 1000);
+		    "seconds (0 to %ld; 0: do not wait)", s, t->i.hi);
+	field_put(o, t, v == 0 ? -1 : v * 1000 < 1 ? 1 : (long)(v * 1000));
 	return 0;
 }
 
@@ -190,19 +237,19 @@ gp_pool_opts_set(struct gp_pool_opts *o, const char *name, const char *value,
 	const char		*why;
 	char			*at;
 	uint64_t		 b;
-	unsigned		 u;
 	long			 v;
 	size_t			 i;
-	int			 rc, n;
+	int			 rc;
 
-	for (i = 0; i < NELEM(table) && strcmp(table[i].name, name) != 0; i++)
+	for (i = 0; i < NELEM(table) && strcmp(table[i].i.name, name) != 0;
+	    i++)
 		;
 	if (i == NELEM(table) || value == NULL)
 		return gp_errf(err, errlen, -EINVAL, i == NELEM(table) ?
 		    "no pool option '%s'" : "no value for %s", name);
 	t = &table[i];
 	at = (char *)o + t->off;
-	switch (t->kind) {
+	switch (t->i.kind) {
 	case K_GPUS:
 		o->flags &= ~(unsigned)GP_POOL_GPUS_FREE;
 		if (*value == '\0' || gpus_text(o, value) < 0)
@@ -211,15 +258,10 @@ gp_pool_opts_set(struct gp_pool_opts *o, const char *name, const char *value,
 		return 0;
 	case K_COUNT:
 	case K_INT:
-		if (count(value, t->lo, t->hi, &v) < 0)
+		if (count(value, t->i.lo, t->i.hi, &v) < 0)
 			return gp_errf(err, errlen, -EINVAL, "'%s' is not %s "
-			    "(%ld to %ld)", value, t->what, t->lo, t->hi);
-		u = (unsigned)v;
-		n = (int)v;
-		if (t->kind == K_COUNT)
-			memcpy(at, &u, sizeof(u));
-		else
-			memcpy(at, &n, sizeof(n));
+			    "(%ld to %ld)", value, t->what, t->i.lo, t->i.hi);
+		field_put(o, t, v);
 		return 0;
 	case K_SIZE:
 		if ((rc = gp_parse_size(value, strlen(value), &b, &why)) < 0)
@@ -227,17 +269,20 @@ gp_pool_opts_set(struct gp_pool_opts *o, const char *name, const char *value,
 			    value, why);
 		memcpy(at, &b, sizeof(b));
 		return 0;
-	case K_TEXT:
+	case K_PATH:
+		if (*value == '\0')
+			return gp_errf(err, errlen, -EINVAL, "an empty "
+			    "directory name");
 		memcpy(at, &value, sizeof(value));
 		return 0;
 	case K_SECS:
-		return secs(o, value, err, errlen);
+		return secs(o, t, value, err, errlen);
 	case K_FLAG:
 		if (count(value, 0, 1, &v) < 0)
 			return gp_errf(err, errlen, -EINVAL, "'%s' is not 0 or "
 			    "1", value);
-		o->flags = v ? o->flags | (unsigned)t->lo :
-		    o->flags & ~(unsigned)t->lo;
+		o->flags = v ? o->flags | (unsigned)t->i.lo :
+		    o->flags & ~(unsigned)t->i.lo;
 		return 0;
 	}
 	return -EINVAL;
@@ -298,8 +343,8 @@ sizes(struct gp_pool_opts *o, char *err, size_t errlen)
 	return 0;
 }
 
-/* The shared GPUs' options: the gpus grammar, what needs it, and the
- * policy's defaults. */
+/* The gpus grammar, and what needs GP_POOL_GPUS_FREE (before the rows'
+ * defaults: busy_pct 0 is "not set" here). */
 static int
 gpu_policy(struct gp_pool_opts *o, char *err, size_t errlen)
 {
@@ -311,17 +356,37 @@ gpu_policy(struct gp_pool_opts *o, char *err, size_t errlen)
 		return gp_errf(err, errlen, -EINVAL, "%s needs gpus free (or "
 		    "free:LIST)", (o->flags & GP_POOL_WAIT_FREE) ? "wait_free" :
 		    o->busy_pct ? "busy_pct" : "busy_util");
-	if (o->busy_pct == 0)
-		o->busy_pct = DEFAULT_BUSY_PCT;
-	if (o->gpus_per_worker == 0)
-		o->gpus_per_worker = 1;
-	if (o->gpus_per_worker < 0)
-		return gp_errf(err, errlen, -EINVAL, "pool options: "
-		    "gpus_per_worker %d out of range", o->gpus_per_worker);
-	if (o->busy_pct > 100 || o->busy_util > 100)
-		return gp_errf(err, errlen, -EINVAL, "pool options: %s %u out "
-		    "of range (1 to 100)", o->busy_pct > 100 ? "busy_pct" :
-		    "busy_util", o->busy_pct > 100 ? o->busy_pct : o->busy_util);
+	return 0;
+}
+
+/* Every numeric row: 0 takes its default, anything else lies in its
+ * range; K_PATH is not "". */
+static int
+rows(struct gp_pool_opts *o, char *err, size_t errlen)
+{
+	const struct opt	*t;
+	const char		*path;
+	long			 v;
+	size_t			 k;
+
+	for (k = 0; k < NELEM(table); k++) {
+		t = &table[k];
+		if (t->i.kind == K_PATH) {
+			memcpy(&path, (char *)o + t->off, sizeof(path));
+			if (path != NULL && *path == '\0')
+				return gp_errf(err, errlen, -EINVAL, "pool "
+				    "options: %s \"\": an empty directory "
+				    "name", t->i.name);
+		}
+		if (t->i.kind != K_COUNT && t->i.kind != K_INT)
+			continue;
+		if ((v = field_get(o, t)) == 0)
+			field_put(o, t, t->i.dflt);
+		else if (v < t->i.lo || v > t->i.hi)
+			return gp_errf(err, errlen, -EINVAL, "pool options: "
+			    "%s %ld out of range (%ld to %ld)", t->i.name, v,
+			    t->i.lo, t->i.hi);
+	}
 	return 0;
 }
 
@@ -329,6 +394,10 @@ gpu_policy(struct gp_pool_opts *o, char *err, size_t errlen)
 static int
 resolve(struct gp_pool_opts *o, char *err, size_t errlen)
 {
+	if (!gp_opts_zeroed(o->reserved, NELEM(o->reserved)))
+		return gp_errf(err, errlen, -EINVAL, "pool options: a reserved "
+		    "field is set (from a gpupool.h newer than this library, "
+		    "%s?)", GP_VERSION);
 	if (o->flags & ~(unsigned)GP_POOL_FLAGS_ALL)
 		return gp_errf(err, errlen, -EINVAL, "pool options: unknown "
 		    "flags %#x (from a gpupool.h newer than this library, %s?)",
@@ -340,14 +409,11 @@ resolve(struct gp_pool_opts *o, char *err, size_t errlen)
 	    ((o->flags & GP_POOL_CANCEL_FD) && o->cancel_fd < 0))
 		return gp_errf(err, errlen, -EINVAL, "negative count or fd in "
 		    "pool options");
-	if (o->nice < NICE_MIN || o->nice > NICE_MAX)
-		return gp_errf(err, errlen, -EINVAL, "pool options: nice %d "
-		    "out of range (%d to %d)", o->nice, NICE_MIN, NICE_MAX);
 	if (o->per_gpu == 0)
 		o->per_gpu = 1;
 	if (o->grace_ms == 0)
 		o->grace_ms = GP_DEFAULT_GRACE_MS;
-	if (gpu_policy(o, err, errlen) < 0)
+	if (gpu_policy(o, err, errlen) < 0 || rows(o, err, errlen) < 0)
 		return -EINVAL;
 	return sizes(o, err, errlen);
 }

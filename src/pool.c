@@ -183,10 +183,12 @@ init_reason(struct gp_pool *p, char *err, size_t errlen)
 
 /*
  * The public structs' sizes are the ABI (on LP64): a field added later
- * takes the place of reserved ones, so these never change.
+ * takes the place of reserved ones, so these never change. (gp_pool_opts
+ * grew once, from 176 bytes, when its reserved words had run out: soname
+ * libgpupool.so.1.)
  */
 #if UINTPTR_MAX == UINT64_MAX
-_Static_assert(sizeof(struct gp_pool_opts) == 176, "gp_pool_opts size");
+_Static_assert(sizeof(struct gp_pool_opts) == 256, "gp_pool_opts size");
 _Static_assert(sizeof(struct gp_item) == 48, "gp_item size");
 _Static_assert(sizeof(struct gp_feed) == 80, "gp_feed size");
 _Static_assert(sizeof(struct gp_worker_info) == 768, "gp_worker_info size");

@@ -4,10 +4,13 @@
  * (gp_pool_opts_set(), the niceness among them), the gpus grammar
  * "free[:LIST]" and what needs GP_POOL_GPUS_FREE, checked alone
  * (gp_pool_opts_check()) and by gp_pool_create() with its reason in
- * errbuf (plan-only pools on fake GPUs: nothing is forked).
+ * errbuf (plan-only pools on fake GPUs: nothing is forked); the rows
+ * gp_pool_opt_info() lists (opts.def), their ranges and defaults, each
+ * in the manuals.
  */
 #include <check.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -153,6 +156,198 @@ START_TEST(set_refuses_with_a_reason)
 }
 END_TEST
 
+/* The rows gp_pool_opt_info() lists are the options gp_pool_opts_set()
+ * takes, each by its kind; a value of the wrong kind is refused. */
+START_TEST(rows_are_listed_and_taken)
+{
+	struct gp_opt_info	 in, prev[64];
+	struct gp_pool_opts	 o;
+	const char		*ok;
+	char			 err[256];
+	int			 i, j;
+
+	ck_assert_int_eq(gp_pool_opt_info(-1, &in), -ENOENT);
+	for (i = 0; gp_pool_opt_info(i, &in) == 0; i++) {
+		ck_assert_int_lt(i, 64);
+		ck_assert_ptr_nonnull(in.name);
+		ck_assert_ptr_nonnull(in.help);
+		ck_assert_ptr_nonnull(in.clihelp);
+		ck_assert_msg(in.cli == NULL || strncmp(in.cli, "--", 2) == 0,
+		    "%s", in.name);
+		ck_assert_msg(in.cli != NULL || in.group == GP_OPT_G_NONE,
+		    "%s", in.name);
+		for (j = 0; j < 4; j++)
+			ck_assert_uint_eq(in.reserved[j], 0);
+		for (j = 0; j < i; j++)
+			ck_assert_str_ne(prev[j].name, in.name);
+		prev[i] = in;
+		switch (in.kind) {
+		case GP_OPT_GPUS:	ok = "free:0"; break;
+		case GP_OPT_COUNT:
+		case GP_OPT_INT:	ok = in.lo == 1 ? "1" : "-1"; break;
+		case GP_OPT_SIZE:	ok = "1G"; break;
+		case GP_OPT_FLAG:	ok = "1"; break;
+		case GP_OPT_PATH:	ok = "/tmp"; break;
+		case GP_OPT_SECS:	ok = "1.5"; break;
+		default:		ck_abort_msg("%s: kind %d", in.name,
+					    in.kind); return;
+		}
+		memset(&o, 0, sizeof(o));
+		ck_assert_msg(gp_pool_opts_set(&o, in.name, ok, err,
+		    sizeof(err)) == 0, "%s=%s: %s", in.name, ok, err);
+		if (in.kind == GP_OPT_FLAG)
+			ck_assert_uint_eq(o.flags, (unsigned)in.lo);
+		if (in.kind == GP_OPT_GPUS || in.kind == GP_OPT_PATH)
+			continue;
+		ck_assert_msg(gp_pool_opts_set(&o, in.name, "x", err,
+		    sizeof(err)) == -EINVAL, "%s=x", in.name);
+	}
+	ck_assert_int_ge(i, 10);
+	ck_assert_int_eq(gp_pool_opt_info(i, &in), -ENOENT);
+	memset(&o, 0, sizeof(o));
+	ck_assert_int_eq(gp_pool_opts_set(&o, "claim_timeout", "1.5", err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(o.claim_timeout_ms, 1500);
+	ck_assert_int_eq(gp_pool_opts_set(&o, "claim_timeout", "0", err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(o.claim_timeout_ms, -1);
+	ck_assert_int_eq(gp_pool_opts_set(&o, "claim_timeout", "2000001", err,
+	    sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "'2000001' is not a number of seconds (0 to "
+	    "2000000; 0: do not wait)");
+	ck_assert_int_eq(gp_pool_opts_set(&o, "claims", "", err, sizeof(err)),
+	    -EINVAL);
+	ck_assert_str_eq(err, "an empty directory name");
+	ck_assert_ptr_null(o.claims);
+	ck_assert_int_eq(gp_pool_opts_set(&o, "claims", "none", err,
+	    sizeof(err)), 0);
+	ck_assert_str_eq(o.claims, "none");
+}
+END_TEST
+
+/* The rows' ranges and defaults, in the struct itself: gp_pool_opts_check()
+ * words a value out of range once for all. */
+START_TEST(rows_ranges_and_defaults)
+{
+	static const struct {
+		int		 gpw, nice;
+		unsigned	 busy_pct, busy_util;
+		const char	*claims, *why;
+	} t[] = {
+		{ -1, 0, 0, 0, NULL, "pool options: gpus_per_worker -1 out of "
+		    "range (1 to 1024)" },
+		{ 1025, 0, 0, 0, NULL, "pool options: gpus_per_worker 1025 "
+		    "out of range (1 to 1024)" },
+		{ 0, -21, 0, 0, NULL, "pool options: nice -21 out of range "
+		    "(-20 to 19)" },
+		{ 0, 0, 101, 0, NULL, "pool options: busy_pct 101 out of "
+		    "range (1 to 100)" },
+		{ 0, 0, 0, 4000000000u, NULL, "pool options: busy_util "
+		    "4000000000 out of range (1 to 100)" },
+		{ 0, 0, 0, 0, "", "pool options: claims \"\": an empty "
+		    "directory name" },
+	};
+	struct gp_pool_opts	 o;
+	struct gp_pool		*p;
+	struct gp_worker_info	 wi;
+	char			 err[256];
+	size_t			 i;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		memset(&o, 0, sizeof(o));
+		o.flags = GP_POOL_GPUS_FREE;
+		o.gpus_per_worker = t[i].gpw;
+		o.nice = t[i].nice;
+		o.busy_pct = t[i].busy_pct;
+		o.busy_util = t[i].busy_util;
+		o.claims = t[i].claims;
+		ck_assert_int_eq(gp_pool_opts_check(&o, err, sizeof(err)),
+		    -EINVAL);
+		ck_assert_str_eq(err, t[i].why);
+	}
+	/* 0 takes the row's default: busy_pct 10 (gp_pool_gpu_state()
+	 * would show it; here: a plan of 2 workers with 1 GPU each). */
+	memset(&o, 0, sizeof(o));
+	o.fake_gpus = 2;
+	o.flags = GP_POOL_PLAN_ONLY;
+	o.errbuf = err;
+	o.errlen = sizeof(err);
+	ck_assert_int_eq(gp_pool_opts_check(&o, err, sizeof(err)), 0);
+	ck_assert_msg(gp_pool_create(&p, &o) == 0, "%s", err);
+	ck_assert_int_eq(gp_pool_size(p), 2);
+	ck_assert_int_eq(gp_pool_info(p, 1, &wi), 0);
+	ck_assert_int_eq(wi.ngpus, 1);
+	gp_pool_destroy(p);
+}
+END_TEST
+
+/* Each row is in the manuals: its name in gpupool(3)'s list of the
+ * options by name, its Python keyword in python.md, its gpupool-run
+ * option in gpupool-run(1). A row added without them fails here. */
+static char *
+slurp(const char *name)
+{
+	char	 path[512], *s;
+	FILE	*f;
+	long	 n;
+
+	snprintf(path, sizeof(path), "%s/%s", GP_DOCS, name);
+	ck_assert_msg((f = fopen(path, "r")) != NULL, "%s", path);
+	ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	rewind(f);
+	s = malloc((size_t)n + 1);
+	ck_assert_ptr_nonnull(s);
+	ck_assert_uint_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+	s[n] = '\0';
+	fclose(f);
+	return s;
+}
+
+/* roff's \- as -, in place. */
+static void
+unescape_minus(char *s)
+{
+	char	*w = s;
+
+	for (; *s; s++)
+		if (!(s[0] == '\\' && s[1] == '-'))
+			*w++ = *s;
+	*w = '\0';
+}
+
+START_TEST(every_row_is_documented)
+{
+	struct gp_opt_info	 in;
+	char			*man3 = slurp("gpupool.3"),
+				*py = slurp("python.md"),
+				*man1 = slurp("gpupool-run.1"), want[128];
+	int			 i;
+
+	unescape_minus(man1);
+	for (i = 0; gp_pool_opt_info(i, &in) == 0; i++) {
+		snprintf(want, sizeof(want), "\n.TP\n.B %s\n", in.name);
+		ck_assert_msg(strstr(man3, want) != NULL, "gpupool(3) lists "
+		    "no option %s", in.name);
+		if (in.py != NULL) {
+			snprintf(want, sizeof(want), "`%s", in.py);
+			ck_assert_msg(strstr(py, want) != NULL, "python.md "
+			    "names no %s", in.py);
+		}
+		if (in.cli != NULL) {
+			snprintf(want, sizeof(want), "\n.BI %s ", in.cli);
+			ck_assert_msg(strstr(man1, want) != NULL ||
+			    (snprintf(want, sizeof(want), "\n.B %s\n",
+			    in.cli), strstr(man1, want) != NULL),
+			    "gpupool-run(1) has no entry for %s", in.cli);
+		}
+	}
+	free(man3);
+	free(py);
+	free(man1);
+}
+END_TEST
+
 /* What needs gpus free: refused by gp_pool_opts_check() and by
  * gp_pool_create(), which says why in errbuf. */
 START_TEST(what_needs_free)
@@ -233,6 +428,9 @@ opts_suite(void)
 	tcase_add_test(tc, sizes);
 	tcase_add_test(tc, set_by_name);
 	tcase_add_test(tc, set_refuses_with_a_reason);
+	tcase_add_test(tc, rows_are_listed_and_taken);
+	tcase_add_test(tc, rows_ranges_and_defaults);
+	tcase_add_test(tc, every_row_is_documented);
 	tcase_add_test(tc, what_needs_free);
 	tcase_add_test(tc, free_in_the_gpus_string);
 	suite_add_tcase(s, tc);

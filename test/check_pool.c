@@ -373,9 +373,9 @@ START_TEST(old_names_still_work)
 }
 END_TEST
 
-/* Room to grow: unknown flags (a newer header, or memory not zeroed) are
- * refused, with nothing run; the library writes zeros in the reserved
- * fields it fills. */
+/* Room to grow: unknown flags and a reserved field set (a newer header,
+ * or memory not zeroed) are refused, with nothing run; the library writes
+ * zeros in the reserved fields it fills. */
 START_TEST(reserved_fields_leave_room_to_grow)
 {
 	struct gp_pool		*p;
@@ -396,6 +396,12 @@ START_TEST(reserved_fields_leave_room_to_grow)
 	ck_assert_msg(strstr(err, "unknown flags 0x40000000") != NULL,
 	    "errbuf: %s", err);
 	o.flags = 0;
+	o.reserved[9] = 1;
+	ck_assert_int_eq(gp_pool_create(&p, &o), -EINVAL);
+	ck_assert_ptr_null(p);
+	ck_assert_msg(strstr(err, "pool options: a reserved field is set") !=
+	    NULL, "errbuf: %s", err);
+	o.reserved[9] = 0;
 	ck_assert_int_eq(gp_pool_create(&p, &o), 0);
 
 	memset(it, 0, sizeof(it));

@@ -1,7 +1,8 @@
 /*
  * check_need.c: the CLI's front pieces for shared GPUs, with no process
  * run: what a task line declares ("[mem=20G gpus=2] cmd", src/cli/
- * need.c), the sizes --mem takes, the GPU options (opts.c), which
+ * need.c), the sizes --mem takes, the GPU options (opts.c) and the
+ * pool's from the library's rows (--help's lines among them), which
  * stderr shows a GPU out-of-memory error (outcome.c). The joblog's own
  * tests are check_joblog.c's.
  */
@@ -257,7 +258,9 @@ START_TEST(gpu_option_errors)
 }
 END_TEST
 
-START_TEST(help_says_how_gpus_are_shared)
+/* gpupool-run --help's text, malloc'd. */
+static char *
+help_text(void)
 {
 	struct opts	 o;
 	char		 path[] = "/tmp/check_need.XXXXXX", *b;
@@ -279,12 +282,57 @@ START_TEST(help_says_how_gpus_are_shared)
 	n = pread(fd, b, 65535, 0);
 	ck_assert_int_gt(n, 0);
 	close(fd);
+	return b;
+}
+
+START_TEST(help_says_how_gpus_are_shared)
+{
+	char	*b = help_text();
+
 	ck_assert_ptr_nonnull(strstr(b, "GPU sharing"));
 	ck_assert_ptr_nonnull(strstr(b, "--busy-pct"));	/* what is busy */
 	ck_assert_ptr_nonnull(strstr(b, "--per-gpu K, a slot"));
 	ck_assert_ptr_nonnull(strstr(b, "[mem=20G gpus=2]"));
 	ck_assert_ptr_nonnull(strstr(b, "CUDA_VISIBLE_DEVICES lists their"));
 	ck_assert_ptr_nonnull(strstr(b, "union"));
+	free(b);
+}
+END_TEST
+
+/* The pool options gpupool-run spells are the library's rows
+ * (gp_pool_opt_info()): each in --help, in its block, with its text;
+ * none among GNU parallel's options popts.c refuses, which getopt would
+ * never let it see (a row added with such a spelling fails here). */
+START_TEST(pool_options_come_from_the_rows)
+{
+	struct gp_opt_info	 in;
+	char			*b = help_text(), want[128];
+	const char		*at, *nl;
+	int			 i, n = 0;
+
+	for (i = 0; gp_pool_opt_info(i, &in) == 0; i++) {
+		if (in.cli == NULL)
+			continue;
+		n++;
+		ck_assert_msg(popt_refused(in.cli) == 0, "%s", in.cli);
+		snprintf(want, sizeof(want), "\n  %s%s%s", in.cli, in.arg ?
+		    " " : "", in.arg ? in.arg : "");
+		ck_assert_msg((at = strstr(b, want)) != NULL, "%s", want);
+		nl = strchr(in.clihelp, '\n');
+		snprintf(want, sizeof(want), " %.*s\n", nl ? (int)(nl -
+		    in.clihelp) : (int)strlen(in.clihelp), in.clihelp);
+		ck_assert_msg(strstr(at, want) == at + 23, "%s: %s",
+		    in.cli, want);
+		ck_assert_msg(at > strstr(b, in.group == GP_OPT_G_GPUS ?
+		    "\nGPUs and slots:\n" : "\nGNU parallel's options"),
+		    "%s", in.cli);
+	}
+	ck_assert_int_ge(n, 7);
+	/* The GPUs block's rows print together, before --per-gpu. */
+	ck_assert(strstr(b, "\n  --claim-timeout SECS stop (exit 255)") <
+	    strstr(b, "\n  --per-gpu K"));
+	ck_assert(strstr(b, "\n  --shell PATH") < strstr(b, "\n  --nice N"));
+	ck_assert(strstr(b, "\n  --nice N") < strstr(b, "\n  --retry-failed"));
 	free(b);
 }
 END_TEST
@@ -419,6 +467,7 @@ main(void)
 	tcase_add_test(tc, gpu_options);
 	tcase_add_test(tc, gpu_option_errors);
 	tcase_add_test(tc, help_says_how_gpus_are_shared);
+	tcase_add_test(tc, pool_options_come_from_the_rows);
 	tcase_add_test(tc, oom_is_seen_in_stderr);
 	tcase_add_test(tc, oom_attempt_is_described);
 	suite_add_tcase(s, tc);

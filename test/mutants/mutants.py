@@ -134,6 +134,9 @@ MUTANTS = [
       "!gp_opts_zeroed(feed->reserved, sizeof(feed->reserved) /",
       "0 && !gp_opts_zeroed(feed->reserved, sizeof(feed->reserved) /",
       "check_pool"),
+    M("opts-reserved-ignored", 23, "src/opts.c",
+      "if (!gp_opts_zeroed(o->reserved, NELEM(o->reserved)))", "if (0)",
+      "check_pool"),
     # 24. An item that ended badly is decided in one place.
     M("retries-off-by-one", 24, "src/job.c",
       "return it->attempts <= retries && !job->canceled;",

@@ -4,8 +4,9 @@
  * (the --help text is usage.c's). Checks each value and what the
  * options need of each other, not the files they name (main.c does,
  * before anything runs); the pool's own options (--gpus, --busy-pct,
- * --wait-free) go to the library as text, the judge of them. Prints the
- * errors it finds, git style, and --help (main.c prints --version).
+ * --nice, ...: the library's rows, gp_pool_opt_info()) go to the library
+ * as text, the judge of them. Prints the errors it finds, git style, and
+ * --help (main.c prints --version).
  * Where GNU parallel has the option (--joblog +FILE, --halt, --delay,
  * --timeout N%), its syntax and meaning are kept.
  */
@@ -132,22 +133,22 @@ parse_halt(const char *s, struct opts *o)
 	return 0;
 }
 
+/* The codes of our long options; the pool's are OPT_POOL_BASE + their
+ * row in gp_pool_opt_info() (their names too come from there). */
 enum {
-	OPT_GPUS = 256, OPT_FAKE, OPT_PERGPU, OPT_JOBLOG, OPT_RESUME,
-	OPT_RESUMEF, OPT_RETRIES, OPT_TIMEOUT, OPT_GRACE, OPT_HALT,
-	OPT_RESULTS, OPT_BAR, OPT_DRYRUN, OPT_SHOW, OPT_TOPO, OPT_BUSIDS,
-	OPT_RANKTMO, OPT_WAITLOCK, OPT_WAITFREE, OPT_BUSYPCT, OPT_BUSYUTIL,
-	OPT_MEM,
-	OPT_GPT,
-	OPT_COLSEP, OPT_HEADER,
-	OPT_DELAY,
-	OPT_TIMELINE, OPT_FROMJL,
-	OPT_LINEBUF, OPT_UNGROUP, OPT_TAG, OPT_QUIET, OPT_NOOP,
-	OPT_THREADS, OPT_NICE, OPT_CLAIMS, OPT_CLAIMTMO,
+	OPT_FAKE = 256, OPT_PERGPU, OPT_JOBLOG, OPT_RESUME, OPT_RESUMEF,
+	OPT_RETRIES, OPT_TIMEOUT, OPT_GRACE, OPT_HALT, OPT_RESULTS, OPT_BAR,
+	OPT_DRYRUN, OPT_SHOW, OPT_TOPO, OPT_BUSIDS, OPT_RANKTMO, OPT_WAITLOCK,
+	OPT_MEM, OPT_GPT, OPT_COLSEP, OPT_HEADER, OPT_DELAY, OPT_TIMELINE,
+	OPT_FROMJL, OPT_LINEBUF, OPT_UNGROUP, OPT_TAG, OPT_QUIET, OPT_NOOP,
+	OPT_THREADS,
+	OPT_POOL_BASE = 1024,	/* above POPT_BASE's */
+	OPT_POOL_MAX = 64,	/* rows gpupool-run has room for */
 };
 
+/* Ours and GNU parallel's; the pool's follow, from the library's rows
+ * (with_pool()). */
 static const struct option longopts[] = {
-	{ "gpus",		required_argument, NULL, OPT_GPUS },
 	{ "fake-gpus",		required_argument, NULL, OPT_FAKE },
 	{ "per-gpu",		required_argument, NULL, OPT_PERGPU },
 	{ "joblog",		required_argument, NULL, OPT_JOBLOG },
@@ -165,12 +166,7 @@ static const struct option longopts[] = {
 	{ "topology",		required_argument, NULL, OPT_TOPO },
 	{ "fake-busids",	required_argument, NULL, OPT_BUSIDS },
 	{ "rank-timeout",	required_argument, NULL, OPT_RANKTMO },
-	{ "wait-free",		no_argument,	   NULL, OPT_WAITFREE },
-	{ "busy-pct",		required_argument, NULL, OPT_BUSYPCT },
-	{ "busy-util",		required_argument, NULL, OPT_BUSYUTIL },
 	{ "mem",		required_argument, NULL, OPT_MEM },
-	{ "claims",		required_argument, NULL, OPT_CLAIMS },
-	{ "claim-timeout",	required_argument, NULL, OPT_CLAIMTMO },
 	{ "gpus-per-task",	required_argument, NULL, OPT_GPT },
 	{ "colsep",		required_argument, NULL, OPT_COLSEP },
 	{ "header",		required_argument, NULL, OPT_HEADER },
@@ -182,7 +178,6 @@ static const struct option longopts[] = {
 	{ "tag",		no_argument,	   NULL, OPT_TAG },
 	{ "threads",		required_argument, NULL, OPT_THREADS },
 	{ "quiet",		no_argument,	   NULL, OPT_QUIET },
-	{ "nice",		required_argument, NULL, OPT_NICE },
 	/* GNU parallel's spellings of the same (popts.c for the rest). */
 	{ "linebuffer",		no_argument,	   NULL, OPT_LINEBUF },
 	{ "lb",			no_argument,	   NULL, OPT_LINEBUF },
@@ -332,23 +327,29 @@ opt_time(int c, struct opts *o)
 	return 0;
 }
 
-/* The pool's options, by the library's names for them: their text goes
- * to the library (gp_pool_opts_set()), the judge of it, and its reasons
- * are said with these names. Adding one: a row here, and its getopt
- * entry. */
-static const struct pool_opt {
-	int		 c;
-	const char	*lib, *cli;
-} pool_opts[] = {
-	{ OPT_GPUS, "gpus", "--gpus" },
-	{ OPT_BUSYPCT, "busy_pct", "--busy-pct" },
-	{ OPT_BUSYUTIL, "busy_util", "--busy-util" },
-	{ OPT_WAITFREE, "wait_free", "--wait-free" },
-	{ OPT_NICE, "nice", "--nice" },
-	{ OPT_CLAIMS, "claims", "--claims" },
-	{ OPT_CLAIMTMO, "claim_timeout", "--claim-timeout" },
-};
-#define NPOOL_OPTS	(sizeof(pool_opts) / sizeof(pool_opts[0]))
+/* longopts, then one entry per pool option gpupool-run spells (a row
+ * of gp_pool_opt_info() with a cli: its text goes to the library,
+ * gp_pool_opts_set(), the judge of it), code OPT_POOL_BASE + its row. */
+static const struct option *
+with_pool(void)
+{
+	static struct option	 all[sizeof(longopts) / sizeof(longopts[0]) +
+				    OPT_POOL_MAX];
+	struct gp_opt_info	 in;
+	size_t			 n = sizeof(longopts) / sizeof(longopts[0]) - 1;
+	int			 i;
+
+	if (all[0].name != NULL)
+		return all;
+	memcpy(all, longopts, n * sizeof(all[0]));
+	for (i = 0; i < OPT_POOL_MAX && gp_pool_opt_info(i, &in) == 0; i++)
+		if (in.cli != NULL)
+			all[n++] = (struct option){ in.cli + 2, in.arg ?
+			    required_argument : no_argument, NULL,
+			    OPT_POOL_BASE + i };
+	return all;
+}
+
 #define WORD(c)		(isalnum((unsigned char)(c)) || (c) == '_')
 
 /* The library's reason, its options named as the command line names
@@ -356,36 +357,39 @@ static const struct pool_opt {
 static void
 reword_reason(const char *why, char *out, size_t len)
 {
-	const char	*w = why;
-	size_t		 at = 0, i, n = 0;
+	struct gp_opt_info	 in;
+	const char		*w = why;
+	size_t			 at = 0, n = 0;
+	int			 i, hit;
 
 	while (*w != '\0' && at + 1 < len) {
-		for (i = 0; i < NPOOL_OPTS; i++)
-			if ((w == why || !WORD(w[-1])) && strncmp(w,
-			    pool_opts[i].lib, n = strlen(pool_opts[i].lib)) ==
-			    0 && !WORD(w[n]))
-				break;
-		if (i == NPOOL_OPTS)
+		for (i = 0, hit = 0; !hit && gp_pool_opt_info(i, &in) == 0;
+		    i++)
+			hit = in.cli != NULL && (w == why || !WORD(w[-1])) &&
+			    strncmp(w, in.name, n = strlen(in.name)) == 0 &&
+			    !WORD(w[n]);
+		if (!hit)
 			out[at++] = *w++;
 		else {
 			at += (size_t)snprintf(out + at, len - at, "%s",
-			    pool_opts[i].cli);
+			    in.cli);
 			w += n;
 		}
 	}
 	out[at < len ? at : len - 1] = '\0';
 }
 
-/* One of pool_opts (value NULL, an option without one: "1"). 0, or -1
+/* Pool option row i (value NULL, an option without one: "1"). 0, or -1
  * after an error. */
 static int
-opt_pool(const struct pool_opt *po, const char *value, struct opts *o)
+opt_pool(int i, const char *value, struct opts *o)
 {
-	char	 err[256];
+	struct gp_opt_info	 in;
+	char			 err[256];
 
-	if (gp_pool_opts_set(&o->pool, po->lib, value ? value : "1", err,
-	    sizeof(err)) < 0) {
-		out_err("%s: %s", po->cli, err);
+	if (gp_pool_opt_info(i, &in) < 0 || gp_pool_opts_set(&o->pool,
+	    in.name, value ? value : "1", err, sizeof(err)) < 0) {
+		out_err("%s: %s", in.cli, err);
 		return -1;
 	}
 	return 0;
@@ -518,16 +522,13 @@ opt_flag(int c, struct opts *o)
 static int
 opt_set(int c, const char *opt, struct opts *o)
 {
-	size_t	 i;
-
+	/* The pool's (free, free:LIST: the last --gpus wins, as a whole). */
+	if (c >= OPT_POOL_BASE)
+		return opt_pool(c - OPT_POOL_BASE, optarg, o);
 	/* GNU parallel's, as parallel means them; -t is its --verbose. */
 	if (c >= POPT_BASE || (c > 0 && c < 128 && strchr("jPNnsEad0kmXrqvt",
 	    c) != NULL))
 		return popt_set(c == 't' ? POPT_VERBOSE : c, optarg, o);
-	/* The pool's (free, free:LIST: the last --gpus wins, as a whole). */
-	for (i = 0; i < NPOOL_OPTS; i++)
-		if (pool_opts[i].c == c)
-			return opt_pool(&pool_opts[i], optarg, o);
 	switch (c) {
 	case OPT_FAKE:
 	case OPT_PERGPU:
@@ -570,7 +571,7 @@ opt_set(int c, const char *opt, struct opts *o)
 	case 'V':		/* main.c prints it: the ranks' build */
 		return 2;
 	case 'h':
-		fputs(usage_text, stdout);
+		usage_print(stdout);
 		return 1;
 	case ':':
 		out_err("option '%s' needs a value (see %s --help)",
@@ -682,7 +683,7 @@ opts_parse(int argc, char **argv, struct opts *o)
 	 * tasks file takes none after it. */
 	for (;;) {
 		while ((c = getopt_long(argc, argv,
-		    "+:hVj:P:kN:n:ms:0d:ra:E:qXvut", longopts, NULL)) != -1) {
+		    "+:hVj:P:kN:n:ms:0d:ra:E:qXvut", with_pool(), NULL)) != -1) {
 			if (c == OPT_HALT && (h = halt_legacy(optarg, halt,
 			    sizeof(halt))) != NULL)
 				optarg = (char *)h;

@@ -119,8 +119,8 @@ int	popt_shell(struct opts *o);
 /* Free what opts_parse() allocated (-a's list, -d's delimiter). */
 void	popt_release(struct opts *o);
 
-/* usage.c: the --help text. */
-extern const char usage_text[];
+/* usage.c: print the --help text, the pool options' lines among it. */
+void	usage_print(FILE *f);
 
 /* Parse argv into *o (which points into argv). Prints what is wrong, or
  * --help. Returns 0 to go on, 1 to exit 0 (help), 2 for --version (the

@@ -1,11 +1,43 @@
 /*
- * usage.c: gpupool-run's --help text, one string, so that the options'
- * parsing (opts.c) stays short. check_input's help_and_man_page_agree
- * keeps it and gpupool-run(1) in step.
+ * usage.c: gpupool-run's --help text, so that the options' parsing
+ * (opts.c) stays short: our text in pieces, each followed by the lines of
+ * the pool options of its block (the library's rows, gp_pool_opt_info():
+ * the option, its metavar and its text, each line of it indented as the
+ * text around it). check_input's help_and_man_page_agree keeps it and
+ * gpupool-run(1) in step.
  */
+#include <stdio.h>
+#include <string.h>
+
 #include "options/opts.h"
 
-const char usage_text[] =
+/* The lines of the pool options of group g, in row order. */
+static void
+pool_lines(int g, FILE *f)
+{
+	struct gp_opt_info	 in;
+	const char		*p, *nl;
+	char			 left[64];
+	int			 i;
+
+	for (i = 0; gp_pool_opt_info(i, &in) == 0; i++) {
+		if (in.cli == NULL || in.group != g)
+			continue;
+		snprintf(left, sizeof(left), "%s%s%s", in.cli, in.arg ? " " :
+		    "", in.arg ? in.arg : "");
+		for (p = in.clihelp; p != NULL; p = nl ? nl + 1 : NULL) {
+			nl = strchr(p, '\n');
+			fprintf(f, "  %-20s %.*s\n", p == in.clihelp ? left :
+			    "", nl ? (int)(nl - p) : (int)strlen(p), p);
+		}
+	}
+}
+
+static const struct piece {
+	const char	*text;
+	int		 group;		/* then its pool options' lines */
+} usage[] = {
+{
 "usage: gpupool-run [OPTIONS] FILE\n"
 "       gpupool-run [OPTIONS] -          (tasks from standard input)\n"
 "       gpupool-run [OPTIONS] COMMAND ::: ARGS... [::: ARGS...]\n"
@@ -67,9 +99,8 @@ const char usage_text[] =
 "  --shell PATH         the shell of tasks that need one (default, as GNU\n"
 "                       parallel's: $PARALLEL_SHELL, else the first shell\n"
 "                       among gpupool-run's parents, else $SHELL, else\n"
-"                       /bin/sh)\n"
-"  --nice N             run the tasks at niceness N (-20 to 19, absolute;\n"
-"                       under gpupool-run's own needs the privilege)\n"
+"                       /bin/sh)\n",
+GP_OPT_G_PARALLEL }, {
 "  --retry-failed       run again what the joblog records as failed, with\n"
 "                       its commands there (no tasks file or COMMAND)\n"
 "  -u (--ungroup), --linebuffer, --lb (--line-buffer), --dryrun\n"
@@ -78,17 +109,8 @@ const char usage_text[] =
 "  own replacement-string options are refused with the reason\n"
 "  (gpupool-run(1), DIFFERENCES FROM GNU PARALLEL).\n"
 "\n"
-"GPUs and slots:\n"
-"  --gpus LIST          GPUs to use: indexes, UUIDs or PCI bus ids, comma\n"
-"                       separated, or all (default: every GPU found);\n"
-"                       free: only those nobody else uses; free:LIST:\n"
-"                       those of LIST that nobody else uses\n"
-"  --wait-free          with --gpus free: wait for busy GPUs to become\n"
-"                       free rather than leave them out\n"
-"  --busy-pct PCT       with --gpus free: memory used by others over PCT %\n"
-"                       of a GPU's makes it busy (1 to 100, default 10)\n"
-"  --busy-util PCT      with --gpus free: a GPU computing over PCT % for\n"
-"                       others (that NVML cannot list) is busy (1 to 100)\n"
+"GPUs and slots:\n",
+GP_OPT_G_GPUS }, {
 "  --per-gpu K          tasks at a time on each GPU (default 1)\n"
 "  --mem SIZE           GPU memory each task needs on each of its GPUs:\n"
 "                       20G, 1.5GiB, 512M (binary units)\n"
@@ -97,11 +119,6 @@ const char usage_text[] =
 "                       MKL_..., BLIS_..., VECLIB_..., NUMBA_..., NUMEXPR_...:\n"
 "                       the CPUs it is bound to (cpus, the default), N, or\n"
 "                       unset (no); one set in the environment is kept\n"
-"  --claims DIR         the directory of the host's GPU claims (default\n"
-"                       $GPUPOOL_CLAIMS, else /run/lock/gpupool); none:\n"
-"                       claim nothing, race other runs as before\n"
-"  --claim-timeout SECS stop (exit 255) when nothing of the run's runs\n"
-"                       and no GPU was claimed in SECS (0: at once)\n"
 "  --fake-gpus N        N pretend GPUs (testing, machines without GPU);\n"
 "                       also GPUPOOL_FAKE_GPUS=N; 0: the real GPUs only\n"
 "  --show-gpus          print the GPUs and the cores their workers get\n"
@@ -232,4 +249,18 @@ const char usage_text[] =
 "  # A queue: each line appended to queue.txt runs when a slot is free.\n"
 "  tail -n +1 -f queue.txt | gpupool-run --joblog queue.log -\n"
 "\n"
-"See gpupool-run(1) for the joblog format, signals and more.\n";
+"See gpupool-run(1) for the joblog format, signals and more.\n",
+GP_OPT_G_NONE },
+};
+
+void
+usage_print(FILE *f)
+{
+	size_t	 i;
+
+	for (i = 0; i < sizeof(usage) / sizeof(usage[0]); i++) {
+		fputs(usage[i].text, f);
+		if (usage[i].group != GP_OPT_G_NONE)
+			pool_lines(usage[i].group, f);
+	}
+}
