@@ -526,6 +526,9 @@ void	gp_wstart_threads(struct gp_pool *p, struct gp_worker *w);
 /* worker.c: the child after fork; never returns. */
 void	gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
 	    __attribute__((noreturn));
+/* The options the worker runs under (not in the API: check_exec holds
+ * an exec'd worker's to its master's). */
+const struct gp_pool_opts *gp_ctx_opts(const struct gp_ctx *ctx);
 
 /* opts.c: the options, checked and resolved. */
 /* Copy opts (NULL: { 0 }) to p->o, check it and fill in the defaults,
@@ -534,6 +537,11 @@ void	gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
  * err, or -ENOMEM. */
 int	gp_opts_load(struct gp_pool *p, const struct gp_pool_opts *opts,
 	    char *err, size_t errlen);
+/* The options as an exec'd worker gets them (exec.c's HELLO): o whole,
+ * less every pointer and descriptor of this process (the rows' by their
+ * kind, the other pointers by name; errlen 0, cancel_fd -1). init, fini
+ * and init_arg cross on their own, by reference and as bytes. */
+void	gp_opts_wire(const struct gp_pool_opts *o, struct gp_pool_opts *out);
 /* Whether the n reserved words at r are all zero. */
 int	gp_opts_zeroed(const uint64_t *r, size_t n);
 

@@ -36,7 +36,7 @@ enum gp_msg_type {
 /* The protocol's version, in an exec'd worker's GPUPOOL_WORKER and its
  * HELLO: bumped whenever a message or a shared struct changes, since
  * such a worker may be another build than its master. */
-#define GP_PROTO	2
+#define GP_PROTO	3
 
 /* JOB flags: its items need not be timed (gp_pool_run() without a
  * timeout: one item a batch, no estimate used), so the worker reads no

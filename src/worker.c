@@ -103,6 +103,12 @@ gp_ctx_info(const struct gp_ctx *ctx)
 	return ctx->info;
 }
 
+const struct gp_pool_opts *
+gp_ctx_opts(const struct gp_ctx *ctx)
+{
+	return &ctx->p->o;
+}
+
 int
 gp_ctx_stop_fd(const struct gp_ctx *ctx)
 {

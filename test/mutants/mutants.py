@@ -242,6 +242,9 @@ MUTANTS = [
     M("exec-bound-after-nothing", 51, "src/exec.c",
       "\tgp_wstart_bind(p, w, &cpu_rc, &mem_rc);\n",
       "\tcpu_rc = mem_rc = 0;\n", "check_exec"),
+    M("exec-opts-keep-paths", 51, "src/opts.c",
+      "if (table[k].i.kind == K_GPUS || table[k].i.kind == K_PATH)",
+      "if (table[k].i.kind == K_GPUS)", "check_exec"),
     # 52. Python: fork only where it is safe.
     M("cuda-context-forks", 52, "python/gpupool/_start.py",
       "    if cuda is not None:\n", "    if False:\n", "pytest",
