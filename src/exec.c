@@ -372,13 +372,14 @@ gp_exec_child(struct gp_pool *p, struct gp_worker *w, int tfd, int rfd,
 	sigemptyset(&death);
 	sigaddset(&death, GP_DEATH_SIG);
 	(void)sigprocmask(SIG_BLOCK, &death, NULL);
-	/* Bound and niced before the exec, so the program's loader and
-	 * first pages are already in their place and it starts at its
-	 * niceness; the exec'd side reports the codes. */
+	/* Bound, and through the start-up steps that run here (the
+	 * niceness), before the exec, so the program's loader and first
+	 * pages are already in their place and it starts at its niceness;
+	 * the exec'd side reports the codes. */
 	gp_wstart_bind(p, w, &cpu_rc, &mem_rc);
 	atomic_store(&w->shm->cpubind_rc, cpu_rc);
 	atomic_store(&w->shm->membind_rc, mem_rc);
-	atomic_store(&w->shm->nice_rc, gp_wstart_nice(p));
+	gp_wstart_steps_child(p, w);
 	/* Only what the worker needs crosses: the host's descriptors that
 	 * are not close-on-exec stay behind, as the pool's other ones. */
 	cloexec_all();

@@ -44,6 +44,9 @@ MUTANTS = [
     M("worker-not-niced", 3, "src/wstart.c",
       "setpriority(PRIO_PROCESS, 0, p->o.nice) < 0", "0",
       "check_exec", "check_parallel"),
+    M("execd-step-failure-lost", 3, "src/wstart.c",
+      "else if (atomic_load(&w->shm->step) == (int)i + 1)", "else if (0)",
+      "check_exec"),
     # 4. Every fd close-on-exec; the worker holds only its own.
     M("task-pipe-not-cloexec", 4, "src/proc.c",
       "if (pipe2(task, O_CLOEXEC) == -1)", "if (pipe2(task, 0) == -1)",
