@@ -31,23 +31,24 @@ extern char **environ;
 
 /* The fixed part of a HELLO; the rest follows in this order: ngpus
  * struct gp_gpu, the init and fini refs (when has_*), init_arglen bytes,
- * the topology's XML, the place's CPU and node lists. */
+ * the topology's XML, the place's CPU and node lists. The options cross
+ * whole, as opts.c's gp_opts_wire() leaves them (no pointer, no fd): a
+ * new one needs nothing here. */
 struct hello {
 	char			 magic[8];	/* "gpupool" */
 	uint32_t		 proto;		/* GP_PROTO */
 	uint32_t		 size;		/* sizeof(struct hello) */
 	char			 version[16];	/* GP_VERSION */
-	uint32_t		 sizes[5];	/* the shared structs' */
+	uint32_t		 sizes[7];	/* the shared structs' */
 	int32_t			 master;
-	uint32_t		 flags;
-	uint32_t		 timeout_ms;
 	int32_t			 worker;
 	uint32_t		 ngpus;
-	uint64_t		 max_msg, window, half;
+	uint64_t		 half;
 	uint64_t		 init_arglen;
 	uint32_t		 xmllen, cpuslen, nodeslen;
 	int32_t			 membind, numa, thissystem, has_init, has_fini;
 	struct gp_worker_info	 info;
+	struct gp_pool_opts	 o;
 };
 
 static void
@@ -58,6 +59,8 @@ sizes(uint32_t *s)
 	s[2] = sizeof(struct gp_rec_result);
 	s[3] = sizeof(struct gp_shm);
 	s[4] = sizeof(struct gp_gpu);
+	s[5] = sizeof(struct gp_pool_opts);
+	s[6] = sizeof(struct gp_msg_ready);
 }
 
 /* ------------------------------------------------------------------ */
@@ -282,12 +285,9 @@ gp_exec_hello(struct gp_pool *p, struct gp_worker *w)
 	snprintf(h.version, sizeof(h.version), "%s", GP_VERSION);
 	sizes(h.sizes);
 	h.master = p->master;
-	h.flags = p->o.flags;
-	h.timeout_ms = p->o.timeout_ms;
 	h.worker = w->idx;
 	h.ngpus = (uint32_t)p->ngpus;
-	h.max_msg = p->o.max_msg;
-	h.window = p->o.window;
+	gp_opts_wire(&p->o, &h.o);
 	h.half = w->reg != NULL ? w->half : 0;
 	h.init_arglen = x->init_arglen;
 	h.xmllen = (uint32_t)x->xmllen;
@@ -372,13 +372,14 @@ gp_exec_child(struct gp_pool *p, struct gp_worker *w, int tfd, int rfd,
 	sigemptyset(&death);
 	sigaddset(&death, GP_DEATH_SIG);
 	(void)sigprocmask(SIG_BLOCK, &death, NULL);
-	/* Bound and niced before the exec, so the program's loader and
-	 * first pages are already in their place and it starts at its
-	 * niceness; the exec'd side reports the codes. */
+	/* Bound, and through the start-up steps that run here (the
+	 * niceness), before the exec, so the program's loader and first
+	 * pages are already in their place and it starts at its niceness;
+	 * the exec'd side reports the codes. */
 	gp_wstart_bind(p, w, &cpu_rc, &mem_rc);
 	atomic_store(&w->shm->cpubind_rc, cpu_rc);
 	atomic_store(&w->shm->membind_rc, mem_rc);
-	atomic_store(&w->shm->nice_rc, gp_wstart_nice(p));
+	gp_wstart_steps_child(p, w);
 	/* Only what the worker needs crosses: the host's descriptors that
 	 * are not close-on-exec stay behind, as the pool's other ones. */
 	cloexec_all();
@@ -494,7 +495,7 @@ place_of(struct gp_worker *w, const struct hello *h, const uint8_t *cpus,
 static void
 check_hello(const struct hello *h, size_t len)
 {
-	uint32_t	 s[5];
+	uint32_t	 s[7];
 
 	sizes(s);
 	if (len < sizeof(*h) || memcmp(h->magic, "gpupool", 8) != 0 ||
@@ -503,7 +504,8 @@ check_hello(const struct hello *h, size_t len)
 	    memcmp(h->sizes, s, sizeof(s)) != 0)
 		_exit(GP_EXIT_VERSION);
 	if (h->ngpus == 0 || h->ngpus > 65536 || h->worker < 0 ||
-	    h->window == 0 || h->window > UINT32_MAX || h->max_msg == 0 ||
+	    h->o.window == 0 || h->o.window > UINT32_MAX ||
+	    h->o.max_msg == 0 ||
 	    h->half > (1ull << 33) || h->info.visible[95] != '\0')
 		_exit(GP_EXIT_VERSION);
 }
@@ -521,10 +523,7 @@ rebuild(struct gp_pool *p, struct gp_worker *w, const uint8_t *b,
 	check_hello(&h, len);
 	p->execd = 1;
 	p->master = h.master;
-	p->o.flags = h.flags;
-	p->o.timeout_ms = h.timeout_ms;
-	p->o.max_msg = (size_t)h.max_msg;
-	p->o.window = h.window;
+	p->o = h.o;	/* the master's, less its pointers (gp_opts_wire()) */
 	p->ngpus = (int)h.ngpus;
 	if ((p->gpus = malloc(h.ngpus * sizeof(*p->gpus))) == NULL ||
 	    (p->xp = calloc(1, sizeof(*p->xp))) == NULL)

@@ -54,8 +54,10 @@ struct gp_shm {
 	_Atomic int		 pgid;		/* item's process group, or 0 */
 	_Atomic int		 cpubind_rc;	/* an exec'd worker's binding, */
 	_Atomic int		 membind_rc;	/* made before its exec, */
-	_Atomic int		 nice_rc;	/* as its niceness */
-	char			 pad[64 - 36];
+	_Atomic int		 step;		/* as its start-up steps: 0, or
+						   the one that failed */
+	_Atomic int		 step_err;	/* (wstart.c), and its -errno */
+	char			 pad[64 - 40];
 };
 
 enum gp_wstate {
@@ -515,9 +517,16 @@ void	gp_wstart_leave(void) __attribute__((noreturn));
 /* Bind to w's place unless GP_POOL_NO_BIND: 0 or -errno each. */
 void	gp_wstart_bind(struct gp_pool *p, struct gp_worker *w, int *cpu_rc,
 	    int *mem_rc);
-/* The niceness opts.nice names (absolute; 0: left as it is): 0 or
- * -errno (-EACCES: under the caller's without the privilege). */
-int	gp_wstart_nice(const struct gp_pool *p);
+/* The start-up steps that may fail (wstart.c's table: the niceness),
+ * after the binding. In an exec'd worker's child, before its exec: the
+ * steps that run there, the first failure left in w's slot as {step,
+ * step_err}. */
+void	gp_wstart_steps_child(struct gp_pool *p, struct gp_worker *w);
+/* In the worker: the other steps (an exec'd one reads its child's from
+ * the slot); the first that fails fills rd's step, step_err and why, and
+ * sets fatal. */
+void	gp_wstart_steps(struct gp_pool *p, struct gp_worker *w,
+	    struct gp_msg_ready *rd);
 /* GP_POOL_FIT_THREADS: thread pools sized to the CPUs bound to (the
  * variables the user did not set, and libraries already loaded);
  * w->info.threads the count. */
@@ -526,6 +535,9 @@ void	gp_wstart_threads(struct gp_pool *p, struct gp_worker *w);
 /* worker.c: the child after fork; never returns. */
 void	gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
 	    __attribute__((noreturn));
+/* The options the worker runs under (not in the API: check_exec holds
+ * an exec'd worker's to its master's). */
+const struct gp_pool_opts *gp_ctx_opts(const struct gp_ctx *ctx);
 
 /* opts.c: the options, checked and resolved. */
 /* Copy opts (NULL: { 0 }) to p->o, check it and fill in the defaults,
@@ -534,6 +546,11 @@ void	gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
  * err, or -ENOMEM. */
 int	gp_opts_load(struct gp_pool *p, const struct gp_pool_opts *opts,
 	    char *err, size_t errlen);
+/* The options as an exec'd worker gets them (exec.c's HELLO): o whole,
+ * less every pointer and descriptor of this process (the rows' by their
+ * kind, the other pointers by name; errlen 0, cancel_fd -1). init, fini
+ * and init_arg cross on their own, by reference and as bytes. */
+void	gp_opts_wire(const struct gp_pool_opts *o, struct gp_pool_opts *out);
 /* Whether the n reserved words at r are all zero. */
 int	gp_opts_zeroed(const uint64_t *r, size_t n);
 

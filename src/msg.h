@@ -36,7 +36,7 @@ enum gp_msg_type {
 /* The protocol's version, in an exec'd worker's GPUPOOL_WORKER and its
  * HELLO: bumped whenever a message or a shared struct changes, since
  * such a worker may be another build than its master. */
-#define GP_PROTO	2
+#define GP_PROTO	3
 
 /* JOB flags: its items need not be timed (gp_pool_run() without a
  * timeout: one item a batch, no estimate used), so the worker reads no
@@ -55,9 +55,13 @@ struct gp_msg_ready {
 	int32_t		 membind_rc;
 	int32_t		 cuda_rc;
 	int32_t		 init_rc;	/* init's return value */
-	int32_t		 nice_rc;	/* 0 or -errno: its niceness */
+	int32_t		 step;		/* 0, or the start-up step that failed
+					   (1 + its place in wstart.c's table) */
+	int32_t		 step_err;	/* its -errno */
 	int32_t		 fatal;		/* 1: the worker is leaving */
+	char		 why[228];	/* the step's reason, for errbuf */
 };
+_Static_assert(sizeof(struct gp_msg_ready) == 256, "READY is 256 bytes");
 
 struct gp_rec_task {
 	uint64_t	 id;

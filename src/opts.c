@@ -428,6 +428,28 @@ gp_pool_opts_check(const struct gp_pool_opts *opts, char *err, size_t errlen)
 	return resolve(&o, err, errlen);
 }
 
+void
+gp_opts_wire(const struct gp_pool_opts *o, struct gp_pool_opts *out)
+{
+	static const char *const none;
+	size_t	 k;
+
+	*out = *o;
+	for (k = 0; k < NELEM(table); k++)
+		if (table[k].i.kind == K_GPUS || table[k].i.kind == K_PATH)
+			memcpy((char *)out + table[k].off, &none, sizeof(none));
+	out->fake_busids = out->topology_xml = NULL;
+	out->init = NULL;
+	out->fini = NULL;
+	out->init_arg = NULL;
+	out->errbuf = NULL;
+	out->errlen = 0;
+	out->fork_hook = NULL;
+	out->fork_arg = NULL;
+	out->exec = NULL;
+	out->cancel_fd = -1;
+}
+
 int
 gp_opts_load(struct gp_pool *p, const struct gp_pool_opts *opts, char *err,
     size_t errlen)

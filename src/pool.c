@@ -143,13 +143,10 @@ init_reason(struct gp_pool *p, char *err, size_t errlen)
 			gp_errf(err, errlen, 0, "worker %d (GPU %s): CUDA "
 			    "context failed (cudaError %d)", i, w->info.visible,
 			    w->ready.cuda_rc);
-		else if (w->ready.nice_rc)
-			gp_errf(err, errlen, 0, "worker %d (GPU %s): cannot run "
-			    "at niceness %d: %s%s", i, w->info.visible,
-			    p->o.nice, strerror(-w->ready.nice_rc),
-			    w->ready.nice_rc == -EACCES ? " (under the "
-			    "caller's it needs CAP_SYS_NICE or RLIMIT_NICE)" :
-			    "");
+		else if (w->ready.step)	/* a start-up step (wstart.c) */
+			gp_errf(err, errlen, 0, "worker %d (GPU %s): %.*s", i,
+			    w->info.visible, (int)sizeof(w->ready.why),
+			    w->ready.why);
 		else if (w->ready.fatal)
 			gp_errf(err, errlen, 0, "worker %d (GPU %s): binding to "
 			    "CPUs %s failed: %s", i, w->info.visible,

@@ -103,6 +103,12 @@ gp_ctx_info(const struct gp_ctx *ctx)
 	return ctx->info;
 }
 
+const struct gp_pool_opts *
+gp_ctx_opts(const struct gp_ctx *ctx)
+{
+	return &ctx->p->o;
+}
+
 int
 gp_ctx_stop_fd(const struct gp_ctx *ctx)
 {
@@ -591,18 +597,6 @@ bind_place(struct gp_pool *p, struct gp_worker *w, struct gp_msg_ready *rd)
 		rd->fatal = 1;
 }
 
-/* (c') The niceness (opts.nice), before init and every item: here, or,
- * for an exec'd worker, in its child before the exec, so that the
- * program starts at it. A worker that cannot have it leaves. */
-static void
-set_nice(struct gp_pool *p, struct gp_worker *w, struct gp_msg_ready *rd)
-{
-	rd->nice_rc = p->execd ? atomic_load(&w->shm->nice_rc) :
-	    gp_wstart_nice(p);
-	if (rd->nice_rc != 0)
-		rd->fatal = 1;
-}
-
 /* (d) Exactly one GPU, named so no renumbering can move it. A launcher
  * can leave a variable in environ twice: setenv() replaces the first
  * copy, a shell or Python reads the last, so every copy goes first
@@ -655,7 +649,7 @@ gp_worker_main(struct gp_pool *p, struct gp_worker *w, int fd, int wfd)
 	ctx_init(p, w, &ctx, fd, wfd);
 	memset(&rd, 0, sizeof(rd));
 	bind_place(p, w, &rd);
-	set_nice(p, w, &rd);
+	gp_wstart_steps(p, w, &rd);	/* (c') the steps that may fail: nice */
 	gp_wstart_threads(p, w);
 	pick_gpu(p, w, &rd);
 	send_ready(p, &ctx, &rd);

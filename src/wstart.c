@@ -2,7 +2,8 @@
  * wstart.c: the steps of a worker's start-up that a forked worker
  * (worker.c) and the child of an exec'd one (exec.c, before its exec)
  * share: signals reset and death with the master, the CPU and memory
- * binding, the niceness, and thread counts fitted to the CPUs it got.
+ * binding, the steps that may fail (the niceness: one table, one way to
+ * report), and thread counts fitted to the CPUs it got.
  * Runs only in a worker process (gp_wstart_reset_signals() in the GPU
  * monitor's too), never in the master; single-threaded when it runs.
  * The calls before an exec are async-signal-safe but hwloc's binding,
@@ -115,16 +116,86 @@ gp_wstart_bind(struct gp_pool *p, struct gp_worker *w, int *cpu_rc,
 }
 
 /*
- * Absolute, as setpriority() and GNU parallel's --nice take it. A
- * single-threaded process: Linux's niceness is per thread, and the
- * threads and processes the worker starts later inherit it.
+ * The start-up steps that may fail, in their order (after the binding,
+ * before the thread counts: invariant 3). Each is a run, 0 or -errno,
+ * and a why, the reason gp_pool_create()'s errbuf gives for its -errno
+ * ("worker N (GPU g): " + why): a new one is a row here and its two
+ * functions, its failure reported by READY's step, step_err and why
+ * (msg.h) through pool.c's one branch. before_exec: an exec'd worker's
+ * child runs it before its exec (async-signal-safe, then), so that the
+ * program starts under it; else it runs in the worker.
  */
-int
-gp_wstart_nice(const struct gp_pool *p)
+struct wstep {
+	int	 before_exec;
+	int	(*run)(struct gp_pool *p, struct gp_worker *w);
+	void	(*why)(const struct gp_pool *p, int err, char *buf,
+		    size_t len);
+};
+
+/*
+ * The niceness opts.nice names (0: left as it is). Absolute, as
+ * setpriority() and GNU parallel's --nice take it. A single-threaded
+ * process: Linux's niceness is per thread, and the threads and
+ * processes the worker starts later inherit it.
+ */
+static int
+step_nice(struct gp_pool *p, struct gp_worker *w)
 {
+	(void)w;
 	if (p->o.nice == 0)
 		return 0;
 	return setpriority(PRIO_PROCESS, 0, p->o.nice) < 0 ? -errno : 0;
+}
+
+static void
+why_nice(const struct gp_pool *p, int err, char *buf, size_t len)
+{
+	snprintf(buf, len, "cannot run at niceness %d: %s%s", p->o.nice,
+	    strerror(-err), err == -EACCES ? " (under the caller's it needs "
+	    "CAP_SYS_NICE or RLIMIT_NICE)" : "");
+}
+
+static const struct wstep steps[] = {
+	{ 1, step_nice, why_nice },
+};
+
+#define NSTEPS	(sizeof(steps) / sizeof(steps[0]))
+
+void
+gp_wstart_steps_child(struct gp_pool *p, struct gp_worker *w)
+{
+	size_t	 i;
+	int	 err = 0;
+
+	for (i = 0; i < NSTEPS; i++)
+		if (steps[i].before_exec && (err = steps[i].run(p, w)) != 0)
+			break;
+	atomic_store(&w->shm->step_err, err);
+	atomic_store(&w->shm->step, err != 0 ? (int)i + 1 : 0);
+}
+
+void
+gp_wstart_steps(struct gp_pool *p, struct gp_worker *w,
+    struct gp_msg_ready *rd)
+{
+	size_t	 i;
+	int	 err;
+
+	for (i = 0; i < NSTEPS; i++) {
+		if (!p->execd || !steps[i].before_exec)
+			err = steps[i].run(p, w);
+		else if (atomic_load(&w->shm->step) == (int)i + 1)
+			err = atomic_load(&w->shm->step_err);
+		else
+			err = 0;
+		if (err == 0)
+			continue;
+		rd->step = (int32_t)i + 1;
+		rd->step_err = err;
+		steps[i].why(p, err, rd->why, sizeof(rd->why));
+		rd->fatal = 1;
+		return;
+	}
 }
 
 /*

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "gpupool.h"
+#include "internal.h"	/* gp_ctx_opts() */
 #include "check_main.h"
 #include "proc_test.h"
 
@@ -119,6 +120,86 @@ START_TEST(exec_workers_are_fresh_images)
 	ck_assert_int_eq(hooks, 0);
 	gp_items_release(it, 6);
 	gp_pool_destroy(p);
+	assert_no_children();
+}
+END_TEST
+
+/* The options this worker runs under. */
+static int
+report_opts(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
+{
+	(void)in;
+	(void)len;
+	(void)arg;
+	return gp_ctx_reply(ctx, gp_ctx_opts(ctx), sizeof(struct gp_pool_opts));
+}
+
+/* An exec'd worker gets its master's options whole (the HELLO's): every
+ * scalar as the master resolved it, and no pointer or descriptor of the
+ * master's (opts.c's gp_opts_wire()). */
+START_TEST(exec_workers_get_the_options_whole)
+{
+	struct gp_pool_opts	 o = { .gpus = "0,1", .fake_gpus = 2,
+				       .per_gpu = 1, .fake_busids =
+				       "0000:01:00.0,0000:02:00.0",
+				       .timeout_ms = 30000, .grace_ms = 700,
+				       .max_tasks = 50, .respawn_max = 9,
+				       .retries = 2, .max_msg = 1 << 24,
+				       .window = 1 << 20, .flags =
+				       GP_POOL_CANCEL_FD | GP_POOL_NO_BIND |
+				       GP_POOL_FIT_THREADS, .fork_arg = &o,
+				       .claim_timeout_ms = 1500,
+				       .claims = "none" }, e, got;
+	struct gp_exec		 x;
+	struct gp_pool		*p;
+	struct gp_item		 it[4];
+	char			 err[256];
+	int			 cur = getpriority(PRIO_PROCESS, 0), fd[2], i;
+
+	exec_opts(&o, &x);
+	ck_assert_int_eq(pipe(fd), 0);
+	o.cancel_fd = fd[0];
+	o.nice = cur < 19 ? cur + 1 : 19;
+	o.errbuf = err;
+	o.errlen = sizeof(err);
+	ck_assert_msg(gp_pool_create(&p, &o) == 0, "create: %s", err);
+	/* What the worker should see: o, its defaults filled in, less the
+	 * master's pointers and its descriptor. */
+	e = o;
+	e.busy_pct = 10;
+	e.gpus_per_worker = 1;
+	e.gpus = e.fake_busids = e.claims = NULL;
+	e.errbuf = NULL;
+	e.errlen = 0;
+	e.fork_arg = NULL;
+	e.exec = NULL;
+	e.cancel_fd = -1;
+	memset(it, 0, sizeof(it));
+	ck_assert_int_eq(gp_pool_map(p, report_opts, NULL, 0, it, 4), 0);
+	for (i = 0; i < 4; i++) {
+		ck_assert_int_eq(it[i].status, GP_OK);
+		ck_assert_uint_eq(it[i].outlen, sizeof(got));
+		memcpy(&got, it[i].out, sizeof(got));
+		ck_assert_int_eq(got.nice, o.nice);
+		ck_assert_uint_eq(got.timeout_ms, o.timeout_ms);
+		ck_assert_uint_eq(got.grace_ms, o.grace_ms);
+		ck_assert_uint_eq(got.max_msg, o.max_msg);
+		ck_assert_uint_eq(got.window, o.window);
+		ck_assert_uint_eq(got.flags, o.flags);
+		ck_assert_int_eq(got.claim_timeout_ms, o.claim_timeout_ms);
+		ck_assert_ptr_null(got.gpus);
+		ck_assert_ptr_null(got.fake_busids);
+		ck_assert_ptr_null(got.claims);
+		ck_assert_ptr_null(got.errbuf);
+		ck_assert_ptr_null(got.fork_arg);
+		ck_assert_int_eq(got.cancel_fd, -1);
+		ck_assert_msg(memcmp(&got, &e, sizeof(e)) == 0, "a field "
+		    "differs from the master's");
+	}
+	gp_items_release(it, 4);
+	gp_pool_destroy(p);
+	close(fd[0]);
+	close(fd[1]);
 	assert_no_children();
 }
 END_TEST
@@ -869,6 +950,7 @@ main(int argc, char **argv)
 	(void)argv;
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, exec_workers_are_fresh_images);
+	tcase_add_test(tc, exec_workers_get_the_options_whole);
 	tcase_add_test(tc, exec_workers_keep_only_their_fds);
 	tcase_add_test(tc, exec_workers_are_bound_where_placed);
 	tcase_add_test(tc, threads_fit_the_cpus_forked);

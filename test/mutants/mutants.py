@@ -44,6 +44,9 @@ MUTANTS = [
     M("worker-not-niced", 3, "src/wstart.c",
       "setpriority(PRIO_PROCESS, 0, p->o.nice) < 0", "0",
       "check_exec", "check_parallel"),
+    M("execd-step-failure-lost", 3, "src/wstart.c",
+      "else if (atomic_load(&w->shm->step) == (int)i + 1)", "else if (0)",
+      "check_exec"),
     # 4. Every fd close-on-exec; the worker holds only its own.
     M("task-pipe-not-cloexec", 4, "src/proc.c",
       "if (pipe2(task, O_CLOEXEC) == -1)", "if (pipe2(task, 0) == -1)",
@@ -242,6 +245,9 @@ MUTANTS = [
     M("exec-bound-after-nothing", 51, "src/exec.c",
       "\tgp_wstart_bind(p, w, &cpu_rc, &mem_rc);\n",
       "\tcpu_rc = mem_rc = 0;\n", "check_exec"),
+    M("exec-opts-keep-paths", 51, "src/opts.c",
+      "if (table[k].i.kind == K_GPUS || table[k].i.kind == K_PATH)",
+      "if (table[k].i.kind == K_GPUS)", "check_exec"),
     # 52. Python: fork only where it is safe.
     M("cuda-context-forks", 52, "python/gpupool/_start.py",
       "    if cuda is not None:\n", "    if False:\n", "pytest",
