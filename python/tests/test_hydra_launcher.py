@@ -305,9 +305,14 @@ def test_example_optuna_sweep(tmp_path):
     p = run_example(tmp_path, "hydra/sweeper=optuna",
                     "hydra.sweeper.n_trials=6", "hydra.sweeper.n_jobs=2",
                     "hydra.sweeper.max_failure_rate=1.0",
+                    # Seeded: unseeded, the sampler can pick crash for
+                    # all 6 trials, and Optuna then has no best.
+                    "hydra.sweeper.sampler.seed=0",
                     "x=range(-3,4)", "mode=choice(ok,crash)")
     assert p.returncode == 0, p.stderr
     assert "Best parameters" in p.stdout + p.stderr
+    # Seed 0 draws both: a crashed trial failed alone, the sweep went on.
+    assert "Error executing job with overrides" in p.stderr
     # Three batches of two, numbered 0..5 across them.
     assert sorted(int(d.name) for d in (tmp_path / "sweep").iterdir()
                   if d.is_dir()) == [0, 1, 2, 3, 4, 5]
