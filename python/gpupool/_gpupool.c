@@ -534,11 +534,9 @@ static PyGetSetDef Pool_getset[] = {
 };
 
 static PyType_Slot Pool_slots[] = {
-	{ Py_tp_doc, (void *)"Pool(worker, *, gpus=None, per_gpu=1, "
-	  "fake_gpus=None, timeout_ms=0, grace_ms=0, retries=0, max_tasks=0, "
-	  "init=None, wait_free=False, busy_pct=None, busy_util=None, "
-	  "gpu_mem=None, gpus_per_worker=1, nice=None, view=False, "
-	  "plan=False, claims=None, claim_timeout=None)" },
+	{ Py_tp_doc, (void *)"Pool(worker, *, per_gpu=1, fake_gpus=None, "
+	  "timeout_ms=0, grace_ms=0, retries=0, max_tasks=0, init=None, "
+	  "view=False, plan=False, **pool_options)" },
 	{ Py_tp_new, (void *)Pool_new },
 	{ Py_tp_init, (void *)Pool_init },
 	{ Py_tp_dealloc, (void *)Pool_dealloc },
@@ -588,6 +586,8 @@ static PyMethodDef mod_methods[] = {
 	  "pools find it)" },
 	{ "parse_size", gpy_parse_size, METH_O, "parse_size(text) -> bytes: "
 	  "a size such as '20G', as the library reads it" },
+	{ "pool_options", gpy_pool_options, METH_NOARGS, "pool_options() -> "
+	  "((name, py, kind, lo, hi, dflt, help), ...): the library's rows" },
 	{ "frame", gpy_frame, METH_VARARGS, "frame(pickle, buffers) -> bytes: "
 	  "a pickle and its out-of-band buffers as one item" },
 	{ "unframe", gpy_unframe, METH_VARARGS, "unframe(payload, copy) -> "
@@ -599,11 +599,9 @@ static PyMethodDef mod_methods[] = {
 static const char mod_doc[] =
 "libgpupool's pool, wrapped (the package's C core).\n"
 "\n"
-"Pool(worker, *, gpus=None, per_gpu=1, fake_gpus=None, timeout_ms=0,\n"
-"     grace_ms=0, retries=0, max_tasks=0, init=None, wait_free=False,\n"
-"     busy_pct=None, busy_util=None, gpu_mem=None, gpus_per_worker=1,\n"
-"     nice=None, view=False, plan=False, claims=None,\n"
-"     claim_timeout=None)\n"
+"Pool(worker, *, per_gpu=1, fake_gpus=None, timeout_ms=0, grace_ms=0,\n"
+"     retries=0, max_tasks=0, init=None, view=False, plan=False,\n"
+"     **pool_options)\n"
 "  worker(bytes) -> bytes runs in the workers, once per item; if it\n"
 "  raises, the item ends FAILED, code 1, its traceback on stderr.\n"
 "  init() runs once per worker, after os.environ got the worker's\n"
@@ -614,26 +612,21 @@ static const char mod_doc[] =
 "  If next or done raises, the run is canceled and that propagates.\n"
 "  Both release the GIL while waiting; Ctrl-C cancels (main thread)\n"
 "  and raises KeyboardInterrupt once the items stopped.\n"
-"  gpus='free' or 'free:LIST': only GPUs nobody else uses (NVML, in a\n"
-"  monitor child); wait_free=True keeps busy ones and items wait;\n"
-"  busy_pct: others' memory over it makes a GPU busy (default 10);\n"
-"  busy_util: so does a utilisation, less ours, over it (no default);\n"
-"  gpu_mem: bytes per GPU each item needs; gpus_per_worker: GPUs each\n"
-"  worker owns, near each other; nice: the workers' niceness (absolute).\n"
+"  pool_options: the library's rows (pool_options(): gpus, nice, ...),\n"
+"  each by its Python keyword, its value as the row's kind takes it.\n"
 "  view=True: worker gets a read-only memoryview of the item, valid\n"
 "  only during the call; results of 64 KiB or more come as Out (the\n"
 "  buffer protocol over the result's own memory, no copy).\n"
 "  plan=True: fork nothing, only decide the GPUs and each worker's\n"
 "  place, for info(); run() raises RuntimeError.\n"
-"  claims: the host-wide claims directory (None: $GPUPOOL_CLAIMS, else\n"
-"  /run/lock/gpupool; 'none': off); claim_timeout: seconds Pool() waits\n"
-"  its turn for its GPUs (0: not at all; None: as long as it takes),\n"
-"  then TimeoutError; Ctrl-C ends the wait.\n"
+"  A wait for the GPUs' claims (claim_timeout) ends in TimeoutError;\n"
+"  Ctrl-C ends it.\n"
 "Pool.cancel(): the map or run in progress (any thread) is canceled.\n"
 "Pool.size(), Pool.info() -> [dict], Pool.gpus() -> [dict],\n"
 "  Pool.monitor (None, or why NVML does not watch the GPUs),\n"
 "  Pool.close(), with Pool(...) as p\n"
 "current() -> dict in a worker, None in the caller; strerror(code);\n"
+"pool_options(), parse_size(text);\n"
 "claim(n, **kw) -> ids, unclaim() -> bool, claims_list(dir) -> [dict]:\n"
 "  host-wide claims for a process that is not a pool;\n"
 "frame(pickle, buffers), unframe(payload, copy): pickle protocol 5\n"

@@ -45,12 +45,13 @@ extern PyObject	*gpy_InitError;
 extern PyObject	*gpy_NoWorkerError;
 PyObject *gpy_raise_code(int rc, const char *msg);
 
-/* _args.c: Pool()'s arguments, from one table. The objects are
- * borrowed from the call's arguments; gstr and cstr hold o.gpus's and
- * o.claims's texts. */
+/* _args.c: Pool()'s arguments: the extension's own from one table, the
+ * pool options from the library's rows. The objects are borrowed from
+ * the call's arguments; keep holds the options' texts, which o points
+ * into. */
 struct gpy_args {
 	PyObject		*worker, *fake, *init, *maxm, *spec;
-	PyObject		*gstr, *cstr;	/* owned: gpy_args_release() */
+	PyObject		*keep;		/* owned: gpy_args_release() */
 	int			 view, plan;
 	struct gp_pool_opts	 o;		/* the library's options */
 };
@@ -59,6 +60,9 @@ struct gpy_args {
 int	 gpy_args_parse(PyObject *pos, PyObject *kw, struct gpy_args *g);
 void	 gpy_args_release(struct gpy_args *g);
 PyObject *gpy_parse_size(PyObject *mod, PyObject *arg);
+/* pool_options() -> the rows of gp_pool_opt_info() as tuples (name, py,
+ * kind, lo, hi, dflt, help), for Pool's signature and docstring. */
+PyObject *gpy_pool_options(PyObject *mod, PyObject *noargs);
 /* fake_gpus: None (GPUPOOL_FAKE_GPUS, as the library reads it) or a
  * count into o.fake_gpus. 0, or -1 with an exception set. */
 int	 gpy_fake_gpus(struct gpy_args *a);

@@ -1,7 +1,9 @@
 """gpupool.Pool's arguments checked and turned into the C pool's:
 gpus= as text, gpu_mem= as bytes, maxtasksperchild, and processes=N
-spread over the GPUs the pool would use."""
+spread over the GPUs the pool would use; Pool's signature and docstring
+from the library's option rows (pool_signature())."""
 
+import inspect
 import operator
 import os
 
@@ -94,7 +96,8 @@ def _spread(processes, gpus, per_gpu, plan_kw):
         return gpus, per_gpu
     if processes % g == 0:
         return gpus, processes // g
-    if processes < g and plan_kw.get("gpus_per_worker", 1) == 1:
+    one = (plan_kw.get("gpus_per_worker") or 1) == 1  # None: 1
+    if processes < g and one:
         free = gpus is not None and gpus.startswith("free")
         ids = ",".join(_unit_id(i) for i in info[:processes])
         return ("free:" if free else "") + ids, 1
@@ -102,8 +105,7 @@ def _spread(processes, gpus, per_gpu, plan_kw):
         "processes=%d: the pool has %d %s, and each takes the same number "
         "of workers: ask for a multiple of %d, or at most %d (one each on "
         "the first ones), or choose the GPUs with gpus=" % (
-            processes, g, "GPUs" if plan_kw.get("gpus_per_worker", 1) == 1
-            else "groups of GPUs", g, g))
+            processes, g, "GPUs" if one else "groups of GPUs", g, g))
 
 
 
@@ -113,9 +115,7 @@ def _spread(processes, gpus, per_gpu, plan_kw):
 # maxtasksperchild="2": ValueError, naming the keyword.
 _INT_MAX = (1 << 31) - 1  # the C pool's int fields
 _COUNTS = {"per_gpu": (1, _INT_MAX), "retries": (0, _INT_MAX),
-           "fake_gpus": (0, _INT_MAX), "max_tasks_per_worker": (0, None),
-           "gpus_per_worker": (1, 1024), "busy_pct": (1, 100),
-           "busy_util": (0, 100), "nice": (-20, 19)}
+           "fake_gpus": (0, _INT_MAX), "max_tasks_per_worker": (0, None)}
 # The C pool counts in whole milliseconds, 32 bits of them.
 _MAX_SECONDS = ((1 << 32) - 1) // 1000
 # No item fits in less: the smallest (abs(None), by name) pickles to 54.
@@ -152,7 +152,6 @@ def _check_counts(kw):
             raise ValueError("%s=%r: must be a positive number of seconds, "
                              "at most %d (49 days), or None (no limit)"
                              % (name, secs, _MAX_SECONDS))
-    _claim_timeout("claim_timeout", kw["claim_timeout"])
     _int_in("max_msg", kw["max_msg"], _MIN_MSG, None,
             " (bytes: no item fits in less), or None (the machine's "
             "memory)")
@@ -163,9 +162,9 @@ _CLAIM_WAIT_MAX = 2000000
 
 
 def _claim_timeout(name, secs):
-    """claim_timeout= (Pool's) or timeout= (claim()'s): seconds to wait
-    for GPUs' claims, 0 (do not wait) or more, or None (as long as it
-    takes); else ValueError naming it."""
+    """claim()'s timeout=: seconds to wait for GPUs' claims, 0 (do not
+    wait) or more, or None (as long as it takes); else ValueError naming
+    it, in the words Pool's claim_timeout= has (_args.c)."""
     if secs is None:
         return
     if isinstance(secs, bool) or not isinstance(secs, (int, float)) or \
@@ -176,8 +175,9 @@ def _claim_timeout(name, secs):
 
 
 def _claims_dir(claims):
-    """claims=: the claims directory as text (a str or a path), "none"
-    (claims off) or None (GPUPOOL_CLAIMS, else the host's default)."""
+    """claims= of claim() and claims(): the claims directory as text (a
+    str or a path), "none" (claims off) or None (GPUPOOL_CLAIMS, else the
+    host's default). Pool's is _args.c's (a path row)."""
     if claims is None:
         return None
     try:
@@ -205,3 +205,39 @@ def _check_rank_timeout(secs):
             not secs > 0:
         raise ValueError("rank_timeout=%r: a positive number of seconds"
                          % (secs,))
+
+
+# The library's option rows (src/opts.def, gp_pool_opt_info()) that
+# Python takes, by keyword: (name, py, kind, lo, hi, dflt, help).
+_ROWS = {r[1]: r for r in _gpupool.pool_options() if r[1] is not None}
+
+
+def pool_signature(cls):
+    """cls.__init__ takes the pool options as **options (the C pool
+    judges them, by their rows): its __signature__ names each one instead,
+    keyword-only, default None (the library's default), and cls's
+    docstring ends with a line per row, its help. inspect.signature(cls)
+    and help(cls) show them; a new row of opts.def shows there as is."""
+    sig = inspect.signature(cls.__init__)
+    params = list(sig.parameters.values())
+    assert params[-1].kind is inspect.Parameter.VAR_KEYWORD, params[-1]
+    params.pop()
+    named = {p.name for p in params}
+    params += [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY,
+                                 default=None)
+               for k in _ROWS if k not in named]
+    cls.__init__.__signature__ = sig.replace(parameters=params)
+    cls.__doc__ += ("\n    The pool options (the library's, gpupool(3); None: "
+                    "its default):\n\n" + "".join(
+                        "    %s: %s\n" % (k, r[6])
+                        for k, r in _ROWS.items()))
+
+
+def _check_options(options):
+    """Pool(**options): each a pool option's keyword, else TypeError as
+    Python raises it for a keyword a function does not take (before
+    anything starts)."""
+    for k in options:
+        if k not in _ROWS:
+            raise TypeError("Pool.__init__() got an unexpected keyword "
+                            "argument %r" % (k,))

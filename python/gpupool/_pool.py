@@ -42,8 +42,9 @@ from ._drive import Driver, _Future
 # WorkerInfo, GpuState, current: gpupool's names, found here.
 from ._info import GpuState, WorkerInfo, current  # noqa: F401
 from ._options import (_check_call, _check_counts,  # noqa: F401
-                       _check_processes, _check_rank_timeout, _claims_dir,
-                       _gpu_mem, _gpus_arg, _max_tasks, _spread)
+                       _check_options, _check_processes,
+                       _check_rank_timeout, _gpu_mem, _gpus_arg,
+                       _max_tasks, _spread, pool_signature)
 
 
 _MAX_CHUNK = 16384  # map's default chunks: len / (4 x workers), capped
@@ -97,31 +98,24 @@ class Pool(Driver):
     item (a chunk, pickled) and one result: larger ones fail with
     PoolError; None: the machine's memory, so anything that fits goes (in
     pieces through the worker's 64 MiB of shared memory when over that).
-    nice: the niceness the workers run at, and so the items and what
-    they start, -20 .. 19, absolute (os.setpriority's, GNU parallel's
-    --nice; not os.nice's increment); None or 0: this process's. One
-    under this process's needs CAP_SYS_NICE or RLIMIT_NICE, else
+    The pool options (keyword only, listed at the end) are the library's,
+    checked there: a bad value is a ValueError naming the keyword. nice:
+    one under this process's needs CAP_SYS_NICE or RLIMIT_NICE, else
     Pool() raises InitError saying so.
 
-    Shared GPUs: gpus="free" (or "free:0,2", the free ones of a list)
-    uses only GPUs with no compute process of someone else and others'
-    memory under busy_pct % (default 10) of the total (and, with
-    busy_util=PCT, a utilisation, less this pool's share, under PCT %:
-    someone NVML cannot list, in another container); none free raises
-    OSError saying why each is busy, unless wait_free=True, which keeps
-    them all and lets items wait for a free one. During calls, a GPU
-    someone takes gets no new item until it is free again. gpu_mem (bytes,
-    or "20G") is what each item needs on its GPU: with per_gpu > 1 an item
-    starts only where it fits beside what runs there. gpus_per_worker=N
-    gives each worker N GPUs near each other (all in its
-    CUDA_VISIBLE_DEVICES). The GPUs are watched by NVML in a monitor
-    child, never in this process; gpus() and monitor say what it sees.
+    Shared GPUs: gpus="free" (or "free:0,2") uses only GPUs no one else
+    computes on or fills over busy_pct % (or, with busy_util, keeps busy
+    over that %); none free raises OSError saying why each is busy, unless
+    wait_free=True. During calls, a GPU someone takes gets no new item
+    until it is free again. With gpu_mem and per_gpu > 1 an item starts
+    only where it fits beside what runs there. The GPUs are watched by
+    NVML in a monitor child, never in this process; gpus() and monitor
+    say what it sees.
 
     Claims: before its workers start, the pool waits its turn for all its
     GPUs, held for its life against every other gpupool of this host (with
-    gpu_mem, declared claims share a GPU while their sum fits); claim_timeout
-    (s; 0: do not wait) ends a wait with TimeoutError; claims: the directory
-    (GPUPOOL_CLAIMS, /run/lock/gpupool; "none"). See gpupool.claims().
+    gpu_mem, declared claims share a GPU while their sum fits); a wait
+    past claim_timeout raises TimeoutError. See gpupool.claims().
 
     Across nodes: in a script run by `python -m gpupool` under an MPI
     launcher, the pool spans every rank (ranks=False: this machine
@@ -139,27 +133,23 @@ class Pool(Driver):
                  maxtasksperchild=None, context=None, *, gpus=None,
                  per_gpu=None, timeout=None, retries=0,
                  max_tasks_per_worker=None, fake_gpus=None, grace=None,
-                 wait_free=False, busy_pct=None, busy_util=None,
-                 gpu_mem=None,
-                 gpus_per_worker=1, max_msg=None, start_method=None,
-                 nice=None, ranks=True, rank_timeout=10.0, claims=None,
-                 claim_timeout=None):
+                 max_msg=None, start_method=None, ranks=True,
+                 rank_timeout=10.0, **options):
+        _check_options(options)  # the rows' keywords (pool_signature)
         _start.not_in_a_clean_start()
         self._pid = os.getpid()
         _check_rank_timeout(rank_timeout)
         mine = dict(locals())  # the other ranks' same pool (_ranks.spread)
+        mine.update(mine.pop("options"))
         _check_processes(processes)
         if initializer is not None and not callable(initializer):
             raise TypeError("initializer must be a callable")
         method, self.start_reason = _start.choose(start_method, context)
         self.start_method = method
         max_tasks = _max_tasks(maxtasksperchild, max_tasks_per_worker)
-        gpu_mem = _gpu_mem(gpu_mem)
         _check_counts(mine)
         gpus = _gpus_arg(gpus)
-        plan_kw = dict(fake_gpus=fake_gpus, wait_free=wait_free,
-                       busy_pct=busy_pct, busy_util=busy_util,
-                       gpus_per_worker=gpus_per_worker)
+        plan_kw = dict(options, fake_gpus=fake_gpus)
         if processes is not None:
             gpus, per_gpu = _spread(processes, gpus, per_gpu, plan_kw)
         self._timeout = timeout
@@ -169,18 +159,16 @@ class Pool(Driver):
         # The functions of __main__ the workers will have: taken before
         # they fork (a replacement forks later, and has them too).
         self._forked = _task.Forked() if method == "fork" else None
-        self._c = self._start_c(method, initializer, initargs, wait_free, dict(
+        self._c = self._start_c(method, initializer, initargs, dict(
             gpus=gpus, per_gpu=1 if per_gpu is None else per_gpu,
             timeout_ms=0 if timeout is None else
             max(1, math.ceil(timeout * 1000)),
             grace_ms=0 if grace is None else
             max(1, math.ceil(grace * 1000)),
-            retries=retries, max_tasks=max_tasks, gpu_mem=gpu_mem,
-            view=True, max_msg=max_msg, nice=nice,
-            claims=_claims_dir(claims), claim_timeout=claim_timeout,
-            **plan_kw))
-        if gpu_mem:
-            self._refuse_gpu_mem(gpu_mem)
+            retries=retries, max_tasks=max_tasks, view=True,
+            max_msg=max_msg, **plan_kw))
+        if options.get("gpu_mem"):
+            self._refuse_gpu_mem(_gpu_mem(options["gpu_mem"]))
         self._size = self._c.size()
         self._driver_init()
         self._state = "open"
@@ -197,7 +185,7 @@ class Pool(Driver):
             self._forked, self._size = None, self._c.size()
         _exit.register(self, type(self)._at_exit)
 
-    def _start_c(self, method, initializer, initargs, wait_free, c_kw):
+    def _start_c(self, method, initializer, initargs, c_kw):
         """The C pool, with c_kw its options, its workers started (forked,
         or clean with method "spawn") and their initializer run; the pipes
         the workers report on (the initializer's failure, their pids)."""
@@ -230,7 +218,7 @@ class Pool(Driver):
             self._close_pipes()
             if (isinstance(e, OSError) and e.errno == errno.ENODEV and
                     str(e.strerror).startswith("no free GPU") and
-                    not wait_free):
+                    not c_kw.get("wait_free")):
                 raise OSError(e.errno, "%s (wait_free=True waits for one)"
                               % e.strerror) from None
             if not isinstance(e, _gpupool.InitError):
@@ -686,3 +674,5 @@ class Pool(Driver):
             self.terminate()
         return False
 
+
+pool_signature(Pool)  # the pool options by name, from the library's rows

@@ -31,7 +31,7 @@ from joblib._parallel_backends import (AutoBatchingMixin, FallbackToBackend,
 from joblib.parallel import register_parallel_backend
 
 from . import _gpupool, _task
-from ._options import _gpus_arg
+from ._options import _ROWS, _gpus_arg
 from ._pool import Pool
 
 if not hasattr(ParallelBackendBase, "retrieve_result_callback"):
@@ -48,9 +48,9 @@ __all__ = ["GpupoolBackend", "register", "shutdown"]
 _JOBLIB_ONLY = frozenset(("max_nbytes", "mmap_mode", "temp_folder",
                           "verbose", "context"))
 # Pool()'s keywords that decide how many workers it has, for a plan
-# (no worker started) of its GPUs.
-_PLAN = ("fake_gpus", "wait_free", "busy_pct", "busy_util",
-         "gpus_per_worker")
+# (no worker started) of its GPUs: fake_gpus and the pool options (the
+# library's rows, gpus apart; a plan leaves those that act later alone).
+_PLAN = ("fake_gpus",) + tuple(k for k in _ROWS if k != "gpus")
 _IDLE_TIMEOUT = 300.0  # loky's idle_worker_timeout
 
 _lock = threading.Lock()

@@ -7,9 +7,11 @@ pool's own timeout/grace, set small so those tests stay short.
 """
 
 import ctypes
+import inspect
 import itertools
 import os
 import pickle
+import pydoc
 import resource
 import signal
 import subprocess
@@ -321,6 +323,44 @@ def test_nice_out_of_range_is_a_value_error(bad):
     with pytest.raises(ValueError, match=r"nice=.*: must be an int from "
                        r"-20 to 19"):
         gpupool.Pool(fake_gpus=1, nice=bad)
+
+
+# A value each kind of row takes, and one it refuses (flags take any
+# truth; gpus, any text or list).
+_GOOD = {"gpus": "free", "flag": True, "count": None, "int": None,
+         "size": "1G", "path": "none", "secs": 0}
+
+
+def _rows():
+    from gpupool import _gpupool
+    return [r for r in _gpupool.pool_options() if r[1] is not None]
+
+
+def test_every_option_row_is_a_pool_keyword(monkeypatch):
+    """Each row of the library's options (src/opts.def) that has a
+    Python keyword is one of Pool's: in inspect.signature(Pool), keyword
+    only, default None; in help(gpupool.Pool) with its help line;
+    accepted with a good value; and a bad one is a ValueError naming it.
+    A row that Python and the rows disagree on fails here."""
+    monkeypatch.setenv("GPUPOOL_NVML", "/nonexistent/libnvidia-ml.so.1")
+    params = inspect.signature(gpupool.Pool).parameters
+    doc = pydoc.render_doc(gpupool.Pool, renderer=pydoc.plaintext)
+    kw = {}
+    for name, py, kind, lo, hi, dflt, help_ in _rows():
+        assert py in params, py
+        assert params[py].kind is inspect.Parameter.KEYWORD_ONLY, py
+        assert params[py].default is None, py
+        assert "%s: %s" % (py, help_) in doc, py
+        kw[py] = _GOOD[kind] if _GOOD[kind] is not None else \
+            min(max(0, lo), hi)
+        if kind not in ("flag", "gpus"):
+            with pytest.raises(ValueError, match="^%s=" % py):
+                gpupool.Pool(fake_gpus=1, **{py: object()})
+    with gpupool.Pool(fake_gpus=2, **kw) as p:
+        assert p.map(double, range(4)) == [0, 2, 4, 6]
+    with pytest.raises(TypeError, match="unexpected keyword argument "
+                       "'no_such_option'"):
+        gpupool.Pool(fake_gpus=1, no_such_option=1)
 
 
 def test_nice_under_ours_needs_the_privilege():

@@ -53,6 +53,25 @@ def test_discovery():
     assert names.count("GpupoolLauncher") == 1, names
 
 
+def test_config_has_every_pool_option():
+    """hydra.launcher.* has a field (default None: Pool's) for each of
+    Pool's keywords that are the library's option rows, and each field
+    is a Pool keyword: config.py cannot read the rows (it imports nothing
+    of gpupool), so a new row without its field fails here."""
+    import dataclasses
+    import inspect
+    from gpupool import _gpupool
+    from hydra_plugins.hydra_gpupool_launcher.config import \
+        GpupoolLauncherConf
+    fields = {f.name: f.default for f in
+              dataclasses.fields(GpupoolLauncherConf)}
+    del fields["_target_"]
+    rows = {r[1] for r in _gpupool.pool_options() if r[1] is not None}
+    assert rows <= set(fields), rows - set(fields)
+    assert set(fields) <= set(inspect.signature(gpupool.Pool).parameters)
+    assert set(fields.values()) == {None}
+
+
 def test_namespace_package():
     """hydra_plugins stays a namespace package (no __init__.py), which
     other installed plugins share; an __init__.py would hide theirs."""

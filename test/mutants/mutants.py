@@ -463,4 +463,9 @@ MUTANTS = [
       "from . import _gpupool\n",
       "from . import _gpupool\nimport joblib  # noqa\n", "pytest",
       timeout=1800),
+    # 89. A pool option is one row, the same in every front-end.
+    M("python-row-keyword-unlisted", 89, "python/gpupool/_options.py",
+      "for k in _ROWS if k not in named]",
+      "for k in list(_ROWS)[:-1] if k not in named]", "pytest",
+      timeout=1800),
 ]
