@@ -384,6 +384,10 @@ END_TEST
 struct wait_how {
 	int		 deaf;
 	int		 cancel_fd;	/* -1: none */
+	int		 wait_fd;	/* >= 0: the other items reply once it
+					   is readable (the cancel written), so
+					   that none ends before it however the
+					   machine schedules them; -1: at once */
 	int		 rc;
 };
 
@@ -392,8 +396,11 @@ reply_then_wait(struct gp_ctx *ctx, const void *in, size_t len, void *arg)
 {
 	const struct wait_how	*how = arg;
 	struct pollfd		 pfd = { gp_ctx_stop_fd(ctx), POLLIN, 0 };
+	struct pollfd		 wfd = { how->wait_fd, POLLIN, 0 };
 	int			 rc;
 
+	if (len != WAIT_IN && how->wait_fd >= 0)
+		(void)poll(&wfd, 1, 20000);
 	rc = reply_flipped(ctx, in, len);
 	if (len != WAIT_IN || rc != 0)
 		return rc;
@@ -411,7 +418,7 @@ START_TEST(timeout_during_a_big_item)
 {
 	struct gp_pool_opts o = { .fake_gpus = 2, .timeout_ms = 1000 };
 	struct gp_pool	*p;
-	struct wait_how	 how = { .cancel_fd = -1, .rc = 7 };
+	struct wait_how	 how = { .cancel_fd = -1, .wait_fd = -1, .rc = 7 };
 	size_t		 len[HANG_N], i;
 	struct gp_item	*it;
 
@@ -444,10 +451,11 @@ START_TEST(timeout_during_a_big_item)
 }
 END_TEST
 
-/* Cancel: the item of WAIT_IN bytes writes the cancel pipe and returns
- * 0 once told to stop. */
+/* Cancel: the item of WAIT_IN bytes, the first of its worker's, writes
+ * the cancel pipe and returns 0 once told to stop; the others end only
+ * after that write (wait_fd). */
 #define CANCEL_N	30
-#define CANCEL_AT	3
+#define CANCEL_AT	0
 
 START_TEST(cancel_during_big_items)
 {
@@ -463,6 +471,7 @@ START_TEST(cancel_during_big_items)
 	ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
 	o.cancel_fd = fds[0];
 	how.cancel_fd = fds[1];
+	how.wait_fd = fds[0];
 	p = make_pool(&o);
 	for (i = 0; i < CANCEL_N; i++)
 		len[i] = i == CANCEL_AT ? WAIT_IN : MiB;
@@ -487,6 +496,7 @@ START_TEST(cancel_during_big_items)
 
 	/* The cancel is read: the next call runs whole, in the regions. */
 	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	how.wait_fd = -1;
 	for (i = 0; i < 10; i++)
 		len[i] = MiB - 64 * i;
 	it = items_make(len, 10);
