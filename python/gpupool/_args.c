@@ -167,7 +167,8 @@ path_text(const struct gp_opt_info *r, PyObject *v)
 		Py_XDECREF(p);
 		PyErr_Clear();
 		PyErr_Format(PyExc_ValueError, "%s=%R: must be a path (a str or "
-		    "an os.PathLike, not empty) or None", r->py, v);
+		    "an os.PathLike, not empty) or None (%s)", r->py, v,
+		    r->help);
 		return NULL;
 	}
 	return p;

@@ -278,3 +278,15 @@ def test_release_hands_over_and_is_refused_after_cuda(tmp_path, claims_dir):
         assert "refused: CUDA was loaded in this process" in out
     finally:
         _kill([r, w])
+
+
+@pytest.mark.parametrize("bad", ["", 5, b""])
+def test_a_bad_claims_directory_is_named_with_its_choices(bad):
+    """Pool(claims=) takes a path, "none" or None; anything else is a
+    ValueError naming the keyword, the value and what it may be (the
+    row's help says "none" turns claims off), before anything starts."""
+    with pytest.raises(ValueError) as e:
+        gpupool.Pool(fake_gpus=1, claims=bad)
+    msg = str(e.value)
+    assert msg.startswith("claims=%r: must be a path" % (bad,)), msg
+    assert '"none": no claims' in msg, msg
