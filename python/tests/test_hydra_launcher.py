@@ -56,8 +56,7 @@ def test_discovery():
 def test_config_has_every_pool_option():
     """hydra.launcher.* has a field (default None: Pool's) for each of
     Pool's keywords that are the library's option rows, and each field
-    is a Pool keyword: config.py cannot read the rows (it imports nothing
-    of gpupool), so a new row without its field fails here."""
+    is a Pool keyword: config.py makes them from the rows."""
     import dataclasses
     import inspect
     from gpupool import _gpupool

@@ -3,41 +3,42 @@ ConfigStore as hydra/launcher=gpupool.
 
 Each field is gpupool.Pool's keyword of the same name; None (every
 default here) means Pool's own default, so the two cannot drift apart.
-Hydra re-executes this module each time it scans its plugins (in the
-workers too): it must stay cheap and import nothing of gpupool.
+The pool options among them are the library's rows (src/opts.def), read
+here through the extension alone, so a new row is a field with no edit
+here. Hydra re-executes this module each time it scans its plugins (in
+the workers too): it must stay cheap, and imports of gpupool nothing but
+the extension (no caller's side, no joblib, no hydra of ours).
 """
 
-from dataclasses import dataclass
+from dataclasses import field, make_dataclass
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 
+from gpupool import _gpupool
 
-@dataclass
-class GpupoolLauncherConf:
-    _target_: str = (
-        "hydra_plugins.hydra_gpupool_launcher.gpupool_launcher.GpupoolLauncher")
-    # Any: a string ("0,2", "free", "free:0,2") or a list of ids.
-    gpus: Any = None
-    per_gpu: Optional[int] = None
-    processes: Optional[int] = None
-    gpus_per_worker: Optional[int] = None
-    timeout: Optional[float] = None
-    retries: Optional[int] = None
-    grace: Optional[float] = None
-    # Any: bytes (an int) or a size ("20G").
-    gpu_mem: Any = None
-    wait_free: Optional[bool] = None
-    busy_pct: Optional[int] = None
-    busy_util: Optional[int] = None
-    start_method: Optional[str] = None
-    fake_gpus: Optional[int] = None
-    max_tasks_per_worker: Optional[int] = None
-    max_msg: Optional[int] = None
-    nice: Optional[int] = None
-    claims: Optional[str] = None
-    claim_timeout: Optional[float] = None
+# A row's kind as OmegaConf types it: Any where Pool takes either an int
+# or text (GPU ids, a size).
+_TYPES = {"gpus": Any, "size": Any, "flag": Optional[bool],
+          "count": Optional[int], "int": Optional[int],
+          "path": Optional[str], "secs": Optional[float]}
 
+# Pool's own keywords, not rows of the library's.
+_OWN = [("per_gpu", Optional[int]), ("processes", Optional[int]),
+        ("timeout", Optional[float]), ("retries", Optional[int]),
+        ("grace", Optional[float]), ("start_method", Optional[str]),
+        ("fake_gpus", Optional[int]),
+        ("max_tasks_per_worker", Optional[int]),
+        ("max_msg", Optional[int])]
+
+GpupoolLauncherConf = make_dataclass("GpupoolLauncherConf", [
+    ("_target_", str, field(default=(
+        "hydra_plugins.hydra_gpupool_launcher.gpupool_launcher."
+        "GpupoolLauncher")))] + [
+    (name, t, field(default=None)) for name, t in _OWN + [
+        (r[1], _TYPES[r[2]]) for r in _gpupool.pool_options()
+        if r[1] is not None]])
+GpupoolLauncherConf.__module__ = __name__
 
 ConfigStore.instance().store(
     group="hydra/launcher", name="gpupool", node=GpupoolLauncherConf,
