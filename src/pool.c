@@ -247,9 +247,16 @@ start(struct gp_pool *p, char *err, size_t errlen)
 		if ((rc = gp_proc_spawn(p, &p->w[i])) < 0)
 			return gp_errf(err, errlen, rc, "cannot start worker "
 			    "%d: %s", i, strerror(-rc));
-	if ((rc = gp_loop_wait_ready(p)) < 0 && rc == GP_EINIT)
-		init_reason(p, err, errlen);
-	return rc;
+	if ((rc = gp_loop_wait_ready(p)) < 0) {
+		if (rc == GP_EINIT)
+			init_reason(p, err, errlen);
+		return rc;
+	}
+	/* The monitor's first answer, asked for in plan(), came while the
+	 * workers started: before any item is placed. */
+	gp_watch_first(p);
+	gp_hold_sizes(p);
+	return 0;
 }
 
 int

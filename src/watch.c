@@ -162,6 +162,33 @@ groups(struct gp_pool *p, char *err, size_t errlen)
 	return 0;
 }
 
+/* Whether the first sample may come while the workers start: nothing
+ * in the plan reads it (MONITOR alone asked for the monitor). */
+static int
+late(const struct gp_pool *p)
+{
+	return !(p->o.flags & (GP_POOL_GPUS_FREE | GP_POOL_PLAN_ONLY)) &&
+	    p->o.item_mem == 0;
+}
+
+void
+gp_watch_first(struct gp_pool *p)
+{
+	struct gp_watch	*wt = &p->wt;
+	int		 rc;
+
+	if (wt->nomon || !wt->mon.pending)
+		return;
+	if ((rc = gp_mon_wait(&wt->mon, gp_now_ns() +
+	    (int64_t)WATCH_FIRST_MS * 1000000)) < 0)
+		unwatch(p, rc == -ETIMEDOUT ? "the GPU monitor did not "
+		    "answer" : "the GPU monitor ended");
+	else
+		fold(p);
+	if (!wt->nomon && (p->o.flags & GP_POOL_PLAN_ONLY))
+		gp_mon_stop(&wt->mon);	/* its sample is kept */
+}
+
 int
 gp_watch_plan(struct gp_pool *p, char *err, size_t errlen)
 {
@@ -189,13 +216,10 @@ gp_watch_plan(struct gp_pool *p, char *err, size_t errlen)
 			return rc;
 		wt->nomon = 0;
 		wt->why[0] = '\0';
-		if ((rc = gp_mon_sample(&wt->mon, NULL, 0, WATCH_FIRST_MS)) < 0)
-			unwatch(p, rc == -ETIMEDOUT ? "the GPU monitor did "
-			    "not answer" : "the GPU monitor ended");
-		else
-			fold(p);
-		if (!wt->nomon && (p->o.flags & GP_POOL_PLAN_ONLY))
-			gp_mon_stop(&wt->mon);	/* its sample is kept */
+		if (gp_mon_request(&wt->mon, NULL, 0) < 0)
+			unwatch(p, "the GPU monitor ended");
+		else if (!late(p))
+			gp_watch_first(p);
 	}
 	/* "free" leaves out GPUs others use (NVML) or claim (a life
 	 * claim on the rest follows). */
