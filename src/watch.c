@@ -171,6 +171,23 @@ late(const struct gp_pool *p)
 	    p->o.item_mem == 0;
 }
 
+/* Every GPU fake and no NVML named by $GPUPOOL_NVML (a test's stand-in):
+ * another NVML's device i is not fake GPU i, so a monitor asked for by
+ * MONITOR alone would have nothing true to tell; none is started. */
+static int
+unseen(const struct gp_pool *p)
+{
+	const char	*nv = getenv("GPUPOOL_NVML");
+	int		 i;
+
+	if (!late(p) || (nv != NULL && *nv != '\0'))
+		return 0;
+	for (i = 0; i < p->ngpus; i++)
+		if (!p->gpus[i].fake)
+			return 0;
+	return 1;
+}
+
 void
 gp_watch_first(struct gp_pool *p)
 {
@@ -210,7 +227,13 @@ gp_watch_plan(struct gp_pool *p, char *err, size_t errlen)
 	}
 	snprintf(wt->why, sizeof(wt->why), "%s", not_asked);
 	wt->nomon = 1;
-	if (wanted(p)) {
+	if (wanted(p) && unseen(p)) {
+		snprintf(wt->why, sizeof(wt->why), "fake GPUs, and no NVML "
+		    "named for them (GPUPOOL_NVML)");
+		for (i = 0; i < p->ngpus; i++)
+			snprintf(wt->gs[i].why, sizeof(wt->gs[i].why),
+			    "unknown: %s", wt->why);
+	} else if (wanted(p)) {
 		if ((rc = gp_mon_start(&wt->mon, p->gpus, p->ngpus, err,
 		    errlen)) < 0)
 			return rc;

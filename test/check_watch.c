@@ -801,6 +801,57 @@ START_TEST(the_first_sample_comes_while_workers_start)
 }
 END_TEST
 
+/* This process's children (its main thread's), from /proc. */
+static int
+children(void)
+{
+	char	 path[64], buf[512], *s, *end;
+	int	 n = 0;
+	FILE	*f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children",
+	    (int)getpid(), (int)getpid());
+	ck_assert_ptr_nonnull(f = fopen(path, "r"));
+	if (fgets(buf, sizeof(buf), f) != NULL)
+		for (s = buf; strtol(s, &end, 10) > 0; s = end)
+			n++;
+	fclose(f);
+	return n;
+}
+
+/* Fake GPUs with no NVML named ($GPUPOOL_NVML unset or empty): no NVML
+ * could see them, so MONITOR alone starts no monitor child (the pool
+ * says why); when the plan reads the sample (item_mem here) one is still
+ * asked, and a named NVML watches fake GPUs as before (the other tests
+ * here). */
+START_TEST(fake_gpus_alone_start_no_monitor)
+{
+	struct gp_pool_opts	 o = { .fake_gpus = 2 };
+	struct gp_pool		*p;
+	const char		*why;
+
+	if (_i == 0)
+		ck_assert_int_eq(unsetenv("GPUPOOL_NVML"), 0);
+	else
+		ck_assert_int_eq(setenv("GPUPOOL_NVML", "", 1), 0);
+	o.flags = GP_POOL_MONITOR | GP_POOL_CLAIM_ITEMS;
+	ck_assert_int_eq(children(), 0);
+	p = pool_with(&o);
+	ck_assert_int_eq(children(), 2);	/* the workers alone */
+	ck_assert_ptr_nonnull(why = gp_pool_monitor(p));
+	ck_assert_msg(strstr(why, "fake GPUs") != NULL, "%s", why);
+	gp_pool_destroy(p);
+	/* item_mem: the plan reads the sample; whether this machine has
+	 * an NVML or not, the monitor was asked. */
+	o.item_mem = 1 << 20;
+	p = pool_with(&o);
+	why = gp_pool_monitor(p);
+	ck_assert_msg(why == NULL || strncmp(why, "no NVML: ", 9) == 0, "%s",
+	    why);
+	gp_pool_destroy(p);
+}
+END_TEST
+
 /* No NVML: the pool says so once asked, and works as without a monitor
  * (GPUS_FREE cannot tell busy GPUs: every GPU counts as free). */
 START_TEST(no_nvml_works_as_before)
@@ -898,6 +949,7 @@ main(void)
 	tcase_add_test(tc, forked_copy_leaves_the_monitor);
 	tcase_add_loop_test(tc, the_first_sample_comes_while_workers_start,
 	    0, 2);
+	tcase_add_loop_test(tc, fake_gpus_alone_start_no_monitor, 0, 2);
 	tcase_add_test(tc, no_nvml_works_as_before);
 	tcase_add_test(tc, only_the_monitor_loads_nvml);
 	suite_add_tcase(s, tc);

@@ -480,4 +480,10 @@ MUTANTS = [
     M("gpus-free-plans-without-the-sample", 90, "src/watch.c",
       "return !(p->o.flags & (GP_POOL_GPUS_FREE | GP_POOL_PLAN_ONLY)) &&",
       "return !(p->o.flags & GP_POOL_PLAN_ONLY) &&", "check_watch"),
+    M("fake-gpus-monitored-for-nothing", 90, "src/watch.c",
+      "if (!late(p) || (nv != NULL && *nv != '\\0'))",
+      "if (1 || (nv != NULL && *nv != '\\0'))", "check_watch"),
+    M("named-nvml-ignored-for-fake-gpus", 90, "src/watch.c",
+      "if (!late(p) || (nv != NULL && *nv != '\\0'))",
+      "if (!late(p))", "check_watch"),
 ]
