@@ -102,12 +102,14 @@ gp_hold_start(struct gp_pool *p, char *err, size_t errlen)
 		return rc;
 	if ((p->hd.pend = calloc((size_t)p->ngpus, sizeof(int))) == NULL)
 		return -ENOMEM;
-	if (p->o.flags & GP_POOL_CLAIM_ITEMS)
-		return 0;
-	/* A life claim is taken now, with the sizes the first sample
-	 * gives: it cannot wait for the workers' start. */
-	gp_watch_first(p);
-	gp_hold_sizes(p);
+	return !(p->o.flags & GP_POOL_CLAIM_ITEMS);
+}
+
+int
+gp_hold_life(struct gp_pool *p, char *err, size_t errlen)
+{
+	int	 rc;
+
 	rc = gp_hold_wait(p, p->ngpus, life_mem(p), p->hd.pend, err, errlen);
 	return rc < 0 ? rc : 0;
 }

@@ -339,11 +339,13 @@ void	gp_watch_read(struct gp_pool *p);
  * hold.c: the pool's claims on its GPUs (claim.c), for its life or, under
  * GP_POOL_CLAIM_ITEMS, for each item while it runs. Master only.
  */
-/* Before the first worker starts: the claimer, the GPUs named, and, for
- * a life claim, the monitor's first sample waited for and every GPU
- * claimed (waiting its turn, claim_timeout_ms, GP_ECLAIM). 0 or a
+/* Before the first worker starts: the claimer and the GPUs named. 1
+ * when a life claim is to be taken (gp_hold_life()), 0 when not, or a
  * negative code with err set. */
 int	gp_hold_start(struct gp_pool *p, char *err, size_t errlen);
+/* The life claim: every GPU claimed (waiting its turn,
+ * claim_timeout_ms, GP_ECLAIM). 0 or a negative code with err set. */
+int	gp_hold_life(struct gp_pool *p, char *err, size_t errlen);
 /* After the first sample came late (gp_watch_first()): the claimer's
  * GPU sizes as gp_hold_open() would have named them, before its first
  * claim. */

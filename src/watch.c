@@ -162,8 +162,7 @@ groups(struct gp_pool *p, char *err, size_t errlen)
 	return 0;
 }
 
-/* Whether the first sample may come while the workers start: nothing
- * in the plan reads it (MONITOR alone asked for the monitor). */
+/* Whether nothing in the plan reads the first sample (MONITOR alone). */
 static int
 late(const struct gp_pool *p)
 {
@@ -171,9 +170,8 @@ late(const struct gp_pool *p)
 	    p->o.item_mem == 0;
 }
 
-/* Every GPU fake and no NVML named by $GPUPOOL_NVML (a test's stand-in):
- * another NVML's device i is not fake GPU i, so a monitor asked for by
- * MONITOR alone would have nothing true to tell; none is started. */
+/* Every GPU fake, no NVML named ($GPUPOOL_NVML, a test's stand-in): and
+ * another NVML's device i is not fake GPU i. MONITOR alone starts none. */
 static int
 unseen(const struct gp_pool *p)
 {
