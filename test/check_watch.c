@@ -801,7 +801,8 @@ START_TEST(the_first_sample_comes_while_workers_start)
 }
 END_TEST
 
-/* This process's children (its main thread's), from /proc. */
+/* This process's children (its main thread's), from /proc; -1 on a
+ * kernel without CONFIG_PROC_CHILDREN (the reason says the rest). */
 static int
 children(void)
 {
@@ -811,7 +812,8 @@ children(void)
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/children",
 	    (int)getpid(), (int)getpid());
-	ck_assert_ptr_nonnull(f = fopen(path, "r"));
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
 	if (fgets(buf, sizeof(buf), f) != NULL)
 		for (s = buf; strtol(s, &end, 10) > 0; s = end)
 			n++;
@@ -829,15 +831,17 @@ START_TEST(fake_gpus_alone_start_no_monitor)
 	struct gp_pool_opts	 o = { .fake_gpus = 2 };
 	struct gp_pool		*p;
 	const char		*why;
+	int			 n;
 
 	if (_i == 0)
 		ck_assert_int_eq(unsetenv("GPUPOOL_NVML"), 0);
 	else
 		ck_assert_int_eq(setenv("GPUPOOL_NVML", "", 1), 0);
 	o.flags = GP_POOL_MONITOR | GP_POOL_CLAIM_ITEMS;
-	ck_assert_int_eq(children(), 0);
+	ck_assert_int_le(children(), 0);
 	p = pool_with(&o);
-	ck_assert_int_eq(children(), 2);	/* the workers alone */
+	n = children();
+	ck_assert_msg(n == 2 || n == -1, "%d children", n);	/* workers */
 	ck_assert_ptr_nonnull(why = gp_pool_monitor(p));
 	ck_assert_msg(strstr(why, "fake GPUs") != NULL, "%s", why);
 	gp_pool_destroy(p);
