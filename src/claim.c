@@ -285,6 +285,13 @@ gp_claim_gpu(struct gp_claimer *c, const char *key, uint64_t total)
 	return c->ng++;
 }
 
+void
+gp_claim_size(struct gp_claimer *c, int i, uint64_t total)
+{
+	if (i >= 0 && i < c->ng && c->gpu[i].tix < 0)
+		c->gpu[i].total = total;
+}
+
 /* Each of c's GPUs its index in the table, its key added if missing,
  * its size if now known. Under the guard. 0 or -1 with gp_ct.bad set. */
 static int

@@ -42,6 +42,8 @@ void	gp_claim_close(struct gp_claimer *c);
 /* The index by which c names the GPU key (UUID, bus id, "fakeK"),
  * total its memory in bytes (0: unknown). >= 0 or a negative errno. */
 int	gp_claim_gpu(struct gp_claimer *c, const char *key, uint64_t total);
+/* GPU i's size known later, before c's first claim. */
+void	gp_claim_size(struct gp_claimer *c, int i, uint64_t total);
 /* One claim of r->mem bytes on each of n GPUs of r->set, if its turn has
  * come: on a GPU c holds already, while no other process waits for it
  * and the bytes fit; on another, from the room the waiters ahead leave.

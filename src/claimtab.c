@@ -274,7 +274,9 @@ gp_ct_put_hdr(void)
 
 /* The processes this one descends from (its ancestors' claims count as
  * its own: a nested pool, or a task of gpupool-run that claims, runs on
- * what its ancestor holds for it). Read once per process. */
+ * what its ancestor holds for it). Read once per process, the first time
+ * a live claim of another token is judged (kin()): a run alone on its
+ * GPUs never reads /proc for it. */
 static void
 read_kin(void)
 {
@@ -305,6 +307,8 @@ kin(int32_t pid)
 {
 	int	 i;
 
+	if (gp_ct.nkin < 0)
+		read_kin();
 	for (i = 0; i < gp_ct.nkin; i++)
 		if (gp_ct.kin[i] == pid)
 			return 1;
@@ -453,7 +457,7 @@ gp_ct_join(const char *dir, char *err, size_t errlen)
 			    ((uint64_t)getpid() << 40) ^ 1;
 		open_table(dir);
 		read_cmd(gp_ct.cmd, sizeof(gp_ct.cmd));
-		read_kin();
+		gp_ct.nkin = -1;	/* read_kin() when first needed */
 		gp_ct.group = group();
 		gp_ct.pid = getpid();
 	} else if (strncmp(gp_ct.path, dir, n) != 0 || strcmp(gp_ct.path + n,

@@ -69,7 +69,7 @@ struct gp_ct {
 	char		 cmd[32];	/* its command line, for people */
 	uint64_t	 group;		/* its job's, or 0 */
 	pid_t		 kin[32];	/* its ancestors */
-	int		 nkin;
+	int		 nkin;		/* -1: not read yet */
 	uint8_t		 cls[CL_MAXS];	/* each slot's S_*, after a load */
 	int		 users;
 	int		 ng;		/* keys read so far */

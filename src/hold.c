@@ -32,6 +32,22 @@ life_mem(const struct gp_pool *p)
 	return p->o.item_mem * (uint64_t)p->o.per_gpu;
 }
 
+/* GPU i's size for the claims: NVML's, else the probe's (0: unknown). */
+static uint64_t
+size_of(const struct gp_pool *p, int i)
+{
+	return p->wt.gs[i].total ? p->wt.gs[i].total : p->gpus[i].mem_bytes;
+}
+
+void
+gp_hold_sizes(struct gp_pool *p)
+{
+	int	 i;
+
+	for (i = 0; p->hd.cl != NULL && i < p->ngpus; i++)
+		gp_claim_size(p->hd.cl, i, size_of(p, i));
+}
+
 int
 gp_hold_open(struct gp_pool *p, struct gp_claimer **c, char *err,
     size_t errlen)
@@ -46,8 +62,7 @@ gp_hold_open(struct gp_pool *p, struct gp_claimer **c, char *err,
 		return -ENOMEM;
 	for (i = 0; i < p->ngpus; i++) {
 		if ((rc = gp_claim_gpu(*c, gp_hold_key(&p->gpus[i]),
-		    p->wt.gs[i].total ? p->wt.gs[i].total :
-		    p->gpus[i].mem_bytes)) < 0)
+		    size_of(p, i))) < 0)
 			return gp_errf(err, errlen, rc, "claims: more than %d "
 			    "GPUs", GP_CLAIM_MAXG);
 		p->hd.set[i] = i;
@@ -87,8 +102,14 @@ gp_hold_start(struct gp_pool *p, char *err, size_t errlen)
 		return rc;
 	if ((p->hd.pend = calloc((size_t)p->ngpus, sizeof(int))) == NULL)
 		return -ENOMEM;
-	if (p->o.flags & GP_POOL_CLAIM_ITEMS)
-		return 0;
+	return !(p->o.flags & GP_POOL_CLAIM_ITEMS);
+}
+
+int
+gp_hold_life(struct gp_pool *p, char *err, size_t errlen)
+{
+	int	 rc;
+
 	rc = gp_hold_wait(p, p->ngpus, life_mem(p), p->hd.pend, err, errlen);
 	return rc < 0 ? rc : 0;
 }

@@ -294,7 +294,9 @@ void	gp_proc_shutdown(struct gp_pool *p);
  * Master only; without GPUS_FREE, MONITOR, item_mem or a feed's need()
  * it does nothing and costs nothing.
  */
-/* In plan(): start the monitor if asked and take a first sample; with
+/* In plan(): start the monitor if asked and ask for a first sample,
+ * waited for there (gp_watch_first()) unless only GP_POOL_MONITOR asked
+ * for it: then start() waits for it once the workers are forked; with
  * GPUS_FREE (not WAIT_FREE, not PLAN_ONLY) keep only the free GPUs
  * (GP_ENOGPU, with each GPU's reason in err, when none is). Then the
  * nearness of the GPUs and, with gpus_per_worker, their groups
@@ -303,6 +305,9 @@ int	gp_watch_plan(struct gp_pool *p, char *err, size_t errlen);
 /* gp_gpu_resolve() found no GPU: append to err what NVML says, when the
  * monitor was asked for (--show-gpus on a machine without a driver). */
 void	gp_watch_nogpu(struct gp_pool *p, char *err, size_t errlen);
+/* Wait for the first sample, if asked for and not in yet, and fold it
+ * (a monitor that does not answer in 10 s, or ends: none from then on). */
+void	gp_watch_first(struct gp_pool *p);
 /* After the workers are placed: per-worker state. 0 or -ENOMEM. */
 int	gp_watch_init(struct gp_pool *p);
 void	gp_watch_release(struct gp_pool *p);
@@ -334,10 +339,17 @@ void	gp_watch_read(struct gp_pool *p);
  * hold.c: the pool's claims on its GPUs (claim.c), for its life or, under
  * GP_POOL_CLAIM_ITEMS, for each item while it runs. Master only.
  */
-/* Before the first worker starts: the claimer, the GPUs named, and, for
- * a life claim, every GPU claimed (waiting its turn, claim_timeout_ms,
- * GP_ECLAIM). 0 or a negative code with err set. */
+/* Before the first worker starts: the claimer and the GPUs named. 1
+ * when a life claim is to be taken (gp_hold_life()), 0 when not, or a
+ * negative code with err set. */
 int	gp_hold_start(struct gp_pool *p, char *err, size_t errlen);
+/* The life claim: every GPU claimed (waiting its turn,
+ * claim_timeout_ms, GP_ECLAIM). 0 or a negative code with err set. */
+int	gp_hold_life(struct gp_pool *p, char *err, size_t errlen);
+/* After the first sample came late (gp_watch_first()): the claimer's
+ * GPU sizes as gp_hold_open() would have named them, before its first
+ * claim. */
+void	gp_hold_sizes(struct gp_pool *p);
 /* A GPU's name in the claims table (standalone.c's gp_claim() too). */
 const char *gp_hold_key(const struct gp_gpu *g);
 /* A claimer in *c with each of p's GPUs named (p->hd.set their

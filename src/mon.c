@@ -246,27 +246,16 @@ gp_mon_read(struct gp_mon *m)
 	return 1;
 }
 
-/* A request already pending is waited out first, so that the snapshot
- * returned answers this one (these pids). */
 int
-gp_mon_sample(struct gp_mon *m, const pid_t *pids, int nw, int timeout_ms)
+gp_mon_wait(struct gp_mon *m, int64_t dl)
 {
 	struct pollfd	 pfd;
-	int64_t		 dl = gp_now_ns() + (int64_t)timeout_ms * 1000000, now;
-	int		 rc, asked = 0;
+	int64_t		 now;
+	int		 rc;
 
-	for (;;) {
-		if (!m->pending) {
-			if (asked)
-				return 0;
-			if ((rc = gp_mon_request(m, pids, nw)) < 0)
-				return rc;
-			asked = 1;
-		}
-		if ((rc = gp_mon_read(m)) < 0)
-			return rc;
-		if (rc > 0)
-			continue;
+	while (m->pending) {
+		if ((rc = gp_mon_read(m)) != 0)
+			return rc < 0 ? rc : 0;
 		if ((now = gp_now_ns()) >= dl)
 			return -ETIMEDOUT;
 		pfd.fd = m->fd;
@@ -274,6 +263,21 @@ gp_mon_sample(struct gp_mon *m, const pid_t *pids, int nw, int timeout_ms)
 		if (poll(&pfd, 1, gp_poll_ms(dl, now)) == -1 && errno != EINTR)
 			return -errno;
 	}
+	return 0;
+}
+
+/* A request already pending is waited out first, so that the snapshot
+ * returned answers this one (these pids). */
+int
+gp_mon_sample(struct gp_mon *m, const pid_t *pids, int nw, int timeout_ms)
+{
+	int64_t		 dl = gp_now_ns() + (int64_t)timeout_ms * 1000000;
+	int		 rc;
+
+	if ((rc = gp_mon_wait(m, dl)) < 0 ||
+	    (rc = gp_mon_request(m, pids, nw)) < 0)
+		return rc;
+	return gp_mon_wait(m, dl);
 }
 
 /* Wait for the SIGKILLed monitor through its pidfd where there is one:

@@ -86,6 +86,9 @@ int	gp_mon_request(struct gp_mon *m, const pid_t *pids, int nw);
  * in m->snap, 0 when not yet, a negative errno when the monitor is gone
  * (EOF, or a short or bad reply: it is then stopped). */
 int	gp_mon_read(struct gp_mon *m);
+/* Wait until gp_now_ns() reaches dl for the answer to the pending
+ * request, if any: 0 (m->snap is it), -ETIMEDOUT or as above. */
+int	gp_mon_wait(struct gp_mon *m, int64_t dl);
 /* gp_mon_request(), then wait up to timeout_ms for its answer (at pool
  * creation and for gpupool-run --show-gpus). 0, -ETIMEDOUT or as above. */
 int	gp_mon_sample(struct gp_mon *m, const pid_t *pids, int nw,

@@ -224,6 +224,15 @@ plan(struct gp_pool *p, char *err, size_t errlen)
 	return gp_watch_init(p);
 }
 
+/* The monitor's first sample in, if asked for and not yet, and the
+ * claims' GPU sizes from it. */
+static void
+first_sample(struct gp_pool *p)
+{
+	gp_watch_first(p);
+	gp_hold_sizes(p);
+}
+
 /* Map the shared page, fork every worker and wait for each READY. On
  * failure the caller shuts down whatever was started. */
 static int
@@ -233,6 +242,13 @@ start(struct gp_pool *p, char *err, size_t errlen)
 
 	if ((rc = gp_hold_start(p, err, errlen)) < 0)
 		return rc;
+	if (rc > 0) {
+		/* A life claim is taken with the GPUs' sizes the first
+		 * sample gives: it cannot wait for the workers' start. */
+		first_sample(p);
+		if ((rc = gp_hold_life(p, err, errlen)) < 0)
+			return rc;
+	}
 	p->shmlen = (size_t)p->nw * sizeof(struct gp_shm);
 	p->shm = gp_data_shared(p, p->shmlen, 0, p->xp ? &p->xp->shmfd : &i);
 	if (p->shm == MAP_FAILED) {
@@ -247,9 +263,15 @@ start(struct gp_pool *p, char *err, size_t errlen)
 		if ((rc = gp_proc_spawn(p, &p->w[i])) < 0)
 			return gp_errf(err, errlen, rc, "cannot start worker "
 			    "%d: %s", i, strerror(-rc));
-	if ((rc = gp_loop_wait_ready(p)) < 0 && rc == GP_EINIT)
-		init_reason(p, err, errlen);
-	return rc;
+	if ((rc = gp_loop_wait_ready(p)) < 0) {
+		if (rc == GP_EINIT)
+			init_reason(p, err, errlen);
+		return rc;
+	}
+	/* Else the monitor's first answer, asked for in plan(), came
+	 * while the workers started: in before any item is placed. */
+	first_sample(p);
+	return 0;
 }
 
 int

@@ -162,6 +162,48 @@ groups(struct gp_pool *p, char *err, size_t errlen)
 	return 0;
 }
 
+/* Whether nothing in the plan reads the first sample (MONITOR alone). */
+static int
+late(const struct gp_pool *p)
+{
+	return !(p->o.flags & (GP_POOL_GPUS_FREE | GP_POOL_PLAN_ONLY)) &&
+	    p->o.item_mem == 0;
+}
+
+/* Every GPU fake, no NVML named ($GPUPOOL_NVML, a test's stand-in): and
+ * another NVML's device i is not fake GPU i. MONITOR alone starts none. */
+static int
+unseen(const struct gp_pool *p)
+{
+	const char	*nv = getenv("GPUPOOL_NVML");
+	int		 i;
+
+	if (!late(p) || (nv != NULL && *nv != '\0'))
+		return 0;
+	for (i = 0; i < p->ngpus; i++)
+		if (!p->gpus[i].fake)
+			return 0;
+	return 1;
+}
+
+void
+gp_watch_first(struct gp_pool *p)
+{
+	struct gp_watch	*wt = &p->wt;
+	int		 rc;
+
+	if (wt->nomon || !wt->mon.pending)
+		return;
+	if ((rc = gp_mon_wait(&wt->mon, gp_now_ns() +
+	    (int64_t)WATCH_FIRST_MS * 1000000)) < 0)
+		unwatch(p, rc == -ETIMEDOUT ? "the GPU monitor did not "
+		    "answer" : "the GPU monitor ended");
+	else
+		fold(p);
+	if (!wt->nomon && (p->o.flags & GP_POOL_PLAN_ONLY))
+		gp_mon_stop(&wt->mon);	/* its sample is kept */
+}
+
 int
 gp_watch_plan(struct gp_pool *p, char *err, size_t errlen)
 {
@@ -183,19 +225,22 @@ gp_watch_plan(struct gp_pool *p, char *err, size_t errlen)
 	}
 	snprintf(wt->why, sizeof(wt->why), "%s", not_asked);
 	wt->nomon = 1;
-	if (wanted(p)) {
+	if (wanted(p) && unseen(p)) {
+		snprintf(wt->why, sizeof(wt->why), "fake GPUs, and no NVML "
+		    "named for them (GPUPOOL_NVML)");
+		for (i = 0; i < p->ngpus; i++)
+			snprintf(wt->gs[i].why, sizeof(wt->gs[i].why),
+			    "unknown: %s", wt->why);
+	} else if (wanted(p)) {
 		if ((rc = gp_mon_start(&wt->mon, p->gpus, p->ngpus, err,
 		    errlen)) < 0)
 			return rc;
 		wt->nomon = 0;
 		wt->why[0] = '\0';
-		if ((rc = gp_mon_sample(&wt->mon, NULL, 0, WATCH_FIRST_MS)) < 0)
-			unwatch(p, rc == -ETIMEDOUT ? "the GPU monitor did "
-			    "not answer" : "the GPU monitor ended");
-		else
-			fold(p);
-		if (!wt->nomon && (p->o.flags & GP_POOL_PLAN_ONLY))
-			gp_mon_stop(&wt->mon);	/* its sample is kept */
+		if (gp_mon_request(&wt->mon, NULL, 0) < 0)
+			unwatch(p, "the GPU monitor ended");
+		else if (!late(p))
+			gp_watch_first(p);
 	}
 	/* "free" leaves out GPUs others use (NVML) or claim (a life
 	 * claim on the rest follows). */

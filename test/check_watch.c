@@ -696,6 +696,166 @@ START_TEST(forked_copy_leaves_the_monitor)
 }
 END_TEST
 
+/* The first sample and the workers' start. With MONITOR alone (no life
+ * claim) it is asked for before the workers fork and waited for after:
+ * here the fake holds its answer until a worker's init makes the hold
+ * file, so a pool that waited before forking would take the fake's
+ * whole hold (8 s). Either way the sample is in when gp_pool_create()
+ * returns. With GPUS_FREE the plan needs it: no worker starts before it
+ * is read. */
+static char	 first_go[96];
+
+static int
+first_init(struct gp_ctx *ctx, void *arg)
+{
+	int	 fd;
+
+	(void)ctx;
+	if (arg != NULL)	/* GPUS_FREE: the state was read before */
+		return fake_seen(seen, "f") == 1 ? 0 : 1;
+	if ((fd = open(first_go, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) < 0)
+		return 1;
+	close(fd);
+	return 0;
+}
+
+/* An item: the size the claims table gives the GPU its claim holds. */
+static int
+claimed_size(struct gp_ctx *ctx, const void *in, size_t inlen, void *arg)
+{
+	struct gp_claim_info	 ci[8];
+	uint64_t		 total = 1;
+	char			 err[256];
+	int			 i, n;
+
+	(void)in;
+	(void)inlen;
+	n = gp_claims_list(arg, ci, 8, err, sizeof(err));
+	for (i = 0; i < n && i < 8; i++)
+		if (ci[i].queue == 0 && ci[i].pid == (int)getppid())
+			total = ci[i].total;
+	return gp_ctx_reply(ctx, &total, sizeof(total));
+}
+
+START_TEST(the_first_sample_comes_while_workers_start)
+{
+	struct gp_pool_opts	 o = { .fake_gpus = 1, .init = first_init };
+	struct gp_gpu_state	 st;
+	struct gp_pool		*p;
+	char			 text[256], cdir[96], ctab[128];
+	int64_t			 t0;
+
+	machine("gpu - - 8G 0 10\n");	/* names state and seen */
+	snprintf(first_go, sizeof(first_go), "%s.first", state);
+	unlink(first_go);
+	unlink(seen);
+	/* A claims table of its own: none of the GPU's size yet. */
+	snprintf(cdir, sizeof(cdir), "%s.claims", state);
+	snprintf(ctab, sizeof(ctab), "%s/claims.v1", cdir);
+	unlink(ctab);
+	o.claims = cdir;
+	if (_i == 0) {
+		snprintf(text, sizeof(text), "mark f\nhold %s\n"
+		    "gpu - - 8G 0 10\n", first_go);
+		machine(text);
+		/* As gpupool-run: claims (on here) per item, not for
+		 * life, which would wait for the sample to claim. */
+		o.flags = GP_POOL_MONITOR | GP_POOL_CLAIM_ITEMS;
+		t0 = now_ns();
+		p = pool_with(&o);
+		t0 = (now_ns() - t0) / 1000000;
+		ck_assert_msg(t0 < 4000, "create took %lld ms: the first "
+		    "sample was waited for before the workers", (long long)t0);
+	} else {
+		/* No hold here: GPUS_FREE's workers must find it read. */
+		machine("mark f\ngpu - - 8G 0 10\n");
+		o.flags = GP_POOL_MONITOR | GP_POOL_GPUS_FREE;
+		o.init_arg = &o;
+		p = pool_with(&o);
+	}
+	ck_assert_ptr_null(gp_pool_monitor(p));
+	ck_assert_int_eq(gp_pool_gpu_state(p, 0, &st), 0);
+	ck_assert_int_eq(st.known, 1);
+	ck_assert_uint_eq(st.mem_total, 8 * GIB);
+	ck_assert_int_eq(fake_seen(seen, "f"), 1);
+	if (_i == 0) {
+		/* The claims have the size the late sample gave. */
+		struct gp_item	 it;
+		struct arr	 a = { .it = &it, .n = 1 };
+		int		 v = 0;
+
+		gp_item_init(&it, &v, sizeof(v));
+		ck_assert_int_eq(gp_pool_run(p, claimed_size, cdir,
+		    strlen(cdir) + 1, &(struct gp_feed){ .next = arr_next,
+		    .done = arr_done, .in_fd = -1, .ctl_fd = -1, .arg = &a }),
+		    0);
+		ck_assert_int_eq(it.status, GP_OK);
+		ck_assert_uint_eq(it.outlen, sizeof(uint64_t));
+		ck_assert_uint_eq(*(const uint64_t *)it.out, 8 * GIB);
+		gp_items_release(&it, 1);
+	}
+	gp_pool_destroy(p);
+	unlink(first_go);
+	unlink(ctab);
+	rmdir(cdir);
+}
+END_TEST
+
+/* This process's children (its main thread's), from /proc; -1 on a
+ * kernel without CONFIG_PROC_CHILDREN (the reason says the rest). */
+static int
+children(void)
+{
+	char	 path[64], buf[512], *s, *end;
+	int	 n = 0;
+	FILE	*f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children",
+	    (int)getpid(), (int)getpid());
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	if (fgets(buf, sizeof(buf), f) != NULL)
+		for (s = buf; strtol(s, &end, 10) > 0; s = end)
+			n++;
+	fclose(f);
+	return n;
+}
+
+/* Fake GPUs with no NVML named ($GPUPOOL_NVML unset or empty): no NVML
+ * could see them, so MONITOR alone starts no monitor child (the pool
+ * says why); when the plan reads the sample (item_mem here) one is still
+ * asked, and a named NVML watches fake GPUs as before (the other tests
+ * here). */
+START_TEST(fake_gpus_alone_start_no_monitor)
+{
+	struct gp_pool_opts	 o = { .fake_gpus = 2 };
+	struct gp_pool		*p;
+	const char		*why;
+	int			 n;
+
+	if (_i == 0)
+		ck_assert_int_eq(unsetenv("GPUPOOL_NVML"), 0);
+	else
+		ck_assert_int_eq(setenv("GPUPOOL_NVML", "", 1), 0);
+	o.flags = GP_POOL_MONITOR | GP_POOL_CLAIM_ITEMS;
+	ck_assert_int_le(children(), 0);
+	p = pool_with(&o);
+	n = children();
+	ck_assert_msg(n == 2 || n == -1, "%d children", n);	/* workers */
+	ck_assert_ptr_nonnull(why = gp_pool_monitor(p));
+	ck_assert_msg(strstr(why, "fake GPUs") != NULL, "%s", why);
+	gp_pool_destroy(p);
+	/* item_mem: the plan reads the sample; whether this machine has
+	 * an NVML or not, the monitor was asked. */
+	o.item_mem = 1 << 20;
+	p = pool_with(&o);
+	why = gp_pool_monitor(p);
+	ck_assert_msg(why == NULL || strncmp(why, "no NVML: ", 9) == 0, "%s",
+	    why);
+	gp_pool_destroy(p);
+}
+END_TEST
+
 /* No NVML: the pool says so once asked, and works as without a monitor
  * (GPUS_FREE cannot tell busy GPUs: every GPU counts as free). */
 START_TEST(no_nvml_works_as_before)
@@ -791,6 +951,9 @@ main(void)
 	tcase_add_test(tc, usage_per_item);
 	tcase_add_test(tc, an_answer_asked_before_an_item_is_not_its);
 	tcase_add_test(tc, forked_copy_leaves_the_monitor);
+	tcase_add_loop_test(tc, the_first_sample_comes_while_workers_start,
+	    0, 2);
+	tcase_add_loop_test(tc, fake_gpus_alone_start_no_monitor, 0, 2);
 	tcase_add_test(tc, no_nvml_works_as_before);
 	tcase_add_test(tc, only_the_monitor_loads_nvml);
 	suite_add_tcase(s, tc);

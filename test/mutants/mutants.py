@@ -468,4 +468,22 @@ MUTANTS = [
       "for k in _ROWS if k not in named]",
       "for k in list(_ROWS)[:-1] if k not in named]", "pytest",
       timeout=1800),
+    # 90. No item before the first sample; workers do not wait for it
+    # when nothing in the plan reads it.
+    M("first-sample-never-folded", 90, "src/pool.c",
+      "\tgp_watch_first(p);\n", "\t(void)0;\n", "check_watch"),
+    M("late-sample-sizes-not-claimed", 90, "src/pool.c",
+      "\tgp_hold_sizes(p);\n", "\t(void)0;\n", "check_watch"),
+    M("first-sample-before-the-workers", 90, "src/watch.c",
+      "return !(p->o.flags & (GP_POOL_GPUS_FREE | GP_POOL_PLAN_ONLY)) &&",
+      "return 0 && !(p->o.flags & GP_POOL_PLAN_ONLY) &&", "check_watch"),
+    M("gpus-free-plans-without-the-sample", 90, "src/watch.c",
+      "return !(p->o.flags & (GP_POOL_GPUS_FREE | GP_POOL_PLAN_ONLY)) &&",
+      "return !(p->o.flags & GP_POOL_PLAN_ONLY) &&", "check_watch"),
+    M("fake-gpus-monitored-for-nothing", 90, "src/watch.c",
+      "if (!late(p) || (nv != NULL && *nv != '\\0'))",
+      "if (1 || (nv != NULL && *nv != '\\0'))", "check_watch"),
+    M("named-nvml-ignored-for-fake-gpus", 90, "src/watch.c",
+      "if (!late(p) || (nv != NULL && *nv != '\\0'))",
+      "if (!late(p))", "check_watch"),
 ]
