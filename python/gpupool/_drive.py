@@ -28,10 +28,13 @@ class Driver:
     _driving = None  # the job of the C call running, under self._cv
     _parked = False  # that call waits for a submit (self._wakefd wakes it)
     _shared = False  # a helping call took another's submit: no more helping
+    _wakefd = None  # wakes a parked call (_Call.next_item); _driver_init
 
     def _driver_init(self):
         """The driving state, made by Pool.__init__ once the C pool is
         up (_Call reads it: it is this file's)."""
+        # Made once the workers are up: none of them holds it.
+        self._wakefd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
         self._cv = threading.Condition()
         self._runner = threading.Lock()
         self._owner = None  # the thread holding the runner
