@@ -500,12 +500,13 @@ void	gp_exec_child(struct gp_pool *p, struct gp_worker *w, int tfd, int rfd,
 /* ref.c: functions by module and offset. gp_ref_make(): -ENOENT when fn
  * is in no loaded module (r->set 0 for fn NULL); gp_ref_resolve(): NULL
  * when this process has no such module (loading it by path if need be)
- * or the offset is outside it. put/get: the wire form (-EBADMSG). */
+ * or the offset is outside it. put/get: the wire form (-EBADMSG); len:
+ * its length there. */
 int	gp_ref_make(const void *fn, struct gp_ref *out);
 void	*gp_ref_resolve(const struct gp_ref *r);
-int	gp_ref_same(const struct gp_ref *a, const struct gp_ref *b);
 int	gp_ref_put(struct gp_buf *b, const struct gp_ref *r);
 int	gp_ref_get(const uint8_t **pos, const uint8_t *end, struct gp_ref *r);
+ssize_t	gp_ref_len(const uint8_t *pos, const uint8_t *end);
 
 /* wstart.c: start-up steps of forked and exec'd workers alike (in the
  * worker, or in an exec'd one's child before its exec). */

@@ -202,20 +202,35 @@ gp_ref_put(struct gp_buf *b, const struct gp_ref *r)
 	return gp_buf_add(b, r->path, w.pathlen);
 }
 
+/* How many bytes the reference at pos takes on the wire (checked as
+ * gp_ref_get() needs it); -EBADMSG when there is none. Two references
+ * name the same function exactly when these bytes are the same. */
+ssize_t
+gp_ref_len(const uint8_t *pos, const uint8_t *end)
+{
+	struct wire	 w;
+	size_t		 left = (size_t)(end - pos);
+
+	if (left < sizeof(w))
+		return -EBADMSG;
+	memcpy(&w, pos, sizeof(w));
+	left -= sizeof(w);
+	if (w.idlen > GP_REF_IDMAX ||
+	    w.pathlen >= sizeof(((struct gp_ref *)0)->path) ||
+	    left < (size_t)w.idlen + w.pathlen)
+		return -EBADMSG;
+	return (ssize_t)(sizeof(w) + w.idlen + w.pathlen);
+}
+
 int
 gp_ref_get(const uint8_t **pos, const uint8_t *end, struct gp_ref *r)
 {
 	struct wire	 w;
-	size_t		 left = (size_t)(end - *pos);
 
 	memset(r, 0, sizeof(*r));
-	if (left < sizeof(w))
+	if (gp_ref_len(*pos, end) < 0)
 		return -EBADMSG;
 	memcpy(&w, *pos, sizeof(w));
-	left -= sizeof(w);
-	if (w.idlen > GP_REF_IDMAX || w.pathlen >= sizeof(r->path) ||
-	    left < (size_t)w.idlen + w.pathlen)
-		return -EBADMSG;
 	*pos += sizeof(w);
 	memcpy(r->id, *pos, w.idlen);
 	memcpy(r->path, *pos + w.idlen, w.pathlen);
@@ -228,10 +243,3 @@ gp_ref_get(const uint8_t **pos, const uint8_t *end, struct gp_ref *r)
 	return 0;
 }
 
-int
-gp_ref_same(const struct gp_ref *a, const struct gp_ref *b)
-{
-	return a->off == b->off && a->dev == b->dev && a->ino == b->ino &&
-	    a->idlen == b->idlen && memcmp(a->id, b->id, a->idlen) == 0 &&
-	    strcmp(a->path, b->path) == 0;
-}

@@ -482,29 +482,40 @@ run_batch(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx,
 
 /* A JOB's fn, *at where its arg starts: the master's address in a fork
  * (the same image), or, in an exec'd worker, the function its reference
- * names in this one (ref.c), looked up once per function; NULL when this
- * program has none: the call's items fail, the worker stays. */
+ * names in this one (ref.c), looked up once per function: a JOB whose
+ * reference has the bytes of the last one is that function (each C call
+ * sends a JOB: nothing is parsed then); NULL when this program has none:
+ * the call's items fail, the worker stays. */
 static gp_fn *
 job_fn(struct gp_pool *p, const uint8_t *pl, const uint8_t *end, size_t *at)
 {
-	static struct gp_ref	 last;
+	static uint8_t		*lastw;		/* the last reference's bytes */
+	static size_t		 lastn;
 	static gp_fn		*lastfn;
 	struct gp_ref		 r;
 	const uint8_t		*pos = pl;
 	uint64_t		 addr;
+	ssize_t			 n;
 
 	if (!p->execd) {
 		memcpy(&addr, pl, sizeof(addr));
 		*at = sizeof(addr);
 		return (gp_fn *)(uintptr_t)addr;
 	}
+	if ((n = gp_ref_len(pl, end)) < 0)
+		_exit(GP_EXIT_PROTO);
+	*at = (size_t)n;
+	if (lastw != NULL && lastn == (size_t)n &&
+	    memcmp(lastw, pl, (size_t)n) == 0)
+		return lastfn;
 	if (gp_ref_get(&pos, end, &r) < 0)
 		_exit(GP_EXIT_PROTO);
-	*at = (size_t)(pos - pl);
-	if (!last.set || !gp_ref_same(&r, &last)) {
-		lastfn = (gp_fn *)gp_ref_resolve(&r);
-		last = r;
-	}
+	free(lastw);
+	if ((lastw = malloc((size_t)n)) == NULL)
+		_exit(GP_EXIT_NOMEM);
+	memcpy(lastw, pl, (size_t)n);
+	lastn = (size_t)n;
+	lastfn = (gp_fn *)gp_ref_resolve(&r);
 	return lastfn;
 }
 

@@ -17,6 +17,7 @@ import queue
 import sys
 import threading
 import traceback
+from concurrent.futures import Future
 from multiprocessing import TimeoutError as _MpTimeoutError
 
 from . import _errors
@@ -96,8 +97,8 @@ class AsyncResult:
             return
         hooks = self._hooks
         try:
-            if timeout is None and hooks is not None:
-                hooks.help(self.ready, self._mine)  # see Driver._help
+            if hooks is not None:  # see Driver._help
+                hooks.help(self.ready, self._mine, timeout is None)
             self._event.wait(timeout)
         except KeyboardInterrupt:
             if hooks is not None:
@@ -155,7 +156,9 @@ class ApplyResult(AsyncResult):
     def __init__(self, hooks, fut, callback, error_callback):
         super().__init__(hooks, callback, error_callback)
         self._mine = (fut,)
-        fut.add_done_callback(self._fut_done)
+        Future.add_done_callback(fut, self._fut_done)  # get() helps
+        if callback or error_callback:  # nothing may wait: start it now
+            hooks.help(None, (), False)
 
     def _fut_done(self, fut):
         e = _failed(fut)
@@ -180,8 +183,10 @@ class MapResult(AsyncResult):
         if not futs:
             self._set(True, [])
         for fut, start in zip(futs, starts):
-            fut.add_done_callback(
-                lambda f, start=start: self._chunk_done(start, f))
+            Future.add_done_callback(  # get() helps
+                fut, lambda f, start=start: self._chunk_done(start, f))
+        if futs and (callback or error_callback):  # as ApplyResult
+            hooks.help(None, (), False)
 
     def _chunk_done(self, start, fut):
         e = _failed(fut)

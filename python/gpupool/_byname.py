@@ -282,6 +282,20 @@ def cacheable(fn):
         type(getattr(fn, "__self__", None)) in (types.ModuleType, type(None))
 
 
+def kept(fn):
+    """The pickle dumps(fn) kept, while the globals it was kept with are
+    the same; else None."""
+    try:
+        hit = _kept.get(fn)
+    except TypeError:  # an unhashable callable
+        return None
+    if hit is not None and hit[1] is not None:
+        g = getattr(sys.modules.get("__main__"), "__dict__", {})
+        if all(g.get(k, _ABSENT) is v for k, v in hit[0]):
+            return hit[1]
+    return None
+
+
 def dumps(fn):
     """(pickle, None) of fn for workers whose __main__ is this script run
     again (started clean, or another rank's), by name as multiprocessing's
@@ -292,15 +306,15 @@ def dumps(fn):
     with cloudpickle. Kept for the next call (a submit then costs a
     microsecond) while those globals are the same scalars, or unset;
     while they are others, their names are, to pickle fn once."""
+    b = kept(fn)
+    if b is not None:
+        return b, None
     main = sys.modules.get("__main__")
     g = getattr(main, "__dict__", {})
     try:
-        hit = _kept.get(fn)
+        hit = _kept.get(fn)  # the names of the globals it reads
     except TypeError:  # an unhashable callable
         hit = None
-    if hit is not None and hit[1] is not None and \
-            all(g.get(k, _ABSENT) is v for k, v in hit[0]):
-        return hit[1], None
     from . import _start
     key, src = _start.main_source()
     why, defs, bound = None, {}, set()

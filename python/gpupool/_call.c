@@ -158,6 +158,8 @@ struct stream {
 	PyObject	*ctl;		/* run()'s ctl, or NULL */
 	int		 epfd;		/* with ctl: sig[0], its fd, tick */
 	int		 tfd;		/* the tick's timerfd, or -1 */
+	int		 fd;		/* ctl's fd in epfd for this run, or -1 */
+	int		 tick;		/* tfd armed for this run */
 	PyThreadState	*ts;		/* saved while the library runs */
 	PyObject	*et, *ev, *etb;	/* the first exception of next/done */
 };
@@ -292,32 +294,55 @@ feed_ctl(void *arg)
 }
 
 /* run()'s ctl: one epoll set over the wakeup fd (0), fd (1) and a tick
- * every tick_ms (2). 0, or -1 with an exception. */
+ * every tick_ms (2), the pool's for its life (made at its first run with
+ * a ctl; a submit-per-call loop runs one per call): fd is in it for this
+ * run only (the caller's; it may close it after), the tick armed for this
+ * run only. 0, or -1 with an exception. */
 static int
-ctl_open(struct stream *s, int sig, int fd, int tick_ms)
+ctl_open(struct stream *s, int fd, int tick_ms)
 {
+	PoolObject		*self = s->self;
 	struct epoll_event	 ev = { .events = EPOLLIN };
 	struct itimerspec	 it = { { tick_ms / 1000,
 				    (long)(tick_ms % 1000) * 1000000 },
 				    { tick_ms / 1000,
 				    (long)(tick_ms % 1000) * 1000000 } };
 
-	if ((s->epfd = epoll_create1(EPOLL_CLOEXEC)) == -1)
-		goto fail;
-	ev.data.u32 = 0;
-	if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, sig, &ev) == -1)
-		goto fail;
+	if (self->epfd < 0) {
+		if ((self->epfd = epoll_create1(EPOLL_CLOEXEC)) == -1)
+			goto fail;
+		ev.data.u32 = 0;
+		if (epoll_ctl(self->epfd, EPOLL_CTL_ADD, self->sig[0],
+		    &ev) == -1) {
+			(void)close(self->epfd);
+			self->epfd = -1;
+			goto fail;
+		}
+	}
+	s->epfd = self->epfd;
 	ev.data.u32 = 1;
-	if (fd >= 0 && epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) == -1)
-		goto fail;
+	if (fd >= 0) {
+		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) == -1)
+			goto fail;
+		s->fd = fd;
+	}
 	if (tick_ms > 0) {
-		if ((s->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC |
-		    TFD_NONBLOCK)) == -1 ||
-		    timerfd_settime(s->tfd, 0, &it, NULL) == -1)
+		if (self->tfd < 0) {
+			if ((self->tfd = timerfd_create(CLOCK_MONOTONIC,
+			    TFD_CLOEXEC | TFD_NONBLOCK)) == -1)
+				goto fail;
+			ev.data.u32 = 2;
+			if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, self->tfd,
+			    &ev) == -1) {
+				(void)close(self->tfd);
+				self->tfd = -1;
+				goto fail;
+			}
+		}
+		s->tfd = self->tfd;
+		if (timerfd_settime(s->tfd, 0, &it, NULL) == -1)
 			goto fail;
-		ev.data.u32 = 2;
-		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->tfd, &ev) == -1)
-			goto fail;
+		s->tick = 1;
 	}
 	return 0;
 fail:
@@ -325,13 +350,22 @@ fail:
 	return -1;
 }
 
+/* The run's fd out of the set, its tick disarmed and its expiries read
+ * (the next run's ctl is not called for them). */
 static void
 ctl_close(struct stream *s)
 {
-	if (s->epfd >= 0)
-		close(s->epfd);
-	if (s->tfd >= 0)
-		close(s->tfd);
+	struct itimerspec	 off = { { 0, 0 }, { 0, 0 } };
+	uint64_t		 n;
+
+	if (s->fd >= 0)
+		(void)epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+	if (s->tick) {
+		(void)timerfd_settime(s->tfd, 0, &off, NULL);
+		(void)!read(s->tfd, &n, sizeof(n));
+	}
+	s->fd = -1;
+	s->tick = 0;
 }
 
 /* run(next, done, ctl=None, ctl_fd=-1, tick_ms=0): next() returns (key,
@@ -344,8 +378,8 @@ gpy_run(PoolObject *self, PyObject *args, PyObject *kw)
 {
 	static char	*kwlist[] = { "next", "done", "ctl", "ctl_fd",
 			    "tick_ms", NULL };
-	struct stream	 s = { self, NULL, NULL, NULL, -1, -1, NULL, NULL,
-			    NULL, NULL };
+	struct stream	 s = { self, NULL, NULL, NULL, -1, -1, -1, 0, NULL,
+			    NULL, NULL, NULL };
 	struct gp_feed	 f = { .next = feed_next, .done = feed_done,
 			    .in_fd = -1, .ctl_fd = self->sig[0],
 			    .ctl = feed_ctl, .arg = &s };
@@ -362,7 +396,8 @@ gpy_run(PoolObject *self, PyObject *args, PyObject *kw)
 		PyErr_SetString(PyExc_TypeError, "ctl must be callable");
 		return NULL;
 	}
-	if (s.ctl != NULL && ctl_open(&s, self->sig[0], fd, tick) < 0) {
+	if (s.ctl != NULL && (usable(self) < 0 ||
+	    ctl_open(&s, fd, tick) < 0)) {
 		ctl_close(&s);
 		return NULL;
 	}

@@ -6,12 +6,18 @@ which drives it in the waiting thread (see _pool.py's docstring)."""
 import os
 import sys
 import threading
+import time
 from concurrent.futures import Future
 
 from . import _errors
 from . import _exit
 from . import _gpupool
 from . import _jobs
+
+# How long a submit may wait before the dispatcher thread drives it when
+# no thread has offered to (see Driver._push); also how often a
+# dispatcher wakes while submits come, before it sleeps until one does.
+KICK_S = 0.001
 
 
 class Driver:
@@ -22,10 +28,13 @@ class Driver:
     _driving = None  # the job of the C call running, under self._cv
     _parked = False  # that call waits for a submit (self._wakefd wakes it)
     _shared = False  # a helping call took another's submit: no more helping
+    _wakefd = None  # wakes a parked call (_Call.next_item); _driver_init
 
     def _driver_init(self):
         """The driving state, made by Pool.__init__ once the C pool is
         up (_Call reads it: it is this file's)."""
+        # Made once the workers are up: none of them holds it.
+        self._wakefd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
         self._cv = threading.Condition()
         self._runner = threading.Lock()
         self._owner = None  # the thread holding the runner
@@ -33,6 +42,9 @@ class Driver:
         self._subq = _jobs.SubmitQueue()
         self._sub_inflight = set()  # submits' futures sent, not yet done
         self._dispatcher = None
+        self._kick = None    # when the dispatcher drives what is queued
+        self._pushes = 0     # submits queued so far (the dispatcher's nap)
+        self._asleep = False  # the dispatcher waits for a submit, untimed
         self._inflight = 0     # items sent and not yet done
         self._refresh = False  # self._pids may miss a replacement
 
@@ -88,7 +100,8 @@ class Driver:
         self._owner = None
         self._runner.release()
         with self._cv:
-            self._cv.notify_all()  # a dispatcher that gave way goes on
+            if self._subq.q or self._waiting:
+                self._cv.notify_all()  # a dispatcher that gave way goes on
 
     def _drive(self, job, serve_submits=True, locked=False, until=None,
                mine=()):
@@ -107,6 +120,7 @@ class Driver:
         try:
             with self._cv:
                 self._driving = job
+                self._kick = None  # this call serves what is queued
             self._check_usable()
             lost = self._lost
             if not lost:
@@ -148,19 +162,41 @@ class Driver:
                 fut.set_exception(payload)
                 return
             self._subq.push(fut, fn, payload, n)
+            self._pushes += 1
             if self._parked:  # the C call waits for submits: this one
                 self._parked = False
                 os.eventfd_write(self._wakefd, 1)
+            # No C call runs: the submitter's result() most likely drives
+            # this one (_help), and waking the dispatcher for it would
+            # cost each round trip two thread switches. It drives what
+            # nobody has driven within KICK_S (futures awaited by
+            # concurrent.futures.wait(), as_completed()); _nudge() asks
+            # it at once.
+            if (self._owner is None and not self._waiting and
+                    self._kick is None):
+                self._kick = time.monotonic() + KICK_S
             if self._dispatcher is None:
                 self._dispatcher = threading.Thread(
                     target=self._dispatch, name="gpupool-submit",
                     daemon=True)
                 self._dispatcher.start()
-            self._cv.notify_all()
+            elif self._asleep:
+                self._cv.notify_all()
 
-    def _help(self, until, mine):
+    def _nudge(self):
+        """Whatever is queued is driven now by the dispatcher, not after
+        KICK_S: nobody waiting on it will drive it (a wait with a timeout,
+        a done callback, a result() that declined to help)."""
+        with self._cv:
+            if self._subq.q:
+                self._kick = None
+                self._cv.notify_all()
+
+    def _help(self, until, mine, drive=True):
         """A wait without a timeout on a submitted call (Future.result(),
-        AsyncResult.get(); until: its done(), mine: its futures): when no
+        AsyncResult.get(); until: its done(), mine: its futures; drive
+        False: a wait with a timeout, or a callback, which drive nothing
+        and only _nudge()): when no
         call runs, drive the submit queue in this thread, rather than
         waiting for the dispatcher thread to wake and do it (one thread
         hop each way less a round trip), until that call is done. Whoever
@@ -173,19 +209,23 @@ class Driver:
         and then wait for them, past its own (and a call of theirs may
         wait for this thread). A submit that comes all the same (from a
         callback) starts at once, and the pool leaves the queue to the
-        dispatcher from then on (self._shared)."""
+        dispatcher from then on (self._shared). Declining, it asks the
+        dispatcher to drive now (_nudge), where no call runs."""
         me = threading.get_ident()
-        if self._owner == me or not self._subq.q or self._shared:
+        if self._owner == me or not self._subq.q:
             return
-        if any(t.ident != me and not t.name.startswith("gpupool-")
-               for t in threading.enumerate()):
-            return
+        if (not drive or self._shared or
+                any(t.ident != me and not t.name.startswith("gpupool-")
+                    for t in threading.enumerate())):
+            return self._nudge()
         if not self._runner.acquire(blocking=False):
-            return
+            return  # its holder serves the queue, or its release wakes
         self._owner = me
         with self._cv:
             only = self._subq.only(mine)
         if not only:
+            with self._cv:
+                self._kick = None  # the dispatcher drives at our release
             self._release_runner()
             return
         try:
@@ -246,18 +286,36 @@ class Driver:
             self._c.cancel()
 
     def _dispatch(self):
+        seen = -1
         while True:
             with self._cv:
                 # Not while another thread drives (a map, or a result()
                 # helping, Pool._help): that call serves the queue, and its
-                # end notifies.
-                while (not self._subq.q or self._waiting
-                       or self._owner is not None):
-                    if self._state != "open" and not self._subq.q:
+                # end notifies. Not before the kick (see _push) while the
+                # pool is open: the submitter may drive its call itself.
+                while True:
+                    q = self._subq.q
+                    if self._state != "open" and not q:
                         self._dispatcher = None
                         self._cv.notify_all()
                         return
-                    self._cv.wait()
+                    if q and not self._waiting and self._owner is None:
+                        left = (0 if self._kick is None or
+                                self._state != "open" else
+                                self._kick - time.monotonic())
+                        if left <= 0:
+                            break
+                        self._cv.wait(left)
+                    elif self._pushes != seen:  # submits come: nap
+                        seen = self._pushes
+                        self._cv.wait(KICK_S)
+                    else:  # none since the last nap: until one comes
+                        self._asleep = True
+                        try:
+                            self._cv.wait()
+                        finally:
+                            self._asleep = False
+                self._kick = None
             try:
                 self._drive(None)
             except _jobs.Abort:
@@ -422,8 +480,8 @@ class _Future(Future):
 
     def _waiting(self, wait, timeout):
         try:
-            if timeout is None and not self.done():
-                self._gp_pool._help(self.done, (self,))
+            if not self.done():
+                self._gp_pool._help(self.done, (self,), timeout is None)
             return wait(timeout)
         except KeyboardInterrupt:
             self._gp_pool._interrupt()
@@ -434,3 +492,10 @@ class _Future(Future):
 
     def exception(self, timeout=None):
         return self._waiting(super().exception, timeout)
+
+    def add_done_callback(self, fn):
+        """As Future's; the call starts now (Driver._nudge) if no
+        thread drives the pool: a callback drives nothing."""
+        super().add_done_callback(fn)
+        if not self.done():
+            self._gp_pool._nudge()

@@ -85,6 +85,11 @@ close_fds(PoolObject *self)
 			(void)close(self->initerr[i]);
 		self->cancel[i] = self->sig[i] = self->initerr[i] = -1;
 	}
+	if (self->epfd >= 0)
+		(void)close(self->epfd);
+	if (self->tfd >= 0)
+		(void)close(self->tfd);
+	self->epfd = self->tfd = -1;
 }
 
 /* Destroy the C pool. No Python runs, so the GIL may be released around
@@ -295,7 +300,8 @@ Pool_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 
 	if (self != NULL)
 		self->cancel[0] = self->cancel[1] = self->sig[0] =
-		    self->sig[1] = self->initerr[0] = self->initerr[1] = -1;
+		    self->sig[1] = self->initerr[0] = self->initerr[1] =
+		    self->epfd = self->tfd = -1;
 	return (PyObject *)self;
 }
 

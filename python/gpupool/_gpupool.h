@@ -35,6 +35,8 @@ typedef struct {
 					   writes the exception text to [1] */
 	int		 view;		/* fn gets a memoryview of the item;
 					   big results come as Out */
+	int		 epfd;		/* run()'s ctl set (_call.c), or -1 */
+	int		 tfd;		/* its tick's timerfd, or -1 */
 	pid_t		 owner;		/* the process that created the pool */
 	int		 busy;		/* a map or run is in progress */
 	unsigned long	 busy_thread;	/* the thread running it */

@@ -196,8 +196,6 @@ class Pool(Driver):
         self._pidr, self._pidw = os.pipe()
         os.set_blocking(self._pidr, False)
         os.set_blocking(self._pidw, False)
-        # Wakes a C call parked for submits (_drive.py: _Call.next_item).
-        self._wakefd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
         self._keep = []  # fds clean workers keep: open until join()
         self._all_pids = set()  # every worker's pid, from the pid pipe
         init = _task.Initializer(initializer, initargs, report, self._pidw)
@@ -252,9 +250,11 @@ class Pool(Driver):
                                              max(totals) / (1 << 30)))
 
     def _close_pipes(self):
-        for fd in [self._pidr, self._pidw, self._wakefd] + self._keep:
+        wake = [] if self._wakefd is None else [self._wakefd]
+        for fd in [self._pidr, self._pidw] + wake + self._keep:
             os.close(fd)
         self._keep = []
+        self._wakefd = None
 
     def _mine(self):
         """False in a fork of the process that made the pool: there a

@@ -181,6 +181,7 @@ class Cluster:
         self.mean = None     # seconds an item takes, from send to result
         self.next_item = 1
         self.stop = 0        # CTL_CANCEL or CTL_KILL from cancel()
+        self.ep = None       # run()'s ctl: the link's fd, ctl_fd per run
         with w.lock:
             self.id = w.next_id
             w.next_id += 1
@@ -255,6 +256,9 @@ class Cluster:
                         self.w.send(r, _link.CTL, CTLREC.pack(self.id,
                                                                C_CLOSE))
         self.local.close()
+        if self.ep is not None:
+            self.ep.close()
+            self.ep = None
 
     # -- run ---------------------------------------------------------------
 
@@ -290,16 +294,22 @@ class Cluster:
             return self.stop or None
 
         # One fd for the C call's ctl: the link's and ctl_fd's, as one
-        # epoll set.
-        ep = select.epoll()
+        # epoll set, the Cluster's (the link's fd in it for its life,
+        # ctl_fd for this run only: its caller's).
+        if self.ep is None:
+            self.ep = select.epoll()
+            self.ep.register(self.w.link.fd, select.EPOLLIN)
+        ep = self.ep
         try:
-            ep.register(self.w.link.fd, select.EPOLLIN)
             if ctl_fd >= 0:
                 ep.register(ctl_fd, select.EPOLLIN)
-            self.local.run(nxt, done, ctl=link_ctl, ctl_fd=ep.fileno(),
-                           tick_ms=_TICK_MS)
+            try:
+                self.local.run(nxt, done, ctl=link_ctl, ctl_fd=ep.fileno(),
+                               tick_ms=_TICK_MS)
+            finally:
+                if ctl_fd >= 0:
+                    ep.unregister(ctl_fd)
         finally:
-            ep.close()
             if self.out:
                 # The call ended early (a failure, Ctrl-C, terminate()):
                 # what the ranks hold stops there; its results, if any

@@ -276,6 +276,10 @@ def dumps_fn(fn, forked=None):
         b = None
     if b is not None:
         return b
+    if forked is None:  # a clean pool's own: kept by _byname.dumps
+        b = _byname.kept(fn)
+        if b is not None:
+            return b
     b = _by_name(fn)
     if b is not None:
         if _byname.cacheable(fn):

@@ -800,6 +800,68 @@ def test_a_submit_starts_on_an_idle_worker_while_others_run(tmp_path,
             assert got == [True]
 
 
+def test_a_submit_nobody_drives_runs_all_the_same():
+    """A submit is driven by the thread that waits on its result(), or by
+    the dispatcher thread when nobody does: futures awaited only by
+    concurrent.futures.wait() or as_completed(), which drive nothing,
+    still run (the dispatcher's kick, _drive.py KICK_S)."""
+    from concurrent.futures import as_completed, wait
+    with gpupool.Pool(fake_gpus=2) as p:
+        for _ in range(3):  # each burst after the pool went idle
+            futs = [p.submit(double, i) for i in range(100)]
+            got = sorted(f.result(timeout=0) for f in
+                         as_completed(futs, timeout=60))
+            assert got == [2 * i for i in range(100)]
+            done, left = wait([p.submit(double, 5)], timeout=60)
+            assert not left and done.pop().result(timeout=0) == 10
+
+
+def test_a_submit_awaited_by_a_callback_only_runs(tmp_path):
+    """A submit whose only waiter is a done callback (asyncio's
+    wrap_future, joblib, apply_async's callback) runs without a thread
+    calling result(), and so does one nobody waits for."""
+    ev = threading.Event()
+    got = []
+    mark = str(tmp_path / "mark")
+    with gpupool.Pool(fake_gpus=2) as p:
+        p.submit(double, 4).add_done_callback(
+            lambda f: (got.append(f.result()), ev.set()))
+        assert ev.wait(60) and got == [8]
+        ev.clear()
+        p.apply_async(double, (6,), callback=lambda v: (got.append(v),
+                                                          ev.set()))
+        assert ev.wait(60) and got == [8, 12]
+        p.submit(touch, mark)  # nobody waits: the dispatcher runs it
+        assert wait_for_file(mark)
+
+
+def test_submits_from_several_threads_each_waiting(pool):
+    """Several threads each submitting and waiting on their own results
+    (none of them may drive for the others, Driver._help), beside a
+    thread that submits nothing and only blocks: every result comes."""
+    stop = threading.Event()
+    idle = threading.Thread(target=stop.wait)  # a foreign thread, idle
+    idle.start()
+    try:
+        assert pool.submit(double, 21).result() == 42  # _help declines
+        out = {}
+
+        def loop(k):
+            out[k] = [pool.submit(double, k * 100 + i).result()
+                      for i in range(50)]
+
+        ts = [threading.Thread(target=loop, args=(k,)) for k in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert out == {k: [2 * (k * 100 + i) for i in range(50)]
+                       for k in range(4)}
+    finally:
+        stop.set()
+        idle.join()
+
+
 SCALE = 2
 
 
