@@ -474,11 +474,11 @@ load_line(struct joblog *j, const char *path, unsigned long no, char *l,
 	char		*cmd = NULL;
 	int		 rc;
 
-	/* The header; or, past line 1, another run's, where it began on a
-	 * file written before (an older gpupool-run's ten columns, then
-	 * ours). */
+	/* The header; or, past line 1, another's, passed over: line 1's
+	 * format holds for the file, as joblog_open() appends in it (GNU
+	 * parallel's nine columns read raw, fuzz_joblog found them differ). */
 	if ((rc = joblog_header(l, n)) != 0) {
-		j->fmt = rc;
+		j->fmt = no == 1 ? rc : j->fmt;
 		return 0;
 	}
 	if (no == 1) {
