@@ -88,17 +88,26 @@ gpus_text(PyObject *gpus)
 	return joined;
 }
 
-/* A GP_OPT_SIZE int, bytes, as a size the library reads: in the largest
- * unit that divides it, else in K with the exact fraction (a byte is
- * 0.0009765625K: ten digits). A new str, or NULL with ValueError. */
+/* A GP_OPT_SIZE value: a str as it is, or an int, bytes, as a size the
+ * library reads: in the largest unit that divides it, else in K with the
+ * exact fraction (a byte is 0.0009765625K: ten digits). A new str, or
+ * NULL with ValueError. */
 static PyObject *
 size_text(const struct gp_opt_info *r, PyObject *v)
 {
 	static const char	*const unit[] = { "", "K", "M", "G", "T" };
-	unsigned long long	 b = PyLong_AsUnsignedLongLong(v);
+	unsigned long long	 b = 0;
 	char			 t[64];
 	int			 u = 0;
 
+	if (PyUnicode_Check(v)) {
+		Py_INCREF(v);
+		return v;
+	}
+	if (PyLong_Check(v) && !PyBool_Check(v))
+		b = PyLong_AsUnsignedLongLong(v);
+	else
+		PyErr_SetNone(PyExc_TypeError);
 	if (PyErr_Occurred()) {
 		PyErr_Clear();
 		PyErr_Format(PyExc_ValueError, "%s=%R: must be a number of "
@@ -188,15 +197,7 @@ row_text(const struct gp_opt_info *r, PyObject *v)
 	case GP_OPT_GPUS:
 		return gpus_text(v);
 	case GP_OPT_SIZE:
-		if (PyLong_Check(v) && !PyBool_Check(v))
-			return size_text(r, v);
-		if (PyUnicode_Check(v)) {
-			Py_INCREF(v);
-			return v;
-		}
-		PyErr_Format(PyExc_ValueError, "%s=%R: bytes (an int) or a "
-		    "size such as '20G'", r->py, v);
-		return NULL;
+		return size_text(r, v);
 	case GP_OPT_PATH:
 		return path_text(r, v);
 	case GP_OPT_SECS:

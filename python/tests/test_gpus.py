@@ -239,6 +239,17 @@ def test_bad_values_name_the_argument(kw, name, monkeypatch):
         gpupool.Pool(fake_gpus=2, **kw)
 
 
+@pytest.mark.parametrize("bad", [-1, 2.5, True, b"20G"])
+def test_gpu_mem_neither_bytes_nor_a_size_says_what_it_takes(bad):
+    """gpu_mem= anything but an int of bytes 0 or more or a size text:
+    one message, naming the keyword, the value and both forms."""
+    with pytest.raises(ValueError) as e:
+        gpupool.Pool(fake_gpus=1, gpu_mem=bad)
+    assert str(e.value) == ("gpu_mem=%r: must be a number of bytes (an "
+                            "integer 0 or more) or a size such as '20G'"
+                            % (bad,))
+
+
 @pytest.mark.parametrize("text, b", [
     ("20G", 20 * GIB), ("1.5GiB", 3 * GIB // 2), ("512M", 512 << 20),
     ("2t", 2 << 40), ("1KB", 1024), ("0", 0), (0, 0), (4096, 4096),
