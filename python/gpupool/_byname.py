@@ -282,13 +282,18 @@ def cacheable(fn):
         type(getattr(fn, "__self__", None)) in (types.ModuleType, type(None))
 
 
+def _hit(fn):
+    """What dumps() kept of fn ((globals read, pickle or None)), or None."""
+    try:
+        return _kept.get(fn)
+    except TypeError:  # an unhashable callable
+        return None
+
+
 def kept(fn):
     """The pickle dumps(fn) kept, while the globals it was kept with are
     the same; else None."""
-    try:
-        hit = _kept.get(fn)
-    except TypeError:  # an unhashable callable
-        return None
+    hit = _hit(fn)
     if hit is not None and hit[1] is not None:
         g = getattr(sys.modules.get("__main__"), "__dict__", {})
         if all(g.get(k, _ABSENT) is v for k, v in hit[0]):
@@ -311,10 +316,7 @@ def dumps(fn):
         return b, None
     main = sys.modules.get("__main__")
     g = getattr(main, "__dict__", {})
-    try:
-        hit = _kept.get(fn)  # the names of the globals it reads
-    except TypeError:  # an unhashable callable
-        hit = None
+    hit = _hit(fn)  # the names of the globals it reads
     from . import _start
     key, src = _start.main_source()
     why, defs, bound = None, {}, set()
