@@ -75,13 +75,37 @@ def md_head(res):
     L.append("")
     L.append("### Targets")
     L.append("")
-    L.append("| target | measured | status | context |")
-    L.append("| --- | --- | --- | --- |")
+    L.append("| target | measured [min-max] | rounds held | status | "
+             "context |")
+    L.append("| --- | --- | --- | --- | --- |")
     for t in res["targets"]:
-        L.append("| %s | %s | **%s** | %s |" % (
-            t["target"], t["shown"], t["status"], t.get("context") or ""))
+        L.append("| %s | %s | %s | %s | %s |" % (
+            t["target"], t["shown"], held_cell(t), status_cell(t),
+            t.get("context") or ""))
+    L.append("")
+    L.append("Status: the median (for the master's peak RSS, the largest "
+             "run) against the limit. Rounds held: in how many of the "
+             "rounds the round's own figure met the limit. A PASS that "
+             "did not hold in every round says so.")
     L.append("")
     return L
+
+
+def held_cell(t):
+    """rounds held of a target: "4/5", or "-" when not measured (a run
+    before the harness counted them has no "held")."""
+    return "%d/%d" % (t["held"], t["rounds"]) \
+        if t.get("held") is not None else "-"
+
+
+def status_cell(t):
+    """**PASS**, **MISS** or **N/A**; a PASS held in fewer than all its
+    rounds says so beside it."""
+    cell = "**%s**" % t["status"]
+    if t["status"] == "PASS" and t.get("held") is not None and \
+            t["held"] < t["rounds"]:
+        cell += ", not in every round"
+    return cell
 
 
 def md_cmd(cr):

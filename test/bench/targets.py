@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""targets.py: the harness's targets carry their spread and the rounds in
+which they held (issue 38), and the page shows them: a PASS decided on
+the median but held in fewer than all rounds says so; a figure with one
+value reads 1/1 or 0/1; the quotes the docs take from the Targets table
+stay a number.
+
+    targets.py BENCH_DIR"""
+import sys
+
+sys.path.insert(0, sys.argv[1])
+from common import stats  # noqa: E402
+import quotes  # noqa: E402
+from report import md_head  # noqa: E402
+from targets import add_target  # noqa: E402
+
+
+def check(what, ok):
+    if not ok:
+        sys.exit("FAIL: " + what)
+
+
+out = []
+add_target(out, "a >= 1.0", stats([1.2, 0.9, 1.1, 1.05, 0.95]), ">=", 1.0,
+           "b")
+add_target(out, "b <= 5 ms", stats([4.5, 5.5, 6.0]), "<=", 5.0, "b",
+           fmt="%.2f ms")
+add_target(out, "rss <= 4 MiB", stats([3.0, 4.5, 3.9]), "<=", 4.0, "b",
+           fmt="%.2f MiB", by="max")
+add_target(out, "one >= 2", 2.5, ">=", 2.0, "b")
+add_target(out, "none >= 2", None, ">=", 2.0, "b", why_na="no peer")
+a, b, rss, one, na = out
+check("status on the median", a["status"] == "PASS" and
+      b["status"] == "MISS")
+check("held counts the rounds that met the limit",
+      (a["held"], a["rounds"], b["held"], b["rounds"]) == (3, 5, 1, 3))
+check("spread is [min, max]", a["spread"] == [0.9, 1.2])
+check("shown: median [min-max], the unit after the median",
+      a["shown"] == "1.05 [0.90-1.20]" and
+      b["shown"] == "5.50 ms [4.50-6.00]")
+check("by max: a run over the limit is a MISS",
+      rss["status"] == "MISS" and rss["value"] == 4.5 and rss["held"] == 2)
+check("one value: 1/1, no spread", (one["held"], one["rounds"],
+                                    one["shown"]) == (1, 1, "2.50"))
+check("not measured: N/A, no count", na["status"] == "N/A" and
+      na["held"] is None and na["shown"] == "not measured: no peer")
+
+res = {"date": "d", "machine": {"cpu": "c", "cores": 2, "distro": "d",
+                                "kernel": "k"},
+       "versions": {"gcc": "g", "python": "3"}, "git": {"revision": "0",
+                                                         "dirty_paths": 0},
+       "build": {"buildtype": "release"}, "load_before": [0, 0, 0],
+       "load_after": [0, 0, 0], "quick": False, "command": "c",
+       "targets": out}
+md = "\n".join(md_head(res))
+check("the table's header", "| target | measured [min-max] | rounds held | "
+      "status | context |" in md)
+check("a PASS not held in every round says so",
+      "| a >= 1.0 | 1.05 [0.90-1.20] | 3/5 | **PASS**, not in every round |"
+      in md)
+check("a MISS is a MISS", "| 5.50 ms [4.50-6.00] | 1/3 | **MISS** |" in md)
+check("N/A has no count", "| not measured: no peer | - | **N/A** |" in md)
+# docs quote the Targets table's measured cells: the median alone.
+quotes.CELLS["t_a"] = ("Targets", "a >= 1.0", "measured", "first")
+check("a quote of a measured cell is its median",
+      quotes.cell(quotes.tables(md), "t_a") == "1.05")
+
+print("ok: targets carry their spread and the rounds they held")
