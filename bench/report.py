@@ -9,6 +9,7 @@ from common import REPO, log, med
 from fmt import fmt_bytes, fmt_m, fmt_n, fmt_s, fmt_si
 from report_claims import md_claims
 from report_integrations import md_integrations
+from report_python import py_roundtrip_tables
 
 
 def trivial_table(tr, absent):
@@ -369,23 +370,7 @@ def md_python(py, cfg):
              " items a message. Rounds: %d." % (
                  cfg["py_triv_rounds"]))
     L.append("")
-    rt = py["roundtrip"]
-    L.append("#### Python: one item in flight (%s sequential round trips)"
-             % fmt_n(rt["n"]))
-    L.append("")
-    L.append("| call | us a round trip | round trips/s | "
-             "gpupool faster by |")
-    L.append("| --- | --- | --- | --- |")
-    for k, lab in rt["labels"].items():
-        x = rt["impls"][k]
-        L.append("| %s | %s | %s | %s |" % (
-            lab, fmt_s(x["us"], "%.0f"), fmt_si(x["per_s"]),
-            fmt_m(x["gpupool_over"])))
-    L.append("")
-    L.append("gpupool faster by: median of per-round ratios against "
-             "gpupool's submit().result(). Rounds: %d." % (
-                 cfg["py_rt_rounds"]))
-    L.append("")
+    L += py_roundtrip_tables(py["roundtrip"], cfg)
     wm = py["warm"]
     L.append("#### Python: warm workers against a process per task (%d "
              "tasks, %g s set-up, %g s work, 4 slots)" % (

@@ -3,13 +3,17 @@
 which they held (issue 38), and the page shows them: a PASS decided on
 the median but held in fewer than all rounds says so; a figure with one
 value reads 1/1 or 0/1; the quotes the docs take from the Targets table
-stay a number.
+stay a number. Also the round trips' CPU reading (bench/py_gpupool.py):
+a busy child is found among the descendants, and its CPU time grows.
 
     targets.py BENCH_DIR"""
+import os
 import sys
+import time
 
 sys.path.insert(0, sys.argv[1])
 from common import stats  # noqa: E402
+from py_gpupool import cpu_ns, descendants  # noqa: E402
 import quotes  # noqa: E402
 from report import md_head  # noqa: E402
 from targets import add_target  # noqa: E402
@@ -65,4 +69,19 @@ quotes.CELLS["t_a"] = ("Targets", "a >= 1.0", "measured", "first")
 check("a quote of a measured cell is its median",
       quotes.cell(quotes.tables(md), "t_a") == "1.05")
 
-print("ok: targets carry their spread and the rounds they held")
+# The round trips' CPU columns.
+pid = os.fork()
+if pid == 0:
+    t = time.monotonic()
+    while time.monotonic() - t < 0.3:
+        pass
+    os._exit(0)
+check("descendants() finds a child", pid in descendants())
+c0 = cpu_ns(pid)
+time.sleep(0.15)
+c1 = cpu_ns(pid)
+os.waitpid(pid, 0)
+check("cpu_ns() of a busy child grows (%s -> %s)" % (c0, c1),
+      c0 is not None and c1 is not None and c1 > c0)
+check("cpu_ns() of a reaped child is None", cpu_ns(pid) is None)
+print("ok: targets carry spread and rounds held; CPU read per process")
