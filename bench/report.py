@@ -474,15 +474,17 @@ def md_ranks(rk):
     L += ranks_rows(rk, "ms", rk["ms"]["n"])
     L += ["", "#### Ranks: %d items of 1 MiB, each function returning its "
           "len(), MB/s of item bytes delivered" % mib["n"], "",
-          "| items | gpupool | of it over MPI (items) | MPIPoolExecutor -np 3 "
-          "| -np 4 | MPI Send/Recv | gpupool / MPI | over MPI / MPI |",
-          "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+          "| items | gpupool | of it over MPI (items) | gpupool's chunk | "
+          "MPIPoolExecutor -np 3 | -np 4 | MPI Send/Recv | gpupool / MPI | "
+          "over MPI / MPI |",
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for kind, x in mib["rows"].items():
         g = x["gpupool"]
-        L.append("| %s | %s | %s (%s) | %s | %s | %s | %s | %s |" % (
+        L.append("| %s | %s | %s (%s) | %s | %s | %s | %s | %s | %s |" % (
             kind, fmt_s(g["mb_per_s"], "%.0f"),
             fmt_s(g["mpi_mb_per_s"], "%.0f"),
             fmt_m(g["items_over_mpi"], "%.0f"),
+            fmt_s(g.get("chunk"), "%.0f"),
             fmt_s(x["futures"]["mb_per_s"], "%.0f"),
             fmt_s(x["futures4"]["mb_per_s"], "%.0f"),
             fmt_s(mib["p2p_mb_per_s"], "%.0f"),
@@ -496,7 +498,8 @@ def md_ranks(rk):
           "them; its 1 MiB items go one a message (chunksize=1). gpupool's "
           "1 MiB function also returns the rank it ran on: *over MPI* "
           "counts the items that went to ranks 1-2 (the rest ran on rank "
-          "0's own worker). MPI Send/Recv: mpi4py `comm.Send` of one 1 MiB "
+          "0's own worker); gpupool's chunk: the chunk size its default "
+          "chunking chose for the map (items a message). MPI Send/Recv: mpi4py `comm.Send` of one 1 MiB "
           "buffer %d times, rank 0 to rank 1, the median of %d passes a "
           "job; ratios: medians of per-round ratios. MB/s: 10^6 B a "
           "second. Rounds: %d. Load average before/after the section: "

@@ -4,7 +4,9 @@ which they held (issue 38), and the page shows them: a PASS decided on
 the median but held in fewer than all rounds says so; a figure with one
 value reads 1/1 or 0/1; the quotes the docs take from the Targets table
 stay a number. Also the round trips' CPU reading (bench/py_gpupool.py):
-a busy child is found among the descendants, and its CPU time grows.
+a busy child is found among the descendants, and its CPU time grows. And
+the 1 MiB items over ranks: the part over MPI is a target row of its own,
+with MPI's spread and the chunk size the map used in its context.
 
     targets.py BENCH_DIR"""
 import os
@@ -14,9 +16,10 @@ import time
 sys.path.insert(0, sys.argv[1])
 from common import stats  # noqa: E402
 from py_gpupool import cpu_ns, descendants  # noqa: E402
+from py_ranks import watch_chunks  # noqa: E402
 import quotes  # noqa: E402
 from report import md_head  # noqa: E402
-from targets import add_target  # noqa: E402
+from targets import add_target, targets_mib  # noqa: E402
 
 
 def check(what, ok):
@@ -84,4 +87,48 @@ os.waitpid(pid, 0)
 check("cpu_ns() of a busy child grows (%s -> %s)" % (c0, c1),
       c0 is not None and c1 is not None and c1 > c0)
 check("cpu_ns() of a reaped child is None", cpu_ns(pid) is None)
-print("ok: targets carry spread and rounds held; CPU read per process")
+
+# 1 MiB items over ranks: both rows, the over-MPI one on its own figure.
+def st(*v):
+    return stats(list(v))
+
+
+mib = {"n": 128, "kinds": ["bytes"], "p2p_mb_per_s": st(3000, 9000, 6000),
+       "rows": {"bytes": {
+           "gpupool": {"mb_per_s": st(2000, 2500), "mpi_mb_per_s":
+                       st(900, 1200), "items_over_mpi": st(60, 70),
+                       "chunk": st(1, 1)},
+           "mb_per_s_over_p2p": st(0.4, 0.6, 0.55),
+           "mpi_mb_per_s_over_p2p": st(0.2, 0.3, 0.1)}}}
+out = []
+targets_mib(out, mib, None)
+check("two rows a kind", len(out) == 2)
+allr, over = out
+check("the over-MPI row is judged on its own ratio, >= 0.25",
+      over["target"].startswith("ranks: of 1 MiB items (bytes), the part "
+                                "over MPI to ranks 1-2 >= 0.25x") and
+      over["value"] == 0.2 and over["status"] == "MISS" and
+      (over["held"], over["rounds"]) == (1, 3))
+check("its context: MPI's spread and the chunk size (%s)" % over["context"],
+      "MPI's 6000 [3000-9000] MB/s" in over["context"] and
+      "chunks of 1" in over["context"])
+check("the all-items row as before", allr["value"] == 0.55 and
+      allr["status"] == "PASS")
+out = []
+targets_mib(out, None, "mpi4py not importable")
+check("N/A without the section", [t["status"] for t in out] == ["N/A"] * 2)
+
+
+class FakePool:
+    def _chunksize(self, n, first=None):
+        return max(1, n // 12)
+
+
+p = FakePool()
+used = watch_chunks(p)
+p._chunksize(128, b"x")
+check("watch_chunks() sees the chunk size the pool computes", used == [10])
+check("watch_chunks() of a pool without one: stays empty",
+      watch_chunks(object()) == [])
+print("ok: targets carry spread and rounds held; CPU read per process; "
+      "the over-MPI row")
