@@ -218,8 +218,8 @@ def json_lines(argv, timeout=300, preexec=None):
     return [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
 
 
-def one(argv):
-    x = json_lines(argv)
+def one(argv, preexec=None):
+    x = json_lines(argv, preexec=preexec)
     return x[0] if x else {}
 
 

@@ -25,7 +25,12 @@ trivial IMPL: gpupool (gpupool.Pool.map, default chunks), map
 roundtrip IMPL: gpupool (Pool.submit(f, x).result()), gpupool-map1
     (Pool.map(f, [x])), ppe (submit(f, x).result()), apply
     (multiprocessing.Pool.apply(f, (x,))), loky (submit(...).result()),
-    mpire (WorkerPool.apply(f, (x,))).
+    mpire (WorkerPool.apply(f, (x,))). caller_cpu_us, worker_cpu_us:
+    CPU per round trip of this process (every thread) and of all its
+    descendants (the workers, summed), from the kernel's per-thread
+    run time (/proc/PID/task/*/sched) before and after the loop;
+    processes: how many descendants; cpus: the CPUs this process and
+    they may run on (one under the harness's pinned variant).
     In both, gpupool-clean is gpupool with workers that start clean
     (start_method="spawn"); gpupool's own rows fork (start_method="fork").
 start IMPL IMPORT: the caller imports IMPORT first (none; numpy, with a
@@ -188,23 +193,85 @@ def trivial(impl, n):
     out(impl=impl, n=n, secs=secs, items_per_s=n / secs, startup_s=startup)
 
 
+def descendants():
+    """The pids of this process's descendants: its pool's workers,
+    whoever started them (and any helper process the pool keeps)."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # gone, or not ours to read
+        kids.setdefault(ppid, []).append(int(d))
+    out, todo = [], [os.getpid()]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            out.append(k)
+            todo.append(k)
+    return out
+
+
+def cpu_ns(pid):
+    """CPU time of pid's live threads, ns: the sum of their
+    se.sum_exec_runtime in /proc/PID/task/*/sched (ms, 6 decimals), or
+    of schedstat's first field where the kernel has no sched file;
+    None when the process is gone."""
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return None
+    t = 0.0
+    for tid in tids:
+        base = "/proc/%d/task/%s/" % (pid, tid)
+        try:
+            with open(base + "sched") as f:
+                t += next(float(x.split(":")[1]) * 1e6 for x in f
+                          if x.startswith("se.sum_exec_runtime"))
+        except (OSError, StopIteration, ValueError):
+            try:
+                with open(base + "schedstat") as f:
+                    t += float(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass  # a thread that ended
+    return t
+
+
 def roundtrip(impl, n):
+    """n sequential round trips; with the CPU each took in this process
+    (all its threads: the caller) and in its descendants (the
+    workers), read before and after the loop."""
     t0 = time.perf_counter()
     mapf, one, one_map, close = make(impl)
     call = one_map if impl == "gpupool-map1" else one
     for x in range(32):
         call(ident, x)
     startup = time.perf_counter() - t0
+    kids = descendants()
+    cpus = set(os.sched_getaffinity(0))
+    for k in kids:
+        try:
+            cpus |= os.sched_getaffinity(k)
+        except OSError:
+            pass
+    before = [cpu_ns(k) for k in kids] + [cpu_ns(os.getpid())]
     bad = 0
     t0 = time.perf_counter()
     for x in range(n):
         bad += call(ident, x) != x
     secs = time.perf_counter() - t0
+    after = [cpu_ns(os.getpid())] + [cpu_ns(k) for k in kids]
     close()
     if bad:
         raise SystemExit("%s: %d wrong results" % (impl, bad))
+    caller = (after[0] - before[-1]) / n / 1e3
+    work = sum(b - a for a, b in zip(before, after[1:])
+               if a is not None and b is not None) / n / 1e3
     out(impl=impl, n=n, secs=secs, us=secs / n * 1e6, per_s=n / secs,
-        startup_s=startup)
+        startup_s=startup, caller_cpu_us=caller, worker_cpu_us=work,
+        processes=len(kids), cpus=sorted(cpus))
 
 
 def payload(impl, kind, size, n):

@@ -21,7 +21,9 @@ per case and checks every result. The same items for every contender:
     mib      MIB_N distinct 1 MiB items (KIND bytes, or numpy uint8
              arrays: KINDS is bytes or bytes,numpy), the function returns
              their len() (gpupool: with the rank it ran on, to count the
-             bytes that went over MPI)
+             bytes that went over MPI); its line's chunk is the chunk
+             size of that map (gpupool's default, as Pool.map computed
+             it; null if this gpupool does not say)
 
 gpupool: gpupool.Pool(fake_gpus=1) made on rank 0 spans the job's ranks:
 one worker per rank, rank 0's included (3 workers with -np 3); Pool.map
@@ -87,21 +89,40 @@ def check(impl, case, ok):
         raise SystemExit("%s %s: wrong results" % (impl, case))
 
 
-def cases(impl, mapf, workers, ranks, plan, kinds, mib_n):
+def watch_chunks(p):
+    """A list that gets each default chunk size gpupool's Pool p
+    computes (its private _chunksize, whatever arguments it takes);
+    stays empty where p has none."""
+    used = []
+    f = getattr(p, "_chunksize", None)
+    if callable(f):
+        def spy(*a, **kw):
+            used.append(f(*a, **kw))
+            return used[-1]
+        p._chunksize = spy
+    return used
+
+
+def cases(impl, mapf, workers, ranks, plan, kinds, mib_n, used=None):
     """Every case of plan ((case, chunksize, n): case trivial or ms;
     chunksize None: the pool's default, "auto": len / (4 x workers)),
     then the 1 MiB items of each kind; one JSON line each. mapf(fn,
-    items, chunksize) returns the results as a list."""
+    items, chunksize) returns the results as a list; used: the list
+    watch_chunks() gives, for the chunk size a default chunk was (None
+    where it is not known)."""
     common = dict(impl=impl, workers=workers, ranks=ranks)
     mapf(twice, list(range(64)), None)
     for case, cs, n in plan:
         c = auto_chunk(n, workers) if cs == "auto" else cs
         items = list(range(n))
         fn = twice if case == "trivial" else nap
+        if used:
+            del used[:]
         r, secs = timed(lambda f, xs: mapf(f, xs, c), fn, items)
         check(impl, case, r == ([2 * x for x in items] if fn is twice
                                 else items))
-        out(case=case, chunksize=cs, chunk=c, n=n, secs=secs,
+        out(case=case, chunksize=cs, n=n, secs=secs,
+            chunk=c or (used[-1] if used else None),
             items_per_s=n / secs, **common)
     # gpupool: size_at says where each item ran; futures: len, one item
     # a message (a chunk of 1 MiB items gains nothing).
@@ -109,13 +130,17 @@ def cases(impl, mapf, workers, ranks, plan, kinds, mib_n):
     for kind in kinds:
         mapf(fn, mib_items(kind, 4), cs)
         items = mib_items(kind, mib_n)
+        if used:
+            del used[:]
         r, secs = timed(lambda f, xs: mapf(f, xs, cs), fn, items)
+        chunk = cs or (used[-1] if used else None)
         where = [x[1] for x in r] if fn is size_at else [1] * len(r)
         check(impl, "mib", [x[0] for x in r] == [MIB] * mib_n
               if fn is size_at else r == [MIB] * mib_n)
         remote = sum(1 for x in where if x != 0)
         out(case="mib", kind=kind, n=mib_n, size=MIB, secs=secs,
-            mb_per_s=mib_n * MIB / secs / 1e6, items_over_mpi=remote,
+            chunk=chunk, mb_per_s=mib_n * MIB / secs / 1e6,
+            items_over_mpi=remote,
             mpi_mb_per_s=remote * MIB / secs / 1e6, **common)
 
 
@@ -130,7 +155,7 @@ def run_gpupool(triv_n, ms_n, mib_n, kinds):
         by_rank = sorted(set(w["rank"] for w in p.info()))
         cases("gpupool", lambda f, xs, cs: p.map(f, xs, cs), p.size(),
               ranks, [("trivial", None, triv_n), ("ms", None, ms_n)],
-              kinds, mib_n)
+              kinds, mib_n, watch_chunks(p))
     out(case="layout", impl="gpupool", ranks=ranks, worker_ranks=by_rank)
 
 

@@ -9,6 +9,7 @@ from common import REPO, log, med
 from fmt import fmt_bytes, fmt_m, fmt_n, fmt_s, fmt_si
 from report_claims import md_claims
 from report_integrations import md_integrations
+from report_python import py_roundtrip_tables
 
 
 def trivial_table(tr, absent):
@@ -75,13 +76,37 @@ def md_head(res):
     L.append("")
     L.append("### Targets")
     L.append("")
-    L.append("| target | measured | status | context |")
-    L.append("| --- | --- | --- | --- |")
+    L.append("| target | measured [min-max] | rounds held | status | "
+             "context |")
+    L.append("| --- | --- | --- | --- | --- |")
     for t in res["targets"]:
-        L.append("| %s | %s | **%s** | %s |" % (
-            t["target"], t["shown"], t["status"], t.get("context") or ""))
+        L.append("| %s | %s | %s | %s | %s |" % (
+            t["target"], t["shown"], held_cell(t), status_cell(t),
+            t.get("context") or ""))
+    L.append("")
+    L.append("Status: the median (for the master's peak RSS, the largest "
+             "run) against the limit. Rounds held: in how many of the "
+             "rounds the round's own figure met the limit. A PASS that "
+             "did not hold in every round says so.")
     L.append("")
     return L
+
+
+def held_cell(t):
+    """rounds held of a target: "4/5", or "-" when not measured (a run
+    before the harness counted them has no "held")."""
+    return "%d/%d" % (t["held"], t["rounds"]) \
+        if t.get("held") is not None else "-"
+
+
+def status_cell(t):
+    """**PASS**, **MISS** or **N/A**; a PASS held in fewer than all its
+    rounds says so beside it."""
+    cell = "**%s**" % t["status"]
+    if t["status"] == "PASS" and t.get("held") is not None and \
+            t["held"] < t["rounds"]:
+        cell += ", not in every round"
+    return cell
 
 
 def md_cmd(cr):
@@ -345,23 +370,7 @@ def md_python(py, cfg):
              " items a message. Rounds: %d." % (
                  cfg["py_triv_rounds"]))
     L.append("")
-    rt = py["roundtrip"]
-    L.append("#### Python: one item in flight (%s sequential round trips)"
-             % fmt_n(rt["n"]))
-    L.append("")
-    L.append("| call | us a round trip | round trips/s | "
-             "gpupool faster by |")
-    L.append("| --- | --- | --- | --- |")
-    for k, lab in rt["labels"].items():
-        x = rt["impls"][k]
-        L.append("| %s | %s | %s | %s |" % (
-            lab, fmt_s(x["us"], "%.0f"), fmt_si(x["per_s"]),
-            fmt_m(x["gpupool_over"])))
-    L.append("")
-    L.append("gpupool faster by: median of per-round ratios against "
-             "gpupool's submit().result(). Rounds: %d." % (
-                 cfg["py_rt_rounds"]))
-    L.append("")
+    L += py_roundtrip_tables(py["roundtrip"], cfg)
     wm = py["warm"]
     L.append("#### Python: warm workers against a process per task (%d "
              "tasks, %g s set-up, %g s work, 4 slots)" % (
@@ -465,15 +474,17 @@ def md_ranks(rk):
     L += ranks_rows(rk, "ms", rk["ms"]["n"])
     L += ["", "#### Ranks: %d items of 1 MiB, each function returning its "
           "len(), MB/s of item bytes delivered" % mib["n"], "",
-          "| items | gpupool | of it over MPI (items) | MPIPoolExecutor -np 3 "
-          "| -np 4 | MPI Send/Recv | gpupool / MPI | over MPI / MPI |",
-          "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+          "| items | gpupool | of it over MPI (items) | gpupool's chunk | "
+          "MPIPoolExecutor -np 3 | -np 4 | MPI Send/Recv | gpupool / MPI | "
+          "over MPI / MPI |",
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for kind, x in mib["rows"].items():
         g = x["gpupool"]
-        L.append("| %s | %s | %s (%s) | %s | %s | %s | %s | %s |" % (
+        L.append("| %s | %s | %s (%s) | %s | %s | %s | %s | %s | %s |" % (
             kind, fmt_s(g["mb_per_s"], "%.0f"),
             fmt_s(g["mpi_mb_per_s"], "%.0f"),
             fmt_m(g["items_over_mpi"], "%.0f"),
+            fmt_s(g.get("chunk"), "%.0f"),
             fmt_s(x["futures"]["mb_per_s"], "%.0f"),
             fmt_s(x["futures4"]["mb_per_s"], "%.0f"),
             fmt_s(mib["p2p_mb_per_s"], "%.0f"),
@@ -487,7 +498,8 @@ def md_ranks(rk):
           "them; its 1 MiB items go one a message (chunksize=1). gpupool's "
           "1 MiB function also returns the rank it ran on: *over MPI* "
           "counts the items that went to ranks 1-2 (the rest ran on rank "
-          "0's own worker). MPI Send/Recv: mpi4py `comm.Send` of one 1 MiB "
+          "0's own worker); gpupool's chunk: the chunk size its default "
+          "chunking chose for the map (items a message). MPI Send/Recv: mpi4py `comm.Send` of one 1 MiB "
           "buffer %d times, rank 0 to rank 1, the median of %d passes a "
           "job; ratios: medians of per-round ratios. MB/s: 10^6 B a "
           "second. Rounds: %d. Load average before/after the section: "

@@ -42,7 +42,7 @@ from machine import (build_info, do_build, git_info, machine_info,  # noqa
                      versions)
 from peers import install_peers, make_runners  # noqa: E402
 from plots import plot  # noqa: E402
-from report import markdown, publish  # noqa: E402
+from report import held_cell, markdown, publish  # noqa: E402
 from sec_claims import claims_section  # noqa: E402
 from sec_cmd import cmd_section  # noqa: E402
 from sec_integrations import integrations_section  # noqa: E402
@@ -183,9 +183,9 @@ def main():
     print(md)
     print()
     for t in res["targets"]:
-        print("%-4s  %-70s %s%s" % (t["status"], t["target"], t["shown"],
-                                    "  (%s)" % t["context"]
-                                    if t.get("context") else ""))
+        print("%-4s  %-70s %s, held %s%s" % (
+            t["status"], t["target"], t["shown"], held_cell(t),
+            "  (%s)" % t["context"] if t.get("context") else ""))
     log("done in %.0f s: %s" % (res["duration_s"], a.out))
     if a.publish:
         publish(res, md, svg_path)

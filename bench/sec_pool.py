@@ -178,20 +178,20 @@ def pool_payload(cfg, bp, pyp, sec):
 
 
 def pair_ratios_of(tr, n, a, b):
-    """Median per-round items/s ratio of implementation a to b at N=n in
-    a trivial-items measurement (None when either did not run)."""
+    """Per-round items/s ratios of implementation a to b at N=n in a
+    trivial-items measurement, as stats() (None when either did not
+    run)."""
     x = tr["by_n"][n]
     if a not in x or b not in x:
         return None
     if a == "gpupool":
-        return med(x[b]["gpupool_over"])
+        return x[b]["gpupool_over"]
     ga, gb = x[a]["gpupool_over"], x[b]["gpupool_over"]
     # gpupool / b over gpupool / a, round by round.
     if not ga or not gb:
         return None
     va, vb = ga.get("values") or [], gb.get("values") or []
-    r = [q / p for p, q in zip(va, vb) if p and q]
-    return statistics.median(r) if r else None
+    return stats([q / p for p, q in zip(va, vb) if p and q])
 
 
 def memcpy_n(bp, size, seconds=0.3):

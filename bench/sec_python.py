@@ -9,6 +9,7 @@ import time
 from common import HERE, REPO, SLOTS, log, med, pair_ratios, rotate, sh, stats
 from fmt import fmt_bytes, fmt_n
 from peers import base_env, one, pip_install
+from sec_pool import pin_first_cpu
 
 
 PY_TRIVIAL = [
@@ -262,11 +263,13 @@ def python_checkpoint(cfg, helper, sec):
                                               "items_per_s")
     # Reading n one-item records against running n such 1 ms items at
     # the rate measured with a checkpoint.
+    # Each round's read time over the compute time of the median rate.
     r1, m1 = ck["kinds"]["read1"], ck["kinds"]["ms1"]
     rate = med(m1["impls"]["ckpt"]["items_per_s"])
-    secs = med(r1["impls"]["resume"]["secs"])
+    secs = r1["impls"]["resume"]["secs"]
     r1["compute_s"] = r1["n"] / rate if rate else None
-    r1["read_over_compute"] = secs / r1["compute_s"] \
+    r1["read_over_compute"] = stats([
+        x / r1["compute_s"] for x in secs["values"]]) \
         if secs and r1["compute_s"] else None
 
 
@@ -328,25 +331,48 @@ def python_trivial(cfg, helper, sec):
 
 
 def python_roundtrip(cfg, helper, sec):
-    """One item in flight."""
+    """One item in flight, free and then pinned (rt["pinned"]): every
+    process on the first CPU this one may use (as `taskset -c 0`),
+    gpupool's forked and clean rows and the fastest peer of the free
+    rounds."""
     impls = [(k, lab) for k, lab in PY_ROUNDTRIP if k not in sec["missing"]]
     n = cfg["py_rt_n"]
-    rt = sec["roundtrip"] = {"labels": dict(impls), "n": n, "impls": {}}
-    runs = {k: [] for k, _ in impls}
-    for rd in range(cfg["py_rt_rounds"]):
-        log("python: one item in flight x %d, round %d/%d" % (
-            n, rd + 1, cfg["py_rt_rounds"]))
-        for k, _ in rotate(impls, rd):
-            runs[k].append(one(helper + ["roundtrip", k, str(n)]))
-    g = runs["gpupool"]
-    rt["impls"] = {k: {"us": stats([x.get("us") for x in v]),
-                       "per_s": stats([x.get("per_s") for x in v]),
-                       "gpupool_over": pair_ratios(g, v, "per_s")
-                       if k != "gpupool" else None}
-                   for k, v in runs.items()}
+    rt = sec["roundtrip"] = {"labels": dict(impls), "n": n}
+    rt["impls"], runs = roundtrip_rounds(cfg, helper, impls, "")
     if "gpupool-map1" in runs and "ppe" in runs:
         rt["map1_over_ppe"] = pair_ratios(runs["gpupool-map1"], runs["ppe"],
                                           "per_s")
+    peers = [(med(x["gpupool_over"]), k) for k, x in rt["impls"].items()
+             if not k.startswith("gpupool") and med(x["gpupool_over"])]
+    pin = [(k, lab) for k, lab in impls if k in (
+        "gpupool", "gpupool-clean", min(peers)[1] if peers else None)]
+    cpu = min(os.sched_getaffinity(0))
+    rt["pinned"] = {"labels": dict(pin), "cpu": cpu,
+                    "peer": min(peers)[1] if peers else None}
+    rt["pinned"]["impls"], runs = roundtrip_rounds(
+        cfg, helper, pin, ", all on CPU %d" % cpu, pin_first_cpu())
+    # Any process of a pinned run that could run elsewhere (a pool that
+    # set its workers' affinity itself).
+    rt["pinned"]["cpus"] = sorted({c for v in runs.values() for x in v
+                                   for c in x.get("cpus", [])})
+
+
+def roundtrip_rounds(cfg, helper, impls, what, preexec=None):
+    """Rounds of sequential round trips of impls, in rotated order: each
+    impl's figures over the rounds, and the runs."""
+    n = cfg["py_rt_n"]
+    runs = {k: [] for k, _ in impls}
+    for rd in range(cfg["py_rt_rounds"]):
+        log("python: one item in flight x %d%s, round %d/%d" % (
+            n, what, rd + 1, cfg["py_rt_rounds"]))
+        for k, _ in rotate(impls, rd):
+            runs[k].append(one(helper + ["roundtrip", k, str(n)],
+                               preexec=preexec))
+    g = runs["gpupool"]
+    return {k: dict({f: stats([x.get(f) for x in v]) for f in (
+        "us", "per_s", "caller_cpu_us", "worker_cpu_us")},
+        gpupool_over=pair_ratios(g, v, "per_s") if k != "gpupool" else None)
+        for k, v in runs.items()}, runs
 
 
 def python_warm(cfg, build, helper, sec, py, probe, install, notes):

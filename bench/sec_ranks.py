@@ -165,7 +165,7 @@ def summarise(rounds, rc, kinds, workers):
             xs = [rd["mib"].get("%s/%s" % (key, kind)) for rd in rounds]
             row[key] = {f: stats([x and x.get(f) for x in xs])
                         for f in ("mb_per_s", "mpi_mb_per_s",
-                                  "items_over_mpi")}
+                                  "items_over_mpi", "chunk")}
         for f in ("mb_per_s", "mpi_mb_per_s"):
             row["%s_over_p2p" % f] = stats([
                 rd["mib"]["gpupool/" + kind][f] / rd["p2p"]["p2p"]["mb_per_s"]
