@@ -42,13 +42,21 @@ usable(PoolObject *self)
 	return 0;
 }
 
-static void
+/* Empty a non-blocking pipe: whether it held anything. A short read
+ * empties it, so an empty pipe costs one read. */
+static int
 drain(int fd)
 {
 	char	 buf[256];
+	ssize_t	 n;
+	int	 any = 0;
 
-	while (read(fd, buf, sizeof(buf)) > 0)
-		;
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		any = 1;
+		if ((size_t)n < sizeof(buf))
+			break;
+	}
+	return any;
 }
 
 /* signal.set_wakeup_fd(fd), returning the old value as an object; NULL
@@ -67,14 +75,14 @@ gpy_set_wakeup(PyObject *fd)
 	return old;
 }
 
-/* Before the call: pending signals run first (one may raise). */
+/* Before the call (usable() said yes): pending signals run first (one
+ * may raise). The wake pipe is empty: call_end() drained it after the
+ * last call gave the wakeup fd back. */
 static int
 call_begin(PoolObject *self, struct call *c, const int *wake)
 {
 	PyObject	*fd;
 
-	if (usable(self) < 0)
-		return -1;
 	c->wake = wake;
 	if ((fd = PyLong_FromLong(wake[1])) == NULL)
 		return -1;
@@ -82,8 +90,10 @@ call_begin(PoolObject *self, struct call *c, const int *wake)
 	Py_DECREF(fd);
 	if (c->wakeup == NULL && PyErr_Occurred())
 		return -1;
-	drain(self->cancel[0]);
-	drain(self->sig[0]);
+	if (self->cancel_sent) {	/* a cancel() between calls */
+		(void)drain(self->cancel[0]);
+		self->cancel_sent = 0;
+	}
 	self->busy = 1;
 	self->busy_thread = PyThread_get_thread_ident();
 	if (PyErr_CheckSignals() < 0) {
@@ -97,6 +107,7 @@ call_begin(PoolObject *self, struct call *c, const int *wake)
 			Py_CLEAR(c->wakeup);
 			PyErr_Restore(e, v, tb);
 		}
+		(void)drain(wake[0]);
 		return -1;
 	}
 	return 0;
@@ -109,7 +120,6 @@ static int
 call_end(PoolObject *self, struct call *c)
 {
 	PyObject	*r;
-	char		 b;
 	int		 came;
 
 	self->busy = 0;
@@ -120,8 +130,7 @@ call_end(PoolObject *self, struct call *c)
 			return -1;
 		Py_XDECREF(r);
 	}
-	came = read(c->wake[0], &b, 1) == 1;
-	drain(c->wake[0]);
+	came = drain(c->wake[0]);
 	if (PyErr_CheckSignals() < 0)
 		return -1;
 	return came;
@@ -175,6 +184,7 @@ stream_fail(struct stream *s)
 	else
 		PyErr_Clear();
 	(void)write(s->self->cancel[1], &b, 1);
+	s->self->cancel_sent = 1;
 }
 
 static int
@@ -273,7 +283,7 @@ feed_ctl(void *arg)
 		}
 	}
 	PyEval_RestoreThread(s->ts);
-	drain(s->self->sig[0]);
+	(void)drain(s->self->sig[0]);
 	if (PyErr_CheckSignals() < 0) {
 		stream_fail(s);
 		ret = GP_CTL_CANCEL;
@@ -296,10 +306,12 @@ feed_ctl(void *arg)
 /* run()'s ctl: one epoll set over the wakeup fd (0), fd (1) and a tick
  * every tick_ms (2), the pool's for its life (made at its first run with
  * a ctl; a submit-per-call loop runs one per call): fd is in it for this
- * run only (the caller's; it may close it after), the tick armed for this
- * run only. 0, or -1 with an exception. */
+ * run only (the caller's; it may close it after), or with keep until the
+ * pool closes or another fd is kept (the caller keeps it open that long:
+ * a submit loop's wake eventfd, two system calls less a call); the tick
+ * armed for this run only. 0, or -1 with an exception. */
 static int
-ctl_open(struct stream *s, int fd, int tick_ms)
+ctl_open(struct stream *s, int fd, int keep, int tick_ms)
 {
 	PoolObject		*self = s->self;
 	struct epoll_event	 ev = { .events = EPOLLIN };
@@ -321,10 +333,18 @@ ctl_open(struct stream *s, int fd, int tick_ms)
 	}
 	s->epfd = self->epfd;
 	ev.data.u32 = 1;
-	if (fd >= 0) {
+	if (fd >= 0 && fd != self->kept_fd) {
+		if (keep && self->kept_fd >= 0) {
+			(void)epoll_ctl(s->epfd, EPOLL_CTL_DEL, self->kept_fd,
+			    NULL);
+			self->kept_fd = -1;
+		}
 		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) == -1)
 			goto fail;
-		s->fd = fd;
+		if (keep)
+			self->kept_fd = fd;
+		else
+			s->fd = fd;
 	}
 	if (tick_ms > 0) {
 		if (self->tfd < 0) {
@@ -368,16 +388,17 @@ ctl_close(struct stream *s)
 	s->tick = 0;
 }
 
-/* run(next, done, ctl=None, ctl_fd=-1, tick_ms=0): next() returns (key,
- * bytes), None (the end, once the items in flight end) or ... (nothing
- * now: ask again after an item ends or ctl() runs); done(key, status,
- * code, out) as each ends; ctl(), when ctl_fd is readable or every
- * tick_ms, returns None (go on), CTL_CANCEL or CTL_KILL. */
+/* run(next, done, ctl=None, ctl_fd=-1, tick_ms=0, ctl_keep=False):
+ * next() returns (key, bytes), None (the end, once the items in flight
+ * end) or ... (nothing now: ask again after an item ends or ctl() runs);
+ * done(key, status, code, out) as each ends; ctl(), when ctl_fd is
+ * readable or every tick_ms, returns None (go on), CTL_CANCEL or
+ * CTL_KILL. ctl_keep: ctl_fd stays watched after the run (ctl_open()). */
 PyObject *
 gpy_run(PoolObject *self, PyObject *args, PyObject *kw)
 {
 	static char	*kwlist[] = { "next", "done", "ctl", "ctl_fd",
-			    "tick_ms", NULL };
+			    "tick_ms", "ctl_keep", NULL };
 	struct stream	 s = { self, NULL, NULL, NULL, -1, -1, -1, 0, NULL,
 			    NULL, NULL, NULL };
 	struct gp_feed	 f = { .next = feed_next, .done = feed_done,
@@ -385,10 +406,10 @@ gpy_run(PoolObject *self, PyObject *args, PyObject *kw)
 			    .ctl = feed_ctl, .arg = &s };
 	struct call	 c = { NULL, NULL };
 	PyObject	*ref = (PyObject *)self;
-	int		 rc, sig, fd = -1, tick = 0;
+	int		 rc, sig, fd = -1, tick = 0, keep = 0;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|Oii:run", kwlist,
-	    &s.next, &s.done, &s.ctl, &fd, &tick))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|Oiip:run", kwlist,
+	    &s.next, &s.done, &s.ctl, &fd, &tick, &keep))
 		return NULL;
 	if (s.ctl == Py_None)
 		s.ctl = NULL;
@@ -396,8 +417,9 @@ gpy_run(PoolObject *self, PyObject *args, PyObject *kw)
 		PyErr_SetString(PyExc_TypeError, "ctl must be callable");
 		return NULL;
 	}
-	if (s.ctl != NULL && (usable(self) < 0 ||
-	    ctl_open(&s, fd, tick) < 0)) {
+	if (usable(self) < 0)
+		return NULL;
+	if (s.ctl != NULL && ctl_open(&s, fd, keep, tick) < 0) {
 		ctl_close(&s);
 		return NULL;
 	}

@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from concurrent.futures import Future
+from concurrent.futures import _base
 
 from . import _errors
 from . import _exit
@@ -18,6 +19,10 @@ from . import _jobs
 # no thread has offered to (see Driver._push); also how often a
 # dispatcher wakes while submits come, before it sleeps until one does.
 KICK_S = 0.001
+
+# A future's states that are final (Future.done()).
+_ENDED = frozenset((_base.CANCELLED, _base.CANCELLED_AND_NOTIFIED,
+                    _base.FINISHED))
 
 
 class Driver:
@@ -35,7 +40,9 @@ class Driver:
         up (_Call reads it: it is this file's)."""
         # Made once the workers are up: none of them holds it.
         self._wakefd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
-        self._cv = threading.Condition()
+        self._lk = threading.RLock()  # the pool's lock: with self._lk (a
+        # C call), not with self._cv (a Python one)
+        self._cv = threading.Condition(self._lk)
         self._runner = threading.Lock()
         self._owner = None  # the thread holding the runner
         self._waiting = 0
@@ -87,24 +94,24 @@ class Driver:
         if self._owner == threading.get_ident():
             raise RuntimeError("gpupool: a map on this pool was started "
                                "from inside one of its own callbacks")
-        with self._cv:
+        with self._lk:
             self._waiting += 1
         try:
             self._runner.acquire()
         finally:
-            with self._cv:
+            with self._lk:
                 self._waiting -= 1
         self._owner = threading.get_ident()
 
     def _release_runner(self):
         self._owner = None
         self._runner.release()
-        with self._cv:
+        with self._lk:
             if self._subq.q or self._waiting:
                 self._cv.notify_all()  # a dispatcher that gave way goes on
 
     def _drive(self, job, serve_submits=True, locked=False, until=None,
-               mine=()):
+               mine=(), one=False):
         """One C call over job (None: submits only) and the submit queue,
         in this thread (its callbacks: _Call). Returns when job has
         nothing more to send now and the items in flight have ended;
@@ -113,12 +120,14 @@ class Driver:
         runner lock already (it is released here all the same). until:
         with job None, a waiter's done(): the call ends once it is true
         and its items in flight have ended (None: once nothing is queued
-        or in flight); mine: that waiter's futures."""
-        call = _Call(self, job, serve_submits, until, mine)
+        or in flight); mine: that waiter's futures; one: theirs is the
+        one call queued (_One)."""
+        call = (_One(self, until, mine) if one else
+                _Call(self, job, serve_submits, until, mine))
         if not locked:
             self._acquire_runner()
         try:
-            with self._cv:
+            with self._lk:
                 self._driving = job
                 self._kick = None  # this call serves what is queued
             self._check_usable()
@@ -127,7 +136,8 @@ class Driver:
                 try:
                     if job is None:  # parks for submits: see next_item
                         self._c.run(call.next_item, call.done,
-                                    ctl=call.woken, ctl_fd=self._wakefd)
+                                    ctl=call.woken, ctl_fd=self._wakefd,
+                                    ctl_keep=True)
                     else:
                         self._c.run(call.next_item, call.done)
                 except _gpupool.NoWorkerError:
@@ -138,7 +148,7 @@ class Driver:
             call.fail_submits(e)
             raise
         finally:
-            with self._cv:
+            with self._lk:
                 self._inflight = 0
                 self._driving = None
                 self._parked = False
@@ -153,7 +163,7 @@ class Driver:
     def _push(self, fut, fn, payload, n=None):
         """Queue one call or chunk (a pickle) for the dispatcher; payload
         an exception instead: fut fails with it at once."""
-        with self._cv:
+        with self._lk:
             if _exit.exiting:
                 raise RuntimeError("cannot schedule new futures after "
                                    "interpreter shutdown")
@@ -187,7 +197,7 @@ class Driver:
         """Whatever is queued is driven now by the dispatcher, not after
         KICK_S: nobody waiting on it will drive it (a wait with a timeout,
         a done callback, a result() that declined to help)."""
-        with self._cv:
+        with self._lk:
             if self._subq.q:
                 self._kick = None
                 self._cv.notify_all()
@@ -221,19 +231,21 @@ class Driver:
         if not self._runner.acquire(blocking=False):
             return  # its holder serves the queue, or its release wakes
         self._owner = me
-        with self._cv:
-            only = self._subq.only(mine)
+        with self._lk:
+            q = self._subq.q
+            one = len(q) == 1 and len(mine) == 1 and q[0][0] is mine[0]
+            only = one or self._subq.only(mine)
         if not only:
-            with self._cv:
+            with self._lk:
                 self._kick = None  # the dispatcher drives at our release
             self._release_runner()
             return
         try:
-            self._drive(None, locked=True, until=until, mine=mine)
+            self._drive(None, locked=True, until=until, mine=mine, one=one)
         except _jobs.Abort:
             pass
         except Exception as e:  # the pool failed: fail the rest
-            with self._cv:
+            with self._lk:
                 futs = self._subq.take()
             _jobs.fail(futs, e)
 
@@ -266,7 +278,7 @@ class Driver:
         now, its items stopped (one may never end, and join() would wait
         for it). Not while submits it took run: they end first, and
         _drive's done() cancels it after the last."""
-        with self._cv:
+        with self._lk:
             job = self._driving
             if (isinstance(job, _jobs.StreamJob) and job.canceled and
                     not self._sub_inflight):
@@ -278,7 +290,7 @@ class Driver:
         (cancelled() is True), and the C call running, whichever thread
         drives it, is canceled now (its items stop: grace, then SIGKILL),
         as Ctrl-C during map() does."""
-        with self._cv:
+        with self._lk:
             futs = self._subq.take()
             running = self._owner is not None
         _jobs.cancel(futs)
@@ -288,7 +300,7 @@ class Driver:
     def _dispatch(self):
         seen = -1
         while True:
-            with self._cv:
+            with self._lk:
                 # Not while another thread drives (a map, or a result()
                 # helping, Pool._help): that call serves the queue, and its
                 # end notifies. Not before the kick (see _push) while the
@@ -321,7 +333,7 @@ class Driver:
             except _jobs.Abort:
                 pass
             except BaseException as e:  # the pool failed: fail the rest
-                with self._cv:
+                with self._lk:
                     futs = self._subq.take()
                 _jobs.fail(futs, e)
 
@@ -372,7 +384,7 @@ class _Call:
         the pool's lock, so that terminate() sees either no item sent
         after its stop or the count of those that were."""
         p = self.pool
-        with p._cv:
+        with p._lk:
             p._check_stop()
             p._inflight += 1
         self.flying[id(key)] = key
@@ -383,7 +395,7 @@ class _Call:
         if p._refresh:
             p._refresh_pids()
         if self.serve_submits:
-            with p._cv:  # as send(), with the pop in the same hold
+            with p._lk:  # as send(), with the pop in the same hold
                 p._check_stop()
                 if job is not None and self.ended is None:
                     # Under the lock, as _cancel_streams_call() looks.
@@ -417,7 +429,7 @@ class _Call:
 
     def done(self, key, status, code, out):
         p, job = self.pool, self.job
-        with p._cv:
+        with p._lk:
             p._inflight -= 1
         self.flying.pop(id(key), None)
         if status in (_gpupool.CRASHED, _gpupool.TIMEDOUT):
@@ -469,6 +481,46 @@ class _Call:
         self.subs.clear()
 
 
+class _One(_Call):
+    """A helping wait's call while the queue holds its one submit and
+    nothing else (Driver._help; a submit-then-result() loop): _Call's
+    rules in fewer steps. The first next_item() sends that submit, the
+    next ones park until it ends, then the call ends. A submit that comes
+    meanwhile (_push() wakes the parked call) is served as _Call serves
+    it."""
+
+    def __init__(self, pool, until, mine):
+        super().__init__(pool, None, True, until, mine)
+        self.sent = False
+
+    def next_item(self):
+        p = self.pool
+        if self.sent and not p._subq.q:
+            if not self.flying:
+                return None
+            with p._lk:
+                if not p._subq.q:
+                    p._parked = True  # _One: as _Call parks
+                    return ...
+        if self.sent:
+            return _Call.next_item(self)
+        if p._refresh:
+            p._refresh_pids()
+        with p._lk:
+            p._check_stop()
+            if p._waiting:
+                return None  # as _Call: the thread that waits serves it
+            s = p._subq.next_item()
+            if s is None:  # canceled meanwhile
+                return None
+            self.sent = True
+            p._inflight += 1
+            self.subs.add(s[0][0])
+        key = (None, s[0])
+        self.flying[id(key)] = key
+        return key, s[1]
+
+
 class _Future(Future):
     """Pool.submit's future: result() and exception() without a timeout
     first offer to drive the pool in the calling thread (Pool._help);
@@ -478,9 +530,14 @@ class _Future(Future):
         super().__init__()
         self._gp_pool = pool
 
+    def done(self):
+        """As Future's, without its lock: one read of a state that only
+        moves forward (a round trip asks it twice)."""
+        return self._state in _ENDED
+
     def _waiting(self, wait, timeout):
         try:
-            if not self.done():
+            if self._state not in _ENDED:
                 self._gp_pool._help(self.done, (self,), timeout is None)
             return wait(timeout)
         except KeyboardInterrupt:

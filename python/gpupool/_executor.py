@@ -90,7 +90,7 @@ class Executor(futures.Executor):
             self._shutdown = True
         pool = self._pool
         if cancel_futures:
-            with pool._cv:
+            with pool._lk:
                 queued = pool._subq.take()
             _jobs.cancel(queued)
         pool.close()

@@ -89,7 +89,7 @@ close_fds(PoolObject *self)
 		(void)close(self->epfd);
 	if (self->tfd >= 0)
 		(void)close(self->tfd);
-	self->epfd = self->tfd = -1;
+	self->epfd = self->tfd = self->kept_fd = -1;
 }
 
 /* Destroy the C pool. No Python runs, so the GIL may be released around
@@ -301,7 +301,7 @@ Pool_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 	if (self != NULL)
 		self->cancel[0] = self->cancel[1] = self->sig[0] =
 		    self->sig[1] = self->initerr[0] = self->initerr[1] =
-		    self->epfd = self->tfd = -1;
+		    self->epfd = self->tfd = self->kept_fd = -1;
 	return (PyObject *)self;
 }
 
@@ -439,15 +439,18 @@ Pool_close(PoolObject *self, PyObject *noargs)
 
 /* cancel(): the call in progress, in whichever thread, is canceled (its
  * items stop: grace, then SIGKILL), as a raising next() or done() of a
- * run does (_call.c's stream_fail()): a byte in the pool's cancel_fd. Between calls it does nothing (each call
- * drains that pipe first). */
+ * run does (_call.c's stream_fail()): a byte in the pool's cancel_fd.
+ * Between calls it does nothing (the next call drains that pipe first:
+ * cancel_sent, set under the GIL as every write there is). */
 static PyObject *
 Pool_cancel(PoolObject *self, PyObject *noargs)
 {
 	char	 b = 0;
 
-	if (self->pool != NULL && self->cancel[1] >= 0)
+	if (self->pool != NULL && self->cancel[1] >= 0) {
 		(void)write(self->cancel[1], &b, 1);
+		self->cancel_sent = 1;
+	}
 	Py_RETURN_NONE;
 }
 

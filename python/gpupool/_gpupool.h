@@ -35,8 +35,11 @@ typedef struct {
 					   writes the exception text to [1] */
 	int		 view;		/* fn gets a memoryview of the item;
 					   big results come as Out */
+	int		 cancel_sent;	/* a byte may be in cancel[0]: the
+					   next call drains it */
 	int		 epfd;		/* run()'s ctl set (_call.c), or -1 */
 	int		 tfd;		/* its tick's timerfd, or -1 */
+	int		 kept_fd;	/* a ctl_fd left in epfd (ctl_keep) */
 	pid_t		 owner;		/* the process that created the pool */
 	int		 busy;		/* a map or run is in progress */
 	unsigned long	 busy_thread;	/* the thread running it */

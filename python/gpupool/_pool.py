@@ -408,7 +408,7 @@ class Pool(Driver):
                                          self._stop)
         t = threading.Thread(target=self._stream_driver, args=(job,),
                              name="gpupool-imap", daemon=True)
-        with self._cv:
+        with self._lk:
             self._helpers[t] = job
         t.start()
         return job.results()
@@ -430,7 +430,7 @@ class Pool(Driver):
             elif err is None and job.canceled:  # the with block ended it
                 err = _errors.Canceled("imap was stopped")
             job.end(err)
-            with self._cv:
+            with self._lk:
                 self._helpers.pop(threading.current_thread(), None)
                 self._cv.notify_all()
 
@@ -539,7 +539,7 @@ class Pool(Driver):
         callbacks of what ends). join() waits for it."""
         if not self._mine():
             return
-        with self._cv:
+        with self._lk:
             if self._state == "open":
                 self._state = "closed"
             self._cv.notify_all()
@@ -555,7 +555,7 @@ class Pool(Driver):
                              "before join()")
         if self._own_thread():  # a done callback: see _hand_over()
             return self._hand_over(self.join)
-        with self._cv:
+        with self._lk:
             while self._dispatcher is not None or self._helpers:
                 self._cv.wait()
         self._acquire_runner()
@@ -574,7 +574,7 @@ class Pool(Driver):
         work, stop the workers now and reap them."""
         if not self._mine():
             return
-        with self._cv:
+        with self._lk:
             if self._state == "joined":
                 return
             self._state = "terminating"
@@ -586,7 +586,7 @@ class Pool(Driver):
         if self._own_thread():  # a done callback: see _hand_over()
             return self._hand_over(self.terminate)
         me = threading.get_ident()
-        with self._cv:
+        with self._lk:
             while busy and (self._dispatcher is not None or self._helpers
                             or self._owner not in (None, me)):
                 # Kill again until the call in the other thread ends: the
@@ -606,7 +606,7 @@ class Pool(Driver):
         """Leaving the with block ends the imap generators not read to
         their end: join() would otherwise wait for a reader that may never
         come (their window is full)."""
-        with self._cv:
+        with self._lk:
             jobs = list(self._helpers.values())
         for job in jobs:
             with job.cv:

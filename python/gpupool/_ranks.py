@@ -262,10 +262,12 @@ class Cluster:
 
     # -- run ---------------------------------------------------------------
 
-    def run(self, next_item, done, ctl=None, ctl_fd=-1):
+    def run(self, next_item, done, ctl=None, ctl_fd=-1, ctl_keep=False):
         """The C pool's run() over the ranks: next_item() may also answer
         ... (nothing now: the call goes on), and ctl() runs when ctl_fd
-        is readable (Pool._drive's wake for a parked call), as there."""
+        is readable (Pool._drive's wake for a parked call), as there.
+        ctl_keep is taken and changes nothing: ctl_fd is in the Cluster's
+        set for this run only."""
         self.stop = 0
         parked = False  # next_item() said ... when last asked
 

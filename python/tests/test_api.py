@@ -835,6 +835,34 @@ def test_a_submit_awaited_by_a_callback_only_runs(tmp_path):
         assert wait_for_file(mark)
 
 
+
+def signal_then_wait_for(path):
+    os.kill(os.getppid(), signal.SIGUSR1)
+    return wait_for_file(path)
+
+
+def test_a_submit_during_a_lone_result_starts_beside_it(tmp_path):
+    """result() drives its submit alone (_drive.py, _One) while the queue
+    holds nothing else; a submit that comes meanwhile from another thread
+    (one a signal handler starts, and the running item waits for it)
+    starts at once on an idle worker, not after that item: the call
+    parks, and the submit wakes it."""
+    mark = str(tmp_path / "mark")
+    later = []
+
+    def submit_later():
+        time.sleep(0.2)  # the call has parked by then
+        later.append(p.submit(touch, mark))
+
+    old = signal.signal(signal.SIGUSR1, lambda *a: threading.Thread(
+        target=submit_later).start())
+    try:
+        with gpupool.Pool(fake_gpus=2) as p:
+            assert p.submit(signal_then_wait_for, mark).result() is True
+            assert later and later[0].result(timeout=60) > 0
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+
 def test_submits_from_several_threads_each_waiting(pool):
     """Several threads each submitting and waiting on their own results
     (none of them may drive for the others, Driver._help), beside a
