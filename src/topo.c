@@ -177,6 +177,38 @@ gp_topo_xml(hwloc_topology_t *out, const char *buf, int len, int thissystem)
 	return 0;
 }
 
+/*
+ * This system's topology: from the cache (tcache.c) when its key matches,
+ * loaded as this system so that binding is real; else discovered, and the
+ * cache rewritten.
+ */
+static int
+loadthis(hwloc_topology_t *out, int pci)
+{
+	struct gp_tcache c;
+	char		*buf;
+	int		 len, rc, cached;
+
+	cached = gp_tcache_open(&c, pci) == 0;
+	if (cached && (buf = gp_tcache_read(&c, &len)) != NULL) {
+		rc = gp_topo_xml(out, buf, len, 1);
+		free(buf);
+		if (rc == 0) {
+			gp_tcache_close(&c);
+			return 0;
+		}
+	}
+	rc = gp_topo_open(out, NULL, pci ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT :
+	    HWLOC_TYPE_FILTER_KEEP_NONE, HWLOC_TYPE_FILTER_KEEP_NONE);
+	if (rc == 0 && cached &&
+	    hwloc_topology_export_xmlbuffer(*out, &buf, &len, 0) == 0) {
+		gp_tcache_write(&c, buf, len);
+		hwloc_free_xmlbuffer(*out, buf);
+	}
+	gp_tcache_close(&c);
+	return rc;
+}
+
 int
 gp_topo_load(hwloc_topology_t *out, const char *xml, int pci, char *err,
     size_t errlen)
@@ -186,7 +218,9 @@ gp_topo_load(hwloc_topology_t *out, const char *xml, int pci, char *err,
 	*out = NULL;
 	if (err != NULL && errlen > 0)
 		err[0] = '\0';
-	if ((xml == NULL || (rc = readable(xml)) == 0) &&
+	if (xml == NULL && (rc = loadthis(out, pci)) == 0)
+		return 0;
+	if (xml != NULL && (rc = readable(xml)) == 0 &&
 	    (rc = gp_topo_open(out, xml, pci ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT :
 	    HWLOC_TYPE_FILTER_KEEP_NONE, HWLOC_TYPE_FILTER_KEEP_NONE)) == 0)
 		return 0;

@@ -53,6 +53,28 @@ int	gp_topo_xml(hwloc_topology_t *out, const char *buf, int len,
  * gp_topo_load() and near.c's NVLink load). */
 int	gp_topo_open(hwloc_topology_t *out, const char *xml,
 	    enum hwloc_type_filter_e io, enum hwloc_type_filter_e osdev);
+/*
+ * The topology cache (tcache.c): this system's discovered topology kept
+ * as XML, keyed by what discovery depends on. gp_tcache_open() finds the
+ * file's place and computes the key: 0, or a negative errno when there is
+ * no cache to use (GPUPOOL_TOPOLOGY_CACHE=none, an HWLOC_ variable set, no
+ * HOME, a directory not the effective user's alone); close it either way.
+ * gp_tcache_read() returns the cached XML (malloc'd, NUL-terminated, *len
+ * counting the NUL) when the file is the user's and its key is this
+ * system's, else NULL. gp_tcache_write() replaces the file atomically
+ * (len as hwloc exports it); a failure is silent.
+ */
+struct gp_tcache {
+	int	 dfd;		/* the cache directory, or -1 */
+	char	 name[300];	/* topology-HOST[-pci].xml */
+	char	*key;		/* the file's first line */
+};
+
+int	gp_tcache_open(struct gp_tcache *c, int pci);
+char	*gp_tcache_read(struct gp_tcache *c, int *len);
+void	gp_tcache_write(struct gp_tcache *c, const char *xml, int len);
+void	gp_tcache_close(struct gp_tcache *c);
+
 /* GPU busid's PCI device in t, or NULL (no such device, or a bad id). */
 hwloc_obj_t gp_topo_pcidev(hwloc_topology_t t, const char *busid);
 

@@ -27,6 +27,9 @@
 set -eu
 src=$1
 build=$2
+# meson test's setups point XDG_CACHE_HOME into the build (gpupool's
+# topology cache, src/tcache.c): pip keeps its own cache where it was.
+[ -n "${HOME:-}" ] && export PIP_CACHE_DIR="${PIP_CACHE_DIR:-$HOME/.cache/pip}"
 py=python3
 for p in python3 /usr/bin/python3; do
 	if "$p" -c 'import test._test_multiprocessing, test.test_concurrent_futures' \

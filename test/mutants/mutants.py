@@ -490,4 +490,17 @@ MUTANTS = [
     M("named-nvml-ignored-for-fake-gpus", 90, "src/watch.c",
       "if (!late(p) || (nv != NULL && *nv != '\\0'))",
       "if (!late(p))", "check_watch"),
+    # 91. A topology from the cache is this system as the process may use
+    # it, or is not used.
+    M("cached-topology-not-this-system", 91, "src/topo.c",
+      "rc = gp_topo_xml(out, buf, len, 1);",
+      "rc = gp_topo_xml(out, buf, len, 0);", "check_tcache"),
+    M("cache-key-not-compared", 91, "src/tcache.c",
+      "memcmp(buf, c->key, klen) != 0 || buf[klen] != '\\n') {",
+      "buf[klen] != '\\n') {", "check_tcache"),
+    M("cache-affinity-not-in-key", 91, "src/tcache.c", "\taddcpus(&b);\n",
+      "\t(void)addcpus;\n", "check_tcache"),
+    M("cache-others-may-write", 91, "src/tcache.c",
+      "return st->st_uid == geteuid() && (st->st_mode & 022) == 0;",
+      "return st->st_uid == geteuid();", "check_tcache"),
 ]
