@@ -21,6 +21,7 @@ from concurrent.futures import Future
 from multiprocessing import TimeoutError as _MpTimeoutError
 
 from . import _errors
+from . import _threads
 
 
 class Results:
@@ -35,10 +36,8 @@ class Results:
     def put(self, res):
         with self.lock:
             if self.thread is None:
-                self.thread = threading.Thread(target=self._run,
-                                               name="gpupool-results",
-                                               daemon=True)
-                self.thread.start()
+                self.thread = _threads.thread(self._run, "gpupool-results")
+                _threads.start(self.thread)
         self.q.put(res)
 
     def _run(self):

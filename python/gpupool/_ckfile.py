@@ -43,6 +43,7 @@ import zlib
 from . import _errors
 from . import _gpupool
 from . import _jobs
+from . import _threads
 
 
 FORMAT = 1
@@ -468,10 +469,8 @@ class _File:
         if self.sync == 0:
             self._sync()
         elif self.sync is not None and self.thread is None:
-            self.thread = threading.Thread(target=self._syncer,
-                                           name="gpupool-checkpoint",
-                                           daemon=True)
-            self.thread.start()
+            self.thread = _threads.thread(self._syncer, "gpupool-checkpoint")
+            _threads.start(self.thread)
 
     def _sync(self):
         self.dirty = False

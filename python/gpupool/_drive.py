@@ -14,6 +14,7 @@ from . import _errors
 from . import _exit
 from . import _gpupool
 from . import _jobs
+from . import _threads
 
 # How long a submit may wait before the dispatcher thread drives it when
 # no thread has offered to (see Driver._push); also how often a
@@ -85,8 +86,7 @@ class Driver:
         if _exit.exiting or sys.is_finalizing():
             return
         try:
-            threading.Thread(target=stop, name="gpupool-stop",
-                             daemon=True).start()
+            _threads.start(_threads.thread(stop, "gpupool-stop"))
         except RuntimeError:  # the interpreter is shutting down: as above
             pass
 
@@ -186,10 +186,9 @@ class Driver:
                     self._kick is None):
                 self._kick = time.monotonic() + KICK_S
             if self._dispatcher is None:
-                self._dispatcher = threading.Thread(
-                    target=self._dispatch, name="gpupool-submit",
-                    daemon=True)
-                self._dispatcher.start()
+                self._dispatcher = _threads.thread(self._dispatch,
+                                                   "gpupool-submit")
+                _threads.start(self._dispatcher)
             elif self._asleep:
                 self._cv.notify_all()
 
@@ -224,9 +223,7 @@ class Driver:
         me = threading.get_ident()
         if self._owner == me or not self._subq.q:
             return
-        if (not drive or self._shared or
-                any(t.ident != me and not t.name.startswith("gpupool-")
-                    for t in threading.enumerate())):
+        if not drive or self._shared or not _threads.alone():
             return self._nudge()
         if not self._runner.acquire(blocking=False):
             return  # its holder serves the queue, or its release wakes

@@ -37,6 +37,7 @@ from . import _jobs
 from . import _progress
 from . import _ranks
 from . import _start
+from . import _threads
 from . import _task
 from ._drive import Driver, _Future
 # WorkerInfo, GpuState, current: gpupool's names, found here.
@@ -406,11 +407,10 @@ class Pool(Driver):
                                          return_exceptions, bar, checkpoint,
                                          self._forked, self._interrupt,
                                          self._stop)
-        t = threading.Thread(target=self._stream_driver, args=(job,),
-                             name="gpupool-imap", daemon=True)
+        t = _threads.thread(self._stream_driver, "gpupool-imap", (job,))
         with self._lk:
             self._helpers[t] = job
-        t.start()
+        _threads.start(t)
         return job.results()
 
     def _stream_driver(self, job):

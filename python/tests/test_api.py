@@ -863,6 +863,42 @@ def test_a_submit_during_a_lone_result_starts_beside_it(tmp_path):
     finally:
         signal.signal(signal.SIGUSR1, old)
 
+
+def test_a_result_drives_only_where_no_other_thread_could_submit(tmp_path):
+    """A waiting result() drives the pool in its own thread only where no
+    thread but gpupool's could submit meanwhile (Driver._help,
+    _threads.alone()): gpupool's threads (the dispatcher, an imap's
+    driver, the result thread) do not count; another thread does, from
+    its start to its end; a short-lived one of gpupool's leaves the count
+    as it was."""
+    path, env = _script("""
+        import threading
+        import gpupool
+        from gpupool import _threads
+        def double(x):
+            return 2 * x
+        with gpupool.Pool(fake_gpus=2) as p:
+            print(_threads.alone(), flush=True)
+            f = p.submit(double, 1)  # the dispatcher
+            it = p.imap(double, range(50))  # its driver thread
+            p.apply_async(double, (2,), callback=print).get()  # results
+            print(_threads.alone(), f.result(), flush=True)
+            ev = threading.Event()
+            t = threading.Thread(target=ev.wait)
+            t.start()
+            print(_threads.alone(), p.submit(double, 3).result(), flush=True)
+            ev.set()
+            t.join()
+            print(_threads.alone(), sum(it), flush=True)
+            threading.Thread(target=lambda: print(_threads.alone(),
+                                                  flush=True)).start()
+    """, tmp_path)
+    out = subprocess.run([sys.executable, str(path)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "4", "True", "2", "False", "6",
+                                  "True", "2450", "False"]
+
 def test_submits_from_several_threads_each_waiting(pool):
     """Several threads each submitting and waiting on their own results
     (none of them may drive for the others, Driver._help), beside a

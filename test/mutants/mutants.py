@@ -447,6 +447,9 @@ MUTANTS = [
       "self._cv.wait(left)", "self._cv.wait()", "pytest", timeout=1800),
     M("lone-call-never-parks", 85, "python/gpupool/_drive.py",
       "p._parked = True  # _One", "pass  # _One", "pytest", timeout=1800),
+    M("another-thread-not-counted", 85, "python/gpupool/_threads.py",
+      "threading.active_count() == 1 + _ours",
+      "threading.active_count() <= 2 + _ours", "pytest", timeout=1800),
     # 86. A Hydra job fails alone, on a GPU of its own.
     M("hydra-jobs-numbered-per-batch", 86,
       "python/hydra_plugins/hydra_gpupool_launcher/_core.py",
