@@ -215,6 +215,9 @@ MUTANTS = [
     M("region-overflows-its-half", 43, "src/msg.c",
       "if (at > size || len > size - at)",
       "if (at > size || len > size - at + 64)", "check_data", "check_msg"),
+    M("ring-recv-overlap", 43, "src/cli/ranks/ring.c",
+      "at = r->ext[i].off + r->ext[i].len;",
+      "at = r->ext[i].off + r->ext[i].len - RING_ALIGN;", "check_ring"),
     # 44. A batch's region bytes are placed from 0: a replacement (after a
     #     death mid-write) or the next batch never reads stale offsets.
     M("results-offset-kept-across-batches", 44, "src/dispatch.c",

@@ -110,6 +110,30 @@ struct rmsg *frame_msg(const struct frame *f, const uint8_t *data);
 int	frame_put(struct gp_buf *b, int type, int peer, const void *data,
 	    size_t len);
 
+/* ring.c: the extents of a ring a rank shares with its MPI process
+ * (first fit from offset 0, RING_ALIGN-aligned); its writer allocates,
+ * and frees when its reader says it is done. */
+#define RING_ALIGN		64
+
+struct ring_ext {
+	uint64_t	 off, len;	/* len rounded up to RING_ALIGN */
+};
+
+struct ring {
+	size_t		 size;		/* bytes, a multiple of RING_ALIGN */
+	size_t		 used;		/* bytes taken */
+	struct ring_ext	*ext;		/* the taken ones, by offset */
+	size_t		 n, cap;
+};
+
+void	ring_init(struct ring *r, size_t size);
+void	ring_release(struct ring *r);
+/* The offset of len free bytes, taken now: the lowest that fits; -1
+ * when none does (or len is 0, or out of memory). */
+int64_t	ring_alloc(struct ring *r, size_t len);
+/* Give back the extent that starts at off: 0, or -ENOENT (none does). */
+int	ring_free(struct ring *r, uint64_t off);
+
 /* mpi_proc.c (gpupool-run-mpi only): the MPI process, forked by
  * ranks_init(). MPI_Init, FR_READY (or FR_ERR), then pass messages
  * between MPI and the rank on fd until the rank says FR_END; memfd is the
