@@ -598,6 +598,18 @@ def test_no_rings(job):
     _rings(job, 0)
 
 
+def test_bad_ring_size_is_said(job):
+    """GPUPOOL_RANKS_RING that is no number of MiB: the job ends (255)
+    saying why, before any script runs."""
+    job.env["GPUPOOL_RANKS_RING"] = "lots"
+    rc, out, err = job.run(mpirun() + script("ring.py"))
+    assert rc == 255, err[-3000:]
+    assert "GPUPOOL_RANKS_RING='lots': not a number of MiB" in err, \
+        err[-3000:]
+    assert not os.path.exists(job.path("out.json"))
+    job.no_leftovers("after the job")
+
+
 @needs_fake_nvml
 def test_busy_gpus_per_rank(job):
     """gpus="free" and its thresholds act on every rank, each on its own

@@ -1,10 +1,10 @@
 """A worker crash on rank 2 fails only its item (test_ranks.py,
 test_worker_crash_on_rank_2).
 
-Items of 80 KiB (through the rings). The first item rank 2 runs of each kind claims $GP_DIR/claim-KIND (an
-O_EXCL create, holding the item's index) and its worker dies: os._exit(3)
-for "exit" (a map), SIGKILL for "kill" (submit). out.json says what rank
-0 got back.
+Items of 80 KiB (through the rings). The first item rank 2 runs of each
+kind claims $GP_DIR/claim-KIND (an O_EXCL create, holding the item's
+index) and its worker dies: os._exit(3) for "exit" (a map), SIGKILL for
+"kill" (submit). out.json says what rank 0 got back.
 """
 import json
 import os

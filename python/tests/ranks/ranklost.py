@@ -3,10 +3,11 @@
     ranklost.py RETRIES
 
 Pool(fake_gpus=2, retries=RETRIES, rank_timeout=2) maps gated() over 60
-items of 1 MiB (through the rings), one per chunk. Each run of an item appends "i rank pid" to
-$GP_DIR/runs when it starts, then waits for $GP_DIR/go (the test makes
-it once it has SIGKILLed or SIGSTOPped rank 2). out.json: per item, its
-value or its exception (type, message); then a map after the loss.
+items of 1 MiB (through the rings), one per chunk. Each run of an item
+appends "i rank pid" to $GP_DIR/runs when it starts, then waits for
+$GP_DIR/go (the test makes it once it has SIGKILLed or SIGSTOPped rank
+2). out.json: per item, its value or its exception (type, message); then
+a map after the loss.
 """
 import json
 import os

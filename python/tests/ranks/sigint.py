@@ -1,8 +1,8 @@
 """Ctrl-C during a map over 3 ranks (test_ranks.py, test_ctrl_c).
 
-Items (of 256 KiB: through the rings) append "i rank pid" to $GP_DIR/runs and then wait for a file that
-never comes. A KeyboardInterrupt in the script prints INTERRUPTED and
-exits 5.
+Items (of 256 KiB: through the rings) append "i rank pid" to
+$GP_DIR/runs and then wait for a file that never comes. A
+KeyboardInterrupt in the script prints INTERRUPTED and exits 5.
 """
 import os
 import sys
