@@ -158,7 +158,8 @@ out_bytes(struct gp_item *it, int view)
 
 struct slot {
 	struct gp_item	 it;		/* first: the library's pointer */
-	PyObject	*key, *data;
+	PyObject	*key;
+	Py_buffer	 view;		/* the item's bytes, held until done */
 };
 
 struct stream {
@@ -193,8 +194,6 @@ feed_next(void *arg, struct gp_item **item)
 	struct stream	*s = arg;
 	struct slot	*sl;
 	PyObject	*r, *key, *data;
-	char		*buf;
-	Py_ssize_t	 len;
 	int		 ret = GP_FEED_END;
 
 	PyEval_RestoreThread(s->ts);
@@ -206,24 +205,29 @@ feed_next(void *arg, struct gp_item **item)
 		ret = GP_FEED_WAIT;
 		goto out_r;
 	}
-	if (!PyTuple_Check(r) || !PyArg_ParseTuple(r, "OO!", &key,
-	    &PyBytes_Type, &data)) {
+	/* Any C-contiguous buffer (bytes, or a view of a rank's ring). Its
+	 * buffer is held until feed_done(), so a retry
+	 * after a crash reads the same bytes, and a ring extent stays
+	 * taken while the library may copy from it. */
+	if (!PyTuple_Check(r) || !PyArg_ParseTuple(r, "OO", &key, &data) ||
+	    !PyObject_CheckBuffer(data)) {
+		PyErr_Clear();
 		PyErr_Format(PyExc_TypeError, "next() must return (key, "
-		    "bytes), ... or None, not %.100R", r);
+		    "bytes-like), ... or None, not %.100R", r);
 		goto out_r;
 	}
-	if (PyBytes_AsStringAndSize(data, &buf, &len) < 0)
-		goto out_r;
 	/* Freed by feed_done(), which holds the GIL too. */
 	if ((sl = PyMem_Malloc(sizeof(*sl))) == NULL) {
 		PyErr_NoMemory();
 		goto out_r;
 	}
+	if (PyObject_GetBuffer(data, &sl->view, PyBUF_SIMPLE) < 0) {
+		PyMem_Free(sl);
+		goto out_r;
+	}
 	Py_INCREF(key);
-	Py_INCREF(data);
 	sl->key = key;
-	sl->data = data;
-	gp_item_init(&sl->it, buf, (size_t)len);
+	gp_item_init(&sl->it, sl->view.buf, (size_t)sl->view.len);
 	*item = &sl->it;
 	ret = GP_FEED_ITEM;
 out_r:
@@ -256,7 +260,7 @@ feed_done(void *arg, struct gp_item *item)
 	}
 	free(item->out);
 	Py_DECREF(sl->key);
-	Py_DECREF(sl->data);
+	PyBuffer_Release(&sl->view);
 	PyMem_Free(sl);
 	s->ts = PyEval_SaveThread();
 	return ret;

@@ -216,8 +216,8 @@ def run_map(fn, items, chunksize, return_exceptions, progress, checkpoint,
             forked, stop, chunksize_for, run_job):
     """Pool.map(..., checkpoint=...): the recorded results, and those of
     the rest, run now and recorded: a _MapJob over what is pending (of
-    chunksize, or chunksize_for(pending)), run by run_job(job, bar) (the
-    pool's, as a map without a checkpoint)."""
+    chunksize, or chunksize_for(pending, the first pending item)), run by
+    run_job(job, bar) (the pool's, as a map without a checkpoint)."""
     opts = _options(checkpoint)
     ck = _File(opts, fn_identity(fn))
     try:
@@ -233,7 +233,8 @@ def run_map(fn, items, chunksize, return_exceptions, progress, checkpoint,
             bar = _progress.make(progress, load.n)
             if bar is not None:
                 bar.update(load.n - pending)
-            job = _MapJob(load, chunksize or chunksize_for(pending),
+            first = load.items[load.done.index(0)]
+            job = _MapJob(load, chunksize or chunksize_for(pending, first),
                           return_exceptions, bar, forked, stop)
             run_job(job, bar)
     except BaseException:

@@ -686,7 +686,8 @@ PyInit__gpupool(void)
 	    PyModule_AddObjectRef(m, "InitError", gpy_InitError) < 0 ||
 	    PyModule_AddObjectRef(m, "NoWorkerError", gpy_NoWorkerError) < 0 ||
 	    PyModule_AddObjectRef(m, "Pool", pool_type) < 0 ||
-	    PyModule_AddObjectRef(m, "Out", (PyObject *)gpy_OutType) < 0)
+	    PyModule_AddObjectRef(m, "Out", (PyObject *)gpy_OutType) < 0 ||
+	    gpy_ring_add(m) < 0)
 		goto fail;
 	/* At most 32 such functions per process: without one, pools never
 	 * closed are left to PR_SET_PDEATHSIG, which kills their workers

@@ -92,6 +92,8 @@ PyObject *gpy_set_wakeup(PyObject *fd);
 #define GPY_VIEW_MIN	(64 * 1024)
 extern PyTypeObject	*gpy_OutType;	/* a heap type, gpy_out_init() */
 int	 gpy_out_init(void);
+/* _ring.c: Ring and Extent, a rank's rings, added to module m. */
+int	 gpy_ring_add(PyObject *m);
 /* A new Out owning it->out (it->out is NULL after). */
 PyObject *gpy_out_take(struct gp_item *it);
 PyObject *gpy_frame(PyObject *mod, PyObject *args);

@@ -12,6 +12,14 @@ peer was last heard from, and which peers to beat every second, they
 share through a memfd (int64 heard[size], then uint8 talk[size]).
 Consecutive TASKS or RESULTS frames for one peer travel as one MPI
 message, so their payloads are records that can be joined end to end.
+
+A message of RING_MIN bytes or more travels through the rings, a second
+memfd of 2 x GPUPOOL_RANKS_RING MiB (default 64; 0: no rings) shared with
+the MPI process: written into the out ring (an extent of Ring, taken
+here, given back when FR_RING_SENT says MPI sent it), sent alone from
+there; received into the in ring and read in place as an Extent, whose
+last reference gone frees it (FR_RING_FREE, flushed by send() and
+recv()). A message the rings have no room for takes the socket.
 """
 
 import mmap
@@ -26,8 +34,13 @@ import time
 # enum frame_type.
 HELLO, TASKS, RESULTS, CTL, BEAT, BYE, POOL = 1, 2, 3, 4, 5, 6, 7
 FR_READY, FR_ERR, FR_START, FR_END, FR_DONE = 100, 101, 102, 103, 104
+FR_RING_SEND, FR_RING_SENT, FR_RING_RECV, FR_RING_FREE = 105, 106, 107, 108
 _HDR = struct.Struct("=iiQ")
+_RING = struct.Struct("=iiQQ")  # struct fr_ring: type, peer, off, len
+_OFF = struct.Struct("=Q")
 _READ = 1 << 20
+RING_MIN = 64 << 10  # ranks.h RANKS_RING_MIN
+_RING_MIB = 64       # GPUPOOL_RANKS_RING's default
 
 # The variables an MPI launcher sets (src/cli/ranks/launcher.c).
 _WIRE = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE")
@@ -53,6 +66,19 @@ def launcher():
     return wired, most, var
 
 
+def ring_bytes():
+    """Each ring's bytes: GPUPOOL_RANKS_RING MiB (default 64; 0: none)."""
+    v = os.environ.get("GPUPOOL_RANKS_RING", "").strip()
+    try:
+        mib = int(v) if v else _RING_MIB
+    except ValueError:
+        mib = -1
+    if mib < 0:
+        raise LinkError("GPUPOOL_RANKS_RING=%r: not a number of MiB (an "
+                        "integer 0 or more; 0: no rings)" % v)
+    return mib << 20
+
+
 def program():
     """The package's MPI process: GPUPOOL_MPIPROC, else gpupool/_mpiproc
     (built when MPI was found at install time), else None."""
@@ -73,6 +99,12 @@ class Link:
         self.buf = bytearray()
         self.big = None  # a big message being read: type, peer, body, got
         self.start_ns = time.monotonic_ns()
+        self.ring = None   # the rings' mapping: out ring, then in ring
+        self.rsize = 0     # bytes of each
+        self.out = None    # the out ring's extents (a _gpupool.Ring)
+        self.held = {}     # in-ring extents delivered: off -> bytes
+        self.freed = []    # in-ring offsets whose Extent is gone
+        self.busy_now = False
 
     def start(self):
         prog = program()
@@ -81,14 +113,29 @@ class Link:
                 "this gpupool was installed without MPI, so it cannot run "
                 "across ranks: install MPI's headers (Debian: apt-get "
                 "install libopenmpi-dev) and pip install gpupool again")
+        rsize = ring_bytes()
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         memfd = os.memfd_create("gpupool-ranks")
+        ringfd = -1
         try:
+            if rsize:
+                # Pages are taken as the rings are first written, and kept.
+                ringfd = os.memfd_create("gpupool-ring")
+                os.ftruncate(ringfd, 2 * rsize)
+                self._map_rings(ringfd, rsize)
+            fds = (theirs.fileno(), memfd) + ((ringfd,) if rsize else ())
             self.proc = subprocess.Popen(
-                [prog, str(theirs.fileno()), str(memfd), str(os.getpid())],
-                pass_fds=(theirs.fileno(), memfd), stdin=subprocess.DEVNULL)
+                [prog, str(theirs.fileno()), str(memfd), str(os.getpid()),
+                 str(ringfd)],
+                pass_fds=fds, stdin=subprocess.DEVNULL)
+        except BaseException:
+            os.close(memfd)
+            mine.close()
+            raise
         finally:
             theirs.close()
+            if ringfd >= 0:
+                os.close(ringfd)
         self.sock = mine
         try:
             t, _, d = self._first()
@@ -96,7 +143,7 @@ class Link:
                 raise LinkError("MPI did not start: a bad frame (type %d) "
                                 "from its process" % t)
             self.rank, self.size = struct.unpack("=ii", d)
-            self.shm = mmap.mmap(memfd, self.size * 9)
+            self.shm = mmap.mmap(memfd, self.size * 9 + 1)
         except BaseException:
             self.close()
             raise
@@ -105,6 +152,32 @@ class Link:
         self.sock.setblocking(False)
         self.fd = self.sock.fileno()
         self._frame(FR_START, 0, b"")
+
+    def _map_rings(self, fd, rsize):
+        from . import _gpupool
+        self.ring = mmap.mmap(fd, 2 * rsize)
+        # Not in the workers forked later: they neither carry the mapping
+        # nor can write it.
+        if hasattr(mmap, "MADV_DONTFORK"):
+            self.ring.madvise(mmap.MADV_DONTFORK)
+        self.rsize = rsize
+        self.out = _gpupool.Ring(rsize)
+
+    def ring_used(self):
+        """Bytes of the rings taken: the out ring's sends MPI has not
+        finished, the in ring's messages not yet given back (an Extent
+        gone counts as given back)."""
+        if self.out is None:
+            return 0
+        held = sum(k for off, k in self.held.items()
+                   if off not in self.freed)
+        return self.out.used() + held
+
+    def busy(self, on):
+        """This rank has items out (on): its MPI process naps short."""
+        if on != self.busy_now:
+            self.busy_now = on
+            self.shm[self.size * 9] = 1 if on else 0
 
     def _ended(self):
         """Why the MPI process ended before its first frame."""
@@ -153,13 +226,35 @@ class Link:
 
     def send(self, peer, t, data=b"", head=b""):
         """One message: head (a record's header), then data (any
-        buffer)."""
+        buffer); through the out ring when it is big and fits."""
+        self._flush_freed()
+        n = len(head) + memoryview(data).nbytes
+        if n >= RING_MIN and self.out is not None:
+            off = self.out.alloc(n)
+            if off >= 0:
+                h = len(head)
+                self.ring[off:off + h] = head
+                self.ring[off + h:off + n] = data
+                self._frame(FR_RING_SEND, 0, _RING.pack(t, peer, off, n))
+                return
         self._frame(t, peer, data, head)
+
+    def _flush_freed(self):
+        """Give the MPI process back the in-ring extents read here."""
+        if not self.freed:
+            return
+        offs = self.freed[:]
+        del self.freed[:len(offs)]
+        for off in offs:
+            self.held.pop(off, None)
+            self._frame(FR_RING_FREE, 0, _OFF.pack(off))
 
     def recv(self):
         """The messages that have come: a list of (type, peer, bytes-like).
         Raises LinkError when the MPI process failed or is gone. A big
-        message is read straight into a buffer of its own."""
+        message is read straight into a buffer of its own, or comes as
+        an Extent of the in ring."""
+        self._flush_freed()
         out = []
         while True:
             if self.big is not None:
@@ -213,11 +308,19 @@ class Link:
             off = start + k
         del buf[:off]
 
-    @staticmethod
-    def _deliver(out, t, peer, d):
+    def _deliver(self, out, t, peer, d):
         if t == FR_ERR:
             raise LinkError(bytes(d[4:]).rstrip(b"\0").decode(
                 errors="replace"))
+        if t == FR_RING_SENT:
+            self.out.free(_OFF.unpack(d)[0])
+            return
+        if t == FR_RING_RECV:
+            from . import _gpupool
+            t, peer, off, k = _RING.unpack(d)
+            self.held[off] = k
+            d = _gpupool.Extent(self.ring, self.rsize + off, k, self.freed,
+                                off)
         out.append((t, peer, d))
 
     def wait(self, secs):
@@ -284,13 +387,16 @@ CTLREC = struct.Struct("=Ii")
 
 
 def task_records(d):
-    """(pool, item, payload bytes) for each record of a TASKS payload."""
-    off, n = 0, len(d)
+    """(pool, item, payload) for each record of a TASKS payload: bytes of
+    its own, or, from the in ring (an Extent), a view of it read in place
+    (the extent is freed when the last view is gone)."""
     m = memoryview(d)
+    off, n = 0, m.nbytes
+    ring = not isinstance(d, (bytes, bytearray))
     while off < n:
-        pool, item, k = TASK.unpack_from(d, off)
+        pool, item, k = TASK.unpack_from(m, off)
         off += TASK.size
-        yield pool, item, bytes(m[off:off + k])
+        yield pool, item, m[off:off + k] if ring else bytes(m[off:off + k])
         off += k
 
 

@@ -49,6 +49,20 @@ from ._options import (_check_call, _check_counts,  # noqa: F401
 
 
 _MAX_CHUNK = 16384  # map's default chunks: len / (4 x workers), capped
+_CHUNK_BYTES = 1 << 20  # and, for big elements, at about this many bytes
+
+
+def _nbytes(x):
+    """An element's bytes as the default chunk estimates them: len() of
+    bytes, bytearray and memoryview, .nbytes of another buffer exporter
+    (a numpy array), 0 for anything else (its size is not known cheaply)."""
+    if type(x) in (bytes, bytearray):
+        return len(x)
+    try:
+        with memoryview(x) as m:
+            return m.nbytes
+    except (TypeError, ValueError, BufferError):
+        return 0
 
 
 def _read_report(fd):
@@ -278,15 +292,22 @@ class Pool(Driver):
             raise ValueError("Pool not running (gpupool: the pool is %s: "
                              "no new work)" % self._state)
 
-    def _chunksize(self, n):
+    def _chunksize(self, n, first=None):
         if self._timeout is not None or self._retries:
             return 1  # a timeout or a retry then concerns one item
         c, extra = divmod(n, self._size * 4)  # as multiprocessing does
         # but at most _MAX_CHUNK items: measured (2 cores, x * 2, 10^6
         # items) 62,500-item chunks ran at 7.4 M/s, 16,000 at 8.9 M/s,
         # 8,000 at 9.0 M/s (smaller pickles stay in cache, and the first
-        # and last chunks, when workers wait, are shorter).
-        return max(1, min(c + (1 if extra else 0), _MAX_CHUNK))
+        # and last chunks, when workers wait, are shorter). Big elements,
+        # judged by the first, by bytes too: measured (2 cores, 128 items
+        # of 1 MiB, 3 workers) 10 MiB chunks moved 1194 MB/s, 1 MiB ones
+        # 6535 MB/s (every buffer on the way stays in cache).
+        cap = _MAX_CHUNK
+        size = _nbytes(first)
+        if size:
+            cap = min(cap, max(1, _CHUNK_BYTES // size))
+        return max(1, min(c + (1 if extra else 0), cap))
 
     # -- the API -----------------------------------------------------------
 
@@ -366,7 +387,7 @@ class Pool(Driver):
                                        self._chunksize, self._run_job)
         if not items:
             return []
-        cs = chunksize or self._chunksize(len(items))
+        cs = chunksize or self._chunksize(len(items), items[0])
         bar = _progress.make(progress, len(items))
         job = _jobs.MapJob(fn, items, cs, return_exceptions, bar,
                            self._forked)
@@ -518,7 +539,8 @@ class Pool(Driver):
         _check_call(chunksize)
         items = (iterable if type(iterable) in (list, tuple, range)
                  else list(iterable))
-        cs = chunksize or self._chunksize(len(items)) if items else 1
+        cs = (chunksize or self._chunksize(len(items), items[0])
+              if items else 1)
         futs, starts = self._submit_chunks(func, items, cs)
         return _async.MapResult(self._hooks(), futs, starts, len(items),
                                 callback, error_callback)

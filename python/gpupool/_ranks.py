@@ -43,6 +43,13 @@ _QUEUE_S = 0.02  # work queued per worker on a rank, as coord.c
 _QUEUE_MAX = 64
 
 
+def _ring_bytes(n):
+    """What an item of n bytes takes of a rank's in ring (its TASKS
+    record, 64-byte aligned), or 0: it is small, it takes the socket."""
+    n += TASK.size
+    return 0 if n < _link.RING_MIN else (n + 63) & ~63
+
+
 class _Item:
     """An item of a Cluster's call: the C pool's key and payload, and where
     it went (rank), how often it ran again (tries), when it was sent."""
@@ -120,6 +127,11 @@ class World:
                                   "(rank_timeout)" % s)
 
     def _route(self, t, peer, d):
+        if isinstance(d, _gpupool.Extent):
+            # Into memory of its own, and the in ring's extent free at
+            # once: a result the caller keeps (or a view of it that
+            # unpickling keeps) must not pin the ring.
+            d = bytes(d)
         if peer in self.lost or peer in self.gone:
             return
         if t == _link.HELLO:
@@ -175,8 +187,10 @@ class Cluster:
         self.retries = retries
         self.inbox = collections.deque()
         self.parts = {}      # rank -> its workers' info (from HELLO)
+        self.rings = {}      # rank -> its in ring's bytes (from HELLO)
         self.out = {}        # item id -> _Item at another rank
         self.held = collections.defaultdict(set)  # rank -> item ids
+        self.bytes = collections.Counter()  # rank -> bytes of those
         self.requeue = collections.deque()
         self.mean = None     # seconds an item takes, from send to result
         self.next_item = 1
@@ -210,6 +224,7 @@ class Cluster:
                     failed.append("%s: %s" % (self.w.name(r), m["error"]))
                 elif kind == "hello":
                     self.parts[r] = m["info"]
+                    self.rings[r] = m.get("ring", 0)
                 elif kind == "lost":
                     failed.append("%s is lost: %s" % (self.w.name(r), m))
         if failed:
@@ -322,7 +337,9 @@ class Cluster:
                         self.w.send(r, _link.CTL, CTLREC.pack(self.id, how))
                 self.out.clear()
                 self.held.clear()
+                self.bytes.clear()
             self.requeue.clear()
+            self.w.link.busy(False)
 
     def _window(self, r):
         nw = len(self.parts[r])
@@ -332,23 +349,40 @@ class Cluster:
                                                    _QUEUE_S / self.mean)
         return nw * (1 + int(q))
 
+    def _room(self, r, k):
+        """Whether rank r takes another item, of k ring bytes: while under
+        its window, and a big one (through the rings) while its in ring
+        has room too; always one when it holds nothing."""
+        if not self.held[r]:
+            return True
+        ring = self.rings.get(r, 0)
+        return len(self.held[r]) < self._window(r) and (
+            not k or not ring or self.bytes[r] + k <= ring)
+
     def _fill(self, take):
         """Hand items to the ranks with room, the emptiest first."""
-        if self.stop:
-            return
-        live = [r for r in self.parts if r in self.w.others()]
-        while live:
-            r = max(live, key=lambda r: self._window(r) - len(self.held[r]))
-            if self._window(r) <= len(self.held[r]):
+        while not self.stop:
+            live = [r for r in self.parts if r in self.w.others() and
+                    (not self.held[r] or
+                     len(self.held[r]) < self._window(r))]
+            if not live:
                 return
             it = take()
             if it is None:
                 return
+            k = _ring_bytes(len(it.data))
+            live = [r for r in live if self._room(r, k)]
+            if not live:
+                self.requeue.appendleft(it)
+                return
+            r = max(live, key=lambda r: self._window(r) - len(self.held[r]))
             i = self.next_item
             self.next_item += 1
             it.rank, it.sent = r, time.monotonic()
             self.out[i] = it
             self.held[r].add(i)
+            self.bytes[r] += k
+            self.w.link.busy(True)
             self.w.send(r, _link.TASKS, it.data,
                         TASK.pack(self.id, i, len(it.data)))
 
@@ -361,6 +395,9 @@ class Cluster:
                 if it is None:
                     continue
                 self.held[r].discard(i)
+                self.bytes[r] -= _ring_bytes(len(it.data))
+                if not self.out:
+                    self.w.link.busy(False)
                 t = time.monotonic() - it.sent
                 self.mean = t if self.mean is None else \
                     0.9 * self.mean + 0.1 * t
@@ -372,6 +409,7 @@ class Cluster:
     def _reclaim(self, r, why, done):
         """Rank r is lost: what it held runs again, or fails."""
         ids = self.held.pop(r, set())
+        self.bytes.pop(r, None)
         self.parts.pop(r, None)
         for i in sorted(ids):
             it = self.out.pop(i)

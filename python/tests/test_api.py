@@ -26,6 +26,11 @@ import pytest
 
 import gpupool
 
+try:
+    import numpy
+except ImportError:
+    numpy = None
+
 PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(gpupool.__file__)))
 
 
@@ -137,6 +142,22 @@ def test_map_empty_and_chunksize(pool):
     assert pool.map(double, []) == []
     assert pool.map(double, range(7), chunksize=3) == [0, 2, 4, 6, 8, 10, 12]
     assert pool.starmap(pow, [(2, 3), (3, 2)]) == [8, 9]
+
+
+def test_default_chunks_of_big_elements_stay_near_a_mib(pool):
+    # Trivial items: len / (4 x workers), at most 16384, as before.
+    assert pool._chunksize(1000, 7) == 125
+    assert pool._chunksize(10 ** 6, 7) == 16384
+    assert pool._chunksize(1000, "a string: not a buffer") == 125
+    # Big ones, by the first element's bytes: about 1 MiB a chunk.
+    assert pool._chunksize(128, bytes(1 << 20)) == 1
+    assert pool._chunksize(128, bytearray(3 << 20)) == 1
+    assert pool._chunksize(128, memoryview(bytes(256 << 10))) == 4
+    assert pool._chunksize(1000, bytes(100)) == 125
+    if numpy is not None:
+        assert pool._chunksize(128, numpy.zeros(1 << 15)) == 4  # 256 KiB
+    big = [bytes([i]) * (1 << 20) for i in range(9)]
+    assert pool.map(sized, big) == [1 << 20] * 9
 
 
 def test_imap_ordered_and_unordered(pool):

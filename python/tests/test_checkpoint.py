@@ -139,6 +139,16 @@ def test_empty_map_and_chunks_of_one(pool, tmp_path, side):
     assert sorted(r[:2] for r in recs) == [(i, 1) for i in range(30)]
 
 
+def test_big_items_are_recorded_a_chunk_each(pool, tmp_path):
+    # The default chunk of 1 MiB elements is one element, so is a record
+    # (24 items over 2 workers were chunks of 3 by count alone).
+    ck = str(tmp_path / "ck")
+    big = [bytes([i]) * (1 << 20) for i in range(24)]
+    assert pool.map(len, big, checkpoint=ck) == [1 << 20] * 24
+    _, recs = _checkpoint.records(ck)
+    assert sorted(r[:2] for r in recs) == [(i, 1) for i in range(24)]
+
+
 def test_failures_come_back_as_map_gives_them(pool, tmp_path, side):
     ck = str(tmp_path / "ck")
     r = pool.map(flaky, range(50), checkpoint=ck, return_exceptions=True)

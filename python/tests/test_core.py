@@ -380,11 +380,19 @@ def test_dealloc_reaps():
     assert not (pids & children())
 
 
-def test_map_takes_bytes_only():
+def test_map_takes_contiguous_buffers_only():
     with g.Pool(double, fake_gpus=1) as p:
         with pytest.raises(TypeError):
             pmap(p, ['1'])
+        with pytest.raises(BufferError):
+            pmap(p, [memoryview(b'1234')[::2]])
         assert pmap(p, (b'1',)) == [(g.OK, 0, b'2')]
+        # A view, a bytearray, an mmap's bytes: read where they are, and
+        # held until their item ends.
+        m = memoryview(b'xx21yy')
+        assert pmap(p, [m[2:4], bytearray(b'5')]) == \
+            [(g.OK, 0, b'42'), (g.OK, 0, b'10')]
+        m.release()
 
 
 def test_module_constants():

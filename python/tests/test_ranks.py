@@ -16,6 +16,7 @@ installed package has no MPI process (gpupool/_mpiproc).
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -558,6 +559,55 @@ def test_big_items(job):
     assert o["ok"], o
     assert o["ranks"] == ["0", "1", "2"], o
     job.no_leftovers("after the script")
+
+
+def _rings(job, mib):
+    """ranks/ring.py with rings of mib MiB (None: the default): every
+    result right, a retry after a crash included, and every ring empty
+    at the end, rank 0's (its sends finished) and each other rank's (its
+    extents given back, a canceled map's queue too)."""
+    job.env["GPUPOOL_TEST_RING_USED"] = "1"
+    if mib is not None:
+        job.env["GPUPOOL_RANKS_RING"] = str(mib)
+    rc, out, err = job.run(mpirun() + script("ring.py"))
+    assert rc == 0, err[-3000:]
+    o = job.result()
+    assert o["echo"] and o["after"], o
+    assert o["ranks"] == ["0", "1", "2"], o
+    assert o["failed"] == "item 5", o
+    assert os.path.exists(job.path("claim")), "no worker crashed on rank 2"
+    assert o["rsize"] == (64 if mib is None else mib) << 20, o
+    assert o["used0"] == 0, o
+    # (The ranks' lines may interleave on mpirun's stderr.)
+    used = dict(re.findall(r"gpupool: rank (\d+): ring used (\d+)", err))
+    assert used == {"1": "0", "2": "0"}, err[-3000:]
+    job.no_leftovers("after the script")
+
+
+def test_rings_carry_big_items_and_are_given_back(job):
+    _rings(job, None)
+
+
+def test_small_rings_mix_rings_and_the_socket(job):
+    """2 MiB rings: a 1-2 MiB item takes the ring when one has room and
+    the socket when not, in one map."""
+    _rings(job, 2)
+
+
+def test_no_rings(job):
+    _rings(job, 0)
+
+
+def test_bad_ring_size_is_said(job):
+    """GPUPOOL_RANKS_RING that is no number of MiB: the job ends (255)
+    saying why, before any script runs."""
+    job.env["GPUPOOL_RANKS_RING"] = "lots"
+    rc, out, err = job.run(mpirun() + script("ring.py"))
+    assert rc == 255, err[-3000:]
+    assert "GPUPOOL_RANKS_RING='lots': not a number of MiB" in err, \
+        err[-3000:]
+    assert not os.path.exists(job.path("out.json"))
+    job.no_leftovers("after the job")
 
 
 @needs_fake_nvml

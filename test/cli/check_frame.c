@@ -75,9 +75,10 @@ START_TEST(frame_as_message)
 	ck_assert_int_eq(m->type, RM_RESULTS);
 	ck_assert_int_eq(m->peer, 2);
 	ck_assert_uint_eq(m->len, 3);
+	ck_assert_uint_eq(m->ring, 0);
 	ck_assert_int_eq(memcmp(m->data, "xyz", 3), 0);
 	free(m);
-	ck_assert_uint_eq(frame_shm_len(4), 4 * (sizeof(int64_t) + 1));
+	ck_assert_uint_eq(frame_shm_len(4), 4 * (sizeof(int64_t) + 1) + 1);
 }
 END_TEST
 

@@ -215,6 +215,17 @@ MUTANTS = [
     M("region-overflows-its-half", 43, "src/msg.c",
       "if (at > size || len > size - at)",
       "if (at > size || len > size - at + 64)", "check_data", "check_msg"),
+    M("ring-recv-overlap", 43, "src/cli/ranks/ring.c",
+      "at = r->ext[i].off + r->ext[i].len;",
+      "at = r->ext[i].off + r->ext[i].len - RING_ALIGN;", "check_ring"),
+    M("ring-free-skipped", 43, "src/cli/ranks/mpi_proc.c",
+      "else if (frame_put(&mp->out, FR_RING_SENT, 0, &p->ring_off,",
+      "else if (0 && frame_put(&mp->out, FR_RING_SENT, 0, &p->ring_off,",
+      "pytest", timeout=1800),
+    M("extent-freed-early", 43, "python/gpupool/_ring.c",
+      "\tself->tag = Py_NewRef(tag);\n",
+      "\tself->tag = Py_NewRef(tag);\n\t(void)PyList_Append(freed, tag);\n",
+      "pytest", timeout=1800),
     # 44. A batch's region bytes are placed from 0: a replacement (after a
     #     death mid-write) or the next batch never reads stale offsets.
     M("results-offset-kept-across-batches", 44, "src/dispatch.c",

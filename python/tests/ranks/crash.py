@@ -1,10 +1,10 @@
 """A worker crash on rank 2 fails only its item (test_ranks.py,
 test_worker_crash_on_rank_2).
 
-The first item rank 2 runs of each kind claims $GP_DIR/claim-KIND (an
-O_EXCL create, holding the item's index) and its worker dies: os._exit(3)
-for "exit" (a map), SIGKILL for "kill" (submit). out.json says what rank
-0 got back.
+Items of 80 KiB (through the rings). The first item rank 2 runs of each
+kind claims $GP_DIR/claim-KIND (an O_EXCL create, holding the item's
+index) and its worker dies: os._exit(3) for "exit" (a map), SIGKILL for
+"kill" (submit). out.json says what rank 0 got back.
 """
 import json
 import os
@@ -12,6 +12,7 @@ import signal
 import time
 
 import gpupool
+from bigitems import big, index
 
 D = os.environ["GP_DIR"]
 
@@ -27,14 +28,16 @@ def _claim(kind, i):
     return True
 
 
-def crash_exit(i):
+def crash_exit(b):
+    i = index(b)
     time.sleep(0.002)
     if os.environ.get("GPUPOOL_RANK") == "2" and _claim("exit", i):
         os._exit(3)
     return i + 1
 
 
-def crash_kill(i):
+def crash_kill(b):
+    i = index(b)
     time.sleep(0.002)
     if os.environ.get("GPUPOOL_RANK") == "2" and _claim("kill", i):
         os.kill(os.getpid(), signal.SIGKILL)
@@ -58,12 +61,13 @@ def _what(e):
 def main():
     out = {}
     with gpupool.Pool(fake_gpus=2) as p:
-        r = p.map(crash_exit, range(600), chunksize=1,
+        r = p.map(crash_exit, [big(i, 80 << 10) for i in range(600)],
+                  chunksize=1,
                   return_exceptions=True)
         out["exit_bad"] = [[i] + (_what(v) if isinstance(v, BaseException)
                                   else [repr(v)])
                            for i, v in enumerate(r) if v != i + 1]
-        futs = [p.submit(crash_kill, i) for i in range(300)]
+        futs = [p.submit(crash_kill, big(i, 80 << 10)) for i in range(300)]
         bad = []
         for i, f in enumerate(futs):
             e = f.exception(timeout=120)

@@ -3,10 +3,11 @@
     ranklost.py RETRIES
 
 Pool(fake_gpus=2, retries=RETRIES, rank_timeout=2) maps gated() over 60
-items, one per chunk. Each run of an item appends "i rank pid" to
-$GP_DIR/runs when it starts, then waits for $GP_DIR/go (the test makes
-it once it has SIGKILLed or SIGSTOPped rank 2). out.json: per item, its
-value or its exception (type, message); then a map after the loss.
+items of 1 MiB (through the rings), one per chunk. Each run of an item
+appends "i rank pid" to $GP_DIR/runs when it starts, then waits for
+$GP_DIR/go (the test makes it once it has SIGKILLed or SIGSTOPped rank
+2). out.json: per item, its value or its exception (type, message); then
+a map after the loss.
 """
 import json
 import os
@@ -14,11 +15,13 @@ import sys
 import time
 
 import gpupool
+from bigitems import big, index
 
 D = os.environ["GP_DIR"]
 
 
-def gated(i):
+def gated(b):
+    i = index(b)
     fd = os.open(os.path.join(D, "runs"), os.O_WRONLY | os.O_APPEND |
                  os.O_CREAT, 0o644)
     os.write(fd, b"%d %s %d\n" % (i, os.environ["GPUPOOL_RANK"].encode(),
@@ -39,7 +42,8 @@ def main():
     out = {}
     with gpupool.Pool(fake_gpus=2, retries=retries, rank_timeout=2) as p:
         try:
-            r = p.map(gated, range(60), chunksize=1,
+            r = p.map(gated, [big(i, 1 << 20) for i in range(60)],
+                      chunksize=1,
                       return_exceptions=retries == 0)
         except Exception as e:
             out["raised"] = [type(e).__name__, str(e)]

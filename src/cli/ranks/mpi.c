@@ -194,7 +194,7 @@ mp_start(struct ranks *rk, char *err, size_t errlen)
 	if (rk->pid == 0) {
 		close(sv[0]);
 		close(rk->sfd);
-		mproc_main(sv[1], memfd, self);
+		mproc_main(sv[1], memfd, -1, self);
 	}
 	close(sv[1]);
 	rk->fd = sv[0];

@@ -4,15 +4,17 @@
  * Python package's `python -m gpupool` (gpupool/_ranks.py), which runs it
  * as
  *
- *	_mpiproc FD MEMFD PARENT
+ *	_mpiproc FD MEMFD PARENT RINGFD
  *
  * with FD its end of a socketpair, MEMFD the shared memory (mpi.c's
- * opening comment) and PARENT the rank's pid. The frames are the same
+ * opening comment), PARENT the rank's pid and RINGFD its rings (its out
+ * ring, then its in ring: ranks.h, FR_RING_*), or -1: none. The frames are the same
  * as gpupool-run's; exit 64 for a bad command line.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "ranks/ranks.h"
@@ -33,13 +35,14 @@ arg(const char *s)
 int
 main(int argc, char **argv)
 {
-	long	 fd, memfd, parent;
+	long	 fd, memfd, parent, ringfd = -1;
 
-	if (argc != 4 || (fd = arg(argv[1])) < 0 ||
-	    (memfd = arg(argv[2])) < 0 || (parent = arg(argv[3])) <= 0) {
-		fprintf(stderr, "usage: %s FD MEMFD PARENT (run by gpupool's "
-		    "Python package, not by hand)\n", argv[0]);
+	if (argc != 5 || (fd = arg(argv[1])) < 0 ||
+	    (memfd = arg(argv[2])) < 0 || (parent = arg(argv[3])) <= 0 ||
+	    (strcmp(argv[4], "-1") != 0 && (ringfd = arg(argv[4])) < 0)) {
+		fprintf(stderr, "usage: %s FD MEMFD PARENT RINGFD (run by "
+		    "gpupool's Python package, not by hand)\n", argv[0]);
 		return 64;
 	}
-	mproc_main((int)fd, (int)memfd, (pid_t)parent);
+	mproc_main((int)fd, (int)memfd, (int)ringfd, (pid_t)parent);
 }

@@ -13,7 +13,7 @@
 size_t
 frame_shm_len(int size)
 {
-	return (size_t)size * (sizeof(int64_t) + 1);
+	return (size_t)size * (sizeof(int64_t) + 1) + 1;
 }
 
 /* The whole frame at the head of b, if there is one: its header in *f,
@@ -44,6 +44,7 @@ frame_msg(const struct frame *f, const uint8_t *data)
 	m->peer = f->peer;
 	m->type = f->type;
 	m->len = f->len;
+	m->ring = 0;
 	memcpy(m->data, data, f->len);
 	return m;
 }

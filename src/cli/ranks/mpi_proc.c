@@ -10,8 +10,17 @@
  * process is stopped its MPI process beats nobody, so a stopped rank
  * falls silent, as it did when MPI ran inside it.
  *
+ * A message of RANKS_RING_MIN bytes or more goes from the rank's out
+ * ring and comes into its in ring (ranks.h, FR_RING_*), when it has
+ * rings: sent from where the rank wrote it, received where the rank
+ * reads it, with no copy here. The MPI process never waits for ring
+ * room: a message the in ring has no room for comes as a frame, as a
+ * small one does, so that beats and the rank's controls are never held
+ * up behind the rank's reading.
+ *
  * MPI's blocking calls spin; the MPI process sleeps instead, up to
- * RANKS_SLEEP_MAX_NS between looks when nothing moves, and is woken at
+ * RANKS_SLEEP_MAX_NS between looks when nothing moves (RANKS_SLEEP_MIN_NS
+ * while the rank says it is busy: it has items out), and is woken at
  * once by a frame from the rank. It never blocks on the rank (what the
  * rank has not read yet waits in a buffer). It keeps the rank's signals
  * blocked, dies with it (PR_SET_PDEATHSIG) and leaves only by _exit(),
@@ -27,6 +36,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,6 +56,7 @@ struct pending {
 	struct pending	*next;
 	MPI_Request	 req;
 	void		*buf;
+	int64_t		 ring_off;	/* buf is the out ring's, or -1 */
 };
 
 struct mproc {
@@ -55,6 +66,10 @@ struct mproc {
 	struct gp_buf	 in, out;	/* frames from the rank, to it */
 	int64_t		*heard;		/* shared (as above) */
 	uint8_t		*talk;
+	uint8_t		*busy;
+	uint8_t		*ring;		/* out ring, then in ring, or NULL */
+	size_t		 rsize;		/* bytes of each */
+	struct ring	 inring;	/* the in ring's extents */
 	int64_t		*sent;		/* per peer: last send */
 	struct pending	*pend;		/* sends in flight */
 	int		 started;	/* FR_START came: beat */
@@ -163,9 +178,11 @@ static int
 mp_take(struct mproc *mp, struct rmsg ***qtail)
 {
 	struct frame	 f;
+	struct fr_ring	 fr;
 	const uint8_t	*d;
 	struct rmsg	*m;
 	int64_t		 now;
+	uint64_t	 off;
 	ssize_t		 n;
 	size_t		 got = 0;
 	int		 p;
@@ -185,6 +202,24 @@ mp_take(struct mproc *mp, struct rmsg ***qtail)
 		} else if (f.type == FR_END && f.len == sizeof(mp->end)) {
 			memcpy(&mp->end, d, sizeof(mp->end));
 			mp->stop = 1;
+		} else if (f.type == FR_RING_FREE && f.len == sizeof(off)) {
+			memcpy(&off, d, sizeof(off));
+			(void)ring_free(&mp->inring, off);
+		} else if (f.type == FR_RING_SEND && f.len == sizeof(fr) &&
+		    !mp->failed) {
+			memcpy(&fr, d, sizeof(fr));
+			if (mp->ring == NULL || fr.off > mp->rsize ||
+			    fr.len > mp->rsize - fr.off)
+				return -EPROTO;
+			if ((m = malloc(sizeof(*m))) == NULL)
+				return -ENOMEM;
+			m->next = NULL;
+			m->peer = fr.peer;
+			m->type = fr.type;
+			m->len = fr.len;
+			m->ring = 1 + fr.off;
+			**qtail = m;
+			*qtail = &m->next;
 		} else if (f.type < FR_READY && !mp->failed) {
 			if ((m = frame_msg(&f, d)) == NULL)
 				return -ENOMEM;
@@ -196,21 +231,27 @@ mp_take(struct mproc *mp, struct rmsg ***qtail)
 	return n == 0 ? -EPIPE : 0;
 }
 
+/* Send len bytes at buf: malloc'd ones (freed once sent), or the out
+ * ring's at ring_off (given back to the rank once sent, FR_RING_SENT). */
 static int
-post(struct mproc *mp, int peer, int type, void *buf, size_t len)
+post(struct mproc *mp, int peer, int type, void *buf, size_t len,
+    int64_t ring_off)
 {
 	struct pending	*p;
 	int		 rc;
 
 	if ((p = malloc(sizeof(*p))) == NULL) {
-		free(buf);
+		if (ring_off < 0)
+			free(buf);
 		return MPI_ERR_NO_MEM;
 	}
 	p->buf = buf;
+	p->ring_off = ring_off;
 	rc = MPI_Isend(buf, (int)len, MPI_BYTE, peer, type, MPI_COMM_WORLD,
 	    &p->req);
 	if (rc != MPI_SUCCESS) {
-		free(buf);
+		if (ring_off < 0)
+			free(buf);
 		free(p);
 		return rc;
 	}
@@ -221,7 +262,8 @@ post(struct mproc *mp, int peer, int type, void *buf, size_t len)
 }
 
 /* Send what the rank passed on: a run of records for one peer and of one
- * kind goes as one message. Frees the queue. */
+ * kind goes as one message, one in the out ring alone, from where it
+ * is. Frees the queue. */
 static int
 send_all(struct mproc *mp, struct rmsg *m)
 {
@@ -234,10 +276,18 @@ send_all(struct mproc *mp, struct rmsg *m)
 		peer = m->peer;
 		type = m->type;
 		len = m->len;
+		if (m->ring) {
+			next = m->next;
+			if (rc == MPI_SUCCESS)
+				rc = post(mp, peer, type, mp->ring + m->ring -
+				    1, len, (int64_t)(m->ring - 1));
+			free(m);
+			continue;
+		}
 		for (last = m; (type == RM_TASKS || type == RM_RESULTS) &&
 		    (e = last->next) != NULL && e->peer == peer &&
-		    e->type == type && len + e->len <= RANKS_COALESCE_MAX;
-		    last = e)
+		    e->type == type && !e->ring &&
+		    len + e->len <= RANKS_COALESCE_MAX; last = e)
 			len += e->len;
 		next = last->next;
 		buf = rc == MPI_SUCCESS ? malloc(len ? len : 1) : NULL;
@@ -251,7 +301,7 @@ send_all(struct mproc *mp, struct rmsg *m)
 		}
 		if (rc != MPI_SUCCESS)
 			continue;	/* free the rest */
-		rc = buf != NULL ? post(mp, peer, type, buf, len) :
+		rc = buf != NULL ? post(mp, peer, type, buf, len, -1) :
 		    MPI_ERR_NO_MEM;
 	}
 	return rc;
@@ -272,14 +322,45 @@ reap_sends(struct mproc *mp)
 			continue;
 		}
 		*pp = p->next;
-		free(p->buf);
+		if (p->ring_off < 0)
+			free(p->buf);
+		else if (frame_put(&mp->out, FR_RING_SENT, 0, &p->ring_off,
+		    sizeof(p->ring_off)) < 0)
+			return MPI_ERR_NO_MEM;	/* mp_fail() follows */
 		free(p);
 	}
 	return MPI_SUCCESS;
 }
 
-/* Receive whatever has arrived, straight into frames for the rank;
- * returns how many messages, or an MPI error as a negative number. */
+/* Receive a big message into the in ring, if it has room: 1, 0 (no
+ * room: as a small one), or an MPI error as a negative number. */
+static int
+recv_ring(struct mproc *mp, const MPI_Status *st, int n)
+{
+	struct fr_ring	 fr;
+	int64_t		 off;
+	int		 rc;
+
+	if (mp->ring == NULL || (size_t)n < RANKS_RING_MIN ||
+	    (off = ring_alloc(&mp->inring, (size_t)n)) < 0)
+		return 0;
+	if ((rc = MPI_Recv(mp->ring + mp->rsize + off, n, MPI_BYTE,
+	    st->MPI_SOURCE, st->MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE)) !=
+	    MPI_SUCCESS)
+		return -rc;
+	memset(&fr, 0, sizeof(fr));
+	fr.type = st->MPI_TAG;
+	fr.peer = st->MPI_SOURCE;
+	fr.off = (uint64_t)off;
+	fr.len = (uint64_t)n;
+	if (frame_put(&mp->out, FR_RING_RECV, 0, &fr, sizeof(fr)) < 0)
+		return -MPI_ERR_NO_MEM;
+	return 1;
+}
+
+/* Receive whatever has arrived, straight into frames for the rank (or
+ * the in ring); returns how many messages, or an MPI error as a
+ * negative number. */
 static int
 recv_all(struct mproc *mp)
 {
@@ -294,18 +375,23 @@ recv_all(struct mproc *mp)
 		if (!flag)
 			break;
 		MPI_Get_count(&st, MPI_BYTE, &n);
-		if (gp_buf_reserve(&mp->out, sizeof(f) + (size_t)n) < 0)
-			return -MPI_ERR_NO_MEM;
-		if ((rc = MPI_Recv(mp->out.data + mp->out.len + sizeof(f), n,
-		    MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD,
-		    MPI_STATUS_IGNORE)) != MPI_SUCCESS)
-			return -rc;
-		memset(&f, 0, sizeof(f));
-		f.type = st.MPI_TAG;
-		f.peer = st.MPI_SOURCE;
-		f.len = (uint64_t)n;
-		memcpy(mp->out.data + mp->out.len, &f, sizeof(f));
-		mp->out.len += sizeof(f) + (size_t)n;
+		if ((rc = recv_ring(mp, &st, n)) < 0)
+			return rc;
+		if (rc == 0) {
+			if (gp_buf_reserve(&mp->out, sizeof(f) + (size_t)n) <
+			    0)
+				return -MPI_ERR_NO_MEM;
+			if ((rc = MPI_Recv(mp->out.data + mp->out.len +
+			    sizeof(f), n, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG,
+			    MPI_COMM_WORLD, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
+				return -rc;
+			memset(&f, 0, sizeof(f));
+			f.type = st.MPI_TAG;
+			f.peer = st.MPI_SOURCE;
+			f.len = (uint64_t)n;
+			memcpy(mp->out.data + mp->out.len, &f, sizeof(f));
+			mp->out.len += sizeof(f) + (size_t)n;
+		}
 		__atomic_store_n(&mp->heard[st.MPI_SOURCE],
 		    gp_now_ns(), __ATOMIC_RELAXED);
 		got++;
@@ -354,7 +440,7 @@ beat(struct mproc *mp, int64_t now)
 			return MPI_SUCCESS;
 		if ((b = malloc(1)) == NULL)
 			return MPI_ERR_NO_MEM;
-		if ((rc = post(mp, p, RM_BEAT, b, 0)) != MPI_SUCCESS)
+		if ((rc = post(mp, p, RM_BEAT, b, 0, -1)) != MPI_SUCCESS)
 			return rc;
 	}
 	return MPI_SUCCESS;
@@ -427,6 +513,9 @@ mp_loop(struct mproc *mp)
 			nap = nap == 0 ? RANKS_SLEEP_MIN_NS : nap * 2;
 		if (nap > RANKS_SLEEP_MAX_NS)
 			nap = RANKS_SLEEP_MAX_NS;
+		if (nap > RANKS_SLEEP_MIN_NS &&
+		    __atomic_load_n(mp->busy, __ATOMIC_RELAXED))
+			nap = RANKS_SLEEP_MIN_NS;
 		if (nap == 0)
 			continue;
 		ts.tv_sec = 0;
@@ -435,10 +524,34 @@ mp_loop(struct mproc *mp)
 	}
 }
 
+/* The rings, if the rank gave them: its out ring, then its in ring,
+ * mapped shared; 0 or -errno. */
+static int
+map_rings(struct mproc *mp, int ringfd)
+{
+	struct stat	 st;
+	void		*p;
+
+	if (ringfd < 0)
+		return 0;
+	if (fstat(ringfd, &st) == -1)
+		return -errno;
+	if (st.st_size < 2 * RING_ALIGN || st.st_size % (2 * RING_ALIGN))
+		return -EINVAL;
+	if ((p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+	    MAP_SHARED, ringfd, 0)) == MAP_FAILED)
+		return -errno;
+	close(ringfd);
+	mp->ring = p;
+	mp->rsize = (size_t)st.st_size / 2;
+	ring_init(&mp->inring, mp->rsize);
+	return 0;
+}
+
 /* The MPI process: MPI_Init, FR_READY (or FR_ERR), then pass messages
  * until the rank says FR_END. Never returns. */
 void
-mproc_main(int fd, int memfd, pid_t parent)
+mproc_main(int fd, int memfd, int ringfd, pid_t parent)
 {
 	struct mproc	 mp;
 	const char	*var;
@@ -474,7 +587,8 @@ mproc_main(int fd, int memfd, pid_t parent)
 	if (ftruncate(memfd, (off_t)frame_shm_len(mp.size)) == -1 ||
 	    (sh = mmap(NULL, frame_shm_len(mp.size), PROT_READ | PROT_WRITE,
 	    MAP_SHARED, memfd, 0)) == MAP_FAILED ||
-	    (mp.sent = calloc((size_t)mp.size, sizeof(*mp.sent))) == NULL) {
+	    (mp.sent = calloc((size_t)mp.size, sizeof(*mp.sent))) == NULL ||
+	    (errno = -map_rings(&mp, ringfd)) != 0) {
 		mp_fail(&mp, -ENOMEM, "cannot set up ranks: %s",
 		    strerror(errno));
 		mp_abandon(&mp, 1);
@@ -482,6 +596,7 @@ mproc_main(int fd, int memfd, pid_t parent)
 	close(memfd);
 	mp.heard = (int64_t *)(void *)sh;
 	mp.talk = sh + (size_t)mp.size * sizeof(int64_t);
+	mp.busy = mp.talk + mp.size;
 	v[0] = mp.rank;
 	v[1] = mp.size;
 	if (frame_put(&mp.out, FR_READY, 0, v, sizeof(v)) < 0 ||

@@ -19,6 +19,9 @@ struct rmsg {
 	int		 peer;		/* sender (received) or receiver */
 	int		 type;		/* enum rmsg_type */
 	size_t		 len;
+	uint64_t	 ring;		/* mpi_proc.c: 1 + the out-ring offset
+					 * of the len bytes (data empty), or
+					 * 0: they are data */
 	uint8_t		 data[];
 };
 
@@ -80,6 +83,26 @@ enum frame_type {
 	FR_START,	/* rank -> MPI: beat from now on */
 	FR_END,		/* rank -> MPI: struct fr_end */
 	FR_DONE,	/* MPI -> rank: every send completed: MPI_Finalize */
+	FR_RING_SEND,	/* rank -> MPI: struct fr_ring: send out-ring bytes */
+	FR_RING_SENT,	/* MPI -> rank: uint64 off: that send completed */
+	FR_RING_RECV,	/* MPI -> rank: struct fr_ring: a message received
+			 * into the in ring */
+	FR_RING_FREE,	/* rank -> MPI: uint64 off: done with that extent */
+};
+
+/* A message of RANKS_RING_MIN bytes or more travels through the rings,
+ * when a rank has them (the Python package's ranks: gpupool-run's pass
+ * -1): its frame says where, [off, off + len) of the out ring (the rank
+ * writes it, MPI sends from it) or of the in ring (MPI receives into it,
+ * the rank reads it in place). An out-ring extent is the rank's again at
+ * FR_RING_SENT, an in-ring one the MPI process's at FR_RING_FREE. */
+#define RANKS_RING_MIN		(64u << 10)
+
+struct fr_ring {
+	int32_t		 type;		/* enum rmsg_type */
+	int32_t		 peer;
+	uint64_t	 off;
+	uint64_t	 len;
 };
 
 struct frame {
@@ -97,7 +120,8 @@ struct fr_end {
 
 /* The bytes of the memory a rank shares with its MPI process for size
  * ranks: int64_t heard[size] (when each was last heard from, ns), then
- * uint8_t talk[size] (whether to beat it). */
+ * uint8_t talk[size] (whether to beat it), then uint8_t busy (the rank
+ * has items out: its MPI process naps short). */
 size_t	frame_shm_len(int size);
 /* Whether a whole frame is at the head of b: 1 with its header in *f and
  * its bytes at *data (gp_buf_consume(b, sizeof(*f) + f->len) takes it),
@@ -110,11 +134,36 @@ struct rmsg *frame_msg(const struct frame *f, const uint8_t *data);
 int	frame_put(struct gp_buf *b, int type, int peer, const void *data,
 	    size_t len);
 
+/* ring.c: the extents of a ring a rank shares with its MPI process
+ * (first fit from offset 0, RING_ALIGN-aligned); its writer allocates,
+ * and frees when its reader says it is done. */
+#define RING_ALIGN		64
+
+struct ring_ext {
+	uint64_t	 off, len;	/* len rounded up to RING_ALIGN */
+};
+
+struct ring {
+	size_t		 size;		/* bytes, a multiple of RING_ALIGN */
+	size_t		 used;		/* bytes taken */
+	struct ring_ext	*ext;		/* the taken ones, by offset */
+	size_t		 n, cap;
+};
+
+void	ring_init(struct ring *r, size_t size);
+void	ring_release(struct ring *r);
+/* The offset of len free bytes, taken now: the lowest that fits; -1
+ * when none does (or len is 0, or out of memory). */
+int64_t	ring_alloc(struct ring *r, size_t len);
+/* Give back the extent that starts at off: 0, or -ENOENT (none does). */
+int	ring_free(struct ring *r, uint64_t off);
+
 /* mpi_proc.c (gpupool-run-mpi only): the MPI process, forked by
  * ranks_init(). MPI_Init, FR_READY (or FR_ERR), then pass messages
  * between MPI and the rank on fd until the rank says FR_END; memfd is the
- * shared memory, parent the rank's pid. Never returns. */
-void	mproc_main(int fd, int memfd, pid_t parent)
+ * shared memory, ringfd the rings' (its out ring, then its in ring, of
+ * equal size) or -1 (none), parent the rank's pid. Never returns. */
+void	mproc_main(int fd, int memfd, int ringfd, pid_t parent)
 	    __attribute__((noreturn));
 
 #endif /* GP_RANKS_H */
