@@ -3,6 +3,7 @@ and checkpoint threads), made by thread() and started by start(), so
 that a waiting result() can tell cheaply whether another thread exists
 that could submit meanwhile (alone(); see Driver._help)."""
 
+import os
 import threading
 
 _lock = threading.Lock()
@@ -32,6 +33,18 @@ def _run(target, args):
     finally:
         with _lock:
             _ours -= 1
+
+
+def _in_child():
+    """A fork has none of gpupool's threads (the forking one goes on, and
+    uncounts itself if it is one: the count stays under what threading
+    lists), and another thread may have held the lock."""
+    global _lock, _ours
+    _lock = threading.Lock()
+    _ours = 0
+
+
+os.register_at_fork(after_in_child=_in_child)
 
 
 def alone():

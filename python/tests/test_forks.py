@@ -170,6 +170,41 @@ def test_module_functions_in_a_fork_make_its_own_pool(tmp_path):
     assert "parent again [3]" in out
 
 
+
+def test_a_fork_starts_threads_of_its_own_pools(tmp_path):
+    """A fork made while another thread held the lock over gpupool's
+    thread count starts its own pools' threads all the same: the count
+    and its lock are the child's (_threads._in_child)."""
+    out = _run(tmp_path, """
+        import os, threading, gpupool
+        from gpupool import _threads
+        if __name__ == "__main__":
+            with gpupool.Pool(fake_gpus=2) as p:
+                print("parent", p.submit(abs, -1).result(), flush=True)
+                held, go = threading.Event(), threading.Event()
+                def hold():
+                    with _threads._lock:
+                        held.set()
+                        go.wait()
+                t = threading.Thread(target=hold)
+                t.start()
+                held.wait()
+                pid = os.fork()
+                go.set()
+                t.join()
+                if pid == 0:
+                    with gpupool.Pool(fake_gpus=1) as q:
+                        f = q.submit(abs, -5)
+                        print("child", f.result(), q.apply_async(abs, (-6,))
+                              .get(), flush=True)
+                    os._exit(0)
+                os.waitpid(pid, 0)
+                print("parent again", p.submit(abs, -3).result())
+    """)
+    assert "parent 1" in out
+    assert "child 5 6" in out, out
+    assert "parent again 3" in out
+
 def _pool_in_item(n):
     """An item that runs a process pool of its own, which joins its
     workers at its end."""

@@ -461,6 +461,9 @@ MUTANTS = [
     M("another-thread-not-counted", 85, "python/gpupool/_threads.py",
       "threading.active_count() == 1 + _ours",
       "threading.active_count() <= 2 + _ours", "pytest", timeout=1800),
+    M("thread-count-lock-kept-in-a-fork", 85, "python/gpupool/_threads.py",
+      "os.register_at_fork(after_in_child=_in_child)", "_in_child", "pytest",
+      timeout=1800),
     # 86. A Hydra job fails alone, on a GPU of its own.
     M("hydra-jobs-numbered-per-batch", 86,
       "python/hydra_plugins/hydra_gpupool_launcher/_core.py",
