@@ -196,15 +196,16 @@ def write_tasks(path, lines):
     return path
 
 
-def json_lines(argv, timeout=300, preexec=None):
+def json_lines(argv, timeout=300, preexec=None, env=None):
     """The JSON lines a measurement program prints; [] (and a note) when it
-    fails, so one broken measurement does not lose the others."""
+    fails, so one broken measurement does not lose the others. env: its
+    environment (default base_env())."""
     what = " ".join(os.path.basename(a) if i == 0 else a
                     for i, a in enumerate(argv))
     try:
         r = subprocess.run(argv, capture_output=True, text=True,
                            timeout=timeout, preexec_fn=preexec,
-                           env=base_env())
+                           env=env if env is not None else base_env())
     except subprocess.TimeoutExpired:
         NOTES.append("%s: killed after %d s" % (what, timeout))
         return []

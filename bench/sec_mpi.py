@@ -3,7 +3,7 @@ import os
 import shutil
 
 from common import log, stats
-from peers import json_lines
+from peers import base_env, json_lines
 
 
 def mpi_section(cfg, build, work, res, notes):
@@ -17,13 +17,17 @@ def mpi_section(cfg, build, work, res, notes):
             "no mpirun" if mpirun is None else
             "bench_ranks not built (a build without MPI)"))
         return
-    argv = [mpirun, "--oversubscribe", "-np", "3"]
+    # Each local rank stands for a node of its own: without claims, as
+    # host-wide claims would make the three share one host's fake GPUs
+    # (each task of one rank waiting for the others' on the same ids).
+    argv = [mpirun, "--oversubscribe", "-np", "3", "-x", "GPUPOOL_CLAIMS"]
     if os.geteuid() == 0:
         argv.append("--allow-run-as-root")
     log("gpupool-run over 3 MPI ranks: %d null tasks x %d rounds" % (
         cfg["mpi_n"], cfg["mpi_rounds"]))
     runs = json_lines(argv + [br, str(cfg["mpi_n"]), "2",
-                              str(cfg["mpi_rounds"])])
+                              str(cfg["mpi_rounds"])],
+                      env=dict(base_env(), GPUPOOL_CLAIMS="none"))
     if not runs:
         return
     res["mpi"] = {"ranks": 3, "gpus_per_rank": 2, "n": cfg["mpi_n"],
