@@ -390,7 +390,29 @@ struct gp_pool_opts {
 					   $GPUPOOL_CLAIMS, else
 					   /run/lock/gpupool; "none": no
 					   claims; "": -EINVAL */
-	uint64_t	 reserved[10];	/* must be 0: room for later fields
+	const void	*ext_base;	/* an extern mapping: items whose bytes
+					   lie wholly in [ext_base, ext_base +
+					   ext_len) go to a worker as their
+					   offset, and fn reads them there
+					   (no copy into its region). The
+					   caller's MAP_SHARED mapping of
+					   memfd ext_fd from offset ext_off,
+					   inherited by forked workers (no
+					   MADV_DONTFORK; they make it read
+					   only), mapped read only from the
+					   fd by exec'd ones; base and
+					   ext_off page aligned, and all
+					   three of base, len and fd (> 0)
+					   set or none: -EINVAL. Kept as
+					   long as an item in it is out (a
+					   rank's in ring: _serve.py). NULL:
+					   none. (It and the three below
+					   were reserved[0-3]) */
+	uint64_t	 ext_len;
+	uint64_t	 ext_off;
+	int		 ext_fd;
+	int		 ext_pad;	/* must be 0 */
+	uint64_t	 reserved[6];	/* must be 0: room for later fields
 					   (the struct grew from 176 to 256
 					   bytes once, with soname
 					   libgpupool.so.1, to have it) */

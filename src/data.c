@@ -26,6 +26,13 @@
  * (msg.h): a GiB result costs the same two copies as a small one, and
  * its region no more than the window, however big the result. The
  * master's side of that is here; the worker's is in worker.c.
+ *
+ * An item that already lies in shared memory, the caller's extern mapping
+ * (gp_pool_opts.ext_base: a rank's in ring, which MPI received it into),
+ * is not copied at all: its record (GP_REC_EXT) carries its offset
+ * there, and the worker checks it against its own view of the mapping
+ * (inherited read only, or mapped from the memfd after an exec:
+ * wstart.c) before fn reads the bytes in place.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -118,6 +125,30 @@ gp_data_bytes(const struct gp_worker *w, int results, size_t *end,
 	    (at = gp_msg_shm_place(end, len, w->half)) < 0)
 		return NULL;
 	return w->reg + (results ? w->half : 0) + at;
+}
+
+long
+gp_data_ext_off(const struct gp_pool *p, const void *in, size_t len)
+{
+	uintptr_t	 b = (uintptr_t)p->o.ext_base, a = (uintptr_t)in;
+
+	if (b == 0 || len == 0 || a < b || a - b > p->o.ext_len ||
+	    len > p->o.ext_len - (a - b))
+		return -1;
+	return (long)(a - b);
+}
+
+const uint8_t *
+gp_data_ext(const struct gp_pool *p, const uint8_t *offp, uint32_t len)
+{
+	uint64_t	 off;
+
+	memcpy(&off, offp, sizeof(off));
+	if (p->o.ext_base == NULL)
+		return NULL;
+	if (off > p->o.ext_len || len > p->o.ext_len - off)
+		return NULL;
+	return (const uint8_t *)p->o.ext_base + off;
 }
 
 void

@@ -2,7 +2,8 @@
  * dispatch.c: what the master sends a call's items with: a batch for each
  * idle worker, sized by job.c and cut to what the worker accepts, each
  * item's bytes after its record or, when big, copied into the worker's
- * region (data.c); for items that need GPUs (watch.c), one at a time on
+ * region (data.c), or, when they lie in the caller's extern mapping,
+ * left there, the record saying where; for items that need GPUs (watch.c), one at a time on
  * the worker gp_watch_place() chose, with the GPUs it holds. Master only;
  * loop.c calls gp_dispatch() each turn and reads what comes back.
  */
@@ -54,16 +55,25 @@ send_job(const struct gp_pool *p, struct gp_worker *w,
 	return 0;
 }
 
-/* Add it to w's batch as record rec: its bytes at the next offset of
- * w's region (*ioff: the end of those before it) when it is big and
+/* Add it to w's batch as record rec: its offset in the extern mapping
+ * when its bytes lie there (no copy); else its bytes at the next offset
+ * of w's region (*ioff: the end of those before it) when it is big and
  * fits, else after the record in the message. 0 or -ENOMEM. */
 static int
-add_item(struct gp_worker *w, const struct gp_item *it,
-    struct gp_rec_task *rec, size_t *ioff)
+add_item(const struct gp_pool *p, struct gp_worker *w,
+    const struct gp_item *it, struct gp_rec_task *rec, size_t *ioff)
 {
-	long	 at = gp_data_place(w, ioff, it->inlen);
-	int	 rc;
+	long		 at = gp_data_ext_off(p, it->in, it->inlen);
+	uint64_t	 off = (uint64_t)at;
+	int		 rc;
 
+	if (at >= 0) {
+		rec->flags = GP_REC_EXT;
+		if ((rc = gp_buf_add(&w->wbuf, rec, sizeof(*rec))) < 0)
+			return rc;
+		return gp_buf_add(&w->wbuf, &off, sizeof(off));
+	}
+	at = gp_data_place(w, ioff, it->inlen);
 	rec->flags = at >= 0 ? GP_REC_SHM : 0;
 	if ((rc = gp_buf_add(&w->wbuf, rec, sizeof(*rec))) < 0)
 		return rc;
@@ -138,7 +148,7 @@ dispatch_one(struct gp_pool *p, struct gp_job *job, struct gp_worker *w,
 			big = 1;
 			break;
 		}
-		if ((rc = add_item(w, it, &rec, &ioff)) < 0)
+		if ((rc = add_item(p, w, it, &rec, &ioff)) < 0)
 			return rc;
 		bytes += sizeof(rec) + it->inlen;
 	}

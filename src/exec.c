@@ -388,6 +388,8 @@ gp_exec_child(struct gp_pool *p, struct gp_worker *w, int tfd, int rfd,
 	(void)fcntl(p->xp->shmfd, F_SETFD, 0);
 	if (w->regfd >= 0)
 		(void)fcntl(w->regfd, F_SETFD, 0);
+	if (p->o.ext_len != 0)	/* mapped after the exec (wstart.c) */
+		(void)fcntl(p->o.ext_fd, F_SETFD, 0);
 	for (i = 0; i < p->xp->nkeep; i++)
 		(void)fcntl(p->xp->keep[i], F_SETFD, 0);
 	execve(p->xp->argv[0], p->xp->argv, envp);

@@ -415,6 +415,15 @@ long	gp_data_place(const struct gp_worker *w, size_t *end, size_t len);
  * for a broken protocol. Nothing is read before this check. */
 const uint8_t *gp_data_bytes(const struct gp_worker *w, int results,
 	    size_t *end, uint32_t len, size_t max);
+/* Sending: the offset of in's len bytes in the pool's extern mapping
+ * (gp_pool_opts.ext_base) when they lie wholly in it, else -1. */
+long	gp_data_ext_off(const struct gp_pool *p, const void *in, size_t len);
+/* Receiving a GP_REC_EXT record of len bytes whose offset is at offp:
+ * where they lie in this worker's extern mapping; NULL when it has none
+ * or they would end past it, a lie the caller takes for a broken
+ * protocol. Nothing is read before this check. */
+const uint8_t *gp_data_ext(const struct gp_pool *p, const uint8_t *offp,
+	    uint32_t len);
 /* The master's side of the pieces (msg.h, GP_MSG_PIECE). An item over
  * the window is alone in its batch: w->pitem names it, and this sends
  * its next piece, or, once each was acknowledged (or the worker said it

@@ -57,15 +57,24 @@ gp_msg_parse(const void *buf, size_t avail, size_t max,
 
 /* The bytes of a record of rl bytes at *pos: in the message after it, or
  * in the region (GP_REC_SHM: none here), or in the pieces before it
- * (GP_REC_PIECED: none here, and no length of its own). */
+ * (GP_REC_PIECED: none here, and no length of its own), or, for a TASK
+ * (ext), in the extern mapping (GP_REC_EXT: its offset here). */
 static int
 rec_bytes(const uint8_t **pos, const uint8_t *end, size_t rl, uint32_t len,
-    uint32_t flags, const uint8_t **data)
+    uint32_t flags, int ext, const uint8_t **data)
 {
-	if (flags != 0 && flags != GP_REC_SHM && flags != GP_REC_PIECED)
+	if (flags != 0 && flags != GP_REC_SHM && flags != GP_REC_PIECED &&
+	    (flags != GP_REC_EXT || !ext))
 		return -EBADMSG;
 	if (flags == GP_REC_PIECED && len != 0)
 		return -EBADMSG;
+	if (flags == GP_REC_EXT) {
+		if ((size_t)(end - *pos) - rl < sizeof(uint64_t))
+			return -EBADMSG;
+		*data = *pos + rl;
+		*pos = *data + sizeof(uint64_t);
+		return 1;
+	}
 	if (flags != 0) {
 		*data = NULL;
 		*pos += rl;
@@ -87,7 +96,8 @@ gp_msg_task_next(const uint8_t **pos, const uint8_t *end,
 	if ((size_t)(end - *pos) < sizeof(*rec))
 		return -EBADMSG;
 	memcpy(rec, *pos, sizeof(*rec));
-	return rec_bytes(pos, end, sizeof(*rec), rec->len, rec->flags, data);
+	return rec_bytes(pos, end, sizeof(*rec), rec->len, rec->flags, 1,
+	    data);
 }
 
 int
@@ -102,7 +112,8 @@ gp_msg_result_next(const uint8_t **pos, const uint8_t *end,
 	if (rec->kind > GP_REC_SKIPPED ||
 	    (rec->flags != 0 && rec->kind != GP_REC_DONE))
 		return -EBADMSG;
-	return rec_bytes(pos, end, sizeof(*rec), rec->len, rec->flags, data);
+	return rec_bytes(pos, end, sizeof(*rec), rec->len, rec->flags, 0,
+	    data);
 }
 
 int

@@ -36,7 +36,7 @@ enum gp_msg_type {
 /* The protocol's version, in an exec'd worker's GPUPOOL_WORKER and its
  * HELLO: bumped whenever a message or a shared struct changes, since
  * such a worker may be another build than its master. */
-#define GP_PROTO	3
+#define GP_PROTO	4
 
 /* JOB flags: its items need not be timed (gp_pool_run() without a
  * timeout: one item a batch, no estimate used), so the worker reads no
@@ -66,7 +66,8 @@ _Static_assert(sizeof(struct gp_msg_ready) == 256, "READY is 256 bytes");
 struct gp_rec_task {
 	uint64_t	 id;
 	uint32_t	 len;
-	uint32_t	 flags;		/* 0, GP_REC_SHM or GP_REC_PIECED */
+	uint32_t	 flags;		/* 0, GP_REC_SHM, GP_REC_PIECED or
+					   GP_REC_EXT */
 };
 
 enum gp_rec_kind {
@@ -114,6 +115,17 @@ struct gp_rec_result {
  */
 #define GP_REC_PIECED	2u
 
+/*
+ * An item whose bytes lie wholly in the pool's extern mapping
+ * (gp_pool_opts.ext_base: a rank's in ring) goes as a record flagged
+ * GP_REC_EXT, followed by a u64, the bytes' offset in that mapping, and
+ * no bytes: fn reads them there. Master to worker only (no offset
+ * crosses the wire the other way); the worker checks off + len against
+ * its mapping (gp_data_ext()) before it reads a byte, and a record past
+ * it, or one for a worker without a mapping, breaks the protocol.
+ */
+#define GP_REC_EXT	4u
+
 struct gp_msg_piece {
 	uint64_t	 total;		/* the item's or result's length */
 	uint64_t	 off;		/* this piece's place in it */
@@ -154,8 +166,9 @@ long	gp_msg_parse(const void *buf, size_t avail, size_t max,
 /*
  * Take the next record of a TASK (or RESULT) payload: *pos advances past
  * it. Returns 1 with *rec and *data set (NULL for a GP_REC_SHM record:
- * its bytes are in the region), 0 at the end, -EBADMSG if the record runs
- * past end or has an unknown flag.
+ * its bytes are in the region; for a TASK's GP_REC_EXT one, its u64
+ * offset), 0 at the end, -EBADMSG if the record runs past end or has an
+ * unknown flag (GP_REC_EXT on a RESULT).
  */
 int	gp_msg_task_next(const uint8_t **pos, const uint8_t *end,
 	    struct gp_rec_task *rec, const uint8_t **data);

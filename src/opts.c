@@ -392,6 +392,29 @@ rows(struct gp_pool_opts *o, char *err, size_t errlen)
 	return 0;
 }
 
+/* The extern mapping: base, len and fd all set or none; base and its
+ * offset in the fd page aligned (workers mprotect() or mmap() it). */
+static int
+ext_check(const struct gp_pool_opts *o, char *err, size_t errlen)
+{
+	uintptr_t	 pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+	int		 n = (o->ext_base != NULL) + (o->ext_len != 0) +
+			    (o->ext_fd != 0);
+
+	if (n == 0 && o->ext_off == 0 && o->ext_pad == 0)
+		return 0;
+	if (n != 3 || o->ext_pad != 0)
+		return gp_errf(err, errlen, -EINVAL, "pool options: ext_base, "
+		    "ext_len and ext_fd go together (an extern mapping: all "
+		    "three set, or none)");
+	if ((uintptr_t)o->ext_base % pg != 0 || o->ext_off % pg != 0 ||
+	    o->ext_fd < 0)
+		return gp_errf(err, errlen, -EINVAL, "pool options: the extern "
+		    "mapping needs ext_base and ext_off page aligned and "
+		    "ext_fd a descriptor (%d)", o->ext_fd);
+	return 0;
+}
+
 /* Check o and fill in the defaults that need no environment. */
 static int
 resolve(struct gp_pool_opts *o, char *err, size_t errlen)
@@ -415,7 +438,8 @@ resolve(struct gp_pool_opts *o, char *err, size_t errlen)
 		o->per_gpu = 1;
 	if (o->grace_ms == 0)
 		o->grace_ms = GP_DEFAULT_GRACE_MS;
-	if (gpu_policy(o, err, errlen) < 0 || rows(o, err, errlen) < 0)
+	if (gpu_policy(o, err, errlen) < 0 || rows(o, err, errlen) < 0 ||
+	    ext_check(o, err, errlen) < 0)
 		return -EINVAL;
 	return sizes(o, err, errlen);
 }
@@ -448,6 +472,8 @@ gp_opts_wire(const struct gp_pool_opts *o, struct gp_pool_opts *out)
 	out->fork_arg = NULL;
 	out->exec = NULL;
 	out->cancel_fd = -1;
+	/* ext_fd's number stays: the exec keeps it (gp_exec_child()). */
+	out->ext_base = NULL;
 }
 
 int

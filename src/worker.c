@@ -429,10 +429,13 @@ run_batch(struct gp_pool *p, struct gp_worker *w, struct gp_ctx *ctx,
 	every = p->o.timeout_ms > 0 ? 1 : GP_CLOCK_EVERY;
 	ctx->ioff = ctx->roff = 0;
 	while ((rc = gp_msg_task_next(&pos, end, &t, &data)) == 1) {
-		/* A TASK that points past the region, or at one the
-		 * worker has not, is a broken protocol. */
-		if ((t.flags & GP_REC_SHM) && (data = gp_data_bytes(w, 0,
-		    &ctx->ioff, t.len, ctx->win)) == NULL)
+		/* A TASK that points past the region or the extern
+		 * mapping, or at one the worker has not, is a broken
+		 * protocol. */
+		if (((t.flags & GP_REC_SHM) && (data = gp_data_bytes(w, 0,
+		    &ctx->ioff, t.len, ctx->win)) == NULL) ||
+		    ((t.flags & GP_REC_EXT) &&
+		    (data = gp_data_ext(p, data, t.len)) == NULL))
 			_exit(GP_EXIT_PROTO);
 		memset(&r, 0, sizeof(r));
 		r.id = ctx->id = t.id;

@@ -2,8 +2,8 @@
  * wstart.c: the steps of a worker's start-up that a forked worker
  * (worker.c) and the child of an exec'd one (exec.c, before its exec)
  * share: signals reset and death with the master, the CPU and memory
- * binding, the steps that may fail (the niceness: one table, one way to
- * report), and thread counts fitted to the CPUs it got.
+ * binding, the steps that may fail (the niceness, the extern mapping:
+ * one table, one way to report), and thread counts fitted to the CPUs it got.
  * Runs only in a worker process (gp_wstart_reset_signals() in the GPU
  * monitor's too), never in the master; single-threaded when it runs.
  * The calls before an exec are async-signal-safe but hwloc's binding,
@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -155,8 +156,43 @@ why_nice(const struct gp_pool *p, int err, char *buf, size_t len)
 	    "CAP_SYS_NICE or RLIMIT_NICE)" : "");
 }
 
+/*
+ * The extern mapping (gp_pool_opts.ext_base), which fn reads GP_REC_EXT
+ * items from: a forked worker has the caller's, and makes it read only;
+ * an exec'd one maps it read only from the memfd its exec kept, and
+ * closes that.
+ */
+static int
+step_ext(struct gp_pool *p, struct gp_worker *w)
+{
+	void	*m;
+
+	(void)w;
+	if (p->o.ext_len == 0)
+		return 0;
+	if (!p->execd)
+		return mprotect((void *)(uintptr_t)p->o.ext_base, p->o.ext_len,
+		    PROT_READ) < 0 ? -errno : 0;
+	m = mmap(NULL, p->o.ext_len, PROT_READ, MAP_SHARED, p->o.ext_fd,
+	    (off_t)p->o.ext_off);
+	(void)close(p->o.ext_fd);
+	if (m == MAP_FAILED)
+		return -errno;
+	p->o.ext_base = m;
+	return 0;
+}
+
+static void
+why_ext(const struct gp_pool *p, int err, char *buf, size_t len)
+{
+	snprintf(buf, len, "cannot %s the extern mapping (%llu bytes): %s",
+	    p->execd ? "map" : "protect", (unsigned long long)p->o.ext_len,
+	    strerror(-err));
+}
+
 static const struct wstep steps[] = {
 	{ 1, step_nice, why_nice },
+	{ 0, step_ext, why_ext },
 };
 
 #define NSTEPS	(sizeof(steps) / sizeof(steps[0]))

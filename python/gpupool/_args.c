@@ -362,6 +362,7 @@ gpy_args_parse(PyObject *pos, PyObject *kw, struct gpy_args *g)
 		PyErr_SetString(PyExc_TypeError, "Pool() needs worker");
 		return -1;
 	}
+	gpy_ring_extern(&g->o);	/* a rank's in ring, if set (_serve.py) */
 	return 0;
 }
 

@@ -94,6 +94,8 @@ extern PyTypeObject	*gpy_OutType;	/* a heap type, gpy_out_init() */
 int	 gpy_out_init(void);
 /* _ring.c: Ring and Extent, a rank's rings, added to module m. */
 int	 gpy_ring_add(PyObject *m);
+/* The in ring ring_extern() named, if any, into o's ext_* fields. */
+void	 gpy_ring_extern(struct gp_pool_opts *o);
 /* A new Out owning it->out (it->out is NULL after). */
 PyObject *gpy_out_take(struct gp_item *it);
 PyObject *gpy_frame(PyObject *mod, PyObject *args);

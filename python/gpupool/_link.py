@@ -100,6 +100,7 @@ class Link:
         self.big = None  # a big message being read: type, peer, body, got
         self.start_ns = time.monotonic_ns()
         self.ring = None   # the rings' mapping: out ring, then in ring
+        self.ringfd = -1   # its memfd, for clean workers (share_in_ring)
         self.rsize = 0     # bytes of each
         self.out = None    # the out ring's extents (a _gpupool.Ring)
         self.held = {}     # in-ring extents delivered: off -> bytes
@@ -131,11 +132,12 @@ class Link:
         except BaseException:
             os.close(memfd)
             mine.close()
+            if ringfd >= 0:
+                os.close(ringfd)
             raise
         finally:
             theirs.close()
-            if ringfd >= 0:
-                os.close(ringfd)
+        self.ringfd = ringfd
         self.sock = mine
         try:
             t, _, d = self._first()
@@ -156,12 +158,25 @@ class Link:
     def _map_rings(self, fd, rsize):
         from . import _gpupool
         self.ring = mmap.mmap(fd, 2 * rsize)
-        # Not in the workers forked later: they neither carry the mapping
-        # nor can write it.
+        # Not in the workers forked later: they neither carry the
+        # mapping nor can write it; but for the in ring on a rank whose
+        # pools read it (share_in_ring()).
         if hasattr(mmap, "MADV_DONTFORK"):
             self.ring.madvise(mmap.MADV_DONTFORK)
         self.rsize = rsize
         self.out = _gpupool.Ring(rsize)
+
+    def share_in_ring(self):
+        """The in ring as the extern mapping of the Pools made from now
+        on (gp_pool_opts.ext_base): their workers read an item that came
+        through it where MPI received it, forked ones in the mapping they
+        inherit (read only there), clean ones mapping the memfd."""
+        if self.ring is not None and self.ringfd >= 0:
+            from . import _gpupool
+            if hasattr(mmap, "MADV_DOFORK"):
+                self.ring.madvise(mmap.MADV_DOFORK, self.rsize, self.rsize)
+            _gpupool.ring_extern(self.ring, self.rsize, self.rsize,
+                                 self.ringfd)
 
     def ring_used(self):
         """Bytes of the rings taken: the out ring's sends MPI has not
@@ -368,6 +383,9 @@ class Link:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
+        if self.ringfd >= 0:
+            os.close(self.ringfd)
+            self.ringfd = -1
 
 
 # The payloads (host byte order; every record can follow another):

@@ -204,6 +204,71 @@ static PyType_Spec Extent_spec = {
 	.slots = Extent_slots,
 };
 
+/* ------------------------------------------------------------------ */
+/* The in ring as every later Pool's extern mapping (gp_pool_opts.ext_*):
+ * a rank's workers read their items where MPI received them. */
+
+static struct {
+	Py_buffer	 view;		/* of the rings' mapping, held */
+	int		 set;
+	size_t		 off, len;
+	int		 fd;
+} ext;
+
+/* ring_extern(mapping, off, len, fd): mapping[off:off + len], which is
+ * memfd fd from offset off, is the extern mapping of the Pools made from
+ * now on; ring_extern(None) ends that. */
+static PyObject *
+ring_extern(PyObject *mod, PyObject *args)
+{
+	PyObject	*m;
+	Py_ssize_t	 off = 0, len = 0;
+	int		 fd = -1;
+
+	(void)mod;
+	if (!PyArg_ParseTuple(args, "O|nni:ring_extern", &m, &off, &len, &fd))
+		return NULL;
+	if (ext.set) {
+		PyBuffer_Release(&ext.view);
+		ext.set = 0;
+	}
+	if (m == Py_None)
+		Py_RETURN_NONE;
+	if (PyObject_GetBuffer(m, &ext.view, PyBUF_SIMPLE) < 0)
+		return NULL;
+	if (off < 0 || len <= 0 || fd <= 0 || off > ext.view.len ||
+	    len > ext.view.len - off) {
+		PyBuffer_Release(&ext.view);
+		PyErr_SetString(PyExc_ValueError, "ring_extern: off and len "
+		    "must lie in the mapping, fd a descriptor");
+		return NULL;
+	}
+	ext.set = 1;
+	ext.off = (size_t)off;
+	ext.len = (size_t)len;
+	ext.fd = fd;
+	Py_RETURN_NONE;
+}
+
+void
+gpy_ring_extern(struct gp_pool_opts *o)
+{
+	if (!ext.set)
+		return;
+	o->ext_base = (const char *)ext.view.buf + ext.off;
+	o->ext_len = ext.len;
+	o->ext_off = ext.off;
+	o->ext_fd = ext.fd;
+}
+
+static PyMethodDef ring_methods[] = {
+	{ "ring_extern", ring_extern, METH_VARARGS,
+	  "ring_extern(mapping, off, len, fd) or ring_extern(None): the "
+	  "Pools made from now on read items lying in mapping[off:off + len] "
+	  "(memfd fd from off) in place" },
+	{ NULL, NULL, 0, NULL }
+};
+
 int
 gpy_ring_add(PyObject *m)
 {
@@ -218,5 +283,5 @@ gpy_ring_add(PyObject *m)
 		return -1;
 	rc = PyModule_AddObjectRef(m, "Extent", t);
 	Py_DECREF(t);
-	return rc;
+	return rc < 0 ? rc : PyModule_AddFunctions(m, ring_methods);
 }

@@ -53,6 +53,8 @@ class Server:
         self.lost0 = None   # why rank 0 was written off
         self.timeout = _DEFAULT_TIMEOUT
         link.talk(0, True)
+        # This rank's pools read items in the in ring where MPI put them.
+        link.share_in_ring()
 
     def serve(self):
         """Until rank 0 ends the job (0) or is lost or MPI fails (1)."""

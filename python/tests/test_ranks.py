@@ -549,15 +549,21 @@ def test_srun(job):
     job.no_leftovers("after srun")
 
 
-def test_big_items(job):
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_big_items(job, method):
     """Items and results of 1 to 3 MiB (bytes, and numpy arrays where
     numpy is installed) cross ranks whole: every result of a map over 3
-    ranks is its item reversed, and every rank ran some."""
+    ranks is its item reversed, and every rank ran some. On ranks 1 and 2
+    the workers read an item that came through the in ring where MPI put
+    it (the pool's extern mapping, GP_REC_EXT): forked ones in the
+    mapping they inherit, clean ones (spawn) mapping its memfd."""
+    job.env["GPUPOOL_START_METHOD"] = method
     rc, out, err = job.run(mpirun() + script("big.py"))
     assert rc == 0, err[-3000:]
     o = job.result()
     assert o["ok"], o
     assert o["ranks"] == ["0", "1", "2"], o
+    assert o["ring_ro"] == [["0", False], ["1", True], ["2", True]], o
     job.no_leftovers("after the script")
 
 

@@ -14,7 +14,8 @@
  *     bytes in the region) has no bytes in the payload and NULL data, and
  *     only a RESULT of kind DONE may have it; gp_msg_shm_place() gives an
  *     offset whose bytes lie inside the half, or -1 and leaves it as is;
- *     a GP_REC_PIECED record has no bytes and no length either;
+ *     a GP_REC_PIECED record has no bytes and no length either; a TASK's
+ *     GP_REC_EXT record has its 8-byte offset after it, a RESULT none;
  *   - a PIECE that gp_msg_piece_check() takes, against a few states of
  *     what came before, starts where they ended (or at 0), keeps their
  *     total, which is over the window and at most max, carries 1 byte or
@@ -191,7 +192,11 @@ walk(int result, const uint8_t *p, size_t n, struct gp_buf *enc)
 		CHECK(rc == 1);
 		rl = result ? sizeof(r) : sizeof(t);
 		len = result ? r.len : t.len;
-		if ((result ? r.flags : t.flags) != 0) {
+		if (!result && t.flags == GP_REC_EXT) {
+			/* Its offset follows it: taken as 8 bytes. */
+			CHECK(data == prev + rl);
+			len = sizeof(uint64_t);
+		} else if ((result ? r.flags : t.flags) != 0) {
 			CHECK((result ? r.flags : t.flags) == GP_REC_SHM ||
 			    ((result ? r.flags : t.flags) == GP_REC_PIECED &&
 			    len == 0));

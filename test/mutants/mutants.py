@@ -234,6 +234,14 @@ MUTANTS = [
     M("worker-keeps-other-regions", 45, "src/data.c",
       "if (&p->w[i] != w && p->w[i].reg != NULL) {", "if (0) {",
       "check_data"),
+    # 92. An item in the extern mapping is read where it lies, never past it.
+    M("ext-offset-unchecked", 92, "src/data.c",
+      "if (off > p->o.ext_len || len > p->o.ext_len - off)", "if (0)",
+      "check_ext"),
+    M("ext-items-copied", 92, "src/data.c",
+      "if (b == 0 || len == 0 || a < b || a - b > p->o.ext_len ||",
+      "if (1 || len == 0 || a < b || a - b > p->o.ext_len ||",
+      "check_ext"),
     # 13. All ranks or none.
     M("run-before-every-rank-is-up", 13, "src/cli/master/coord.c",
       "all &= r->peer[i].hello && !r->peer[i].lost;", "all &= 1;",

@@ -3,8 +3,8 @@
 Pool(fake_gpus=1) maps echo() over 60 items of 1 to 3 MiB of random bytes
 (bytes, and numpy arrays where numpy is installed), one per chunk: each
 result is the item reversed, which comes back as big as it went.
-$GP_DIR/out.json: whether every result was right, and the ranks that ran
-them.
+$GP_DIR/out.json: whether every result was right, the ranks that ran
+them, and, for each, whether its workers had the in ring read only.
 """
 import json
 import os
@@ -15,8 +15,16 @@ import gpupool
 D = os.environ["GP_DIR"]
 
 
+def ring_ro():
+    """Whether this worker has the rank's in ring, read only (the pool's
+    extern mapping: ranks 1 and 2 only)."""
+    with open("/proc/self/maps") as f:
+        return any("gpupool-ring" in ln and ln.split()[1].startswith("r-")
+                   for ln in f)
+
+
 def echo(b):
-    return os.environ["GPUPOOL_RANK"], b[::-1]
+    return os.environ["GPUPOOL_RANK"], b[::-1], ring_ro()
 
 
 def main():
@@ -34,7 +42,8 @@ def main():
     ok = all(bytes(r[1]) == bytes(i[::-1]) for r, i in zip(res, items))
     with open(os.path.join(D, "out.json"), "w") as f:
         json.dump({"ok": ok and len(res) == len(items),
-                   "ranks": sorted({r[0] for r in res})}, f)
+                   "ranks": sorted({r[0] for r in res}),
+                   "ring_ro": sorted({(r[0], r[2]) for r in res})}, f)
 
 
 if __name__ == "__main__":
