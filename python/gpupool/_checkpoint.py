@@ -72,14 +72,14 @@ def _digest(elements, cp):
 
     h[0] = hashlib.blake2b(digest_size=16)
     if cp:
-        p = _task._pickle_views(elements, True, oob)
+        p = _task._pickle_parts(elements, _task._CloudPickler, oob)
     else:
         try:
             p = pickle.dumps(elements, protocol=_task._PROTO,
                              buffer_callback=oob)
         except TypeError:  # a memoryview
             h[0] = hashlib.blake2b(digest_size=16)
-            p = _task._pickle_views(elements, False, oob)
+            p = _task._pickle_parts(elements, _task._Pickler, oob)
     h[0].update(p)
     return h[0].digest()
 

@@ -163,6 +163,25 @@ def test_frame_and_unframe():
             g.unframe(bad, True)
 
 
+def test_big_in_band_pickles_come_out_the_same_either_way(pool):
+    # Once a pickle was big, _dumps pickles through the Pickler's parts
+    # (joined once) instead of pickle.dumps: the same bytes either way,
+    # for what pickle writes out of its buffer (a big bytes whole, a big
+    # bytearray as a view of it, a big str encoded) and for small
+    # objects after big ones; and items and results that switch the
+    # hint back and forth come back exactly.
+    from gpupool import _task
+    objs = [b"small", pattern(1 << 20), bytearray(pattern(300 << 10)),
+            pattern(200 << 10).decode("latin-1"), [1, 2, 3],
+            (b"k", pattern(1 << 20), 7), {"a": pattern(64 << 10)}]
+    for big in (False, True, False, True):
+        for o in objs:
+            _task._big = big
+            assert _task._dumps(o) == pickle.dumps(o, protocol=5)
+    got = pool.map(echo, objs * 2, chunksize=1)
+    assert got == objs * 2 and type(got[2]) is bytearray
+
+
 def test_view_pool_gives_memoryview_and_out():
     n = 1 << 20
 
