@@ -22,6 +22,7 @@ from bisect import bisect_left
 
 from . import _errors
 from . import _jobs
+from . import _pickles
 from . import _progress
 from . import _task
 
@@ -62,7 +63,7 @@ def digest(elements):
 def _digest(elements, cp):
     """The digest of elements' pickle (cp: cloudpickle's), its out-of-band
     buffers first as pickle hands them out, then the pickle from its
-    parts (_task._Parts: big bytes whole, the rest in frames), so that
+    parts (_pickles._Parts: big bytes whole, the rest in frames), so that
     even a call's items of many MiB are digested without a pickle of
     them all in memory: the same digest as of pickle.dumps()'s bytes."""
     h = [None]
@@ -77,18 +78,18 @@ def _digest(elements, cp):
 
     def parts(cls):
         h[0] = hashlib.blake2b(digest_size=16)
-        ps = _task._Parts()
-        cls(ps, protocol=_task._PROTO, buffer_callback=oob).dump(elements)
+        ps = _pickles._Parts()
+        cls(ps, protocol=_pickles._PROTO, buffer_callback=oob).dump(elements)
         for x in ps:
             h[0].update(x)
         return h[0].digest()
 
     if cp:
-        return parts(_task._CloudPickler)
+        return parts(_pickles._CloudPickler)
     try:
         return parts(pickle.Pickler)
     except TypeError:  # a memoryview
-        return parts(_task._Pickler)
+        return parts(_pickles._Pickler)
 
 
 def fn_identity(fn):
