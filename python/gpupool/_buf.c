@@ -109,7 +109,7 @@ gpy_out_take(struct gp_item *it)
 }
 
 /* ------------------------------------------------------------------ */
-/* frame(pickle, buffers) -> bytes */
+/* frame(pickle, buffers[, alloc]) -> bytes, or alloc's object */
 
 static void
 views_release(Py_buffer *v, Py_ssize_t n)
@@ -119,24 +119,16 @@ views_release(Py_buffer *v, Py_ssize_t n)
 	PyMem_Free(v);
 }
 
-/* The frame, written into a bytes object made for it: each buffer is
- * copied once, the only copy on the caller's side. */
-static PyObject *
-build(const Py_buffer *pk, const Py_buffer *v, Py_ssize_t n, size_t total)
+/* The frame, written at p (total bytes): each buffer is copied once,
+ * the only copy on the caller's side. */
+static void
+build(char *p, const Py_buffer *pk, const Py_buffer *v, Py_ssize_t n)
 {
-	PyObject	*b;
-	char		*p;
 	uint32_t	 nb = (uint32_t)n;
 	uint64_t	 u;
 	size_t		 off;
 	Py_ssize_t	 i;
 
-	if ((b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total)) == NULL)
-		return NULL;
-	if ((p = PyBytes_AsString(b)) == NULL) {
-		Py_DECREF(b);
-		return NULL;
-	}
 	memcpy(p, MAGIC, 4);
 	memcpy(p + 4, &nb, 4);
 	u = (uint64_t)pk->len;
@@ -154,18 +146,60 @@ build(const Py_buffer *pk, const Py_buffer *v, Py_ssize_t n, size_t total)
 		memcpy(p + off, v[i].buf, (size_t)v[i].len);
 		off += (size_t)v[i].len;
 	}
+}
+
+/* Where the frame goes: alloc(total)'s object when it gives one (a
+ * writable buffer of exactly total bytes: a rank's out ring), else a
+ * bytes made for it. */
+static PyObject *
+place(PyObject *alloc, const Py_buffer *pk, const Py_buffer *v,
+    Py_ssize_t n, size_t total)
+{
+	PyObject	*b;
+	Py_buffer	 w;
+	char		*p;
+
+	if (alloc != Py_None) {
+		if ((b = PyObject_CallFunction(alloc, "n",
+		    (Py_ssize_t)total)) == NULL)
+			return NULL;
+		if (b != Py_None) {
+			if (PyObject_GetBuffer(b, &w, PyBUF_WRITABLE) < 0) {
+				Py_DECREF(b);
+				return NULL;
+			}
+			if ((size_t)w.len != total) {
+				PyBuffer_Release(&w);
+				Py_DECREF(b);
+				return PyErr_Format(PyExc_ValueError, "frame: "
+				    "alloc(%zu) gave %zd bytes", total, w.len);
+			}
+			build(w.buf, pk, v, n);
+			PyBuffer_Release(&w);
+			return b;
+		}
+		Py_DECREF(b);
+	}
+	if ((b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total)) == NULL)
+		return NULL;
+	if ((p = PyBytes_AsString(b)) == NULL) {
+		Py_DECREF(b);
+		return NULL;
+	}
+	build(p, pk, v, n);
 	return b;
 }
 
 PyObject *
 gpy_frame(PyObject *mod, PyObject *args)
 {
-	PyObject	*seq, *o, *b = NULL;
+	PyObject	*seq, *o, *b = NULL, *alloc = Py_None;
 	Py_buffer	 pk, *v;
 	Py_ssize_t	 i, n;
 	size_t		 total;
 
-	if (!PyArg_ParseTuple(args, "y*O!:frame", &pk, &PyList_Type, &seq))
+	if (!PyArg_ParseTuple(args, "y*O!|O:frame", &pk, &PyList_Type, &seq,
+	    &alloc))
 		return NULL;
 	if ((n = PyList_Size(seq)) < 0) {
 		PyBuffer_Release(&pk);
@@ -188,7 +222,7 @@ gpy_frame(PyObject *mod, PyObject *args)
 		PyErr_SetString(PyExc_OverflowError, "frame too large");
 		goto out;
 	}
-	b = build(&pk, v, n, total);
+	b = place(alloc, &pk, v, n, total);
 out:
 	views_release(v, i);
 	PyBuffer_Release(&pk);

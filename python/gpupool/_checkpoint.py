@@ -22,6 +22,7 @@ from bisect import bisect_left
 
 from . import _errors
 from . import _jobs
+from . import _pickles
 from . import _progress
 from . import _task
 
@@ -60,6 +61,11 @@ def digest(elements):
 
 
 def _digest(elements, cp):
+    """The digest of elements' pickle (cp: cloudpickle's), its out-of-band
+    buffers first as pickle hands them out, then the pickle from its
+    parts (_pickles._Parts: big bytes whole, the rest in frames), so that
+    even a call's items of many MiB are digested without a pickle of
+    them all in memory: the same digest as of pickle.dumps()'s bytes."""
     h = [None]
 
     def oob(pb):
@@ -70,18 +76,20 @@ def _digest(elements, cp):
             h[0].update(memoryview(pb).tobytes())
         return False
 
-    h[0] = hashlib.blake2b(digest_size=16)
+    def parts(cls):
+        h[0] = hashlib.blake2b(digest_size=16)
+        ps = _pickles._Parts()
+        cls(ps, protocol=_pickles._PROTO, buffer_callback=oob).dump(elements)
+        for x in ps:
+            h[0].update(x)
+        return h[0].digest()
+
     if cp:
-        p = _task._pickle_views(elements, True, oob)
-    else:
-        try:
-            p = pickle.dumps(elements, protocol=_task._PROTO,
-                             buffer_callback=oob)
-        except TypeError:  # a memoryview
-            h[0] = hashlib.blake2b(digest_size=16)
-            p = _task._pickle_views(elements, False, oob)
-    h[0].update(p)
-    return h[0].digest()
+        return parts(_pickles._CloudPickler)
+    try:
+        return parts(pickle.Pickler)
+    except TypeError:  # a memoryview
+        return parts(_pickles._Pickler)
 
 
 def fn_identity(fn):

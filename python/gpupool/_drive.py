@@ -406,11 +406,7 @@ class _Call:
                     if (self.until is not None and
                             id(s[0][0]) not in self.mine):
                         p._shared = True  # see Driver._help()
-                    p._inflight += 1
-                    self.subs.add(s[0][0])
-                    key = (None, s[0])
-                    self.flying[id(key)] = key
-                    return key, s[1]
+                    return self.take(s)
                 if (job is None and self.flying and
                         (self.until is None or not self.until())):
                     # Nothing queued, items running: park (...: ask
@@ -423,6 +419,15 @@ class _Call:
             return None
         j = self.job_call(job.next_item)
         return None if j is None else self.send((job, j[0]), j[1])
+
+    def take(self, s):
+        """A submit off the queue, under the pool's lock: counted in
+        flight, its future among the call's, its item sent."""
+        self.pool._inflight += 1
+        self.subs.add(s[0][0])
+        key = (None, s[0])
+        self.flying[id(key)] = key
+        return key, s[1]
 
     def done(self, key, status, code, out):
         p, job = self.pool, self.job
@@ -511,11 +516,7 @@ class _One(_Call):
             if s is None:  # canceled meanwhile
                 return None
             self.sent = True
-            p._inflight += 1
-            self.subs.add(s[0][0])
-        key = (None, s[0])
-        self.flying[id(key)] = key
-        return key, s[1]
+            return self.take(s)
 
 
 class _Future(Future):

@@ -597,8 +597,8 @@ static PyMethodDef mod_methods[] = {
 	  "a size such as '20G', as the library reads it" },
 	{ "pool_options", gpy_pool_options, METH_NOARGS, "pool_options() -> "
 	  "((name, py, kind, lo, hi, dflt, help), ...): the library's rows" },
-	{ "frame", gpy_frame, METH_VARARGS, "frame(pickle, buffers) -> bytes: "
-	  "a pickle and its out-of-band buffers as one item" },
+	{ "frame", gpy_frame, METH_VARARGS, "frame(pickle, buffers[, alloc]) "
+	  "-> one item: bytes, or alloc(n)'s writable n bytes if not None" },
 	{ "unframe", gpy_unframe, METH_VARARGS, "unframe(payload, copy) -> "
 	  "None (a plain pickle) or (pickle view, [buffers]): copies (bytes "
 	  "or bytearray) or views of payload" },

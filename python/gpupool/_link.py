@@ -19,7 +19,9 @@ the MPI process: written into the out ring (an extent of Ring, taken
 here, given back when FR_RING_SENT says MPI sent it), sent alone from
 there; received into the in ring and read in place as an Extent, whose
 last reference gone frees it (FR_RING_FREE, flushed by send() and
-recv()). A message the rings have no room for takes the socket.
+recv()). A message the rings have no room for takes the socket. On
+rank 0, a chunk's big pickle is written into the out ring as it is made
+(arena(), gpupool._pickles.arena) and sent from there, one copy less.
 """
 
 import mmap
@@ -40,6 +42,7 @@ _RING = struct.Struct("=iiQQ")  # struct fr_ring: type, peer, off, len
 _OFF = struct.Struct("=Q")
 _READ = 1 << 20
 RING_MIN = 64 << 10  # ranks.h RANKS_RING_MIN
+_PRE = 64  # out-ring bytes kept before an item pickled there: its header
 _RING_MIB = 64       # GPUPOOL_RANKS_RING's default
 
 # The variables an MPI launcher sets (src/cli/ranks/launcher.c).
@@ -100,11 +103,14 @@ class Link:
         self.big = None  # a big message being read: type, peer, body, got
         self.start_ns = time.monotonic_ns()
         self.ring = None   # the rings' mapping: out ring, then in ring
-        self.ringfd = -1   # its memfd, for clean workers (share_in_ring)
+        self.ringfd = -1   # its memfd, for clean workers (share_ring)
         self.rsize = 0     # bytes of each
         self.out = None    # the out ring's extents (a _gpupool.Ring)
         self.held = {}     # in-ring extents delivered: off -> bytes
         self.freed = []    # in-ring offsets whose Extent is gone
+        self.out_freed = []  # the same for items pickled in the out ring
+        self.sending = {}  # out-ring offset -> such an item MPI sends
+        self.in_place = 0  # items sent from where they were pickled
         self.busy_now = False
 
     def start(self):
@@ -159,31 +165,51 @@ class Link:
         from . import _gpupool
         self.ring = mmap.mmap(fd, 2 * rsize)
         # Not in the workers forked later: they neither carry the
-        # mapping nor can write it; but for the in ring on a rank whose
-        # pools read it (share_in_ring()).
+        # mapping nor can write it; but for the ring this rank's pools
+        # read items in (share_ring()).
         if hasattr(mmap, "MADV_DONTFORK"):
             self.ring.madvise(mmap.MADV_DONTFORK)
         self.rsize = rsize
         self.out = _gpupool.Ring(rsize)
 
-    def share_in_ring(self):
-        """The in ring as the extern mapping of the Pools made from now
-        on (gp_pool_opts.ext_base): their workers read an item that came
-        through it where MPI received it, forked ones in the mapping they
-        inherit (read only there), clean ones mapping the memfd."""
+    def share_ring(self, out):
+        """A ring as the extern mapping of the Pools made from now on
+        (gp_pool_opts.ext_base): out, rank 0's, where it pickles big
+        chunks (arena()); else the in ring, where MPI receives a rank's
+        items. Their workers read an item that lies there in place,
+        forked ones in the mapping they inherit (read only there), clean
+        ones mapping the memfd."""
         if self.ring is not None and self.ringfd >= 0:
             from . import _gpupool
+            off = 0 if out else self.rsize
             if hasattr(mmap, "MADV_DOFORK"):
-                self.ring.madvise(mmap.MADV_DOFORK, self.rsize, self.rsize)
-            _gpupool.ring_extern(self.ring, self.rsize, self.rsize,
-                                 self.ringfd)
+                self.ring.madvise(mmap.MADV_DOFORK, off, self.rsize)
+            _gpupool.ring_extern(self.ring, off, self.rsize, self.ringfd)
+
+    def arena(self, n):
+        """n writable bytes of the out ring for an item to be pickled
+        into (gpupool._pickles.arena on rank 0), as an Extent: send() then
+        sends it from there, writing its record's header in the _PRE
+        bytes before it; the extent is free once MPI sent it and the
+        last reference is gone. None when n is small or there is no
+        room (the item is then a bytes, copied into the ring to go)."""
+        if n < RING_MIN or self.out is None:
+            return None
+        off = self.out.alloc(n + _PRE)
+        if off < 0:
+            return None
+        from . import _gpupool
+        return _gpupool.Extent(self.ring, off + _PRE, n, self.out_freed,
+                               off, True)
 
     def ring_used(self):
         """Bytes of the rings taken: the out ring's sends MPI has not
-        finished, the in ring's messages not yet given back (an Extent
-        gone counts as given back)."""
+        finished and its items pickled there still referred to, the in
+        ring's messages not yet given back (an Extent gone counts as
+        given back)."""
         if self.out is None:
             return 0
+        self._free_out()
         held = sum(k for off, k in self.held.items()
                    if off not in self.freed)
         return self.out.used() + held
@@ -241,9 +267,21 @@ class Link:
 
     def send(self, peer, t, data=b"", head=b""):
         """One message: head (a record's header), then data (any
-        buffer); through the out ring when it is big and fits."""
+        buffer); from where it lies when arena() made it (unless a send
+        of it to a rank since lost is still pending: MPI owns those
+        bytes), else through the out ring when it is big and fits."""
         self._flush_freed()
-        n = len(head) + memoryview(data).nbytes
+        h = len(head)
+        if getattr(data, "freed", None) is self.out_freed and h <= _PRE:
+            off = data.tag + _PRE - h
+            if off not in self.sending:
+                self.ring[off:off + h] = head
+                self.sending[off] = data
+                self.in_place += 1
+                self._frame(FR_RING_SEND, 0,
+                            _RING.pack(t, peer, off, h + len(data)))
+                return
+        n = h + memoryview(data).nbytes
         if n >= RING_MIN and self.out is not None:
             off = self.out.alloc(n)
             if off >= 0:
@@ -254,8 +292,15 @@ class Link:
                 return
         self._frame(t, peer, data, head)
 
+    def _free_out(self):
+        """Take back the out-ring extents of items pickled there that
+        are gone (after MPI sent them: send() held them till then)."""
+        while self.out_freed:
+            self.out.free(self.out_freed.pop())
+
     def _flush_freed(self):
         """Give the MPI process back the in-ring extents read here."""
+        self._free_out()
         if not self.freed:
             return
         offs = self.freed[:]
@@ -328,7 +373,9 @@ class Link:
             raise LinkError(bytes(d[4:]).rstrip(b"\0").decode(
                 errors="replace"))
         if t == FR_RING_SENT:
-            self.out.free(_OFF.unpack(d)[0])
+            off = _OFF.unpack(d)[0]
+            if self.sending.pop(off, None) is None:
+                self.out.free(off)
             return
         if t == FR_RING_RECV:
             from . import _gpupool

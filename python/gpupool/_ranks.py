@@ -85,7 +85,13 @@ class World:
     for the pool they belong to."""
 
     def __init__(self, link):
+        from . import _pickles
         self.link = link
+        if link.out is not None:
+            # Big chunks are pickled into the out ring, and rank 0's own
+            # workers read them there.
+            _pickles.arena = link.arena
+            link.share_ring(out=True)
         self.lock = threading.RLock()
         self.host = socket.gethostname()
         self.hosts = {0: self.host}
@@ -166,6 +172,8 @@ class World:
     def finish(self, rc):
         """The script is over: every rank leaves (C_END, then its BYE), and
         MPI ends: MPI_Finalize when all left, else MPI_Abort(rc)."""
+        from . import _pickles
+        _pickles.arena = None
         how = C_END_LOST if self.lost else C_END
         for r in self.others():
             self.send(r, _link.CTL, CTLREC.pack(0, how))
@@ -401,7 +409,10 @@ class Cluster:
                 t = time.monotonic() - it.sent
                 self.mean = t if self.mean is None else \
                     0.9 * self.mean + 0.1 * t
-                done(it.key, status, code, out if status == _gpupool.OK or
+                key, it = it.key, None  # its bytes go now, whatever
+                # done() raises: a traceback would keep this frame, and
+                # an item pickled into the out ring with it, till a GC.
+                done(key, status, code, out if status == _gpupool.OK or
                      len(out) else None)
             elif kind == "lost":
                 self._reclaim(r, m, done)

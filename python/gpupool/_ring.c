@@ -2,7 +2,8 @@
  * _ring.c: a rank's rings from Python (gpupool/_link.py): Ring, the
  * extents of its out ring (src/cli/ranks/ring.c's allocator, the one its
  * MPI process uses for the in ring), and Extent, a message its MPI
- * process received into the in ring, read in place.
+ * process received into the in ring, read in place, or, writable, an
+ * item rank 0 pickled straight into its out ring (gpupool/_link.Arena).
  *
  * An Extent exports its bytes read-only and holds a buffer of the ring's
  * mapping (the mapping outlives it). When the last reference to it goes
@@ -119,6 +120,7 @@ typedef struct {
 	Py_ssize_t	 len;
 	PyObject	*freed;		/* a list: tag appended at dealloc */
 	PyObject	*tag;
+	int		 writable;	/* an item pickled into the out ring */
 } ExtentObject;
 
 static PyObject *
@@ -127,9 +129,10 @@ Extent_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 	ExtentObject	*self;
 	PyObject	*map, *freed, *tag;
 	Py_ssize_t	 off, len;
+	int		 writable = 0;
 
-	if (!PyArg_ParseTuple(args, "OnnO!O:Extent", &map, &off, &len,
-	    &PyList_Type, &freed, &tag))
+	if (!PyArg_ParseTuple(args, "OnnO!O|p:Extent", &map, &off, &len,
+	    &PyList_Type, &freed, &tag, &writable))
 		return NULL;
 	if ((self = (ExtentObject *)PyType_GenericAlloc(tp, 0)) == NULL)
 		return NULL;
@@ -147,6 +150,7 @@ Extent_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 	self->len = len;
 	self->freed = Py_NewRef(freed);
 	self->tag = Py_NewRef(tag);
+	self->writable = writable;
 	return (PyObject *)self;
 }
 
@@ -154,8 +158,27 @@ static int
 Extent_getbuffer(ExtentObject *self, Py_buffer *view, int flags)
 {
 	return PyBuffer_FillInfo(view, (PyObject *)self, self->p, self->len,
-	    1, flags);
+	    !self->writable, flags);
 }
+
+static PyObject *
+Extent_tag(ExtentObject *self, void *unused)
+{
+	return Py_NewRef(self->tag);
+}
+
+static PyObject *
+Extent_freed(ExtentObject *self, void *unused)
+{
+	return Py_NewRef(self->freed);
+}
+
+static PyGetSetDef Extent_getset[] = {
+	{ "tag", (getter)Extent_tag, NULL, "what dealloc appends", NULL },
+	{ "freed", (getter)Extent_freed, NULL, "the list it appends to",
+	  NULL },
+	{ NULL, NULL, NULL, NULL, NULL }
+};
 
 /* Appends the tag (it cannot raise here: on a failure the extent stays
  * taken, which is safe), then lets the mapping go. */
@@ -187,9 +210,11 @@ Extent_length(ExtentObject *self)
 }
 
 static PyType_Slot Extent_slots[] = {
-	{ Py_tp_doc, (void *)"Extent(mapping, off, len, freed, tag): "
-	  "mapping[off:off + len], read-only and in place; tag appended "
-	  "to the list freed when the last reference goes" },
+	{ Py_tp_doc, (void *)"Extent(mapping, off, len, freed, tag"
+	  "[, writable]): mapping[off:off + len], in place, read-only "
+	  "unless writable; tag appended to the list freed when the last "
+	  "reference goes" },
+	{ Py_tp_getset, Extent_getset },
 	{ Py_tp_new, (void *)Extent_new },
 	{ Py_tp_dealloc, (void *)Extent_dealloc },
 	{ Py_bf_getbuffer, (void *)Extent_getbuffer },

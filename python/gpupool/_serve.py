@@ -54,7 +54,7 @@ class Server:
         self.timeout = _DEFAULT_TIMEOUT
         link.talk(0, True)
         # This rank's pools read items in the in ring where MPI put them.
-        link.share_in_ring()
+        link.share_ring(out=False)
 
     def serve(self):
         """Until rank 0 ends the job (0) or is lost or MPI fails (1)."""

@@ -21,25 +21,10 @@ traceback text)}. worker_entry() never raises: a value or an
 exception that cannot be pickled becomes an error outcome, so a C item
 ends FAILED only if even that fails.
 
-Big objects, both ways: pickles are protocol 5 with a buffer_callback,
-so a buffer of OOB_MIN bytes or more that pickle hands out (a numpy
-array, a PickleBuffer) is not copied into the pickle but once into the
-item's frame (_gpupool.frame: pickle and buffers in one item); a pickle
-without such buffers is the item as before. The worker gets a memoryview
-of the item (valid only during the call: the library reuses that memory)
-and unpickles from it; each out-of-band buffer is copied once into a
-bytes (read only) or bytearray of its own, so nothing that outlives the
-call points into the item. The caller reads a result of 64 KiB or more
-in place (an _gpupool.Out owning the library's buffer): its out-of-band
-buffers are views of it, alive as long as what was unpickled from them.
-bytes and bytearray always travel in band (pickle copies them once into
-the item; unpickling copies them once out of it).
+Big objects, both ways: gpupool._pickles.
 """
 
-import collections
-import copyreg
 import importlib
-import io
 import os
 import pickle
 import sys
@@ -51,10 +36,8 @@ try:
 except ImportError:  # optional: gpupool works without it
     cloudpickle = None
 
-from . import _byname, _gpupool
-
-_PROTO = 5  # out-of-band buffers (Python 3.8 and later)
-OOB_MIN = 64 * 1024  # smaller buffers stay in band: a frame costs more
+from . import _byname, _pickles
+from ._pickles import _PROTO, _dumps, loads
 _fn_cache = {}  # in a worker: fn_bytes -> function, so a map unpickles once
 clean = False  # in a worker that started clean (gpupool._spawn)
 
@@ -327,96 +310,16 @@ def dumps_value(obj):
     return pickle.dumps(obj, protocol=_PROTO)
 
 
-def _view(buf, fmt, shape):
-    """A memoryview again, over the buffer that carried it (bytes when it
-    was read only, bytearray when writable, or a view of the caller's
-    Out); of its bytes only (format B) when cast() refuses its format
-    (not native, or a struct)."""
-    m = memoryview(buf)
-    if fmt == "B" and len(shape) == 1:
-        return m
-    try:
-        return m.cast("B").cast(fmt, shape)
-    except (TypeError, ValueError):  # a format cast() does not take
-        return m
-
-
-def _reduce_view(m):
-    if not m.c_contiguous:
-        m = memoryview(m.tobytes()).cast("B").cast(m.format, m.shape)
-    return _view, (pickle.PickleBuffer(m), m.format, m.shape)
-
-
-class _Pickler(pickle.Pickler):
-    """pickle's Pickler, with memoryviews as memoryviews (plain pickle
-    refuses them). Pickler reads dispatch_table when it is made."""
-    dispatch_table = collections.ChainMap({memoryview: _reduce_view},
-                                          copyreg.dispatch_table)
-
-
-if cloudpickle is not None:
-    class _CloudPickler(cloudpickle.Pickler):
-        """cloudpickle's, with memoryviews as memoryviews (it makes them
-        bytes)."""
-        dispatch_table = collections.ChainMap(
-            {memoryview: _reduce_view}, cloudpickle.Pickler.dispatch_table)
-
-
-def _pickle_views(obj, cp, oob):
-    """The pickle of obj by _Pickler (cp: _CloudPickler): for plain
-    pickle, taken only after pickle.dumps failed, as it costs a Pickler
-    (cloudpickle.dumps makes one too)."""
-    f = io.BytesIO()
-    (_CloudPickler if cp else _Pickler)(
-        f, protocol=_PROTO, buffer_callback=oob).dump(obj)
-    return f.getvalue()
-
-
-def _dumps(obj, cp=False):
-    """obj as one item: its pickle (cp: cloudpickle's), or the frame of
-    its pickle and the out-of-band buffers of OOB_MIN bytes or more."""
-    bufs = []
-
-    def oob(pb):
-        with pb.raw() as m:
-            if m.nbytes < OOB_MIN:
-                return True
-        bufs.append(pb)
-        return False
-
-    if cp:
-        p = _pickle_views(obj, cp, oob)
-    else:
-        try:
-            p = pickle.dumps(obj, protocol=_PROTO, buffer_callback=oob)
-        except TypeError:  # "cannot pickle 'memoryview' object", or not
-            del bufs[:]
-            p = _pickle_views(obj, cp, oob)
-    return _gpupool.frame(p, bufs) if bufs else p
-
-
-def loads(payload, copy):
-    """An item or result back into objects. copy: each out-of-band buffer
-    copied into an object of its own (in a worker: payload is reused after
-    the call); else views of payload, which must own its memory (the
-    caller's Out)."""
-    f = _gpupool.unframe(payload, copy)
-    if f is None:
-        return pickle.loads(payload)
-    with f[0] as p:
-        return pickle.loads(p, buffers=f[1])
-
-
 def dumps_chunk(fn_bytes, star, elements):
     """Pickle one chunk; arguments that plain pickle refuses (a lambda in
     an argument) go through cloudpickle when it is installed."""
     msg = (fn_bytes, star, elements)
     try:
-        return _dumps(msg)
+        return _dumps(msg, alloc=_pickles.arena)
     except Exception:
         if cloudpickle is None:
             raise
-        return _dumps(msg, True)
+        return _dumps(msg, True, _pickles.arena)
 
 
 def _load_fn(fn_bytes):

@@ -5,6 +5,7 @@ memory the pool reuses. numpy cases are skipped when numpy is not
 importable.
 """
 
+import os
 import pickle
 
 import pytest
@@ -161,6 +162,81 @@ def test_frame_and_unframe():
     for bad in (f[:10], f[:40], b"GPB5" + b"\xff" * 12):
         with pytest.raises(ValueError):
             g.unframe(bad, True)
+
+
+def test_big_in_band_pickles_come_out_the_same_either_way(pool):
+    # Once a pickle was big, _dumps pickles through the Pickler's parts
+    # (joined once) instead of pickle.dumps: the same bytes either way,
+    # for what pickle writes out of its buffer (a big bytes whole, a big
+    # bytearray as a view of it, a big str encoded) and for small
+    # objects after big ones; and items and results that switch the
+    # hint back and forth come back exactly.
+    from gpupool import _pickles
+    objs = [b"small", pattern(1 << 20), bytearray(pattern(300 << 10)),
+            pattern(200 << 10).decode("latin-1"), [1, 2, 3],
+            (b"k", pattern(1 << 20), 7), {"a": pattern(64 << 10)}]
+    for big in (False, True, False, True):
+        for o in objs:
+            _pickles._big = big
+            assert _pickles._dumps(o) == pickle.dumps(o, protocol=5)
+    got = pool.map(echo, objs * 2, chunksize=1)
+    assert got == objs * 2 and type(got[2]) is bytearray
+
+
+def test_frame_into_what_alloc_gives():
+    # frame(p, bufs, alloc): into alloc(n)'s buffer when it gives one (a
+    # rank's out ring), else a bytes; a buffer of the wrong size is an
+    # error, not a frame cut short.
+    bufs = [bytearray(pattern(100)), pattern(3)]
+    want = g.frame(b"pickle", bufs)
+    asked = []
+
+    def alloc(n):
+        asked.append(n)
+        return bytearray(n)
+
+    got = g.frame(b"pickle", bufs, alloc)
+    assert type(got) is bytearray and got == want and asked == [len(want)]
+    assert g.frame(b"pickle", bufs, lambda n: None) == want
+    assert g.frame(b"pickle", bufs, None) == want
+    with pytest.raises(ValueError, match="gave"):
+        g.frame(b"pickle", bufs, lambda n: bytearray(n - 1))
+    with pytest.raises(BufferError):
+        g.frame(b"pickle", bufs, lambda n: bytes(n))  # read only
+
+
+def test_a_chunk_is_pickled_into_the_arena_and_a_fork_forgets_it():
+    # dumps_chunk() writes a big chunk where _pickles.arena says (rank 0's
+    # out ring: _link.Link.arena), from the second on (the first big one
+    # is pickle.dumps()'s, the hint learns from it), and out-of-band
+    # buffers' frames too; a small one as bytes; a fork's chunks never go
+    # there (the rings are not mapped in it).
+    from gpupool import _pickles, _task
+    made = []
+
+    def arena(n):
+        if n < 64 << 10:
+            return None
+        made.append(bytearray(n))
+        return made[-1]
+
+    _pickles.arena = arena
+    try:
+        _pickles._big = False
+        first = _task.dumps_chunk(b"f", 0, [pattern(1 << 20)])
+        big = _task.dumps_chunk(b"f", 0, [pattern(1 << 20)])
+        numpy_like = _task.dumps_chunk(b"f", 0, [memoryview(pattern(1 << 20))])
+        small = _task.dumps_chunk(b"f", 0, [b"x"])
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if _pickles.arena is None else 1)
+        assert os.waitpid(pid, 0)[1] == 0
+    finally:
+        _pickles.arena = None
+    assert type(first) is bytes and type(small) is bytes
+    assert big is made[0] and numpy_like is made[1] and len(made) == 2
+    assert _task.loads(big, True)[2] == [pattern(1 << 20)]
+    assert bytes(_task.loads(numpy_like, True)[2][0]) == pattern(1 << 20)
 
 
 def test_view_pool_gives_memoryview_and_out():

@@ -8,7 +8,9 @@ file shows them past a point (never after a sleep); their waits are
 bounded generously (a loaded 2-core machine).
 """
 
+import hashlib
 import os
+import pickle
 import random
 import shutil
 import signal
@@ -247,6 +249,19 @@ def test_digest_rule(tmp_path):
     assert d([1.0]) != d([1])
     assert d([memoryview(b"abc")]) == d([memoryview(b"abc")])
     assert d([memoryview(b"abc")]) != d([memoryview(b"abd")])
+
+
+def test_digest_is_of_the_whole_pickle_from_its_parts():
+    """A checkpoint written before the digest was taken from pickle's
+    parts must resume: the digest is still BLAKE2b-128 of pickle.dumps()'s
+    bytes, for items that span many of pickle's frames and big bytes it
+    hands over whole."""
+    big = bytes(range(256)) * 4096
+    for items in ([big, big[1:], 7], list(range(100000)),
+                  [(i, big[:70000]) for i in range(4)]):
+        p = pickle.dumps(items, protocol=5)
+        assert _checkpoint.digest(items) == hashlib.blake2b(
+            p, digest_size=16).digest()
 
 
 def test_digest_across_interpreters(tmp_path):

@@ -570,8 +570,9 @@ def test_big_items(job, method):
 def _rings(job, mib):
     """ranks/ring.py with rings of mib MiB (None: the default): every
     result right, a retry after a crash included, and every ring empty
-    at the end, rank 0's (its sends finished) and each other rank's (its
-    extents given back, a canceled map's queue too)."""
+    at the end, rank 0's (its sends finished, the items it pickled there
+    gone) and each other rank's (its extents given back, a canceled map's
+    queue too)."""
     job.env["GPUPOOL_TEST_RING_USED"] = "1"
     if mib is not None:
         job.env["GPUPOOL_RANKS_RING"] = str(mib)
@@ -584,6 +585,9 @@ def _rings(job, mib):
     assert os.path.exists(job.path("claim")), "no worker crashed on rank 2"
     assert o["rsize"] == (64 if mib is None else mib) << 20, o
     assert o["used0"] == 0, o
+    # Rank 0 pickles a big chunk into its out ring and sends it from
+    # there when the ring has room (2 MiB has for some 1-2 MiB items).
+    assert (o["in_place"] > 0) == (mib != 0), o
     # (The ranks' lines may interleave on mpirun's stderr.)
     used = dict(re.findall(r"gpupool: rank (\d+): ring used (\d+)", err))
     assert used == {"1": "0", "2": "0"}, err[-3000:]

@@ -8,8 +8,9 @@ Items of 1 to 2 MiB of random bytes, echoed reversed, over 3 ranks:
   dropped, and their ring extents with it;
 - a map after it is whole.
 Then rank 0 waits for its rings to be empty (ring_used(), its MPI
-process's sends finished), and each other rank says its own at the end
-(GPUPOOL_TEST_RING_USED). $GP_DIR/out.json: what came back.
+process's sends finished, its items pickled in the out ring gone), and
+each other rank says its own at the end (GPUPOOL_TEST_RING_USED); and how
+many items rank 0 sent from where it pickled them. $GP_DIR/out.json: what came back.
 """
 import json
 import os
@@ -67,6 +68,7 @@ def main():
         _ranks.world.pump()
     out["used0"] = link.ring_used()
     out["rsize"] = link.rsize
+    out["in_place"] = link.in_place
     with open(os.path.join(D, "out.json"), "w") as f:
         json.dump(out, f)
 
