@@ -16,11 +16,15 @@ D = os.environ["GP_DIR"]
 
 
 def ring_ro():
-    """Whether this worker has the rank's in ring, read only (the pool's
-    extern mapping: ranks 1 and 2 only)."""
+    """How this worker has the rank's rings: "ro" when it has one, read
+    only, and nothing of them writable (the pool's extern mapping: the in
+    ring on ranks 1 and 2, rank 0's out ring), "rw" when any of it is
+    writable, None when it has none."""
     with open("/proc/self/maps") as f:
-        return any("gpupool-ring" in ln and ln.split()[1].startswith("r-")
-                   for ln in f)
+        perms = [ln.split()[1] for ln in f if "gpupool-ring" in ln]
+    if any("w" in p for p in perms):
+        return "rw"
+    return "ro" if perms else None
 
 
 def echo(b):
