@@ -30,7 +30,10 @@ roundtrip IMPL: gpupool (Pool.submit(f, x).result()), gpupool-map1
     descendants (the workers, summed), from the kernel's per-thread
     run time (/proc/PID/task/*/sched) before and after the loop;
     processes: how many descendants; cpus: the CPUs this process and
-    they may run on (one under the harness's pinned variant).
+    they may run on (one under the harness's pinned variant); aslr:
+    whether its addresses are randomized (false under setarch -R, the
+    pinned variant's gpupool-clean-norand row: a clean worker's code
+    then lies at the caller's addresses, as a forked one's does).
     In both, gpupool-clean is gpupool with workers that start clean
     (start_method="spawn"); gpupool's own rows fork (start_method="fork").
 start IMPL IMPORT: the caller imports IMPORT first (none; numpy, with a
@@ -138,7 +141,9 @@ def peers():
         except Exception:
             have[name] = None
     import gpupool
+    import sysconfig
     out(python=sys.version.split()[0], executable=sys.executable,
+        libpython_shared=bool(sysconfig.get_config_var("Py_ENABLE_SHARED")),
         gpupool_file=gpupool.__file__,
         gpupool_version=getattr(gpupool, "__version__", None), **have)
 
@@ -271,7 +276,17 @@ def roundtrip(impl, n):
                if a is not None and b is not None) / n / 1e3
     out(impl=impl, n=n, secs=secs, us=secs / n * 1e6, per_s=n / secs,
         startup_s=startup, caller_cpu_us=caller, worker_cpu_us=work,
-        processes=len(kids), cpus=sorted(cpus))
+        processes=len(kids), cpus=sorted(cpus), aslr=aslr())
+
+
+def aslr():
+    """Whether this process's address space is randomized (no
+    ADDR_NO_RANDOMIZE in its personality, as setarch -R sets)."""
+    try:
+        with open("/proc/self/personality") as f:
+            return not int(f.read(), 16) & 0x0040000
+    except (OSError, ValueError):
+        return None
 
 
 def payload(impl, kind, size, n):

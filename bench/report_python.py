@@ -41,5 +41,19 @@ def py_roundtrip_tables(rt, cfg):
                       pn["cpu"], "" if pn.get("cpus") in ([pn["cpu"]], [])
                       else "; **some process could run on CPUs %s**" %
                       ",".join(map(str, pn["cpus"]))))
+        if "gpupool-clean-norand" in pn["impls"]:
+            L[-1] += (" The row with address randomization off (setarch -R "
+                      "for every process of the run) is a control: on one "
+                      "CPU a forked worker runs the interpreter's code at "
+                      "the caller's addresses, so that what the core keeps "
+                      "by virtual address (its branch predictors among "
+                      "them) serves both, while a clean worker, placed "
+                      "afresh by exec, does not; with a shared libpython "
+                      "(this run's: %s) that alone costs it about 10-20 %% "
+                      "more CPU per round trip for the same instructions "
+                      "(bench/README.md)." % (
+                          "yes" if pn.get("libpython_shared") else
+                          "no" if pn.get("libpython_shared") is False
+                          else "not recorded"))
     L.append("")
     return L

@@ -1,5 +1,6 @@
 """sec_python.py: the Python package gpupool against Python's pools
 (issue 11)."""
+import ctypes
 import json
 import os
 import subprocess
@@ -29,6 +30,12 @@ PY_ROUNDTRIP = [
     ("loky", "loky executor .submit(f, x).result()"),
     ("mpire", "mpire WorkerPool.apply(f, (x,))"),
 ]
+# The pinned variant's control row: clean workers, every process of the
+# run with address randomization off (setarch -R), so that a clean
+# worker's interpreter lies at the caller's addresses as a forked one's
+# does (see python_roundtrip).
+PY_NORAND = ("gpupool-clean-norand", "gpupool Pool.submit(f, x).result(), "
+             "started clean, address randomization off (setarch -R)")
 PY_WARM = [
     ("pool", "gpupool.Pool(initializer=setup).map(chunksize=1)"),
     ("run", "gpupool-run, one python3 -c per task"),
@@ -334,7 +341,13 @@ def python_roundtrip(cfg, helper, sec):
     """One item in flight, free and then pinned (rt["pinned"]): every
     process on the first CPU this one may use (as `taskset -c 0`),
     gpupool's forked and clean rows and the fastest peer of the free
-    rounds."""
+    rounds, and the clean row again with address randomization off: on
+    one CPU, caller and worker take turns on the same core, and a forked
+    worker runs the interpreter's code at the caller's addresses while a
+    clean one (exec'd, so placed afresh) does not; with a shared
+    libpython (pyenv, the python Docker images) that costs the clean
+    side 10-20 % more CPU per round trip for the same instructions. The
+    control row says how much of the gap is that."""
     impls = [(k, lab) for k, lab in PY_ROUNDTRIP if k not in sec["missing"]]
     n = cfg["py_rt_n"]
     rt = sec["roundtrip"] = {"labels": dict(impls), "n": n}
@@ -346,20 +359,43 @@ def python_roundtrip(cfg, helper, sec):
              if not k.startswith("gpupool") and med(x["gpupool_over"])]
     pin = [(k, lab) for k, lab in impls if k in (
         "gpupool", "gpupool-clean", min(peers)[1] if peers else None)]
+    if "gpupool-clean" in dict(pin):
+        pin.append(PY_NORAND)
     cpu = min(os.sched_getaffinity(0))
     rt["pinned"] = {"labels": dict(pin), "cpu": cpu,
-                    "peer": min(peers)[1] if peers else None}
+                    "peer": min(peers)[1] if peers else None,
+                    "libpython_shared": sec["probe"].get("libpython_shared")}
     rt["pinned"]["impls"], runs = roundtrip_rounds(
-        cfg, helper, pin, ", all on CPU %d" % cpu, pin_first_cpu())
+        cfg, helper, pin, ", all on CPU %d" % cpu, pin_first_cpu(),
+        {PY_NORAND[0]: pin_norandom()})
+    if PY_NORAND[0] in runs:
+        # whether personality() took: each run reports its own
+        rt["pinned"]["norand_took"] = all(
+            x.get("aslr") is False for x in runs[PY_NORAND[0]])
     # Any process of a pinned run that could run elsewhere (a pool that
     # set its workers' affinity itself).
     rt["pinned"]["cpus"] = sorted({c for v in runs.values() for x in v
                                    for c in x.get("cpus", [])})
 
 
-def roundtrip_rounds(cfg, helper, impls, what, preexec=None):
+def pin_norandom():
+    """pin_first_cpu(), and the process (and what it starts: the
+    personality is inherited across fork and exec) with address
+    randomization off, as setarch -R."""
+    pin, personality = pin_first_cpu(), ctypes.CDLL(None).personality
+    personality.argtypes, personality.restype = [ctypes.c_ulong], ctypes.c_int
+
+    def pre():
+        pin()
+        cur = personality(0xffffffff)  # asks, changes nothing
+        personality((cur if cur >= 0 else 0) | 0x0040000)
+    return pre
+
+
+def roundtrip_rounds(cfg, helper, impls, what, preexec=None, preexecs=None):
     """Rounds of sequential round trips of impls, in rotated order: each
-    impl's figures over the rounds, and the runs."""
+    impl's figures over the rounds, and the runs. preexecs: an impl's own
+    preexec, instead of preexec."""
     n = cfg["py_rt_n"]
     runs = {k: [] for k, _ in impls}
     for rd in range(cfg["py_rt_rounds"]):
@@ -367,7 +403,7 @@ def roundtrip_rounds(cfg, helper, impls, what, preexec=None):
             n, what, rd + 1, cfg["py_rt_rounds"]))
         for k, _ in rotate(impls, rd):
             runs[k].append(one(helper + ["roundtrip", k, str(n)],
-                               preexec=preexec))
+                               preexec=(preexecs or {}).get(k, preexec)))
     g = runs["gpupool"]
     return {k: dict({f: stats([x.get(f) for x in v]) for f in (
         "us", "per_s", "caller_cpu_us", "worker_cpu_us")},

@@ -244,7 +244,19 @@ def targets_clean(out, py, na, top):
                    fmt_m(pn["impls"]["gpupool"]["caller_cpu_us"], "%.1f"),
                    fmt_m(c["caller_cpu_us"], "%.1f"),
                    fmt_m(pn["impls"]["gpupool"]["worker_cpu_us"], "%.1f"),
-                   fmt_m(c["worker_cpu_us"], "%.1f")))
+                   fmt_m(c["worker_cpu_us"], "%.1f")) + norand(pn))
+
+
+def norand(pn):
+    """The context's words on the pinned clean row run with address
+    randomization off (the clean worker's code at the caller's
+    addresses, as a forked worker's is)."""
+    x = pn["impls"].get("gpupool-clean-norand")
+    if not x or not x.get("gpupool_over"):
+        return ""
+    return "; clean with address randomization off: %.2fx%s" % (
+        med(x["gpupool_over"]), "" if pn.get("norand_took") else
+        " (**randomization was not turned off in every run**)")
 
 
 def targets_warm(out, py, na):

@@ -8,6 +8,7 @@
 #include "_gpupool.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -22,6 +23,32 @@ struct call {
 	const int	*wake;		/* the pipe that is the wakeup fd */
 };
 
+/* How many forks this process is from the one that loaded the module
+ * (a pthread_atfork child handler counts them): a pool is usable where
+ * it was made, which costs no getpid() a call. */
+static unsigned long	gpy_forks;
+static pthread_once_t	forks_once = PTHREAD_ONCE_INIT;
+
+static void
+forked(void)
+{
+	gpy_forks++;
+}
+
+static void
+forks_count(void)
+{
+	(void)pthread_atfork(NULL, NULL, forked);
+}
+
+/* The pool being made belongs to this process. */
+void
+gpy_own(PoolObject *self)
+{
+	(void)pthread_once(&forks_once, forks_count);
+	self->forks = gpy_forks;
+}
+
 static int
 usable(PoolObject *self)
 {
@@ -29,7 +56,7 @@ usable(PoolObject *self)
 		PyErr_SetString(PyExc_ValueError, "Pool is closed");
 		return -1;
 	}
-	if (self->owner != getpid()) {
+	if (self->forks != gpy_forks) {
 		PyErr_SetString(PyExc_RuntimeError, "Pool belongs to the "
 		    "process that created it (this is a fork of it)");
 		return -1;

@@ -253,7 +253,7 @@ Pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 	a.o.cancel_fd = self->cancel[0];
 	a.o.errbuf = err;
 	a.o.errlen = sizeof(err);
-	self->owner = getpid();
+	gpy_own(self);
 	if (gpy_spawn_opts(self, a.spec, &sp, &a.o) < 0) {
 		gpy_spawn_release(&sp);
 		close_fds(self);

@@ -40,7 +40,8 @@ typedef struct {
 	int		 epfd;		/* run()'s ctl set (_call.c), or -1 */
 	int		 tfd;		/* its tick's timerfd, or -1 */
 	int		 kept_fd;	/* a ctl_fd left in epfd (ctl_keep) */
-	pid_t		 owner;		/* the process that created the pool */
+	unsigned long	 forks;		/* gpy_forks when it was created: a
+					   fork of that process differs */
 	int		 busy;		/* a map or run is in progress */
 	unsigned long	 busy_thread;	/* the thread running it */
 } PoolObject;
@@ -86,6 +87,7 @@ PyObject *gpy_claims_list(PyObject *mod, PyObject *args);
 /* _call.c */
 PyObject *gpy_run(PoolObject *self, PyObject *args, PyObject *kw);
 PyObject *gpy_set_wakeup(PyObject *fd);
+void	 gpy_own(PoolObject *self);
 
 /* _buf.c */
 /* Results from this size on come as Out when the pool has view set. */

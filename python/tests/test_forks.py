@@ -146,6 +146,45 @@ def test_a_copy_of_the_pool_says_whose_it_is(tmp_path):
     assert "parent [4] 2" in out
 
 
+
+def test_the_extensions_pool_refuses_a_fork_before_touching_it(tmp_path):
+    """The extension's own Pool (under the package's check) refuses
+    run() in a fork of its maker with its own message, before it drains
+    a pipe the parent shares or reaches the library; a pool made in the
+    fork runs there; the parent's runs on. The extension counts forks
+    (a pthread_atfork child handler) instead of asking getpid()."""
+    out = _run(tmp_path, """
+        import os
+        import gpupool._gpupool as g
+        def run(p, items):
+            it, res = iter(items), []
+            p.run(lambda: next(it, None), lambda k, s, c, o: res.append(o))
+            return res
+        def double(b):
+            return str(int(b) * 2).encode()
+        if __name__ == "__main__":
+            with g.Pool(double, fake_gpus=1) as p:
+                print("parent", run(p, [(0, b"1")]))
+                pid = os.fork()
+                if pid == 0:
+                    try:
+                        run(p, [(0, b"2")])
+                        print("copy ran")
+                    except RuntimeError as e:
+                        print("refused:", e)
+                    with g.Pool(double, fake_gpus=1) as q:
+                        print("own", run(q, [(0, b"3")]))
+                    os._exit(0)
+                os.waitpid(pid, 0)
+                print("parent again", run(p, [(0, b"4")]))
+    """)
+    assert "parent [b'2']" in out
+    msg = [x for x in out if x.startswith("refused:")]
+    assert msg and "this is a fork of it" in msg[0], out
+    assert "copy ran" not in out
+    assert "own [b'6']" in out
+    assert "parent again [b'8']" in out
+
 def test_module_functions_in_a_fork_make_its_own_pool(tmp_path):
     """gpupool.map() in a forked child uses a default pool of the
     child's own (its workers are the child's children), and the

@@ -6,7 +6,10 @@ value reads 1/1 or 0/1; the quotes the docs take from the Targets table
 stay a number. Also the round trips' CPU reading (bench/py_gpupool.py):
 a busy child is found among the descendants, and its CPU time grows. And
 the 1 MiB items over ranks: the part over MPI is a target row of its own,
-with MPI's spread and the chunk size the map used in its context.
+with MPI's spread and the chunk size the map used in its context. And the
+pinned round trips' control row: its preexec turns address randomization
+off where py_gpupool.py reads it back, and the clean-vs-forked target's
+context quotes it (and says when it did not take).
 
     targets.py BENCH_DIR"""
 import os
@@ -15,11 +18,12 @@ import time
 
 sys.path.insert(0, sys.argv[1])
 from common import stats  # noqa: E402
-from py_gpupool import cpu_ns, descendants  # noqa: E402
+from py_gpupool import aslr, cpu_ns, descendants  # noqa: E402
 from py_ranks import watch_chunks  # noqa: E402
 import quotes  # noqa: E402
 from report import md_head  # noqa: E402
-from targets import add_target, targets_mib  # noqa: E402
+from sec_python import pin_norandom  # noqa: E402
+from targets import add_target, targets_clean, targets_mib  # noqa: E402
 
 
 def check(what, ok):
@@ -118,6 +122,44 @@ out = []
 targets_mib(out, None, "mpi4py not importable")
 check("N/A without the section", [t["status"] for t in out] == ["N/A"] * 2)
 
+# The pinned control row: randomization off, read back, quoted.
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    pin_norandom()()
+    os.write(w, b"%d" % (aslr() is False))
+    os._exit(0)
+os.waitpid(pid, 0)
+check("pin_norandom() turns randomization off, aslr() sees it",
+      os.read(r, 8) == b"1" and aslr() is not False)
+
+
+def rt_row(over, caller, worker):
+    return {"gpupool_over": st(*over), "caller_cpu_us": st(*caller),
+            "worker_cpu_us": st(*worker)}
+
+
+def clean_target(took):
+    pn = {"norand_took": took, "impls": {
+        "gpupool": rt_row((1, 1), (24, 25), (7, 8)),
+        "gpupool-clean": rt_row((1.2, 1.3), (27, 28), (9, 10)),
+        "gpupool-clean-norand": rt_row((0.98, 1.02), (24, 25), (7, 8))}}
+    rt = {"impls": {"gpupool-clean": rt_row((1.1, 1.3), (50, 52), (18, 19))},
+          "pinned": pn}
+    out = []
+    targets_clean(out, {"trivial": {"by_n": {"1": {}}}, "roundtrip": rt},
+                  None, "1")
+    return out[1]
+
+
+t = clean_target(True)
+check("the target is judged on the clean row (%s)" % t["value"],
+      t["value"] == 1.25 and t["status"] == "MISS")
+check("its context quotes the control row (%s)" % t["context"],
+      t["context"].endswith("; clean with address randomization off: 1.00x"))
+check("and says when randomization stayed on",
+      "not turned off in every run" in clean_target(False)["context"])
+
 
 class FakePool:
     def _chunksize(self, n, first=None):
@@ -131,4 +173,4 @@ check("watch_chunks() sees the chunk size the pool computes", used == [10])
 check("watch_chunks() of a pool without one: stays empty",
       watch_chunks(object()) == [])
 print("ok: targets carry spread and rounds held; CPU read per process; "
-      "the over-MPI row")
+      "the over-MPI row; the pinned control row")

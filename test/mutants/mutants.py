@@ -415,6 +415,8 @@ MUTANTS = [
       "python/gpupool/_pool.py", "return self._pid == os.getpid()",
       "return True",
       "pytest", timeout=1800),
+    M("extension-never-counts-forks", 75, "python/gpupool/_call.c",
+      "\tgpy_forks++;\n", "\t(void)0;\n", "pytest", timeout=1800),
     # 76. No two gpupools place work on one GPU at once.
     M("claims-ignore-whole-holds", 76, "src/claim.c", "\tif (whole)\n",
       "\tif (0)\n", "exclusive", "users"),
