@@ -582,7 +582,7 @@ def _rings(job, mib):
     o = job.result()
     assert o["echo"] and o["after"], o
     assert o["ranks"] == ["0", "1", "2"], o
-    assert o["failed"] == "item 5", o
+    assert o["failed"] == "on rank 2", o
     assert os.path.exists(job.path("claim")), "no worker crashed on rank 2"
     assert o["rsize"] == (64 if mib is None else mib) << 20, o
     assert o["used0"] == 0, o
