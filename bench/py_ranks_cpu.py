@@ -8,7 +8,7 @@ warm-up, and prints one JSON line: MB/s, the items that went to other
 ranks, and the CPU seconds of the timed part by role, read from
 /proc/PID/stat of every process of the job (all ranks are local):
 rank 0's interpreter, MPI process and workers, and the same summed over
-the other ranks. Not a harness section: a profile to read beside
+the other ranks (supervise.proc_table()). Not a harness section: a profile to read beside
 `bench/run.py --sections ranks` (bench/README.md).
 """
 import json
@@ -18,39 +18,19 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import py_ranks  # noqa: E402
+import supervise  # noqa: E402
 
 
-def procs():
-    """pid -> (comm, ppid, user + system ticks) of every process."""
-    d = {}
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % p) as f:
-                s = f.read()
-        except OSError:
-            continue
-        f = s[s.rindex(")") + 2:].split()
-        d[int(p)] = (s[s.index("(") + 1:s.rindex(")")], int(f[1]),
-                     int(f[11]) + int(f[12]))
-    return d
-
-
-def roles(d, me):
-    """pid -> role: the ranks are rank 0's siblings (the launcher's
-    children), an MPI process is a rank's child named gpupool-mpi, a
-    worker any other child (and its children)."""
+def roles(t, me):
+    """pid -> role, from supervise.proc_table() t: the ranks are rank 0's
+    siblings (the launcher's children); a rank's descendant named
+    gpupool-mpi is its MPI process, any other one of its workers."""
     out = {}
-    for r in (p for p, v in d.items() if v[1] == d[me][1]):
+    for r in (p for p, v in t.items() if v[0] == t[me][0]):
         tag = "rank0" if r == me else "rankN"
         out[r] = tag + " interpreter"
-        for p, v in d.items():
-            if v[1] == r:
-                out[p] = tag + (" mpi" if "mpi" in v[0] else " workers")
-                for q, w in d.items():
-                    if w[1] == p:
-                        out[q] = tag + " workers"
+        for p in supervise.descendants(t, r):
+            out[p] = tag + (" mpi" if "mpi" in t[p][3] else " workers")
     return out
 
 
@@ -60,15 +40,15 @@ def main():
     with gpupool.Pool(fake_gpus=1) as p:
         p.map(py_ranks.size_at, py_ranks.mib_items(kind, 4))
         items = py_ranks.mib_items(kind, n)
-        a, t, remote = procs(), time.perf_counter(), 0
+        a, t, remote = supervise.proc_table(), time.perf_counter(), 0
         for _ in range(reps):
             res = p.map(py_ranks.size_at, items)
             remote += sum(1 for x in res if x[1] != 0)
-        secs, b = time.perf_counter() - t, procs()
+        secs, b = time.perf_counter() - t, supervise.proc_table()
     cpu = {}
     for pid, role in roles(b, os.getpid()).items():
         if pid in a:
-            cpu[role] = round(cpu.get(role, 0) + (b[pid][2] - a[pid][2]) / \
+            cpu[role] = round(cpu.get(role, 0) + (b[pid][4] - a[pid][4]) / \
                 os.sysconf("SC_CLK_TCK"), 2)
     print(json.dumps(dict(kind=kind, items=n * reps, remote=remote,
                           secs=secs, mb_per_s=n * reps * py_ranks.MIB /

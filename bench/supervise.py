@@ -21,7 +21,8 @@ def become_subreaper():
 
 
 def proc_table():
-    """{pid: (ppid, state, rss_pages, comm)} for every process."""
+    """{pid: (ppid, state, rss_pages, comm, cpu_ticks)} for every process
+    (cpu_ticks: its user + system time, in clock ticks)."""
     t = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -34,13 +35,14 @@ def proc_table():
         r = s.rindex(b")")
         f = s[r + 2:].split()
         t[int(d)] = (int(f[1]), f[0], int(f[21]),
-                     s[s.index(b"(") + 1:r].decode(errors="replace"))
+                     s[s.index(b"(") + 1:r].decode(errors="replace"),
+                     int(f[11]) + int(f[12]))
     return t
 
 
 def descendants(table, root):
     kids = {}
-    for pid, (ppid, _, _, _) in table.items():
+    for pid, (ppid, *_) in table.items():
         kids.setdefault(ppid, []).append(pid)
     out, stack = [], list(kids.get(root, ()))
     while stack:
