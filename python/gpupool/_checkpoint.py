@@ -63,7 +63,7 @@ def digest(elements):
 def _digest(elements, cp):
     """The digest of elements' pickle (cp: cloudpickle's), its out-of-band
     buffers first as pickle hands them out, then the pickle from its
-    parts (_pickles._Parts: big bytes whole, the rest in frames), so that
+    parts (_pickles._parts(): big bytes whole, the rest in frames), so that
     even a call's items of many MiB are digested without a pickle of
     them all in memory: the same digest as of pickle.dumps()'s bytes."""
     h = [None]
@@ -78,9 +78,7 @@ def _digest(elements, cp):
 
     def parts(cls):
         h[0] = hashlib.blake2b(digest_size=16)
-        ps = _pickles._Parts()
-        cls(ps, protocol=_pickles._PROTO, buffer_callback=oob).dump(elements)
-        for x in ps:
+        for x in _pickles._parts(elements, cls, oob):
             h[0].update(x)
         return h[0].digest()
 

@@ -76,6 +76,13 @@ class _Parts(list):
     write = list.append
 
 
+def _parts(obj, cls, oob):
+    """obj pickled by a Pickler of class cls into a _Parts."""
+    parts = _Parts()
+    cls(parts, protocol=_PROTO, buffer_callback=oob).dump(obj)
+    return parts
+
+
 def _pickle_parts(obj, cls, oob, alloc=None):
     """The pickle of obj by a Pickler of class cls, joined once from its
     parts: one copy into a bytes of its exact size (or alloc's buffer,
@@ -85,8 +92,7 @@ def _pickle_parts(obj, cls, oob, alloc=None):
     size last freed, not to the size asked next): 258 page faults and
     about 500 us for a 1 MiB bytes, against none and about 75 us this
     way."""
-    parts = _Parts()
-    cls(parts, protocol=_PROTO, buffer_callback=oob).dump(obj)
+    parts = _parts(obj, cls, oob)
     if alloc is not None:
         e = alloc(sum(memoryview(x).nbytes for x in parts))
         if e is not None:
