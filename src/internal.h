@@ -184,6 +184,7 @@ struct gp_pollset {
 						   their entry, or -1 */
 	int			 mfd;		/* the monitor's, or -1 */
 	int			 lfd;		/* the claims', or -1 */
+	int64_t			 spin;		/* gp_poll_spin()'s last wait */
 };
 
 struct gp_pool {

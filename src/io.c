@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
@@ -231,6 +232,21 @@ gp_poll_ms(int64_t dl, int64_t now)
 		return 0;
 	ms = (dl - now) / 1000000 + 1;
 	return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+int
+gp_poll_spin(struct pollfd *pfd, nfds_t n, int ms, int64_t *last)
+{
+	int64_t	 t0 = gp_now_ns(), end = t0 + GP_SPIN_NS;
+	int	 r = 0;
+
+	if (ms != 0 && *last >= 0 && *last < GP_SPIN_NS)
+		while ((r = poll(pfd, n, 0)) == 0 && gp_now_ns() < end)
+			(void)sched_yield();
+	if (r == 0)
+		r = poll(pfd, n, ms);
+	*last = r > 0 ? gp_now_ns() - t0 : -1;
+	return r;
 }
 
 int

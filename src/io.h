@@ -6,6 +6,7 @@
 #ifndef GP_IO_H
 #define GP_IO_H
 
+#include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -57,6 +58,14 @@ int	gp_wstatus_code(int status);
  * 0..INT_MAX so that a deadline weeks away neither wraps to a negative
  * "for ever" nor to 0, a busy loop. */
 int	gp_poll_ms(int64_t dl, int64_t now);
+/* poll(), spinning first: while the last wait through *last (its length
+ * in ns, or -1: none yet, or it timed out) ended within GP_SPIN_NS, up to
+ * GP_SPIN_NS of poll(..., 0) and sched_yield() come before blocking, so
+ * that an answer due within microseconds is not a wake-up of a halted
+ * CPU (tens of us on a VM); a wait that took longer turns spinning off
+ * until a wait is short again. Returns poll()'s result. */
+#define GP_SPIN_NS	50000
+int	gp_poll_spin(struct pollfd *pfd, nfds_t n, int ms, int64_t *last);
 /* CLOCK_MONOTONIC in nanoseconds. */
 int64_t	gp_now_ns(void);
 int64_t	gp_clock_ns(clockid_t id);	/* clock_gettime(id) in ns */

@@ -314,6 +314,7 @@ pollset_alloc(struct gp_pool *p)
 		p->ps.pfd = NULL;
 		return -ENOMEM;
 	}
+	p->ps.spin = -1;
 	return 0;
 }
 
@@ -484,7 +485,8 @@ gp_loop_run(struct gp_pool *p, struct gp_job *job)
 		dl = expire(p, now);
 		if (due >= 0 && (dl < 0 || due < dl))
 			dl = due;
-		if (poll(p->ps.pfd, (nfds_t)n, gp_poll_ms(dl, now)) == -1) {
+		if (gp_poll_spin(p->ps.pfd, (nfds_t)n, gp_poll_ms(dl, now),
+		    &p->ps.spin) == -1) {
 			if (errno == EINTR)
 				continue;
 			return -errno;

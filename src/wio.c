@@ -21,6 +21,7 @@
  * stop fd watching it. One per process: a worker is its own process. */
 static int	 master_pidfd = -1;
 static int	 master_epfd = -1;
+static int64_t	 spin_last = -1;	/* gp_poll_spin()'s, the task pipe's */
 
 void
 gp_wio_wait(int fd, short events)
@@ -28,7 +29,7 @@ gp_wio_wait(int fd, short events)
 	struct pollfd	 pfd[2] = { { fd, events, 0 },
 				    { master_pidfd, POLLIN, 0 } };
 
-	while (poll(pfd, 2, -1) == -1)
+	while (gp_poll_spin(pfd, 2, -1, &spin_last) == -1)
 		if (errno != EINTR)
 			gp_wstart_leave();
 	if (pfd[1].revents)
@@ -93,15 +94,14 @@ gp_wio_next(int fd, struct gp_buf *in, size_t max, struct gp_msg_hdr *h,
 			want = h->len + sizeof(*h);
 		if (gp_buf_reserve(in, want) < 0)
 			_exit(GP_EXIT_NOMEM);
+		/* The master's next bytes, or its death (the pidfd, when
+		 * watched), waited for spinning first (gp_poll_spin()). */
+		gp_wio_wait(fd, POLLIN);
 		do
 			r = read(fd, in->data + in->len, in->cap - in->len);
 		while (r == -1 && errno == EINTR);
-		if (r == -1 && errno == EAGAIN && master_pidfd >= 0) {
-			/* Nonblocking with a master pidfd: wait for either,
-			 * but only when nothing is there already. */
-			gp_wio_wait(fd, POLLIN);
+		if (r == -1 && errno == EAGAIN)
 			continue;
-		}
 		if (r <= 0)
 			gp_wstart_leave();	/* EOF: the master is gone */
 		in->len += (size_t)r;

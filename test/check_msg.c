@@ -1,14 +1,35 @@
 /*
  * check_msg.c: the wire format (src/msg.c) and the byte buffer (src/io.c),
- * fed bytes directly: whole, one at a time, truncated, oversized, unknown.
+ * fed bytes directly: whole, one at a time, truncated, oversized, unknown;
+ * and io.c's spinning wait, gp_poll_spin(), seen through poll() (linked
+ * with --wrap=poll: every poll() of this program is recorded).
  */
 #include <check.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "msg.h"
 #include "check_main.h"
+
+/* This process's poll() calls since npolls was last set to 0: how many,
+ * the timeout of the first and of the last. */
+static int	 npolls, first_ms, last_ms;
+
+int	__real_poll(struct pollfd *, nfds_t, int);
+int	__wrap_poll(struct pollfd *, nfds_t, int);
+
+int
+__wrap_poll(struct pollfd *pfd, nfds_t n, int ms)
+{
+	if (npolls++ == 0)
+		first_ms = ms;
+	last_ms = ms;
+	return __real_poll(pfd, n, ms);
+}
 
 /* A TASK message with three items of 0, 5 and 300 bytes. */
 static void
@@ -360,11 +381,122 @@ START_TEST(piece_rules)
 }
 END_TEST
 
+/* CPU time of this thread, ns. */
+static int64_t
+thread_cpu_ns(void)
+{
+	return gp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+}
+
+/* After a wait longer than GP_SPIN_NS, a timeout, or none yet, the next
+ * wait blocks at once: one poll(), with the caller's timeout. */
+START_TEST(poll_spin_blocks_at_once_after_a_long_wait)
+{
+	const int64_t	 lasts[] = { -1, GP_SPIN_NS, 5 * GP_SPIN_NS };
+	struct pollfd	 pfd;
+	int		 fds[2];
+	size_t		 i;
+	int64_t		 last;
+
+	ck_assert_int_eq(pipe(fds), 0);
+	pfd.fd = fds[0];
+	pfd.events = POLLIN;
+	for (i = 0; i < sizeof(lasts) / sizeof(lasts[0]); i++) {
+		last = lasts[i];
+		npolls = 0;
+		ck_assert_int_eq(gp_poll_spin(&pfd, 1, 10, &last), 0);
+		ck_assert_int_eq(npolls, 1);
+		ck_assert_int_eq(first_ms, 10);
+		ck_assert_int_eq(last, -1);	/* timed out: no spin next */
+	}
+	close(fds[0]);
+	close(fds[1]);
+}
+END_TEST
+
+/* After a short wait, the next one polls without blocking first, for at
+ * most GP_SPIN_NS, then blocks with the caller's timeout: a wait of
+ * 200 ms costs a spin's CPU, not 200 ms of it. A timeout of 0 never
+ * spins. */
+START_TEST(poll_spin_spins_a_bounded_while_after_a_short_wait)
+{
+	struct pollfd	 pfd;
+	int		 fds[2];
+	int64_t		 last = GP_SPIN_NS / 10, cpu;
+
+	ck_assert_int_eq(pipe(fds), 0);
+	pfd.fd = fds[0];
+	pfd.events = POLLIN;
+	npolls = 0;
+	cpu = thread_cpu_ns();
+	ck_assert_int_eq(gp_poll_spin(&pfd, 1, 200, &last), 0);
+	cpu = thread_cpu_ns() - cpu;
+	ck_assert_int_ge(npolls, 2);
+	ck_assert_int_eq(first_ms, 0);
+	ck_assert_int_eq(last_ms, 200);
+	ck_assert_msg(cpu < 20000000, "a 200 ms wait took %lld ns of CPU",
+	    (long long)cpu);
+	ck_assert_int_eq(last, -1);
+
+	last = GP_SPIN_NS / 10;
+	npolls = 0;
+	ck_assert_int_eq(gp_poll_spin(&pfd, 1, 0, &last), 0);
+	ck_assert_int_eq(npolls, 1);
+	ck_assert_int_eq(first_ms, 0);
+	close(fds[0]);
+	close(fds[1]);
+}
+END_TEST
+
+/* What is ready is returned at once, spinning or not, and the wait's
+ * length is kept: a byte that came 30 ms later turns spinning off. */
+START_TEST(poll_spin_measures_the_wait)
+{
+	struct pollfd	 pfd;
+	int		 fds[2];
+	int64_t		 last = GP_SPIN_NS / 10;
+	pid_t		 pid;
+	int		 st;
+	char		 c = 'x';
+
+	ck_assert_int_eq(pipe(fds), 0);
+	pfd.fd = fds[0];
+	pfd.events = POLLIN;
+	ck_assert_int_eq(write(fds[1], &c, 1), 1);
+	npolls = 0;
+	ck_assert_int_eq(gp_poll_spin(&pfd, 1, -1, &last), 1);
+	ck_assert(pfd.revents & POLLIN);
+	ck_assert_int_eq(npolls, 1);
+	ck_assert_int_ge(last, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+
+	if ((pid = fork()) == 0) {
+		struct timespec	 ts = { 0, 30000000 };
+
+		nanosleep(&ts, NULL);
+		_exit(write(fds[1], &c, 1) == 1 ? 0 : 1);
+	}
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(gp_poll_spin(&pfd, 1, -1, &last), 1);
+	ck_assert_int_ge(last, 30000000);
+	ck_assert_int_eq(gp_waitpid(pid, &st, 0), pid);
+	ck_assert_int_eq(st, 0);
+	ck_assert_int_eq(read(fds[0], &c, 1), 1);
+	npolls = 0;
+	ck_assert_int_eq(gp_poll_spin(&pfd, 1, 1, &last), 0);
+	ck_assert_int_eq(npolls, 1);
+	ck_assert_int_eq(first_ms, 1);
+	close(fds[0]);
+	close(fds[1]);
+}
+END_TEST
+
 int
 main(void)
 {
 	Suite	*s = suite_create("msg");
 	TCase	*tc = tcase_create("framing");
+	TCase	*spin = tcase_create("spin");
 
 	tcase_add_test(tc, task_roundtrip);
 	tcase_add_test(tc, parse_byte_at_a_time);
@@ -379,5 +511,9 @@ main(void)
 	tcase_add_test(tc, pieced_records);
 	tcase_add_test(tc, piece_rules);
 	suite_add_tcase(s, tc);
+	tcase_add_test(spin, poll_spin_blocks_at_once_after_a_long_wait);
+	tcase_add_test(spin, poll_spin_spins_a_bounded_while_after_a_short_wait);
+	tcase_add_test(spin, poll_spin_measures_the_wait);
+	suite_add_tcase(s, spin);
 	return gp_check_run(s);
 }

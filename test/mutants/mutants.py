@@ -246,6 +246,16 @@ MUTANTS = [
       "if (b == 0 || len == 0 || a < b || a - b > p->o.ext_len ||",
       "if (1 || len == 0 || a < b || a - b > p->o.ext_len ||",
       "check_ext"),
+    # 93. A wait spins a bounded while, and only after a short wait.
+    M("spin-after-any-wait", 93, "src/io.c",
+      "if (ms != 0 && *last >= 0 && *last < GP_SPIN_NS)", "if (ms != 0)",
+      "check_msg"),
+    M("spin-unbounded", 93, "src/io.c",
+      "while ((r = poll(pfd, n, 0)) == 0 && gp_now_ns() < end)",
+      "while ((r = poll(pfd, n, 0)) == 0)", "check_msg"),
+    M("spin-wait-unmeasured", 93, "src/io.c",
+      "*last = r > 0 ? gp_now_ns() - t0 : -1;", "*last = r > 0 ? 0 : -1;",
+      "check_msg"),
     # 13. All ranks or none.
     M("run-before-every-rank-is-up", 13, "src/cli/master/coord.c",
       "all &= r->peer[i].hello && !r->peer[i].lost;", "all &= 1;",
