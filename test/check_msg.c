@@ -388,6 +388,33 @@ thread_cpu_ns(void)
 	return gp_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
+/* A pipe, and a pollfd for its read end. */
+static void
+pipe_in(int fds[2], struct pollfd *pfd)
+{
+	ck_assert_int_eq(pipe(fds), 0);
+	pfd->fd = fds[0];
+	pfd->events = POLLIN;
+	pfd->revents = 0;
+}
+
+/* gp_poll_spin() on pfd, its poll() calls counted afresh. */
+static int
+spin_poll(struct pollfd *pfd, int ms, int64_t *last)
+{
+	npolls = 0;
+	return gp_poll_spin(pfd, 1, ms, last);
+}
+
+/* The last spin_poll() made one poll(), with timeout ms: it blocked at
+ * once. */
+static void
+assert_one_poll(int ms)
+{
+	ck_assert_int_eq(npolls, 1);
+	ck_assert_int_eq(first_ms, ms);
+}
+
 /* After a wait longer than GP_SPIN_NS, a timeout, or none yet, the next
  * wait blocks at once: one poll(), with the caller's timeout. */
 START_TEST(poll_spin_blocks_at_once_after_a_long_wait)
@@ -398,15 +425,11 @@ START_TEST(poll_spin_blocks_at_once_after_a_long_wait)
 	size_t		 i;
 	int64_t		 last;
 
-	ck_assert_int_eq(pipe(fds), 0);
-	pfd.fd = fds[0];
-	pfd.events = POLLIN;
+	pipe_in(fds, &pfd);
 	for (i = 0; i < sizeof(lasts) / sizeof(lasts[0]); i++) {
 		last = lasts[i];
-		npolls = 0;
-		ck_assert_int_eq(gp_poll_spin(&pfd, 1, 10, &last), 0);
-		ck_assert_int_eq(npolls, 1);
-		ck_assert_int_eq(first_ms, 10);
+		ck_assert_int_eq(spin_poll(&pfd, 10, &last), 0);
+		assert_one_poll(10);
 		ck_assert_int_eq(last, -1);	/* timed out: no spin next */
 	}
 	close(fds[0]);
@@ -424,12 +447,9 @@ START_TEST(poll_spin_spins_a_bounded_while_after_a_short_wait)
 	int		 fds[2];
 	int64_t		 last = GP_SPIN_NS / 10, cpu;
 
-	ck_assert_int_eq(pipe(fds), 0);
-	pfd.fd = fds[0];
-	pfd.events = POLLIN;
-	npolls = 0;
+	pipe_in(fds, &pfd);
 	cpu = thread_cpu_ns();
-	ck_assert_int_eq(gp_poll_spin(&pfd, 1, 200, &last), 0);
+	ck_assert_int_eq(spin_poll(&pfd, 200, &last), 0);
 	cpu = thread_cpu_ns() - cpu;
 	ck_assert_int_ge(npolls, 2);
 	ck_assert_int_eq(first_ms, 0);
@@ -439,10 +459,8 @@ START_TEST(poll_spin_spins_a_bounded_while_after_a_short_wait)
 	ck_assert_int_eq(last, -1);
 
 	last = GP_SPIN_NS / 10;
-	npolls = 0;
-	ck_assert_int_eq(gp_poll_spin(&pfd, 1, 0, &last), 0);
-	ck_assert_int_eq(npolls, 1);
-	ck_assert_int_eq(first_ms, 0);
+	ck_assert_int_eq(spin_poll(&pfd, 0, &last), 0);
+	assert_one_poll(0);
 	close(fds[0]);
 	close(fds[1]);
 }
@@ -459,14 +477,11 @@ START_TEST(poll_spin_measures_the_wait)
 	int		 st;
 	char		 c = 'x';
 
-	ck_assert_int_eq(pipe(fds), 0);
-	pfd.fd = fds[0];
-	pfd.events = POLLIN;
+	pipe_in(fds, &pfd);
 	ck_assert_int_eq(write(fds[1], &c, 1), 1);
-	npolls = 0;
-	ck_assert_int_eq(gp_poll_spin(&pfd, 1, -1, &last), 1);
+	ck_assert_int_eq(spin_poll(&pfd, -1, &last), 1);
 	ck_assert(pfd.revents & POLLIN);
-	ck_assert_int_eq(npolls, 1);
+	assert_one_poll(0);	/* the spin's first poll found it */
 	ck_assert_int_ge(last, 0);
 	ck_assert_int_eq(read(fds[0], &c, 1), 1);
 
@@ -477,15 +492,13 @@ START_TEST(poll_spin_measures_the_wait)
 		_exit(write(fds[1], &c, 1) == 1 ? 0 : 1);
 	}
 	ck_assert_int_gt(pid, 0);
-	ck_assert_int_eq(gp_poll_spin(&pfd, 1, -1, &last), 1);
+	ck_assert_int_eq(spin_poll(&pfd, -1, &last), 1);
 	ck_assert_int_ge(last, 30000000);
 	ck_assert_int_eq(gp_waitpid(pid, &st, 0), pid);
 	ck_assert_int_eq(st, 0);
 	ck_assert_int_eq(read(fds[0], &c, 1), 1);
-	npolls = 0;
-	ck_assert_int_eq(gp_poll_spin(&pfd, 1, 1, &last), 0);
-	ck_assert_int_eq(npolls, 1);
-	ck_assert_int_eq(first_ms, 1);
+	ck_assert_int_eq(spin_poll(&pfd, 1, &last), 0);
+	assert_one_poll(1);
 	close(fds[0]);
 	close(fds[1]);
 }
