@@ -450,6 +450,17 @@ def ranks_rows(rk, case, n):
     return L
 
 
+def mib_passes(mib):
+    """How a job timed its 1 MiB maps, for md_ranks's notes."""
+    if not mib.get("passes"):
+        return "; the 1 MiB items once, as the other cases"
+    return ("; the 1 MiB items are mapped %d times a job, as MPI "
+            "Send/Recv's buffer is sent: the first untimed (its MB/s: "
+            "*first map*, when the rings' pages and the workers' buffers "
+            "are first taken), the figure the median of the other %d" % (
+                mib["passes"] + 1, mib["passes"]))
+
+
 def md_ranks(rk):
     """One Pool across 3 local MPI ranks against MPIPoolExecutor."""
     cfg, mib = rk["config"], rk["mib"]
@@ -475,16 +486,17 @@ def md_ranks(rk):
     L += ["", "#### Ranks: %d items of 1 MiB, each function returning its "
           "len(), MB/s of item bytes delivered" % mib["n"], "",
           "| items | gpupool | of it over MPI (items) | gpupool's chunk | "
-          "MPIPoolExecutor -np 3 | -np 4 | MPI Send/Recv | gpupool / MPI | "
-          "over MPI / MPI |",
-          "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+          "gpupool's first map | MPIPoolExecutor -np 3 | -np 4 | "
+          "MPI Send/Recv | gpupool / MPI | over MPI / MPI |",
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for kind, x in mib["rows"].items():
         g = x["gpupool"]
-        L.append("| %s | %s | %s (%s) | %s | %s | %s | %s | %s | %s |" % (
+        L.append("| %s | %s | %s (%s) | %s | %s | %s | %s | %s | %s | %s |" % (
             kind, fmt_s(g["mb_per_s"], "%.0f"),
             fmt_s(g["mpi_mb_per_s"], "%.0f"),
             fmt_m(g["items_over_mpi"], "%.0f"),
             fmt_s(g.get("chunk"), "%.0f"),
+            fmt_s(g.get("first_mb_per_s"), "%.0f"),
             fmt_s(x["futures"]["mb_per_s"], "%.0f"),
             fmt_s(x["futures4"]["mb_per_s"], "%.0f"),
             fmt_s(mib["p2p_mb_per_s"], "%.0f"),
@@ -493,7 +505,7 @@ def md_ranks(rk):
     L += ["", "Each job is a fresh `mpirun --oversubscribe` (3 local ranks; "
           "MPI Send/Recv: 2), the jobs of a round in rotated order; each "
           "warms its pool up, then times one map per case and checks every "
-          "result (bench/py_ranks.py). MPIPoolExecutor's chunksize=1 (its "
+          "result (bench/py_ranks.py)%s. MPIPoolExecutor's chunksize=1 (its "
           "default) runs on N=%s trivial items, the tuned sizes on all of "
           "them; its 1 MiB items go one a message (chunksize=1). gpupool's "
           "1 MiB function also returns the rank it ran on: *over MPI* "
@@ -504,6 +516,7 @@ def md_ranks(rk):
           "job; ratios: medians of per-round ratios. MB/s: 10^6 B a "
           "second. Rounds: %d. Load average before/after the section: "
           "%s / %s." % (
+              mib_passes(mib),
               fmt_n(cfg["c1_n"]), cfg["p2p_n"], cfg["p2p_passes"],
               cfg["rounds"], " ".join("%.2f" % x for x in rk["load"][0]),
               " ".join("%.2f" % x for x in rk["load"][1])), ""]

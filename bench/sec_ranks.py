@@ -158,14 +158,18 @@ def summarise(rounds, rc, kinds, workers):
                                for rd in rounds if rd["ms"].get(r)])
     p2p = stats([rd["p2p"].get("p2p", {}).get("mb_per_s") for rd in rounds])
     mib = sec["mib"] = {"n": rc["mib_n"], "kinds": kinds, "p2p_n":
-                        rc["p2p_n"], "p2p_mb_per_s": p2p, "rows": {}}
+                        rc["p2p_n"], "p2p_mb_per_s": p2p, "rows": {},
+                        "passes": next((x["passes"] for rd in rounds
+                                        for x in rd["mib"].values()
+                                        if x and x.get("passes")), None)}
     for kind in kinds:
         row = mib["rows"][kind] = {}
         for key in ("gpupool", "futures", "futures4"):
             xs = [rd["mib"].get("%s/%s" % (key, kind)) for rd in rounds]
             row[key] = {f: stats([x and x.get(f) for x in xs])
                         for f in ("mb_per_s", "mpi_mb_per_s",
-                                  "items_over_mpi", "chunk")}
+                                  "items_over_mpi", "chunk",
+                                  "first_mb_per_s")}
         for f in ("mb_per_s", "mpi_mb_per_s"):
             row["%s_over_p2p" % f] = stats([
                 rd["mib"]["gpupool/" + kind][f] / rd["p2p"]["p2p"]["mb_per_s"]
