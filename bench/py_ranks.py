@@ -29,7 +29,7 @@ every contender:
              size of that map (gpupool's default, as Pool.map computed
              it; null if this gpupool does not say)
 
-gpupool: gpupool.Pool(fake_gpus=1) made on rank 0 spans the job's ranks:
+A case of N = 0 is not run. gpupool: gpupool.Pool(fake_gpus=1) made on rank 0 spans the job's ranks:
 one worker per rank, rank 0's included (3 workers with -np 3); Pool.map
 with its default chunks (len / (4 x workers)).
 
@@ -51,7 +51,7 @@ import sys
 import time
 
 MIB = 1 << 20
-MIB_PASSES = 3  # timed maps of the 1 MiB items after the first
+MIB_PASSES = 5  # timed maps of the 1 MiB items after the first, as p2p
 
 
 def twice(x):
@@ -118,6 +118,8 @@ def cases(impl, mapf, workers, ranks, plan, kinds, mib_n, used=None):
     common = dict(impl=impl, workers=workers, ranks=ranks)
     mapf(twice, list(range(64)), None)
     for case, cs, n in plan:
+        if n == 0:
+            continue  # (a job for the 1 MiB items only)
         c = auto_chunk(n, workers) if cs == "auto" else cs
         items = list(range(n))
         fn = twice if case == "trivial" else nap

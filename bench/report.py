@@ -485,18 +485,24 @@ def md_ranks(rk):
     L += ranks_rows(rk, "ms", rk["ms"]["n"])
     L += ["", "#### Ranks: %d items of 1 MiB, each function returning its "
           "len(), MB/s of item bytes delivered" % mib["n"], "",
-          "| items | gpupool | of it over MPI (items) | gpupool's chunk | "
-          "gpupool's first map | MPIPoolExecutor -np 3 | -np 4 | "
-          "MPI Send/Recv | gpupool / MPI | over MPI / MPI |",
-          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+          "| items | gpupool | of it to ranks 1-2 (items) | gpupool's chunk "
+          "| gpupool's first map | sharing off | of it over MPI (items) | "
+          "MPIPoolExecutor -np 3 | -np 4 | MPI Send/Recv | gpupool / MPI | "
+          "over MPI / MPI |",
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+          "| --- |"]
     for kind, x in mib["rows"].items():
-        g = x["gpupool"]
-        L.append("| %s | %s | %s (%s) | %s | %s | %s | %s | %s | %s | %s |" % (
+        g, m = x["gpupool"], x.get("gpupool-mpi") or {}
+        L.append("| %s | %s | %s (%s) | %s | %s | %s | %s (%s) | %s | %s | "
+                 "%s | %s | %s |" % (
             kind, fmt_s(g["mb_per_s"], "%.0f"),
             fmt_s(g["mpi_mb_per_s"], "%.0f"),
             fmt_m(g["items_over_mpi"], "%.0f"),
             fmt_s(g.get("chunk"), "%.0f"),
             fmt_s(g.get("first_mb_per_s"), "%.0f"),
+            fmt_s(m.get("mb_per_s"), "%.0f"),
+            fmt_s(m.get("mpi_mb_per_s"), "%.0f"),
+            fmt_m(m.get("items_over_mpi"), "%.0f"),
             fmt_s(x["futures"]["mb_per_s"], "%.0f"),
             fmt_s(x["futures4"]["mb_per_s"], "%.0f"),
             fmt_s(mib["p2p_mb_per_s"], "%.0f"),
@@ -508,9 +514,14 @@ def md_ranks(rk):
           "result (bench/py_ranks.py)%s. MPIPoolExecutor's chunksize=1 (its "
           "default) runs on N=%s trivial items, the tuned sizes on all of "
           "them; its 1 MiB items go one a message (chunksize=1). gpupool's "
-          "1 MiB function also returns the rank it ran on: *over MPI* "
-          "counts the items that went to ranks 1-2 (the rest ran on rank "
-          "0's own worker); gpupool's chunk: the chunk size its default "
+          "1 MiB function also returns the rank it ran on: *to ranks 1-2* "
+          "is the MB/s of the items that ran there (the rest ran on rank "
+          "0's own worker); the 3 ranks share a host, so by default ranks "
+          "1-2 read those items where rank 0 pickled them, no MPI between; "
+          "*sharing off* is a job of its own with GPUPOOL_RANKS_SHARE=0, "
+          "where ranks 1-2 get theirs through MPI as ranks on other nodes "
+          "do, and *over MPI* is the MB/s of those items (the target on "
+          "it is what a user with several nodes gets); gpupool's chunk: the chunk size its default "
           "chunking chose for the map (items a message). MPI Send/Recv: mpi4py `comm.Send` of one 1 MiB "
           "buffer %d times, rank 0 to rank 1, the median of %d passes a "
           "job; ratios: medians of per-round ratios. MB/s: 10^6 B a "

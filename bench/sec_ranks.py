@@ -24,6 +24,9 @@ RANKS_QUICK = dict(rounds=2, triv_n=10**5, c1_n=2000, ms_n=1000, mib_n=64,
 RANKS_JOBS = [
     ("gpupool", 3, "gpupool.Pool(fake_gpus=1).map over 3 ranks: 3 workers, "
                    "one a rank, rank 0's included"),
+    ("gpupool-mpi", 3, "the same, 1 MiB items only, GPUPOOL_RANKS_SHARE=0: "
+                       "ranks 1-2 get theirs through MPI, as ranks on "
+                       "other nodes do"),
     ("futures", 3, "MPIPoolExecutor.map, -np 3: rank 0 the master, "
                    "2 workers"),
     ("futures4", 4, "MPIPoolExecutor.map, -np 4: 3 workers, as many as "
@@ -90,6 +93,9 @@ def job_argv(key, np_, py, rc, kinds):
         return argv + [py, "-m", "gpupool", script, "gpupool",
                        str(rc["triv_n"]), str(rc["ms_n"]), str(rc["mib_n"]),
                        k]
+    if key == "gpupool-mpi":
+        return argv + [py, "-m", "gpupool", script, "gpupool", "0", "0",
+                       str(rc["mib_n"]), k]
     if key.startswith("futures"):
         return argv + [py, "-m", "mpi4py.futures", script, "futures",
                        str(rc["triv_n"]), str(rc["c1_n"]), str(rc["ms_n"]),
@@ -164,16 +170,20 @@ def summarise(rounds, rc, kinds, workers):
                                         if x and x.get("passes")), None)}
     for kind in kinds:
         row = mib["rows"][kind] = {}
-        for key in ("gpupool", "futures", "futures4"):
+        for key in ("gpupool", "gpupool-mpi", "futures", "futures4"):
             xs = [rd["mib"].get("%s/%s" % (key, kind)) for rd in rounds]
             row[key] = {f: stats([x and x.get(f) for x in xs])
                         for f in ("mb_per_s", "mpi_mb_per_s",
                                   "items_over_mpi", "chunk",
                                   "first_mb_per_s")}
-        for f in ("mb_per_s", "mpi_mb_per_s"):
+        # All items with sharing (the default: ranks 1-2 share rank 0's
+        # host), and the part to ranks 1-2 without it, through MPI.
+        for f, key in (("mb_per_s", "gpupool"),
+                       ("mpi_mb_per_s", "gpupool-mpi")):
             row["%s_over_p2p" % f] = stats([
-                rd["mib"]["gpupool/" + kind][f] / rd["p2p"]["p2p"]["mb_per_s"]
-                for rd in rounds if rd["mib"].get("gpupool/" + kind) and
+                rd["mib"]["%s/%s" % (key, kind)][f] /
+                rd["p2p"]["p2p"]["mb_per_s"] for rd in rounds
+                if rd["mib"].get("%s/%s" % (key, kind)) and
                 rd["p2p"].get("p2p")])
     return sec
 
@@ -192,8 +202,9 @@ def ranks_section(cfg, build, work, res, notes, explicit=None,
         return
     log("ranks: %s" % probe["how"])
     kinds = ["bytes"] + (["numpy"] if probe.get("numpy") else [])
-    jobs = [j for j in RANKS_JOBS if j[0] == "gpupool" or probe["mpi4py"]]
-    workers = {"gpupool": 3, "futures": 2, "futures4": 3}
+    jobs = [j for j in RANKS_JOBS if j[0].startswith("gpupool") or
+            probe["mpi4py"]]
+    workers = {"gpupool": 3, "gpupool-mpi": 3, "futures": 2, "futures4": 3}
     load0 = os.getloadavg()
     rounds = []
     for rd in range(rc["rounds"]):
@@ -202,8 +213,11 @@ def ranks_section(cfg, build, work, res, notes, explicit=None,
             rc["rounds"]))
         this = {"trivial": {}, "ms": {}, "mib": {}, "p2p": {}, "layout": {}}
         for key, np_, _ in rotate(jobs, rd):
+            env = base_env()
+            if key == "gpupool-mpi":
+                env["GPUPOOL_RANKS_SHARE"] = "0"  # mpirun passes it on
             lines = tree_job("ranks", job_argv(key, np_, py, rc, kinds),
-                             base_env(), "/", rc["timeout_s"], notes,
+                             env, "/", rc["timeout_s"], notes,
                              "%s round %d" % (key, rd + 1))
             for c, rows in by_row(key, lines).items():
                 this[c].update(rows)

@@ -22,6 +22,13 @@ last reference gone frees it (FR_RING_FREE, flushed by send() and
 recv()). A message the rings have no room for takes the socket. On
 rank 0, a chunk's big pickle is written into the out ring as it is made
 (arena(), gpupool._pickles.arena) and sent from there, one copy less.
+
+A rank on rank 0's host needs no MPI for such an item: it maps rank 0's
+out ring read only (map_ring0(): /proc/PID/fd of rank 0's memfd, checked
+to be that memfd), its pools read items there in place, and rank 0 sends
+it only where the item lies (TASKREF, send_ref()), keeping the item till
+the rank says it is done with it (REFFREE, when the Extent made for it
+there is gone). GPUPOOL_RANKS_SHARE=0 turns that off.
 """
 
 import mmap
@@ -35,6 +42,7 @@ import time
 # src/cli/ranks/ranks.h: enum rmsg_type (RM_POOL is the Python side's own) and
 # enum frame_type.
 HELLO, TASKS, RESULTS, CTL, BEAT, BYE, POOL = 1, 2, 3, 4, 5, 6, 7
+TASKREF, REFFREE = 8, 9  # the Python side's own too (see the payloads)
 FR_READY, FR_ERR, FR_START, FR_END, FR_DONE = 100, 101, 102, 103, 104
 FR_RING_SEND, FR_RING_SENT, FR_RING_RECV, FR_RING_FREE = 105, 106, 107, 108
 _HDR = struct.Struct("=iiQ")
@@ -82,6 +90,26 @@ def ring_bytes():
     return mib << 20
 
 
+def share_on():
+    """Whether ranks on rank 0's host read its out ring in place:
+    GPUPOOL_RANKS_SHARE, 1 (the default) or 0."""
+    v = os.environ.get("GPUPOOL_RANKS_SHARE", "").strip()
+    if v not in ("", "0", "1"):
+        raise LinkError("GPUPOOL_RANKS_SHARE=%r: 1 (ranks on rank 0's "
+                        "host read its items where it pickled them, the "
+                        "default) or 0 (through MPI)" % v)
+    return v != "0"
+
+
+def _boot_id():
+    """This boot of this host's kernel, or None where it cannot be read."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
 def program():
     """The package's MPI process: GPUPOOL_MPIPROC, else gpupool/_mpiproc
     (built when MPI was found at install time), else None."""
@@ -111,6 +139,13 @@ class Link:
         self.out_freed = []  # the same for items pickled in the out ring
         self.sending = {}  # out-ring offset -> such an item MPI sends
         self.in_place = 0  # items sent from where they were pickled
+        self.share = False  # rank 0: ranks on its host may read its ring
+        self.refs = {}     # rank 0: peer -> {off: item it reads in place}
+        self.by_ref = 0    # rank 0: items sent so (TASKREF)
+        self.ring0 = None  # another rank: rank 0's out ring, read only
+        self.ring0fd = -1  # its memfd here (map_ring0)
+        self.ring0id = None
+        self.ref_freed = []  # offsets in it whose Extent is gone
         self.busy_now = False
 
     def start(self):
@@ -121,6 +156,7 @@ class Link:
                 "across ranks: install MPI's headers (Debian: apt-get "
                 "install libopenmpi-dev) and pip install gpupool again")
         rsize = ring_bytes()
+        self.share = share_on()
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         memfd = os.memfd_create("gpupool-ranks")
         ringfd = -1
@@ -185,6 +221,78 @@ class Link:
             if hasattr(mmap, "MADV_DOFORK"):
                 self.ring.madvise(mmap.MADV_DOFORK, off, self.rsize)
             _gpupool.ring_extern(self.ring, off, self.rsize, self.ringfd)
+
+    def ring_id(self):
+        """What another rank needs to map this rank's out ring (rank 0's,
+        sent with POOL), or None: no rings, or sharing is off. The boot
+        and the memfd's device and inode name it: a rank elsewhere may
+        find a process with that pid and fd, even a memfd, but not that
+        one."""
+        if self.ring is None or self.ringfd < 0 or not self.share:
+            return None
+        boot = _boot_id()
+        if boot is None:
+            return None
+        st = os.fstat(self.ringfd)
+        return {"pid": os.getpid(), "fd": self.ringfd, "size": self.rsize,
+                "boot": boot, "dev": st.st_dev, "ino": st.st_ino}
+
+    def map_ring0(self, rid):
+        """Map rank 0's out ring (rid: its ring_id()) read only, as the
+        extern mapping of the Pools made from now on: True when this rank
+        reads rank 0's items there (on its host, the memfd reachable and
+        the one rid names), False when they come through MPI."""
+        if self.ring0 is not None:
+            return rid == self.ring0id
+        if not rid or not self.share or rid.get("boot") != _boot_id():
+            return False  # off, or another host
+        from . import _gpupool
+        try:
+            fd = os.open("/proc/%d/fd/%d" % (rid["pid"], rid["fd"]),
+                         os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return False  # not ours to open (another pid namespace)
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != (rid["dev"], rid["ino"]) or \
+                    st.st_size < rid["size"]:
+                raise OSError("not rank 0's ring")
+            m = mmap.mmap(fd, rid["size"], flags=mmap.MAP_SHARED,
+                          prot=mmap.PROT_READ)
+            _gpupool.ring_extern(m, 0, rid["size"], fd)
+        except (OSError, ValueError):
+            os.close(fd)
+            return False
+        if self.ring is not None and hasattr(mmap, "MADV_DONTFORK"):
+            # The in ring is no pool's extern mapping now: out of the
+            # workers again (share_ring() let them have it).
+            self.ring.madvise(mmap.MADV_DONTFORK, self.rsize, self.rsize)
+        self.ring0, self.ring0fd, self.ring0id = m, fd, rid
+        return True
+
+    def ref_extent(self, off, n):
+        """An item rank 0 sent by reference: its n bytes at off of rank
+        0's out ring, read in place; REFFREE gives it back once the
+        Extent is gone."""
+        from . import _gpupool
+        return _gpupool.Extent(self.ring0, off, n, self.ref_freed, off)
+
+    def is_arena(self, data):
+        """Whether data is an item arena() made (it lies in the out
+        ring)."""
+        return getattr(data, "freed", None) is self.out_freed
+
+    def send_ref(self, peer, data, pool, item):
+        """Item data (arena()'s) to peer, which maps the out ring
+        (map_ring0()), by where it lies: kept here till peer's REFFREE
+        for it."""
+        self._flush_freed()
+        off = data.tag + _PRE
+        self.refs.setdefault(peer, {})[off] = data
+        self.in_place += 1
+        self.by_ref += 1
+        self._frame(TASKREF, peer, REF.pack(pool, item, off,
+                                            memoryview(data).nbytes))
 
     def arena(self, n):
         """n writable bytes of the out ring for an item to be pickled
@@ -272,7 +380,7 @@ class Link:
         bytes), else through the out ring when it is big and fits."""
         self._flush_freed()
         h = len(head)
-        if getattr(data, "freed", None) is self.out_freed and h <= _PRE:
+        if self.is_arena(data) and h <= _PRE:
             off = data.tag + _PRE - h
             if off not in self.sending:
                 self.ring[off:off + h] = head
@@ -299,8 +407,13 @@ class Link:
             self.out.free(self.out_freed.pop())
 
     def _flush_freed(self):
-        """Give the MPI process back the in-ring extents read here."""
+        """Give the MPI process back the in-ring extents read here, and
+        rank 0 the items of its out ring read here in place."""
         self._free_out()
+        if self.ref_freed:
+            offs = self.ref_freed[:]
+            del self.ref_freed[:len(offs)]
+            self._frame(REFFREE, 0, b"".join(_OFF.pack(o) for o in offs))
         if not self.freed:
             return
         offs = self.freed[:]
@@ -383,6 +496,11 @@ class Link:
             self.held[off] = k
             d = _gpupool.Extent(self.ring, self.rsize + off, k, self.freed,
                                 off)
+        if t == REFFREE:
+            held = self.refs.get(peer, {})
+            for (off,) in _OFF.iter_unpack(d):
+                held.pop(off, None)
+            return
         out.append((t, peer, d))
 
     def wait(self, secs):
@@ -433,10 +551,16 @@ class Link:
         if self.ringfd >= 0:
             os.close(self.ringfd)
             self.ringfd = -1
+        if self.ring0fd >= 0:
+            os.close(self.ring0fd)
+            self.ring0fd = -1
 
 
 # The payloads (host byte order; every record can follow another):
 #   TASKS   0 -> r: per item: pool id, item id, length, then the C item
+#   TASKREF 0 -> r: per item: pool id, item id, offset, length: the C item
+#                   lies there in rank 0's out ring, which r maps
+#   REFFREE r -> 0: offsets of such items: r is done with them
 #   RESULTS r -> 0: per item: pool id, item id, status, code, length, out
 #   CTL     0 -> r: pool id, what (below); pool id 0 with C_END: leave,
 #                   C_END_LOST: leave without MPI_Finalize (a rank was
@@ -447,6 +571,7 @@ class Link:
 #   BYE     r -> 0: empty: it leaves (every result sent)
 C_CANCEL, C_KILL, C_CLOSE, C_END, C_END_LOST = 1, 2, 3, 4, 5
 TASK = struct.Struct("=IQQ")
+REF = struct.Struct("=IQQQ")
 RESULT = struct.Struct("=IQiiQ")
 CTLREC = struct.Struct("=Ii")
 
@@ -463,6 +588,11 @@ def task_records(d):
         off += TASK.size
         yield pool, item, m[off:off + k] if ring else bytes(m[off:off + k])
         off += k
+
+
+def ref_records(d):
+    """(pool, item, off, length) for each record of a TASKREF payload."""
+    return REF.iter_unpack(d)
 
 
 def result_records(d):

@@ -19,7 +19,9 @@ per worker, more when items are short, as gpupool-run's coord.c). An
 item a rank holds when it is lost (dead, left, or silent for
 rank_timeout) runs again elsewhere while retries= allows, else it fails
 with RankLost naming the rank and host. Items travel as the C pool's
-own items: the same bytes a local worker gets.
+own items: the same bytes a local worker gets; to a rank on this host
+that maps rank 0's out ring (HELLO's "ref"), an item pickled there goes
+as where it lies (_link.Link.send_ref()).
 """
 
 import collections
@@ -53,11 +55,12 @@ def _ring_bytes(n):
 class _Item:
     """An item of a Cluster's call: the C pool's key and payload, and where
     it went (rank), how often it ran again (tries), when it was sent."""
-    __slots__ = ("key", "data", "rank", "tries", "sent")
+    __slots__ = ("key", "data", "rank", "tries", "sent", "k")
 
     def __init__(self, key, data):
         self.key, self.data = key, data
         self.rank, self.tries, self.sent = 0, 0, 0.0
+        self.k = 0  # the bytes of its rank's in ring it takes
 
 
 def spread(c, kw, start_method, max_tasks):
@@ -93,6 +96,7 @@ class World:
             _pickles.arena = link.arena
             link.share_ring(out=True)
         self.lock = threading.RLock()
+        self.ring_id = link.ring_id()  # for the ranks on this host
         self.host = socket.gethostname()
         self.hosts = {0: self.host}
         self.lost = {}        # rank -> why
@@ -113,6 +117,10 @@ class World:
     def send(self, r, t, data=b"", head=b""):
         with self.lock:
             self.link.send(r, t, data, head)
+
+    def send_ref(self, r, data, pool, item):
+        with self.lock:
+            self.link.send_ref(r, data, pool, item)
 
     def pump(self):
         """Read what came; route it to its pool; write off the silent."""
@@ -196,6 +204,7 @@ class Cluster:
         self.inbox = collections.deque()
         self.parts = {}      # rank -> its workers' info (from HELLO)
         self.rings = {}      # rank -> its in ring's bytes (from HELLO)
+        self.refs = {}       # rank -> it reads rank 0's out ring (HELLO)
         self.out = {}        # item id -> _Item at another rank
         self.held = collections.defaultdict(set)  # rank -> item ids
         self.bytes = collections.Counter()  # rank -> bytes of those
@@ -217,7 +226,8 @@ class Cluster:
             raise
 
     def _open(self, kw):
-        msg = pickle.dumps({"id": self.id, "kw": kw}, protocol=5)
+        msg = pickle.dumps({"id": self.id, "kw": kw,
+                            "ring0": self.w.ring_id}, protocol=5)
         waiting = set(self.w.others())
         for r in waiting:
             self.w.send(r, _link.POOL, msg)
@@ -233,6 +243,7 @@ class Cluster:
                 elif kind == "hello":
                     self.parts[r] = m["info"]
                     self.rings[r] = m.get("ring", 0)
+                    self.refs[r] = bool(m.get("ref"))
                 elif kind == "lost":
                     failed.append("%s is lost: %s" % (self.w.name(r), m))
         if failed:
@@ -379,20 +390,27 @@ class Cluster:
             if it is None:
                 return
             k = _ring_bytes(len(it.data))
-            live = [r for r in live if self._room(r, k)]
+            ref = k and self.w.link.is_arena(it.data)
+
+            def ks(r):  # by reference it takes none of r's in ring
+                return 0 if ref and self.refs.get(r) else k
+            live = [r for r in live if self._room(r, ks(r))]
             if not live:
                 self.requeue.appendleft(it)
                 return
             r = max(live, key=lambda r: self._window(r) - len(self.held[r]))
             i = self.next_item
             self.next_item += 1
-            it.rank, it.sent = r, time.monotonic()
+            it.rank, it.sent, it.k = r, time.monotonic(), ks(r)
             self.out[i] = it
             self.held[r].add(i)
-            self.bytes[r] += k
+            self.bytes[r] += it.k
             self.w.link.busy(True)
-            self.w.send(r, _link.TASKS, it.data,
-                        TASK.pack(self.id, i, len(it.data)))
+            if ref and not it.k:
+                self.w.send_ref(r, it.data, self.id, i)
+            else:
+                self.w.send(r, _link.TASKS, it.data,
+                            TASK.pack(self.id, i, len(it.data)))
 
     def _events(self, done):
         while self.inbox:
@@ -403,7 +421,7 @@ class Cluster:
                 if it is None:
                     continue
                 self.held[r].discard(i)
-                self.bytes[r] -= _ring_bytes(len(it.data))
+                self.bytes[r] -= it.k
                 if not self.out:
                     self.w.link.busy(False)
                 t = time.monotonic() - it.sent

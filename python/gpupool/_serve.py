@@ -8,7 +8,10 @@ made here (ranks=False: this node's GPUs only), and HELLO answers with
 its workers, or with why it could not start. TASKS bring C items, which
 run on that pool through one C call at a time (its run(), as rank 0's
 Cluster drives its own), each result sent back as RESULTS as it ends;
-retries= and timeout= act here as on one machine. CTL cancels or kills
+retries= and timeout= act here as on one machine. On rank 0's host,
+POOL also says where rank 0's out ring is: mapped here (HELLO's "ref"),
+the pools made from then on read the items TASKREF points to there, in
+place. CTL cancels or kills
 what a pool runs (rank 0's call ended early), closes a pool, or ends the
 job: every pool is stopped, BYE goes to rank 0, and MPI ends. A rank 0
 silent for rank_timeout is written off: everything stops, and MPI ends
@@ -104,6 +107,13 @@ class Server:
                     p = self.parts.get(pid)
                     if p is not None:
                         p.q.append((i, payload))
+            elif t == _link.TASKREF:
+                for pid, i, off, k in _link.ref_records(d):
+                    # Made even for a pool gone: its end gives it back.
+                    e = memoryview(self.link.ref_extent(off, k))
+                    p = self.parts.get(pid)
+                    if p is not None:
+                        p.q.append((i, e))
             elif t == _link.CTL:
                 pid, how = CTLREC.unpack(d)
                 self._ctl(pid, how)
@@ -140,6 +150,8 @@ class Server:
             if self.broken is not None:
                 raise ImportError("the script could not be imported on "
                                   "this rank: %s" % self.broken)
+            # Before the pool: its workers read rank 0's ring.
+            ref = self.link.map_ring0(m.get("ring0"))
             init = kw.pop("_init", None)
             if init is not None:
                 from . import _task
@@ -159,7 +171,7 @@ class Server:
         self.parts[m["id"]] = _Part(m["id"], pool)
         self.link.send(0, _link.HELLO, pickle.dumps(
             {"id": m["id"], "host": self.host, "info": info,
-             "ring": self.link.rsize}))
+             "ring": self.link.rsize, "ref": ref}))
 
     def _close(self, p, kill):
         self.parts.pop(p.id, None)

@@ -568,13 +568,17 @@ def test_big_items(job, method):
     job.no_leftovers("after the script")
 
 
-def _rings(job, mib):
+def _rings(job, mib, share=True):
     """ranks/ring.py with rings of mib MiB (None: the default): every
     result right, a retry after a crash included, and every ring empty
     at the end, rank 0's (its sends finished, the items it pickled there
-    gone) and each other rank's (its extents given back, a canceled map's
-    queue too)."""
+    gone, the ranks that read them there done with them) and each other
+    rank's (its extents given back, a canceled map's queue too). The 3
+    ranks share a host: with rings and share, ranks 1-2 read the items
+    rank 0 pickled in its out ring there (by reference), else MPI
+    carries them."""
     job.env["GPUPOOL_TEST_RING_USED"] = "1"
+    job.env["GPUPOOL_RANKS_SHARE"] = "1" if share else "0"
     if mib is not None:
         job.env["GPUPOOL_RANKS_RING"] = str(mib)
     rc, out, err = job.run(mpirun() + script("ring.py"))
@@ -589,6 +593,7 @@ def _rings(job, mib):
     # Rank 0 pickles a big chunk into its out ring and sends it from
     # there when the ring has room (2 MiB has for some 1-2 MiB items).
     assert (o["in_place"] > 0) == (mib != 0), o
+    assert (o["by_ref"] > 0) == (mib != 0 and share), o
     # (The ranks' lines may interleave on mpirun's stderr.)
     used = dict(re.findall(r"gpupool: rank (\d+): ring used (\d+)", err))
     assert used == {"1": "0", "2": "0"}, err[-3000:]
@@ -607,6 +612,104 @@ def test_small_rings_mix_rings_and_the_socket(job):
 
 def test_no_rings(job):
     _rings(job, 0)
+
+
+def test_rings_through_mpi_when_not_shared(job):
+    """GPUPOOL_RANKS_SHARE=0: ranks on rank 0's host get its big items
+    through MPI, ring to ring, as ranks elsewhere do."""
+    _rings(job, None, share=False)
+
+
+def test_small_rings_through_mpi_when_not_shared(job):
+    _rings(job, 2, share=False)
+
+
+def test_ring0_is_mapped_only_when_it_is_rank_0s(tmp_path):
+    """map_ring0() maps the memfd a ring_id() names, read only, and
+    nothing else: a pid and fd that hold another file, another boot's
+    ring, a pid not there, or sharing off all say False (the rank then
+    gets its items through MPI)."""
+    from gpupool import _gpupool, _link
+    size = 1 << 16
+    fd = os.memfd_create("gpupool-ring")
+    os.ftruncate(fd, 2 * size)
+    other = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        st = os.fstat(fd)
+        good = {"pid": os.getpid(), "fd": fd, "size": size,
+                "boot": _link._boot_id(), "dev": st.st_dev,
+                "ino": st.st_ino}
+        bad = [dict(good, fd=other), dict(good, ino=st.st_ino + 1),
+               dict(good, boot="another"), dict(good, pid=2 ** 22 + 1),
+               dict(good, size=4 * size), None]
+        for rid in bad:
+            link = _link.Link()
+            link.share = True
+            assert not link.map_ring0(rid), rid
+            assert link.ring0 is None
+        link = _link.Link()
+        assert not link.map_ring0(good)  # sharing off (share_on() no)
+        link.share = True
+        try:
+            assert link.map_ring0(good)
+            os.pwrite(fd, b"seen", 100)
+            e = link.ref_extent(100, 4)
+            assert bytes(e) == b"seen"
+            with pytest.raises(TypeError):
+                link.ring0[0:1] = b"x"  # read only
+            del e
+            assert link.ref_freed == [100]
+            assert link.map_ring0(good) and not link.map_ring0(
+                dict(good, ino=0))  # one ring0 a rank
+        finally:
+            _gpupool.ring_extern(None)
+            link.close()
+    finally:
+        os.close(fd)
+        os.close(other)
+
+
+def test_ref_items_are_held_till_the_rank_is_done(monkeypatch):
+    """Rank 0 keeps an item it sent by reference taken in its out ring,
+    whatever else lets it go (its result came, its map ended), until
+    that rank's REFFREE says the rank is done with it: only then can
+    the ring give those bytes to another item."""
+    from gpupool import _link
+    size = 1 << 20
+    fd = os.memfd_create("gpupool-ring")
+    os.ftruncate(fd, 2 * size)
+    link = _link.Link()
+    link.ringfd = fd
+    link._map_rings(fd, size)
+    sent = []
+    monkeypatch.setattr(link, "_frame", lambda *a: sent.append(a))
+    try:
+        item = link.arena(256 << 10)
+        assert item is not None and link.is_arena(item)
+        link.send_ref(2, item, 7, 41)
+        t, peer, rec = sent[-1]
+        pool, i, off, k = _link.REF.unpack(rec)
+        assert (t, peer, pool, i, k) == (_link.TASKREF, 2, 7, 41, 256 << 10)
+        del item  # the Cluster's last reference: its result came
+        assert link.ring_used() > 0
+        link._deliver([], _link.REFFREE, 1, _link._OFF.pack(off))
+        assert link.ring_used() > 0  # another rank's word changes nothing
+        link._deliver([], _link.REFFREE, 2, _link._OFF.pack(off))
+        assert link.ring_used() == 0
+        assert link.arena(256 << 10) is not None
+    finally:
+        link.ring = None
+        link.close()
+
+
+def test_bad_share_setting_is_said(job):
+    """GPUPOOL_RANKS_SHARE other than 0 or 1: the job ends (255) saying
+    why, before any script runs."""
+    job.env["GPUPOOL_RANKS_SHARE"] = "yes"
+    rc, out, err = job.run(mpirun() + script("ring.py"))
+    assert rc == 255, err[-3000:]
+    assert "GPUPOOL_RANKS_SHARE='yes': 1" in err, err[-3000:]
+    assert not os.path.exists(job.path("out.json"))
 
 
 def test_bad_ring_size_is_said(job):

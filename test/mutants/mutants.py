@@ -256,6 +256,18 @@ MUTANTS = [
     M("spin-wait-unmeasured", 93, "src/io.c",
       "*last = r > 0 ? gp_now_ns() - t0 : -1;", "*last = r > 0 ? 0 : -1;",
       "check_msg"),
+    # 94. Rank 0's out ring, read in place by a rank on its host.
+    M("ring0-identity-unchecked", 94, "python/gpupool/_link.py",
+      '(st.st_dev, st.st_ino) != (rid["dev"], rid["ino"])', "False",
+      "pytest", timeout=1800),
+    M("ring0-of-another-boot", 94, "python/gpupool/_link.py",
+      'or rid.get("boot") != _boot_id():', ":", "pytest", timeout=1800),
+    M("ref-item-not-held", 94, "python/gpupool/_link.py",
+      "self.refs.setdefault(peer, {})[off] = data",
+      "self.refs.setdefault(peer, {})", "pytest", timeout=1800),
+    M("reffree-never-sent", 94, "python/gpupool/_link.py",
+      "        if self.ref_freed:\n", "        if False:\n", "pytest",
+      timeout=1800),
     # 13. All ranks or none.
     M("run-before-every-rank-is-up", 13, "src/cli/master/coord.c",
       "all &= r->peer[i].hello && !r->peer[i].lost;", "all &= 1;",

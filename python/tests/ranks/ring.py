@@ -12,7 +12,9 @@ Items of 1 to 2 MiB of random bytes, echoed reversed, over 3 ranks:
 Then rank 0 waits for its rings to be empty (ring_used(), its MPI
 process's sends finished, its items pickled in the out ring gone), and
 each other rank says its own at the end (GPUPOOL_TEST_RING_USED); and how
-many items rank 0 sent from where it pickled them. $GP_DIR/out.json: what came back.
+many items rank 0 sent from where it pickled them, and how many of those
+by reference (to ranks that map its out ring). $GP_DIR/out.json: what
+came back.
 """
 import json
 import os
@@ -71,6 +73,7 @@ def main():
     out["used0"] = link.ring_used()
     out["rsize"] = link.rsize
     out["in_place"] = link.in_place
+    out["by_ref"] = link.by_ref
     with open(os.path.join(D, "out.json"), "w") as f:
         json.dump(out, f)
 
