@@ -589,7 +589,7 @@ gp_claim_wait(struct gp_claimer *c, const struct gp_claim_req *r, int *got,
 {
 	struct pollfd	 pf[2];
 	int64_t		 t0 = gp_now_ns(), left;
-	int		 rc, said = 0, fd, n, ms;
+	int		 rc, said = 0, fd, n, ms, woke = 0;
 
 	for (;;) {
 		if ((rc = gp_claim_try(c, r, got, why, len)) != 0)
@@ -604,7 +604,7 @@ gp_claim_wait(struct gp_claimer *c, const struct gp_claim_req *r, int *got,
 			    r->n, r->n == 1 ? "" : "s", why);
 		}
 		fd = gp_claim_fd(c);
-		ms = fd < 0 ? GP_CLAIM_POLL_MS : 1000;
+		ms = fd < 0 || woke ? GP_CLAIM_POLL_MS : 1000;
 		if (timeout_ms > 0) {
 			left = (int64_t)timeout_ms - (gp_now_ns() - t0) /
 			    1000000;
@@ -624,6 +624,7 @@ gp_claim_wait(struct gp_claimer *c, const struct gp_claim_req *r, int *got,
 		}
 		if (poll(pf, (nfds_t)n, ms) < 0 && errno != EINTR)
 			return -errno;
+		woke = fd >= 0 && (pf[0].revents & POLLIN);
 		if (cancel_fd >= 0 && (pf[n - 1].revents & (POLLIN | POLLHUP))) {
 			gp_claim_unwait(c);
 			return -ECANCELED;

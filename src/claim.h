@@ -62,7 +62,10 @@ void	gp_claim_drop(struct gp_claimer *c, int i, uint64_t mem);
  * parent's). */
 void	gp_claim_forget(struct gp_claimer *c);
 /* Readable when the table changed (try again); -1: look again within
- * GP_CLAIM_POLL_MS. */
+ * GP_CLAIM_POLL_MS. After a wake whose try failed, look again within
+ * GP_CLAIM_POLL_MS too: a holder's death is reported (the close of its
+ * table fd) before the kernel drops its lock (__fput(): fsnotify_close()
+ * before locks_remove_file()), and nothing wakes the waiter after. */
 int	gp_claim_fd(struct gp_claimer *c);
 /* Empty the fd's events. */
 void	gp_claim_drain(struct gp_claimer *c);

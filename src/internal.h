@@ -240,6 +240,8 @@ struct gp_pool {
 		int		 npend;
 		uint64_t	 pmem;		/* their bytes each */
 		int		 waiting;	/* an item waits for claims */
+		int		 woke;		/* the claims' fd was read:
+						   look again soon (claim.h) */
 	}			 hd;
 };
 
