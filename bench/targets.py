@@ -365,7 +365,7 @@ def targets_mib(out, mib, na):
     for kind in (mib["kinds"] if mib else ["bytes"]):
         row = mib and mib["rows"][kind]
         g = row and row["gpupool"]
-        m = row and (row.get("gpupool-mpi") or {})
+        m = (row and row.get("gpupool-mpi")) or {}
         p2p = mib and mib["p2p_mb_per_s"] and "MPI's %s MB/s" % fmt_s(
             mib["p2p_mb_per_s"], "%.0f")
         chunks = g and g.get("chunk") and ", chunks of %s" % fmt_m(
@@ -392,7 +392,7 @@ def targets_mib(out, mib, na):
             "median of per-round ratios of the MB/s of the items that ran "
             "on ranks 1-2, in the job with GPUPOOL_RANKS_SHARE=0, to "
             "comm.Send/Recv MB/s of 1 MiB buffers, rank 0 to rank 1",
-            fmt="%.3f", why_na=na, context=row and p2p and m and
+            fmt="%.3f", why_na=na, context=row and p2p and bool(m) and
             "%s MB/s over MPI (%s of %d items%s) against %s" % (
                 fmt_m(m.get("mpi_mb_per_s"), "%.0f"),
                 fmt_m(m.get("items_over_mpi"), "%.0f"), mib["n"],

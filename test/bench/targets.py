@@ -92,7 +92,8 @@ check("cpu_ns() of a busy child grows (%s -> %s)" % (c0, c1),
       c0 is not None and c1 is not None and c1 > c0)
 check("cpu_ns() of a reaped child is None", cpu_ns(pid) is None)
 
-# 1 MiB items over ranks: both rows, the over-MPI one on its own figure.
+# 1 MiB items over ranks: both rows, the over-MPI one on its own figure,
+# the sharing-off job's.
 def st(*v):
     return stats(list(v))
 
@@ -102,6 +103,8 @@ mib = {"n": 128, "kinds": ["bytes"], "p2p_mb_per_s": st(3000, 9000, 6000),
            "gpupool": {"mb_per_s": st(2000, 2500), "mpi_mb_per_s":
                        st(900, 1200), "items_over_mpi": st(60, 70),
                        "chunk": st(1, 1)},
+           "gpupool-mpi": {"mb_per_s": st(1500, 1800), "mpi_mb_per_s":
+                           st(700, 900), "items_over_mpi": st(50, 60)},
            "mb_per_s_over_p2p": st(0.4, 0.6, 0.55),
            "mpi_mb_per_s_over_p2p": st(0.2, 0.3, 0.1)}}}
 out = []
@@ -109,13 +112,16 @@ targets_mib(out, mib, None)
 check("two rows a kind", len(out) == 2)
 allr, over = out
 check("the over-MPI row is judged on its own ratio, >= 0.25",
-      over["target"].startswith("ranks: of 1 MiB items (bytes), the part "
+      over["target"].startswith("ranks: of 1 MiB items (bytes), sharing "
+                                "off (as ranks on other nodes), the part "
                                 "over MPI to ranks 1-2 >= 0.25x") and
       over["value"] == 0.2 and over["status"] == "MISS" and
       (over["held"], over["rounds"]) == (1, 3))
-check("its context: MPI's spread and the chunk size (%s)" % over["context"],
+check("its context: the sharing-off job's figures, MPI's spread and the "
+      "chunk size (%s)" % over["context"],
       "MPI's 6000 [3000-9000] MB/s" in over["context"] and
-      "chunks of 1" in over["context"])
+      "chunks of 1" in over["context"] and
+      over["context"].startswith("800 MB/s over MPI (55 of 128 items"))
 check("the all-items row as before", allr["value"] == 0.55 and
       allr["status"] == "PASS")
 out = []
