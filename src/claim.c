@@ -573,6 +573,12 @@ gp_claim_fd(struct gp_claimer *c)
 	return c->ino;
 }
 
+int
+gp_claim_poll_ms(int fd, int woke)
+{
+	return fd < 0 || woke ? GP_CLAIM_POLL_MS : 1000;
+}
+
 void
 gp_claim_drain(struct gp_claimer *c)
 {
@@ -604,7 +610,7 @@ gp_claim_wait(struct gp_claimer *c, const struct gp_claim_req *r, int *got,
 			    r->n, r->n == 1 ? "" : "s", why);
 		}
 		fd = gp_claim_fd(c);
-		ms = fd < 0 || woke ? GP_CLAIM_POLL_MS : 1000;
+		ms = gp_claim_poll_ms(fd, woke);
 		if (timeout_ms > 0) {
 			left = (int64_t)timeout_ms - (gp_now_ns() - t0) /
 			    1000000;

@@ -67,6 +67,10 @@ void	gp_claim_forget(struct gp_claimer *c);
  * table fd) before the kernel drops its lock (__fput(): fsnotify_close()
  * before locks_remove_file()), and nothing wakes the waiter after. */
 int	gp_claim_fd(struct gp_claimer *c);
+/* How long a waiter on fd (gp_claim_fd()'s) sleeps before it tries again
+ * regardless: GP_CLAIM_POLL_MS without the fd or after a wake (woke: its
+ * try then failed, above), else a second, to be sure. */
+int	gp_claim_poll_ms(int fd, int woke);
 /* Empty the fd's events. */
 void	gp_claim_drain(struct gp_claimer *c);
 /* Block until r is granted (as gp_claim_try()), saying once on stderr

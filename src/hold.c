@@ -216,10 +216,7 @@ gp_hold_fd(struct gp_pool *p, int64_t now, int64_t *due)
 	if (!gp_hold_items(p) || !p->hd.waiting)
 		return -1;
 	fd = gp_claim_fd(p->hd.cl);
-	/* Without inotify (its limit reached), after a wake (gp_claim_fd()),
-	 * or to be sure: look again. */
-	*due = now + (fd < 0 || p->hd.woke ? GP_CLAIM_POLL_MS : 1000) *
-	    1000000LL;
+	*due = now + gp_claim_poll_ms(fd, p->hd.woke) * 1000000LL;
 	p->hd.woke = 0;
 	return fd;
 }
